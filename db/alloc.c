@@ -1,0 +1,217 @@
+/*
+ * alloc.c - the emdb_malloc family: counting, limiting and failure
+ * injection in front of the C library and mmap.
+ *
+ * Invariants:
+ *   1. in_use equals the sum of the sizes of all live blocks and mappings;
+ *      a block's size is kept in a 16-byte header in front of it (16 keeps
+ *      the user pointer aligned like malloc's).
+ *   2. An allocation first claims its bytes in in_use and gives them back
+ *      if it fails, so a limit is never exceeded, even by racing threads.
+ *   3. Injected failures and limit refusals happen before any memory is
+ *      obtained, so a refused call has no effect at all.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <emdb/alloc.h>
+
+#include "db/error_int.h"
+
+#define HDR 16u
+#define HUGE_PAGE ((size_t)2 << 20)
+#define PAGE ((size_t)4096)
+
+static _Atomic size_t in_use;
+static _Atomic size_t peak;
+static _Atomic size_t limit;
+static atomic_bool fail_armed;
+static _Atomic int64_t fail_budget;
+static _Atomic uint64_t injected;
+
+static bool claim(size_t size)
+{
+	if (atomic_load_explicit(&fail_armed, memory_order_relaxed) &&
+	    atomic_fetch_sub(&fail_budget, 1) <= 0) {
+		atomic_fetch_add(&injected, 1);
+		emdb__seterr(EMDB_ERR_NOMEM, "allocation of %zu bytes refused (injected failure)", size);
+		return false;
+	}
+	size_t now = atomic_fetch_add(&in_use, size) + size;
+	size_t lim = atomic_load_explicit(&limit, memory_order_relaxed);
+	if ((lim && now > lim) || now < size) {
+		atomic_fetch_sub(&in_use, size);
+		emdb__seterr(EMDB_ERR_NOMEM, "allocation of %zu bytes would exceed the memory limit of %zu bytes",
+			     size, lim);
+		return false;
+	}
+	size_t p = atomic_load_explicit(&peak, memory_order_relaxed);
+	while (now > p && !atomic_compare_exchange_weak(&peak, &p, now))
+		;
+	return true;
+}
+
+static void unclaim(size_t size)
+{
+	atomic_fetch_sub(&in_use, size);
+}
+
+void *emdb_malloc(size_t size)
+{
+	if (size > SIZE_MAX - HDR) {
+		emdb__seterr(EMDB_ERR_NOMEM, "allocation of %zu bytes is too large", size);
+		return NULL;
+	}
+	if (!claim(size))
+		return NULL;
+	unsigned char *p = malloc(size + HDR);
+	if (!p) {
+		unclaim(size);
+		emdb__seterr(EMDB_ERR_NOMEM, "malloc of %zu bytes failed", size);
+		return NULL;
+	}
+	memcpy(p, &size, sizeof(size));
+	return p + HDR;
+}
+
+void *emdb_calloc(size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size) {
+		emdb__seterr(EMDB_ERR_NOMEM, "calloc of %zu x %zu bytes overflows", n, size);
+		return NULL;
+	}
+	void *p = emdb_malloc(n * size);
+	if (p)
+		memset(p, 0, n * size);
+	return p;
+}
+
+static size_t block_size(const void *p)
+{
+	size_t s;
+	memcpy(&s, (const unsigned char *)p - HDR, sizeof(s));
+	return s;
+}
+
+void *emdb_realloc(void *p, size_t size)
+{
+	if (!p)
+		return emdb_malloc(size);
+	size_t old = block_size(p);
+	if (size > SIZE_MAX - HDR) {
+		emdb__seterr(EMDB_ERR_NOMEM, "allocation of %zu bytes is too large", size);
+		return NULL;
+	}
+	if (size > old && !claim(size - old))
+		return NULL;
+	unsigned char *q = realloc((unsigned char *)p - HDR, size + HDR);
+	if (!q) {
+		if (size > old)
+			unclaim(size - old);
+		emdb__seterr(EMDB_ERR_NOMEM, "realloc to %zu bytes failed", size);
+		return NULL;
+	}
+	if (size < old)
+		unclaim(old - size);
+	memcpy(q, &size, sizeof(size));
+	return q + HDR;
+}
+
+void emdb_free(void *p)
+{
+	if (!p)
+		return;
+	unclaim(block_size(p));
+	free((unsigned char *)p - HDR);
+}
+
+char *emdb_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = emdb_malloc(n);
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+static size_t map_size(size_t size)
+{
+	return (size + PAGE - 1) & ~(PAGE - 1);
+}
+
+void *emdb_map(size_t size)
+{
+	size_t len = map_size(size ? size : 1);
+	if (len < size || !claim(len))
+		return NULL;
+	/* Over-map by one huge page so the region can start on a 2 MiB
+	 * boundary: only aligned 2 MiB ranges can become huge pages. */
+	size_t extra = len >= HUGE_PAGE ? HUGE_PAGE : 0;
+	unsigned char *raw = mmap(NULL, len + extra, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED) {
+		unclaim(len);
+		emdb__seterr(EMDB_ERR_NOMEM, "mmap of %zu bytes failed: %s", len + extra, strerror(errno));
+		return NULL;
+	}
+	unsigned char *p = raw;
+	if (extra) {
+		p = (unsigned char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+		if (p > raw)
+			munmap(raw, (size_t)(p - raw));
+		size_t tail = (size_t)(raw + len + extra - (p + len));
+		if (tail)
+			munmap(p + len, tail);
+		madvise(p, len, MADV_HUGEPAGE);
+	}
+	return p;
+}
+
+void emdb_unmap(void *p, size_t size)
+{
+	if (!p)
+		return;
+	size_t len = map_size(size ? size : 1);
+	munmap(p, len);
+	unclaim(len);
+}
+
+size_t emdb_alloc_bytes(void)
+{
+	return atomic_load(&in_use);
+}
+
+size_t emdb_alloc_peak(void)
+{
+	return atomic_load(&peak);
+}
+
+void emdb_alloc_set_limit(size_t bytes)
+{
+	atomic_store(&limit, bytes);
+}
+
+size_t emdb_alloc_limit(void)
+{
+	return atomic_load(&limit);
+}
+
+void emdb_alloc_fail_after(uint64_t n)
+{
+	atomic_store(&fail_budget, (int64_t)n);
+	atomic_store(&fail_armed, true);
+}
+
+void emdb_alloc_fail_reset(void)
+{
+	atomic_store(&fail_armed, false);
+}
+
+uint64_t emdb_alloc_injected_failures(void)
+{
+	return atomic_load(&injected);
+}

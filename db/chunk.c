@@ -1,0 +1,118 @@
+/*
+ * chunk.c - a table's rows in fixed-size chunks, mapped on demand.
+ *
+ * Invariants:
+ *   1. Chunks 0 .. n_chunks-1 are mapped, zero-filled at birth, and never
+ *      unmapped or moved before chunk_store_destroy; so a location, once
+ *      handed out, resolves to the same bytes for the life of the store.
+ *   2. next_row + reserved <= n_chunks * rows_per_chunk (under mu), so
+ *      chunk_new_row, called only with a reservation, always lands in a
+ *      mapped chunk and never needs to allocate.
+ *   3. A chunk pointer and its directory leaf are published with release
+ *      stores after they are fully set up; readers use acquire loads and
+ *      take no lock.
+ *
+ * State changes: chunk creation and `reserved` under mu; next_row by an
+ * atomic add in chunk_new_row.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/error.h>
+
+#include "db/chunk.h"
+#include "db/error_int.h"
+
+#define LEAF_SIZE (1u << CHUNK_DIR_BITS)
+
+int chunk_store_init(chunk_store *cs, size_t stride_bytes, size_t chunk_bytes)
+{
+	memset(cs, 0, sizeof(*cs));
+	size_t stride = (stride_bytes + 15) & ~(size_t)15;
+	if (stride == 0 || stride > UINT32_MAX || chunk_bytes == 0)
+		return emdb__seterr(EMDB_ERR_INVALID, "bad chunk geometry: stride %zu, chunk %zu bytes",
+				    stride_bytes, chunk_bytes);
+	size_t rows = chunk_bytes / stride;
+	if (rows == 0)
+		rows = 1;
+	if (rows > LOC_MAX_OFFSET)
+		rows = LOC_MAX_OFFSET;
+	cs->stride = (uint32_t)stride;
+	cs->rows_per_chunk = (uint32_t)rows;
+	cs->chunk_bytes = rows * stride;
+	pthread_mutex_init(&cs->mu, NULL);
+	return EMDB_OK;
+}
+
+void chunk_store_destroy(chunk_store *cs)
+{
+	uint64_t n = cs->n_chunks;
+	for (uint64_t c = 0; c < n; c++)
+		emdb_unmap(cs->dir[c >> CHUNK_DIR_BITS][c & (LEAF_SIZE - 1)], cs->chunk_bytes);
+	for (uint32_t l = 0; l < (1u << CHUNK_DIR_BITS); l++)
+		emdb_free(cs->dir[l]);
+	pthread_mutex_destroy(&cs->mu);
+	memset(cs, 0, sizeof(*cs));
+}
+
+/* Map chunk number n_chunks.  Called with mu held. */
+static int add_chunk_locked(chunk_store *cs)
+{
+	uint64_t c = cs->n_chunks;
+	if (c >= LOC_MAX_CHUNKS)
+		return emdb__seterr(EMDB_ERR_LIMIT, "table is full: %u chunks of %u rows", LOC_MAX_CHUNKS,
+				    cs->rows_per_chunk);
+	uint8_t **leaf = cs->dir[c >> CHUNK_DIR_BITS];
+	if (!leaf) {
+		leaf = emdb_calloc(LEAF_SIZE, sizeof(*leaf));
+		if (!leaf)
+			return EMDB_ERR_NOMEM;
+		__atomic_store_n(&cs->dir[c >> CHUNK_DIR_BITS], leaf, __ATOMIC_RELEASE);
+	}
+	uint8_t *chunk = emdb_map(cs->chunk_bytes);
+	if (!chunk)
+		return EMDB_ERR_NOMEM;
+	__atomic_store_n(&leaf[c & (LEAF_SIZE - 1)], chunk, __ATOMIC_RELEASE);
+	__atomic_store_n(&cs->n_chunks, c + 1, __ATOMIC_RELEASE);
+	return EMDB_OK;
+}
+
+int chunk_reserve(chunk_store *cs, uint64_t n)
+{
+	int rc = EMDB_OK;
+	pthread_mutex_lock(&cs->mu);
+	uint64_t need = __atomic_load_n(&cs->next_row, __ATOMIC_RELAXED) + cs->reserved + n;
+	while (rc == EMDB_OK && cs->n_chunks * cs->rows_per_chunk < need)
+		rc = add_chunk_locked(cs);
+	if (rc == EMDB_OK)
+		cs->reserved += n;
+	pthread_mutex_unlock(&cs->mu);
+	return rc;
+}
+
+void chunk_unreserve(chunk_store *cs, uint64_t n)
+{
+	pthread_mutex_lock(&cs->mu);
+	cs->reserved -= n;
+	pthread_mutex_unlock(&cs->mu);
+}
+
+uint64_t chunk_new_row(chunk_store *cs)
+{
+	uint64_t r = __atomic_fetch_add(&cs->next_row, 1, __ATOMIC_RELAXED);
+	return loc_pack(0, LOC_TIER_HOST, (uint32_t)(r / cs->rows_per_chunk),
+			(uint32_t)(r % cs->rows_per_chunk));
+}
+
+uint64_t chunk_rows(const chunk_store *cs)
+{
+	return __atomic_load_n(&cs->next_row, __ATOMIC_RELAXED);
+}
+
+uint64_t chunk_bytes_mapped(const chunk_store *cs)
+{
+	uint64_t n = __atomic_load_n(&cs->n_chunks, __ATOMIC_ACQUIRE);
+	uint64_t leaves = (n + LEAF_SIZE - 1) / LEAF_SIZE;
+	return n * ((cs->chunk_bytes + 4095) & ~(uint64_t)4095) + leaves * LEAF_SIZE * sizeof(uint8_t *);
+}

@@ -1,0 +1,302 @@
+/*
+ * db.c - the database handle: configuration and the registry of tables.
+ *
+ * Invariants:
+ *   1. live[0..n_live) are the live tables in creation order, with distinct
+ *      names and ids; ids grow from 1 and are never reused.
+ *   2. The registry owns one reference on each live table.  Dropping
+ *      removes the table from live[] under the write lock and releases that
+ *      reference; calls and tickets holding their own reference finish
+ *      safely, and the memory goes when the last one lets go.
+ *
+ * State changes: live[], n_live and next_id under reg_lock (write).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/db.h>
+
+#include "db/db_int.h"
+#include "db/error_int.h"
+#include "db/optim_math.h"
+#include "db/table.h"
+
+struct emdb_db {
+	emdb_db_config cfg;
+	pthread_rwlock_t reg_lock;
+	tbl **live;      /* [cfg.max_tables] */
+	uint32_t n_live;
+	uint32_t next_id;
+};
+
+static int check_db_config(const emdb_db_config *c)
+{
+	if (c->shards == 0 || c->shards > 4096 || (c->shards & (c->shards - 1)))
+		return emdb__seterr(EMDB_ERR_INVALID, "shards must be a power of two in 1..4096, not %u",
+				    c->shards);
+	if (c->chunk_bytes < (64u << 10) || c->chunk_bytes > (1ull << 34))
+		return emdb__seterr(EMDB_ERR_INVALID, "chunk_bytes must be in 64 KiB..16 GiB, not %llu",
+				    (unsigned long long)c->chunk_bytes);
+	if (c->max_batch == 0 || c->max_batch > (1u << 30))
+		return emdb__seterr(EMDB_ERR_INVALID, "max_batch must be in 1..2^30, not %u", c->max_batch);
+	if (c->max_tables == 0 || c->max_tables > (1u << 20))
+		return emdb__seterr(EMDB_ERR_INVALID, "max_tables must be in 1..2^20, not %u", c->max_tables);
+	return EMDB_OK;
+}
+
+int emdb_db_open(const emdb_db_config *cfg, emdb_db **out)
+{
+	emdb_db_config c = EMDB_DB_CONFIG_INIT;
+	if (!out)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_db_open: out is NULL");
+	if (cfg) {
+		if (cfg->size == 0 || cfg->size > sizeof(c))
+			return emdb__seterr(EMDB_ERR_INVALID,
+					    "emdb_db_config.size is %u: initialize with EMDB_DB_CONFIG_INIT",
+					    cfg->size);
+		memcpy(&c, cfg, cfg->size);
+		c.size = sizeof(c);
+	}
+	int rc = check_db_config(&c);
+	if (rc != EMDB_OK)
+		return rc;
+	emdb_db *db = emdb_calloc(1, sizeof(*db));
+	if (!db)
+		return EMDB_ERR_NOMEM;
+	db->live = emdb_calloc(c.max_tables, sizeof(*db->live));
+	if (!db->live) {
+		emdb_free(db);
+		return EMDB_ERR_NOMEM;
+	}
+	db->cfg = c;
+	db->next_id = 1;
+	pthread_rwlock_init(&db->reg_lock, NULL);
+	*out = db;
+	return EMDB_OK;
+}
+
+void emdb_db_close(emdb_db *db)
+{
+	if (!db)
+		return;
+	for (uint32_t i = 0; i < db->n_live; i++)
+		table_release(db->live[i]);
+	emdb_free(db->live);
+	pthread_rwlock_destroy(&db->reg_lock);
+	emdb_free(db);
+}
+
+void emdb_db_get_config(const emdb_db *db, emdb_db_config *out)
+{
+	*out = db->cfg;
+}
+
+static bool name_ok(const char *name)
+{
+	size_t n = strnlen(name, EMDB_NAME_MAX);
+	if (n == 0 || n == EMDB_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '_' || ch == '.' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* Index of the live table with this name or id, or -1.  Caller holds reg_lock. */
+static int find_locked(const emdb_db *db, const char *name, uint32_t id)
+{
+	for (uint32_t i = 0; i < db->n_live; i++) {
+		const tbl *t = db->live[i];
+		if (name ? strcmp(t->cfg.name, name) == 0 : t->id == id)
+			return (int)i;
+	}
+	return -1;
+}
+
+static int check_table_config(const emdb_table_config *c)
+{
+	char why[160];
+	if (!name_ok(c->name))
+		return emdb__seterr(EMDB_ERR_INVALID, "table name must be 1..%d bytes of [A-Za-z0-9_.-]",
+				    EMDB_NAME_MAX - 1);
+	if (c->dim == 0 || c->dim > EMDB_DIM_MAX)
+		return emdb__seterr(EMDB_ERR_INVALID, "table '%s': dim must be in 1..%d, not %u", c->name,
+				    EMDB_DIM_MAX, c->dim);
+	if (emdb__optimizer_check(&c->optimizer, why, sizeof(why)) != EMDB_OK)
+		return emdb__seterr(EMDB_ERR_INVALID, "table '%s': %s", c->name, why);
+	if (emdb__init_check(&c->init, why, sizeof(why)) != EMDB_OK)
+		return emdb__seterr(EMDB_ERR_INVALID, "table '%s': %s", c->name, why);
+	if (c->lookup_default != EMDB_DEFAULT_ZEROS && c->lookup_default != EMDB_DEFAULT_INIT)
+		return emdb__seterr(EMDB_ERR_INVALID, "table '%s': unknown lookup_default %d", c->name,
+				    (int)c->lookup_default);
+	return EMDB_OK;
+}
+
+int emdb_table_create(emdb_db *db, const emdb_table_config *cfg, uint32_t *out_id)
+{
+	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
+	if (!db || !cfg)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_create: db or cfg is NULL");
+	if (cfg->size == 0 || cfg->size > sizeof(c))
+		return emdb__seterr(EMDB_ERR_INVALID,
+				    "emdb_table_config.size is %u: initialize with EMDB_TABLE_CONFIG_INIT", cfg->size);
+	memcpy(&c, cfg, cfg->size);
+	c.size = sizeof(c);
+	int rc = check_table_config(&c);
+	if (rc != EMDB_OK)
+		return rc;
+
+	pthread_rwlock_wrlock(&db->reg_lock);
+	if (find_locked(db, c.name, 0) >= 0) {
+		rc = emdb__seterr(EMDB_ERR_EXISTS, "table '%s' already exists", c.name);
+	} else if (db->n_live == db->cfg.max_tables) {
+		rc = emdb__seterr(EMDB_ERR_LIMIT, "table '%s': already %u tables (max_tables)", c.name,
+				  db->cfg.max_tables);
+	} else {
+		tbl *t;
+		rc = table_create(&c, db->next_id, &db->cfg, &t);
+		if (rc == EMDB_OK) {
+			db->live[db->n_live++] = t;
+			db->next_id++;
+			if (out_id)
+				*out_id = t->id;
+		}
+	}
+	pthread_rwlock_unlock(&db->reg_lock);
+	return rc;
+}
+
+int emdb_table_drop(emdb_db *db, uint32_t id)
+{
+	if (!db)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_drop: db is NULL");
+	pthread_rwlock_wrlock(&db->reg_lock);
+	int i = find_locked(db, NULL, id);
+	tbl *t = NULL;
+	if (i >= 0) {
+		t = db->live[i];
+		memmove(&db->live[i], &db->live[i + 1], (db->n_live - (uint32_t)i - 1) * sizeof(*db->live));
+		db->n_live--;
+	}
+	pthread_rwlock_unlock(&db->reg_lock);
+	if (!t)
+		return emdb__seterr(EMDB_ERR_NO_TABLE, "no table with id %u", id);
+	table_release(t);
+	return EMDB_OK;
+}
+
+int db_table_get(emdb_db *db, uint32_t id, tbl **out)
+{
+	if (!db)
+		return emdb__seterr(EMDB_ERR_INVALID, "db is NULL");
+	pthread_rwlock_rdlock(&db->reg_lock);
+	int i = find_locked(db, NULL, id);
+	if (i >= 0) {
+		*out = db->live[i];
+		table_acquire(*out);
+	}
+	pthread_rwlock_unlock(&db->reg_lock);
+	if (i < 0)
+		return emdb__seterr(EMDB_ERR_NO_TABLE, "no table with id %u", id);
+	return EMDB_OK;
+}
+
+int db_tables_snapshot(emdb_db *db, tbl ***out, uint32_t *n)
+{
+	pthread_rwlock_rdlock(&db->reg_lock);
+	tbl **v = emdb_malloc((db->n_live ? db->n_live : 1) * sizeof(*v));
+	if (v) {
+		for (uint32_t i = 0; i < db->n_live; i++) {
+			v[i] = db->live[i];
+			table_acquire(v[i]);
+		}
+		*n = db->n_live;
+	}
+	pthread_rwlock_unlock(&db->reg_lock);
+	*out = v;
+	return v ? EMDB_OK : EMDB_ERR_NOMEM;
+}
+
+int emdb_table_find(emdb_db *db, const char *name, uint32_t *out_id)
+{
+	if (!db || !name || !out_id)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_find: NULL argument");
+	pthread_rwlock_rdlock(&db->reg_lock);
+	int i = find_locked(db, name, 0);
+	if (i >= 0)
+		*out_id = db->live[i]->id;
+	pthread_rwlock_unlock(&db->reg_lock);
+	if (i < 0)
+		return emdb__seterr(EMDB_ERR_NO_TABLE, "no table named '%.*s'", EMDB_NAME_MAX, name);
+	return EMDB_OK;
+}
+
+int emdb_table_describe(emdb_db *db, uint32_t id, emdb_table_info *out)
+{
+	tbl *t;
+	if (!out)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_describe: out is NULL");
+	int rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	out->id = t->id;
+	out->config = t->cfg;
+	table_stats(t, &out->stats);
+	table_release(t);
+	return EMDB_OK;
+}
+
+int emdb_table_list(emdb_db *db, uint32_t *ids, size_t cap, size_t *n_out)
+{
+	if (!db || !n_out || (cap && !ids))
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_list: NULL argument");
+	pthread_rwlock_rdlock(&db->reg_lock);
+	for (uint32_t i = 0; i < db->n_live && i < cap; i++)
+		ids[i] = db->live[i]->id;
+	*n_out = db->n_live;
+	pthread_rwlock_unlock(&db->reg_lock);
+	return EMDB_OK;
+}
+
+int emdb_db_get_stats(emdb_db *db, emdb_db_stats *out)
+{
+	if (!db || !out)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_db_get_stats: NULL argument");
+	memset(out, 0, sizeof(*out));
+	pthread_rwlock_rdlock(&db->reg_lock);
+	for (uint32_t i = 0; i < db->n_live; i++) {
+		emdb_table_stats s;
+		table_stats(db->live[i], &s);
+		emdb_table_stats *a = &out->total;
+		out->tables++;
+		a->rows += s.rows;
+		a->step = s.step > a->step ? s.step : a->step;
+		a->pending_rows += s.pending_rows;
+		a->bytes_vectors += s.bytes_vectors;
+		a->bytes_optimizer += s.bytes_optimizer;
+		a->bytes_index += s.bytes_index;
+		a->bytes_grads += s.bytes_grads;
+		a->bytes_overhead += s.bytes_overhead;
+		a->calls_prefetch += s.calls_prefetch;
+		a->calls_pull += s.calls_pull;
+		a->calls_push += s.calls_push;
+		a->calls_update += s.calls_update;
+		a->calls_lookup += s.calls_lookup;
+		a->ids_prefetch += s.ids_prefetch;
+		a->ids_pull += s.ids_pull;
+		a->ids_push += s.ids_push;
+		a->ids_lookup += s.ids_lookup;
+		a->lookup_misses += s.lookup_misses;
+		a->rows_updated += s.rows_updated;
+		a->index_resizes += s.index_resizes;
+	}
+	pthread_rwlock_unlock(&db->reg_lock);
+	out->alloc_bytes = emdb_alloc_bytes();
+	out->alloc_peak = emdb_alloc_peak();
+	return EMDB_OK;
+}

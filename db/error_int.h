@@ -1,0 +1,13 @@
+/*
+ * error_int.h - setting the thread-local detail message behind
+ * emdb_last_error().  Internal to libemdb.
+ */
+#ifndef EMDB_ERROR_INT_H
+#define EMDB_ERROR_INT_H
+
+#include <emdb/error.h>
+
+/* Record "<strerror(err)>: <fmt...>" as this thread's last error; returns err. */
+int emdb__seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * gradmap.h - gradient accumulators of one index shard of one table.
+ *
+ * Push adds a row's gradient into its accumulator slot, found through a
+ * small open-addressing map keyed by row location; Update walks the slots
+ * in order, applies the optimizer and empties the map.  Duplicates of a
+ * row, within one push or across pushes, land in the same slot and are
+ * summed there, so Update touches each pushed row once however skewed the
+ * batch.  Memory is proportional to the rows pushed since the last Update,
+ * never to the table.
+ *
+ * Two-phase like the index: gradmap_reserve makes room (may fail), then
+ * gradmap_add cannot fail.  The owner serializes all calls (the shard's
+ * gradient mutex, or the table's update lock held for writing).
+ */
+#ifndef EMDB_GRADMAP_H
+#define EMDB_GRADMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gradmap_key {
+	uint64_t loc;  /* LOC_NONE when empty */
+	uint64_t slot;
+} gradmap_key;
+
+typedef struct gradmap {
+	uint32_t dim;
+	uint32_t count;      /* slots in use                  */
+	uint32_t reserved;   /* slots promised to pushes      */
+	uint32_t slot_cap;   /* slots allocated               */
+	uint32_t map_cap;    /* keys allocated, power of two  */
+	gradmap_key *keys;   /* [map_cap]                     */
+	uint64_t *locs;      /* [slot_cap] row of each slot   */
+	float *grads;        /* [slot_cap * dim]              */
+} gradmap;
+
+void gradmap_init(gradmap *g, uint32_t dim);
+void gradmap_destroy(gradmap *g);
+
+/* Room for n more distinct rows.  Errors: NOMEM, LIMIT (over 2^31 slots). */
+int gradmap_reserve(gradmap *g, uint32_t n);
+void gradmap_unreserve(gradmap *g, uint32_t n);
+
+/* accumulator(loc) += scale * grad[0..dim).  Needs a reservation. */
+void gradmap_add(gradmap *g, uint64_t loc, const float *grad, float scale);
+
+/* Forget every accumulator; keeps (or trims) the memory for the next step. */
+void gradmap_clear(gradmap *g);
+
+size_t gradmap_bytes(const gradmap *g);
+
+#endif

@@ -1,0 +1,312 @@
+/*
+ * emdb/db.h - the emdb engine: embedding tables in memory, in one process.
+ *
+ * This header is the manual of the engine library (libemdb).  The network
+ * server and the client library's mem:// transport drive exactly these calls.
+ *
+ * Model
+ *   A database (emdb_db) holds named tables.  A table maps arbitrary uint64
+ *   IDs to rows of `dim` float32 values plus the optimizer state that sits
+ *   beside each row.  Rows are created on first use by Prefetch, Pull or
+ *   Push with a reproducible initial value (see docs/engine.md, "Initial
+ *   values"); Lookup never creates rows.
+ *
+ *   Training follows HypeReca's four operations:
+ *     emdb_prefetch   resolve (and insert) IDs, returns a ticket;
+ *     emdb_pull*      copy vectors out, optionally pooled per bag;
+ *     emdb_push*      accumulate gradients (duplicates are summed);
+ *     emdb_update     apply the optimizer to every row holding a gradient.
+ *   Inference uses emdb_lookup, which is read-only.
+ *
+ * Threads
+ *   Every function here is safe to call from any number of threads at once
+ *   on the same emdb_db, except emdb_db_close (no other call may be in
+ *   flight).  The engine starts no threads of its own: the caller's threads
+ *   do the work, so a server's thread pool drives it directly.
+ *   emdb_update of a table excludes the other operations on that table for
+ *   its duration, so a Pull sees every row either entirely before or
+ *   entirely after an Update, never a torn row.  Concurrent pushes of the
+ *   same ID are all summed; their float summation order is unspecified.
+ *
+ * Errors
+ *   Functions return EMDB_OK or a negative emdb_err code (emdb/error.h) and
+ *   leave a detailed message in emdb_last_error().  A call that fails on bad
+ *   input (unknown table, wrong dim, zero or oversized batch, NULL buffer,
+ *   a ticket from another table) changes nothing.  A call that fails with
+ *   EMDB_ERR_NOMEM changes nothing either: each operation reserves what it
+ *   needs before it makes the first visible change.
+ *
+ * Ownership
+ *   The engine never keeps a pointer to a caller's buffer after a call
+ *   returns.  Objects the engine allocates for the caller (emdb_db,
+ *   emdb_ticket) are freed with their own close/free function.
+ */
+#ifndef EMDB_DB_H
+#define EMDB_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <emdb/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMDB_NAME_MAX 64      /* table name buffer, NUL included */
+#define EMDB_DIM_MAX 65536    /* largest row dimension */
+
+typedef struct emdb_db emdb_db;
+typedef struct emdb_ticket emdb_ticket;
+
+/* ------------------------------------------------------------------ */
+/* Optimizers and initializers                                         */
+/* ------------------------------------------------------------------ */
+
+/* The update rules are given exactly in docs/engine.md.  Hyperparameters
+ * are doubles; per-element arithmetic is float32. */
+typedef enum emdb_opt_kind {
+	EMDB_OPT_SGD = 1,             /* w -= lr*g                                */
+	EMDB_OPT_ADAGRAD = 2,         /* torch.optim.Adagrad, one sum per column  */
+	EMDB_OPT_ROWWISE_ADAGRAD = 3, /* one accumulator per row (FBGEMM)         */
+	EMDB_OPT_ADAM = 4,            /* torch.optim.SparseAdam                    */
+	EMDB_OPT_FTRL = 5,            /* FTRL-proximal (McMahan et al. 2013)      */
+} emdb_opt_kind;
+
+typedef struct emdb_optimizer {
+	emdb_opt_kind kind;
+	double lr;          /* SGD, Adagrad, row-wise Adagrad, Adam; FTRL alpha */
+	double eps;         /* Adagrad, row-wise Adagrad, Adam                  */
+	double beta1;       /* Adam                                             */
+	double beta2;       /* Adam                                             */
+	double lr_decay;    /* Adagrad                                          */
+	double initial_accumulator; /* Adagrad, row-wise Adagrad               */
+	double beta;        /* FTRL                                             */
+	double l1;          /* FTRL                                             */
+	double l2;          /* FTRL                                             */
+} emdb_optimizer;
+
+/* Fill *opt with the defaults of `kind` (torch's defaults where torch has
+ * the optimizer; see docs/engine.md).  Returns EMDB_ERR_INVALID for an
+ * unknown kind. */
+int emdb_optimizer_defaults(emdb_opt_kind kind, emdb_optimizer *opt);
+
+/* Float32 slots of optimizer state per row for `kind` at `dim`
+ * (SGD 0, Adagrad dim, row-wise Adagrad 1, Adam 2*dim, FTRL 2*dim);
+ * 0 for an unknown kind. */
+uint32_t emdb_optimizer_state_floats(emdb_opt_kind kind, uint32_t dim);
+
+const char *emdb_optimizer_name(emdb_opt_kind kind); /* "sgd", ...; NULL if unknown */
+
+typedef enum emdb_init_kind {
+	EMDB_INIT_ZEROS = 0,
+	EMDB_INIT_UNIFORM = 1, /* a = low, b = high   */
+	EMDB_INIT_NORMAL = 2,  /* a = mean, b = std   */
+} emdb_init_kind;
+
+typedef struct emdb_init {
+	emdb_init_kind kind;
+	double a;
+	double b;
+} emdb_init;
+
+/* What Lookup returns for an ID the table does not hold. */
+typedef enum emdb_default_kind {
+	EMDB_DEFAULT_ZEROS = 0, /* a vector of zeros                          */
+	EMDB_DEFAULT_INIT = 1,  /* the initial value the ID would get if inserted */
+} emdb_default_kind;
+
+/* ------------------------------------------------------------------ */
+/* Database                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct emdb_db_config {
+	uint32_t size;        /* sizeof(emdb_db_config): set by the INIT macro */
+	uint32_t shards;      /* index shards per table, power of two 1..4096; default 64 */
+	uint64_t chunk_bytes; /* bytes per row chunk, >= 64 KiB; default 2 MiB */
+	uint32_t max_batch;   /* largest batch of IDs one call accepts; default 4 Mi */
+	uint32_t max_tables;  /* tables alive at once; default 1024 */
+} emdb_db_config;
+
+#define EMDB_DB_CONFIG_INIT \
+	{ sizeof(emdb_db_config), 64, 2u << 20, 4u << 20, 1024 }
+
+/* Open an empty in-memory database.  cfg may be NULL for the defaults.
+ * On success *out owns the database; close it with emdb_db_close.
+ * Errors: INVALID (bad config field), NOMEM. */
+int emdb_db_open(const emdb_db_config *cfg, emdb_db **out);
+
+/* Free the database, its tables and their memory.  No other call on db may
+ * be in flight, and tickets still alive must be freed before (a ticket
+ * outliving its database is undefined behaviour).  NULL is a no-op. */
+void emdb_db_close(emdb_db *db);
+
+/* The configuration the database was opened with. */
+void emdb_db_get_config(const emdb_db *db, emdb_db_config *out);
+
+/* ------------------------------------------------------------------ */
+/* Tables                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct emdb_table_config {
+	uint32_t size;            /* sizeof(emdb_table_config): set by INIT   */
+	uint32_t dim;             /* 1..EMDB_DIM_MAX                          */
+	char name[EMDB_NAME_MAX]; /* 1..63 bytes of [A-Za-z0-9_.-]            */
+	emdb_optimizer optimizer;
+	emdb_init init;
+	uint64_t seed;            /* initializer seed                         */
+	emdb_default_kind lookup_default;
+} emdb_table_config;
+
+/* SGD with lr 0.01, zero initial values, seed 0, zero default.  Set name and
+ * dim before use. */
+#define EMDB_TABLE_CONFIG_INIT                                               \
+	{ sizeof(emdb_table_config), 0, "",                                  \
+	  { EMDB_OPT_SGD, 0.01, 0, 0, 0, 0, 0, 0, 0, 0 },                    \
+	  { EMDB_INIT_ZEROS, 0, 0 }, 0, EMDB_DEFAULT_ZEROS }
+
+typedef struct emdb_table_stats {
+	uint64_t rows;            /* IDs held                                 */
+	uint64_t step;            /* Updates applied so far                   */
+	uint64_t pending_rows;    /* rows holding an accumulated gradient     */
+	uint64_t bytes_vectors;   /* rows * dim * 4                           */
+	uint64_t bytes_optimizer; /* rows * state floats * 4                  */
+	uint64_t bytes_index;     /* index slots of all shards                */
+	uint64_t bytes_grads;     /* gradient accumulators                    */
+	uint64_t bytes_overhead;  /* chunk slack, padding, directories        */
+	uint64_t calls_prefetch, calls_pull, calls_push, calls_update, calls_lookup;
+	uint64_t ids_prefetch, ids_pull, ids_push, ids_lookup;
+	uint64_t lookup_misses;   /* Lookup IDs not held                      */
+	uint64_t rows_updated;    /* row updates applied by all Updates       */
+	uint64_t index_resizes;   /* shard resizes so far                     */
+} emdb_table_stats;
+
+typedef struct emdb_table_info {
+	uint32_t id;
+	emdb_table_config config;
+	emdb_table_stats stats;
+} emdb_table_info;
+
+/* Create a table.  Table ids are assigned in creation order starting at 1
+ * and never reused within one emdb_db.  *out_id may be NULL.
+ * Errors: INVALID (bad name, dim, optimizer or initializer; message says
+ * which field), EXISTS (name taken), LIMIT (max_tables), NOMEM. */
+int emdb_table_create(emdb_db *db, const emdb_table_config *cfg,
+		      uint32_t *out_id);
+
+/* Drop a table and free its rows once the last ticket on it is freed.
+ * Calls already in flight on it finish normally.  Errors: NO_TABLE. */
+int emdb_table_drop(emdb_db *db, uint32_t table);
+
+/* Find a table's id by name.  Errors: NO_TABLE, INVALID (NULL). */
+int emdb_table_find(emdb_db *db, const char *name, uint32_t *out_id);
+
+/* Configuration and statistics of one table.  Errors: NO_TABLE, INVALID. */
+int emdb_table_describe(emdb_db *db, uint32_t table, emdb_table_info *out);
+
+/* Ids of the live tables in creation order: up to `cap` are written to ids
+ * (which may be NULL when cap is 0) and *n_out gets the total count. */
+int emdb_table_list(emdb_db *db, uint32_t *ids, size_t cap, size_t *n_out);
+
+/* ------------------------------------------------------------------ */
+/* Data plane                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Every batch call takes 1..max_batch IDs.  Vectors in and out are packed
+ * row-major: n * dim floats, row i belonging to ids[i]. */
+
+/* Resolve every ID of the batch, inserting unseen ones with their initial
+ * value, and return a ticket holding their locations so that the Pull and
+ * Push that follow skip the index.  The ticket is the caller's: free it with
+ * emdb_ticket_free.  It stays valid across Updates and table drops (calls
+ * on a dropped table's ticket fail with NO_TABLE).
+ * Errors: NO_TABLE, BATCH, INVALID (NULL), NOMEM. */
+int emdb_prefetch(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
+		  emdb_ticket **out);
+
+void emdb_ticket_free(emdb_ticket *t);           /* NULL is a no-op */
+size_t emdb_ticket_count(const emdb_ticket *t);  /* IDs in the ticket */
+uint32_t emdb_ticket_table(const emdb_ticket *t); /* the table it resolved */
+
+/* Copy the vectors of ids (inserting unseen ones) into out[n*dim].
+ * Errors: NO_TABLE, BATCH, DIM (dim != table's dim), INVALID, NOMEM. */
+int emdb_pull(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
+	      uint32_t dim, float *out);
+/* The same through a ticket of this table.  Errors add TICKET. */
+int emdb_pull_ticket(emdb_db *db, uint32_t table, const emdb_ticket *t,
+		     uint32_t dim, float *out);
+
+typedef enum emdb_pool {
+	EMDB_POOL_SUM = 1,
+	EMDB_POOL_MEAN = 2,
+} emdb_pool;
+
+/* Pooled Pull, as torch.nn.EmbeddingBag with include_last_offset=True:
+ * bag b holds positions offsets[b] .. offsets[b+1]-1 of the batch, so
+ * offsets has n_bags+1 entries, starts at 0, ends at n and never decreases.
+ * out receives n_bags * dim floats; an empty bag gives zeros.
+ * Errors: as emdb_pull, INVALID for bad offsets or pool mode. */
+int emdb_pull_bags(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
+		   const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+		   uint32_t dim, float *out);
+int emdb_pull_bags_ticket(emdb_db *db, uint32_t table, const emdb_ticket *t,
+			  const uint64_t *offsets, size_t n_bags,
+			  emdb_pool pool, uint32_t dim, float *out);
+
+/* Accumulate grads[n*dim] into the rows of ids (inserting unseen ones).
+ * Duplicates, in this batch or across pushes, are summed until the next
+ * Update.  Errors: NO_TABLE, BATCH, DIM, INVALID, NOMEM. */
+int emdb_push(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
+	      uint32_t dim, const float *grads);
+int emdb_push_ticket(emdb_db *db, uint32_t table, const emdb_ticket *t,
+		     uint32_t dim, const float *grads);
+
+/* The backward of emdb_pull_bags: grads holds n_bags * dim floats, one per
+ * bag; every ID of bag b receives grads[b] (SUM) or grads[b] / bag size
+ * (MEAN).  Same offsets rules and errors as emdb_pull_bags. */
+int emdb_push_bags(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
+		   const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+		   uint32_t dim, const float *grads);
+int emdb_push_bags_ticket(emdb_db *db, uint32_t table, const emdb_ticket *t,
+			  const uint64_t *offsets, size_t n_bags,
+			  emdb_pool pool, uint32_t dim, const float *grads);
+
+/* Advance the table's step and apply its optimizer to every row holding an
+ * accumulated gradient, then clear the accumulators.  Rows without a
+ * gradient stay bit-identical.  *rows_out (may be NULL) gets the number of
+ * rows updated.  Errors: NO_TABLE. */
+int emdb_update(emdb_db *db, uint32_t table, uint64_t *rows_out);
+/* emdb_update on every table, in creation order. */
+int emdb_update_all(emdb_db *db, uint64_t *rows_out);
+
+/* Read-only: copy the vectors of ids into out[n*dim]; an ID the table does
+ * not hold gets the table's lookup default and is never inserted.  found
+ * (may be NULL) receives n bytes, 1 where the ID is held.
+ * Errors: NO_TABLE, BATCH, DIM, INVALID. */
+int emdb_lookup(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
+		uint32_t dim, float *out, uint8_t *found);
+
+/* Read-only: copy the optimizer state of ids into
+ * state[n * emdb_optimizer_state_floats(kind, dim)] in the layout of
+ * docs/engine.md; IDs not held get zeros and found[i] = 0.
+ * Errors: as emdb_lookup. */
+int emdb_read_state(emdb_db *db, uint32_t table, const uint64_t *ids,
+		    size_t n, float *state, uint8_t *found);
+
+/* ------------------------------------------------------------------ */
+/* Statistics                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct emdb_db_stats {
+	uint64_t tables;
+	emdb_table_stats total;   /* sums over live tables; step is the max */
+	uint64_t alloc_bytes;     /* emdb_alloc_bytes() at the time of the call */
+	uint64_t alloc_peak;
+} emdb_db_stats;
+
+int emdb_db_get_stats(emdb_db *db, emdb_db_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,64 @@
+/*
+ * ops.h - pieces shared by the data-plane operations (ops_*.c): the ticket,
+ * the rows of a batch whether they come from IDs or from a ticket, and
+ * argument checks.  Internal to libemdb.
+ */
+#ifndef EMDB_OPS_H
+#define EMDB_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <emdb/db.h>
+
+#include "db/table.h"
+
+/* One allocation: the struct, then locs[n], order[n], start[shards+1]. */
+struct emdb_ticket {
+	tbl *t;         /* holds a reference */
+	uint32_t table_id;
+	uint32_t shards;
+	size_t n;
+	uint64_t *locs;
+	uint32_t *order;
+	uint32_t *start;
+};
+
+/* The resolved rows of one batch: locations in request order and their
+ * grouping by index shard (for Push).  Borrowed from a ticket or owned. */
+typedef struct ops_rows {
+	size_t n;
+	const uint64_t *locs;
+	const uint32_t *order;
+	const uint32_t *start;
+	void *mem;        /* owned scratch, NULL when borrowed */
+} ops_rows;
+
+/* Resolve ids (inserting absent ones) into r.  Caller holds t->update_lock
+ * for reading.  Errors: NOMEM, LIMIT; nothing inserted then. */
+int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r);
+void ops_rows_from_ticket(const emdb_ticket *tk, ops_rows *r);
+void ops_rows_done(ops_rows *r);
+
+/* Take table `id` for a data call: a reference, plus the checks common to
+ * all batch calls.  With a ticket, also that it belongs to the table and
+ * the batch size is the ticket's.  On success the caller must table_release.
+ */
+int ops_open(emdb_db *db, uint32_t id, const emdb_ticket *tk, size_t n, uint32_t dim, tbl **out);
+
+/* Check bag offsets: n_bags+1 entries from 0 to n, never decreasing. */
+int ops_check_bags(const uint64_t *offsets, size_t n_bags, size_t n, emdb_pool pool);
+
+/* Scratch of n uint64 + n uint32 + (shards+1) uint32 for a plan and locs. */
+void *ops_scratch(size_t n, uint32_t shards, dit_plan *plan, uint64_t **locs);
+
+#define OPS_PREFETCH_ROWS 8u
+
+/* Prefetch the first `bytes` of a row. */
+static inline void ops_prefetch_row(const void *p, size_t bytes)
+{
+	for (size_t o = 0; o < bytes; o += 64)
+		__builtin_prefetch((const char *)p + o, 0, 3);
+}
+
+#endif

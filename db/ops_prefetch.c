@@ -1,0 +1,175 @@
+/*
+ * ops_prefetch.c - Prefetch and tickets, and the shared entry checks of the
+ * data-plane calls.
+ *
+ * A ticket is the result of resolving a batch once: each position's row
+ * location plus the positions grouped by index shard.  Pull and Push on a
+ * ticket skip the index entirely (HypeReca 3: Prefetch runs in the data
+ * loader, ahead of the training step).
+ *
+ * Invariants:
+ *   1. A ticket holds a reference on its table, so its locations stay
+ *      valid memory even if the table is dropped; the calls that use it
+ *      re-check that the table is still live (NO_TABLE otherwise).
+ *   2. Rows never move while a table lives (no reshard yet), so a ticket's
+ *      locations stay correct across Updates.
+ */
+#include <string.h>
+
+#include <emdb/alloc.h>
+
+#include "db/db_int.h"
+#include "db/error_int.h"
+#include "db/ops.h"
+
+void *ops_scratch(size_t n, uint32_t shards, dit_plan *plan, uint64_t **locs)
+{
+	size_t bytes = n * (2 * sizeof(uint64_t) + sizeof(uint32_t)) + ((size_t)shards + 1) * sizeof(uint32_t);
+	uint8_t *m = emdb_malloc(bytes);
+	if (!m)
+		return NULL;
+	plan->hash = (uint64_t *)m;
+	*locs = plan->hash + n;
+	plan->order = (uint32_t *)(*locs + n);
+	plan->start = plan->order + n;
+	return m;
+}
+
+int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
+{
+	dit_plan plan;
+	uint64_t *locs;
+	void *m = ops_scratch(n, t->shards, &plan, &locs);
+	if (!m)
+		return EMDB_ERR_NOMEM;
+	int rc = table_resolve(t, ids, n, &plan, locs);
+	if (rc != EMDB_OK) {
+		emdb_free(m);
+		return rc;
+	}
+	r->n = n;
+	r->locs = locs;
+	r->order = plan.order;
+	r->start = plan.start;
+	r->mem = m;
+	return EMDB_OK;
+}
+
+void ops_rows_from_ticket(const emdb_ticket *tk, ops_rows *r)
+{
+	r->n = tk->n;
+	r->locs = tk->locs;
+	r->order = tk->order;
+	r->start = tk->start;
+	r->mem = NULL;
+}
+
+void ops_rows_done(ops_rows *r)
+{
+	emdb_free(r->mem);
+	r->mem = NULL;
+}
+
+int ops_open(emdb_db *db, uint32_t id, const emdb_ticket *tk, size_t n, uint32_t dim, tbl **out)
+{
+	tbl *t;
+	int rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	if (tk && tk->t != t) {
+		rc = emdb__seterr(EMDB_ERR_TICKET, "ticket of table %u used on table '%s' (id %u)", tk->table_id,
+				  t->cfg.name, t->id);
+	} else {
+		rc = table_check_batch(t, tk ? tk->n : n, dim);
+	}
+	if (rc != EMDB_OK) {
+		table_release(t);
+		return rc;
+	}
+	*out = t;
+	return EMDB_OK;
+}
+
+int ops_check_bags(const uint64_t *offsets, size_t n_bags, size_t n, emdb_pool pool)
+{
+	if (pool != EMDB_POOL_SUM && pool != EMDB_POOL_MEAN)
+		return emdb__seterr(EMDB_ERR_INVALID, "unknown pooling mode %d", (int)pool);
+	if (!offsets)
+		return emdb__seterr(EMDB_ERR_INVALID, "offsets is NULL");
+	if (n_bags == 0)
+		return emdb__seterr(EMDB_ERR_BATCH, "no bags: n_bags must be at least 1");
+	if (offsets[0] != 0 || offsets[n_bags] != n)
+		return emdb__seterr(EMDB_ERR_INVALID, "offsets must start at 0 and end at %zu (got %llu..%llu)", n,
+				    (unsigned long long)offsets[0], (unsigned long long)offsets[n_bags]);
+	for (size_t b = 0; b < n_bags; b++)
+		if (offsets[b + 1] < offsets[b])
+			return emdb__seterr(EMDB_ERR_INVALID, "offsets decrease at bag %zu", b);
+	return EMDB_OK;
+}
+
+int emdb_prefetch(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, emdb_ticket **out)
+{
+	tbl *t;
+	if (!ids || !out)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_prefetch: ids or out is NULL");
+	int rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	rc = table_check_batch(t, n, t->dim);
+	if (rc != EMDB_OK)
+		goto out_release;
+
+	size_t bytes = sizeof(emdb_ticket) + n * (sizeof(uint64_t) + sizeof(uint32_t)) +
+		       ((size_t)t->shards + 1) * sizeof(uint32_t);
+	emdb_ticket *tk = emdb_malloc(bytes);
+	uint64_t *hash = emdb_malloc(n * sizeof(*hash));
+	if (!tk || !hash) {
+		emdb_free(tk);
+		emdb_free(hash);
+		rc = EMDB_ERR_NOMEM;
+		goto out_release;
+	}
+	tk->t = t;
+	tk->table_id = t->id;
+	tk->shards = t->shards;
+	tk->n = n;
+	tk->locs = (uint64_t *)(tk + 1);
+	tk->order = (uint32_t *)(tk->locs + n);
+	tk->start = tk->order + n;
+
+	dit_plan plan = { .n = n, .hash = hash, .order = tk->order, .start = tk->start };
+	pthread_rwlock_rdlock(&t->update_lock);
+	rc = table_resolve(t, ids, n, &plan, tk->locs);
+	pthread_rwlock_unlock(&t->update_lock);
+	emdb_free(hash);
+	if (rc != EMDB_OK) {
+		emdb_free(tk);
+		goto out_release;
+	}
+	TABLE_COUNT(t, calls_prefetch, 1);
+	TABLE_COUNT(t, ids_prefetch, n);
+	*out = tk; /* the ticket keeps our reference on t */
+	return EMDB_OK;
+
+out_release:
+	table_release(t);
+	return rc;
+}
+
+void emdb_ticket_free(emdb_ticket *tk)
+{
+	if (!tk)
+		return;
+	table_release(tk->t);
+	emdb_free(tk);
+}
+
+size_t emdb_ticket_count(const emdb_ticket *tk)
+{
+	return tk ? tk->n : 0;
+}
+
+uint32_t emdb_ticket_table(const emdb_ticket *tk)
+{
+	return tk ? tk->table_id : 0;
+}

@@ -1,0 +1,228 @@
+/*
+ * ops_pull.c - reading rows: Pull (by IDs or ticket, plain or pooled per
+ * bag), Lookup and state reads.
+ *
+ * All of them copy rows with software prefetch OPS_PREFETCH_ROWS rows
+ * ahead, so the memory system works on several random rows at once; this
+ * is what lets Pull approach the gather bound of emdb-bench.
+ *
+ * Invariants:
+ *   1. Every call holds the table's update_lock for reading while it reads
+ *      rows, so no row is read while an Update rewrites it (no torn rows).
+ *   2. Lookup and state reads never insert: they use dit_find only.
+ *   3. Pooled sums run in float32 in request order within each bag; MEAN
+ *      multiplies the sum by 1/count (torch.nn.EmbeddingBag does the same
+ *      division of the sum).
+ */
+#include <string.h>
+
+#include <emdb/alloc.h>
+
+#include "db/db_int.h"
+#include "db/error_int.h"
+#include "db/init_math.h"
+#include "db/ops.h"
+
+static void gather(const tbl *t, const uint64_t *locs, size_t n, float *out)
+{
+	size_t bytes = (size_t)t->dim * sizeof(float);
+	for (size_t i = 0; i < n && i < OPS_PREFETCH_ROWS; i++)
+		ops_prefetch_row(table_row(t, locs[i]), bytes);
+	for (size_t i = 0; i < n; i++) {
+		if (i + OPS_PREFETCH_ROWS < n)
+			ops_prefetch_row(table_row(t, locs[i + OPS_PREFETCH_ROWS]), bytes);
+		memcpy(out + i * t->dim, table_row(t, locs[i]), bytes);
+	}
+}
+
+static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64_t *offsets, size_t n_bags,
+		      emdb_pool pool, float *out)
+{
+	uint32_t dim = t->dim;
+	size_t bytes = (size_t)dim * sizeof(float);
+	for (size_t i = 0; i < n && i < OPS_PREFETCH_ROWS; i++)
+		ops_prefetch_row(table_row(t, locs[i]), bytes);
+	for (size_t b = 0; b < n_bags; b++) {
+		float *o = out + b * dim;
+		memset(o, 0, bytes);
+		for (uint64_t i = offsets[b]; i < offsets[b + 1]; i++) {
+			if (i + OPS_PREFETCH_ROWS < n)
+				ops_prefetch_row(table_row(t, locs[i + OPS_PREFETCH_ROWS]), bytes);
+			const float *r = table_row(t, locs[i]);
+			for (uint32_t c = 0; c < dim; c++)
+				o[c] += r[c];
+		}
+		uint64_t cnt = offsets[b + 1] - offsets[b];
+		if (pool == EMDB_POOL_MEAN && cnt > 1) {
+			float inv = 1.0f / (float)cnt;
+			for (uint32_t c = 0; c < dim; c++)
+				o[c] *= inv;
+		}
+	}
+}
+
+static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, float *out)
+{
+	tbl *t;
+	if (!out || (!tk && !ids))
+		return emdb__seterr(EMDB_ERR_INVALID, "pull: NULL ids, ticket or output buffer");
+	int rc = ops_open(db, id, tk, n, dim, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	if (tk)
+		n = tk->n;
+	if (offsets || n_bags) {
+		rc = ops_check_bags(offsets, n_bags, n, pool);
+		if (rc != EMDB_OK)
+			goto out;
+	}
+
+	ops_rows r;
+	pthread_rwlock_rdlock(&t->update_lock);
+	if (tk)
+		ops_rows_from_ticket(tk, &r);
+	else
+		rc = ops_rows_resolve(t, ids, n, &r);
+	if (rc == EMDB_OK) {
+		if (offsets)
+			pool_bags(t, r.locs, n, offsets, n_bags, pool, out);
+		else
+			gather(t, r.locs, n, out);
+		ops_rows_done(&r);
+	}
+	pthread_rwlock_unlock(&t->update_lock);
+	if (rc == EMDB_OK) {
+		TABLE_COUNT(t, calls_pull, 1);
+		TABLE_COUNT(t, ids_pull, n);
+	}
+out:
+	table_release(t);
+	return rc;
+}
+
+int emdb_pull(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim, float *out)
+{
+	return pull_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, dim, out);
+}
+
+int emdb_pull_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, uint32_t dim, float *out)
+{
+	if (!t)
+		return emdb__seterr(EMDB_ERR_INVALID, "pull: ticket is NULL");
+	return pull_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, dim, out);
+}
+
+int emdb_pull_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
+		   size_t n_bags, emdb_pool pool, uint32_t dim, float *out)
+{
+	if (!offsets)
+		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags: offsets is NULL");
+	return pull_common(db, tid, ids, n, NULL, offsets, n_bags, pool, dim, out);
+}
+
+int emdb_pull_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
+			  size_t n_bags, emdb_pool pool, uint32_t dim, float *out)
+{
+	if (!t || !offsets)
+		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags: ticket or offsets is NULL");
+	return pull_common(db, tid, NULL, 0, t, offsets, n_bags, pool, dim, out);
+}
+
+/* Read-only resolution: locs[i] = location or LOC_NONE.  Returns the
+ * scratch block to free, or NULL on NOMEM. */
+static void *find_rows(tbl *t, const uint64_t *ids, size_t n, uint64_t **locs, size_t *found)
+{
+	dit_plan plan;
+	void *m = ops_scratch(n, t->shards, &plan, locs);
+	if (!m)
+		return NULL;
+	dit_plan_build(t->index, ids, n, &plan);
+	*found = dit_find(t->index, ids, &plan, *locs);
+	return m;
+}
+
+int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_t dim, float *out,
+		uint8_t *found)
+{
+	tbl *t;
+	if (!ids || !out)
+		return emdb__seterr(EMDB_ERR_INVALID, "lookup: ids or out is NULL");
+	int rc = ops_open(db, id, NULL, n, dim, &t);
+	if (rc != EMDB_OK)
+		return rc;
+
+	uint64_t *locs;
+	size_t hits = 0;
+	pthread_rwlock_rdlock(&t->update_lock);
+	void *m = find_rows(t, ids, n, &locs, &hits);
+	if (m) {
+		size_t bytes = (size_t)dim * sizeof(float);
+		const emdb_table_config *c = &t->cfg;
+		for (size_t i = 0; i < n && i < OPS_PREFETCH_ROWS; i++)
+			if (locs[i] != LOC_NONE)
+				ops_prefetch_row(table_row(t, locs[i]), bytes);
+		for (size_t i = 0; i < n; i++) {
+			size_t ahead = i + OPS_PREFETCH_ROWS;
+			if (ahead < n && locs[ahead] != LOC_NONE)
+				ops_prefetch_row(table_row(t, locs[ahead]), bytes);
+			float *o = out + i * dim;
+			if (locs[i] != LOC_NONE)
+				memcpy(o, table_row(t, locs[i]), bytes);
+			else if (c->lookup_default == EMDB_DEFAULT_INIT)
+				emdb_init_row(c->init.kind, c->init.a, c->init.b, c->seed, t->id, ids[i], dim, o);
+			else
+				memset(o, 0, bytes);
+			if (found)
+				found[i] = locs[i] != LOC_NONE;
+		}
+	}
+	pthread_rwlock_unlock(&t->update_lock);
+	if (m) {
+		emdb_free(m);
+		TABLE_COUNT(t, calls_lookup, 1);
+		TABLE_COUNT(t, ids_lookup, n);
+		TABLE_COUNT(t, lookup_misses, n - hits);
+	} else {
+		rc = EMDB_ERR_NOMEM;
+	}
+	table_release(t);
+	return rc;
+}
+
+int emdb_read_state(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, float *state, uint8_t *found)
+{
+	tbl *t;
+	if (!db || !ids || (!state && n))
+		return emdb__seterr(EMDB_ERR_INVALID, "read_state: NULL argument");
+	int rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	rc = table_check_batch(t, n, t->dim);
+	if (rc == EMDB_OK && !state && t->state_floats)
+		rc = emdb__seterr(EMDB_ERR_INVALID, "read_state: state is NULL");
+	if (rc != EMDB_OK) {
+		table_release(t);
+		return rc;
+	}
+
+	uint64_t *locs;
+	size_t hits;
+	size_t sf = t->state_floats;
+	pthread_rwlock_rdlock(&t->update_lock);
+	void *m = find_rows(t, ids, n, &locs, &hits);
+	if (m) {
+		for (size_t i = 0; i < n; i++) {
+			if (sf && locs[i] != LOC_NONE)
+				memcpy(state + i * sf, table_row(t, locs[i]) + t->dim, sf * sizeof(float));
+			else if (sf)
+				memset(state + i * sf, 0, sf * sizeof(float));
+			if (found)
+				found[i] = locs[i] != LOC_NONE;
+		}
+	}
+	pthread_rwlock_unlock(&t->update_lock);
+	emdb_free(m);
+	table_release(t);
+	return m ? EMDB_OK : EMDB_ERR_NOMEM;
+}

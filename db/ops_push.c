@@ -1,0 +1,173 @@
+/*
+ * ops_push.c - Push: accumulate gradients, by IDs or ticket, plain or as
+ * the backward of a pooled Pull.
+ *
+ * The batch's positions are already grouped by index shard (plan or
+ * ticket); the push sweeps those groups in staggered ring order and takes
+ * each shard's gradient mutex once, as the index does (HypeReca 4.2), so
+ * concurrent pushes rarely wait on each other.  A row belongs to exactly
+ * one shard (that of its ID), so its accumulator is only ever touched under
+ * that shard's mutex.
+ *
+ * Invariants:
+ *   1. All or nothing: the first sweep reserves room in every shard it will
+ *      touch; if one reservation fails, the earlier ones are released and
+ *      no gradient is added.  The second sweep cannot fail.
+ *   2. The call holds update_lock for reading, so no Update runs between the
+ *      two sweeps and every accumulated gradient is applied by the next
+ *      Update as a whole.
+ */
+#include <string.h>
+
+#include <emdb/alloc.h>
+
+#include "db/error_int.h"
+#include "db/ops.h"
+
+/* Where position p's gradient comes from: grads + p*dim (plain), or the
+ * gradient of p's bag, scaled by 1 (SUM) or 1/bag size (MEAN). */
+typedef struct grad_src {
+	const float *grads;
+	const uint32_t *bag_of;  /* [n] or NULL */
+	const float *bag_scale;  /* [n_bags] or NULL */
+	uint32_t dim;
+} grad_src;
+
+static uint32_t group_of(const ops_rows *r, uint32_t s)
+{
+	return r->start[s + 1] - r->start[s];
+}
+
+static void unreserve_first(tbl *t, const ops_rows *r, uint32_t first, uint32_t k)
+{
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t s = (first + j) & (t->shards - 1);
+		if (!group_of(r, s))
+			continue;
+		pthread_mutex_lock(&t->grads[s].mu);
+		gradmap_unreserve(&t->grads[s].map, group_of(r, s));
+		pthread_mutex_unlock(&t->grads[s].mu);
+	}
+}
+
+static int accumulate(tbl *t, const ops_rows *r, const grad_src *g)
+{
+	uint32_t first = dit_sweep_start(t->index);
+	for (uint32_t k = 0; k < t->shards; k++) {
+		uint32_t s = (first + k) & (t->shards - 1);
+		uint32_t cnt = group_of(r, s);
+		if (!cnt)
+			continue;
+		pthread_mutex_lock(&t->grads[s].mu);
+		int rc = gradmap_reserve(&t->grads[s].map, cnt);
+		pthread_mutex_unlock(&t->grads[s].mu);
+		if (rc != EMDB_OK) {
+			unreserve_first(t, r, first, k);
+			return rc;
+		}
+	}
+	for (uint32_t k = 0; k < t->shards; k++) {
+		uint32_t s = (first + k) & (t->shards - 1);
+		uint32_t a = r->start[s], b = r->start[s + 1];
+		if (a == b)
+			continue;
+		gradmap *m = &t->grads[s].map;
+		pthread_mutex_lock(&t->grads[s].mu);
+		for (uint32_t j = a; j < b; j++) {
+			uint32_t p = r->order[j];
+			if (g->bag_of) {
+				uint32_t bag = g->bag_of[p];
+				gradmap_add(m, r->locs[p], g->grads + (size_t)bag * g->dim, g->bag_scale[bag]);
+			} else {
+				gradmap_add(m, r->locs[p], g->grads + (size_t)p * g->dim, 1.0f);
+			}
+		}
+		gradmap_unreserve(m, b - a);
+		pthread_mutex_unlock(&t->grads[s].mu);
+	}
+	return EMDB_OK;
+}
+
+static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, const float *grads)
+{
+	tbl *t;
+	if (!grads || (!tk && !ids))
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket or gradient buffer");
+	int rc = ops_open(db, id, tk, n, dim, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	if (tk)
+		n = tk->n;
+
+	grad_src g = { .grads = grads, .dim = dim };
+	void *bags = NULL;
+	if (offsets || n_bags) {
+		rc = ops_check_bags(offsets, n_bags, n, pool);
+		if (rc != EMDB_OK)
+			goto out;
+		bags = emdb_malloc(n * sizeof(uint32_t) + n_bags * sizeof(float));
+		if (!bags) {
+			rc = EMDB_ERR_NOMEM;
+			goto out;
+		}
+		uint32_t *bag_of = bags;
+		float *scale = (float *)(bag_of + n);
+		for (size_t b = 0; b < n_bags; b++) {
+			uint64_t cnt = offsets[b + 1] - offsets[b];
+			scale[b] = (pool == EMDB_POOL_MEAN && cnt > 1) ? 1.0f / (float)cnt : 1.0f;
+			for (uint64_t i = offsets[b]; i < offsets[b + 1]; i++)
+				bag_of[i] = (uint32_t)b;
+		}
+		g.bag_of = bag_of;
+		g.bag_scale = scale;
+	}
+
+	ops_rows r;
+	pthread_rwlock_rdlock(&t->update_lock);
+	if (tk)
+		ops_rows_from_ticket(tk, &r);
+	else
+		rc = ops_rows_resolve(t, ids, n, &r);
+	if (rc == EMDB_OK) {
+		rc = accumulate(t, &r, &g);
+		ops_rows_done(&r);
+	}
+	pthread_rwlock_unlock(&t->update_lock);
+	if (rc == EMDB_OK) {
+		TABLE_COUNT(t, calls_push, 1);
+		TABLE_COUNT(t, ids_push, n);
+	}
+out:
+	emdb_free(bags);
+	table_release(t);
+	return rc;
+}
+
+int emdb_push(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim, const float *grads)
+{
+	return push_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, dim, grads);
+}
+
+int emdb_push_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, uint32_t dim, const float *grads)
+{
+	if (!t)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: ticket is NULL");
+	return push_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, dim, grads);
+}
+
+int emdb_push_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
+		   size_t n_bags, emdb_pool pool, uint32_t dim, const float *grads)
+{
+	if (!offsets)
+		return emdb__seterr(EMDB_ERR_INVALID, "push_bags: offsets is NULL");
+	return push_common(db, tid, ids, n, NULL, offsets, n_bags, pool, dim, grads);
+}
+
+int emdb_push_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
+			  size_t n_bags, emdb_pool pool, uint32_t dim, const float *grads)
+{
+	if (!t || !offsets)
+		return emdb__seterr(EMDB_ERR_INVALID, "push_bags: ticket or offsets is NULL");
+	return push_common(db, tid, NULL, 0, t, offsets, n_bags, pool, dim, grads);
+}

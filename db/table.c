@@ -1,0 +1,171 @@
+/*
+ * table.c - life cycle, batch checks, ID resolution and statistics of one
+ * table (see table.h).
+ *
+ * Invariants:
+ *   1. Every ID in the index has a fully initialized row: new rows are
+ *      written (initial vector, initial optimizer state) by new_row() under
+ *      the index shard's write lock, before the ID becomes findable.
+ *   2. table_resolve either inserts every absent ID of the batch or none:
+ *      index room and chunk rows are reserved first (the only steps that can
+ *      fail), and the inserting sweep cannot fail.
+ *   3. The table is freed only when refs drops to zero.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+
+#include "db/error_int.h"
+#include "db/init_math.h"
+#include "db/optim_math.h"
+#include "db/table.h"
+
+int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config *dbc, tbl **out)
+{
+	tbl *t = emdb_calloc(1, sizeof(*t));
+	if (!t)
+		return EMDB_ERR_NOMEM;
+	t->id = id;
+	t->cfg = *cfg;
+	t->dim = cfg->dim;
+	t->state_floats = emdb_optimizer_state_floats(cfg->optimizer.kind, cfg->dim);
+	t->shards = dbc->shards;
+	t->max_batch = dbc->max_batch;
+	t->refs = 1;
+
+	int rc = chunk_store_init(&t->rows, ((size_t)t->dim + t->state_floats) * sizeof(float),
+				  dbc->chunk_bytes);
+	if (rc != EMDB_OK)
+		goto fail_table;
+	rc = dit_create(t->shards, &t->index);
+	if (rc != EMDB_OK)
+		goto fail_rows;
+	t->grads_raw = emdb_calloc(1, (size_t)t->shards * sizeof(table_grads) + 64);
+	if (!t->grads_raw) {
+		rc = EMDB_ERR_NOMEM;
+		goto fail_index;
+	}
+	t->grads = (table_grads *)(((uintptr_t)t->grads_raw + 63) & ~(uintptr_t)63);
+	for (uint32_t s = 0; s < t->shards; s++) {
+		pthread_mutex_init(&t->grads[s].mu, NULL);
+		gradmap_init(&t->grads[s].map, t->dim);
+	}
+	pthread_rwlockattr_t attr;
+	pthread_rwlockattr_init(&attr);
+	/* An Update must get in even while pulls keep arriving. */
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&t->update_lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	*out = t;
+	return EMDB_OK;
+
+fail_index:
+	dit_destroy(t->index);
+fail_rows:
+	chunk_store_destroy(&t->rows);
+fail_table:
+	emdb_free(t);
+	return rc;
+}
+
+static void table_free(tbl *t)
+{
+	for (uint32_t s = 0; s < t->shards; s++) {
+		gradmap_destroy(&t->grads[s].map);
+		pthread_mutex_destroy(&t->grads[s].mu);
+	}
+	emdb_free(t->grads_raw);
+	dit_destroy(t->index);
+	chunk_store_destroy(&t->rows);
+	pthread_rwlock_destroy(&t->update_lock);
+	emdb_free(t);
+}
+
+void table_acquire(tbl *t)
+{
+	__atomic_fetch_add(&t->refs, 1, __ATOMIC_RELAXED);
+}
+
+void table_release(tbl *t)
+{
+	if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		table_free(t);
+}
+
+int table_check_batch(const tbl *t, size_t n, uint32_t dim)
+{
+	if (n == 0 || n > t->max_batch)
+		return emdb__seterr(EMDB_ERR_BATCH, "table '%s': batch of %zu IDs, allowed 1..%u", t->cfg.name, n,
+				    t->max_batch);
+	if (dim != t->dim)
+		return emdb__seterr(EMDB_ERR_DIM, "table '%s': dim %u given, table has %u", t->cfg.name, dim,
+				    t->dim);
+	return EMDB_OK;
+}
+
+static uint64_t new_row(void *ctx, uint64_t id)
+{
+	tbl *t = ctx;
+	uint64_t loc = chunk_new_row(&t->rows);
+	float *row = table_row(t, loc);
+	const emdb_table_config *c = &t->cfg;
+
+	emdb_init_row(c->init.kind, c->init.a, c->init.b, c->seed, t->id, id, t->dim, row);
+	emdb_opt_init_state(c->optimizer.kind, &c->optimizer, t->dim, row + t->dim);
+	return loc;
+}
+
+int table_resolve(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, uint64_t *locs)
+{
+	dit_plan_build(t->index, ids, n, plan);
+	int rc = dit_reserve(t->index, plan);
+	if (rc != EMDB_OK)
+		return rc;
+	rc = chunk_reserve(&t->rows, n);
+	if (rc != EMDB_OK) {
+		dit_unreserve(t->index, plan);
+		return rc;
+	}
+	dit_find_or_insert(t->index, ids, plan, locs, new_row, t, NULL);
+	chunk_unreserve(&t->rows, n);
+	return EMDB_OK;
+}
+
+void table_stats(tbl *t, emdb_table_stats *out)
+{
+	dit_stats ds;
+	memset(out, 0, sizeof(*out));
+	dit_get_stats(t->index, &ds);
+
+	out->rows = ds.count;
+	out->step = __atomic_load_n(&t->step, __ATOMIC_RELAXED);
+	out->bytes_vectors = ds.count * t->dim * sizeof(float);
+	out->bytes_optimizer = ds.count * t->state_floats * sizeof(float);
+	out->bytes_index = ds.bytes;
+	out->index_resizes = ds.resizes;
+	for (uint32_t s = 0; s < t->shards; s++) {
+		pthread_mutex_lock(&t->grads[s].mu);
+		out->pending_rows += t->grads[s].map.count;
+		out->bytes_grads += gradmap_bytes(&t->grads[s].map);
+		pthread_mutex_unlock(&t->grads[s].mu);
+	}
+	uint64_t mapped = chunk_bytes_mapped(&t->rows);
+	uint64_t used = out->bytes_vectors + out->bytes_optimizer;
+	out->bytes_overhead = (mapped > used ? mapped - used : 0) + sizeof(*t) +
+			      (uint64_t)t->shards * sizeof(table_grads);
+
+#define LOAD_(f) out->f = __atomic_load_n(&t->ctr.f, __ATOMIC_RELAXED)
+	LOAD_(calls_prefetch);
+	LOAD_(calls_pull);
+	LOAD_(calls_push);
+	LOAD_(calls_update);
+	LOAD_(calls_lookup);
+	LOAD_(ids_prefetch);
+	LOAD_(ids_pull);
+	LOAD_(ids_push);
+	LOAD_(ids_lookup);
+	LOAD_(lookup_misses);
+	LOAD_(rows_updated);
+#undef LOAD_
+}

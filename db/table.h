@@ -1,0 +1,81 @@
+/*
+ * table.h - one embedding table inside the engine: its schema, index, row
+ * chunks, gradient accumulators, step and counters.  Internal to libemdb;
+ * the public face is emdb/db.h.
+ *
+ * Lifetime: a table is reference counted.  The database's registry holds
+ * one reference while the table is live, every call in flight one more,
+ * every ticket one more; the last table_release frees it.
+ *
+ * Locking, outermost first:
+ *   update_lock  read by every data operation, written by Update, so an
+ *                Update never overlaps a Pull/Push/Prefetch/Lookup.
+ *   index shard  (index/dit.c) and grads[s].mu, one at a time per batch.
+ *   rows.mu      chunk creation (db/chunk.c).
+ */
+#ifndef EMDB_TABLE_H
+#define EMDB_TABLE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <emdb/db.h>
+
+#include "db/chunk.h"
+#include "db/gradmap.h"
+#include "index/dit.h"
+
+typedef struct table_grads {
+	pthread_mutex_t mu;
+	gradmap map;
+} __attribute__((aligned(64))) table_grads;
+
+typedef struct table_counters {
+	uint64_t calls_prefetch, calls_pull, calls_push, calls_update, calls_lookup;
+	uint64_t ids_prefetch, ids_pull, ids_push, ids_lookup;
+	uint64_t lookup_misses, rows_updated;
+} table_counters;
+
+typedef struct tbl {
+	uint32_t id;
+	uint32_t dim;
+	uint32_t state_floats;  /* optimizer state per row */
+	uint32_t shards;
+	uint32_t max_batch;
+	int refs;               /* atomic */
+	emdb_table_config cfg;
+	pthread_rwlock_t update_lock;
+	uint64_t step;          /* written under update_lock (write) */
+	dit *index;
+	chunk_store rows;
+	void *grads_raw;
+	table_grads *grads;     /* [shards], aligned */
+	table_counters ctr;     /* atomic adds */
+} tbl;
+
+int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config *dbc, tbl **out);
+void table_acquire(tbl *t);
+void table_release(tbl *t);
+
+/* Row pointers: the vector, then the optimizer state. */
+static inline float *table_row(const tbl *t, uint64_t loc)
+{
+	return (float *)chunk_row(&t->rows, loc);
+}
+
+/* Check a batch's shape before any work: n in 1..max_batch, dim equal to
+ * the table's.  Returns EMDB_OK or the error with its message set. */
+int table_check_batch(const tbl *t, size_t n, uint32_t dim);
+
+/* Resolve ids into locs, inserting absent IDs; plan arrays are the
+ * caller's (hash[n], order[n], start[shards+1]).  Fails only with NOMEM or
+ * LIMIT, and then inserts nothing.  Caller holds update_lock for reading. */
+int table_resolve(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, uint64_t *locs);
+
+/* Statistics, read without stopping the table. */
+void table_stats(tbl *t, emdb_table_stats *out);
+
+#define TABLE_COUNT(t, field, v) __atomic_fetch_add(&(t)->ctr.field, (v), __ATOMIC_RELAXED)
+
+#endif
