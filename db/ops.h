@@ -32,12 +32,21 @@ typedef struct ops_rows {
 	const uint32_t *order;
 	const uint32_t *start;
 	void *mem;        /* owned scratch, NULL when borrowed */
+	dit_plan plan;    /* when resolving IDs */
 } ops_rows;
 
-/* Resolve ids (inserting absent ones) into r.  Caller holds t->update_lock
- * for reading.  Errors: NOMEM, LIMIT; nothing inserted then. */
+/* Resolving ids (inserting absent ones) into r, in two steps as
+ * table_resolve_*: ops_rows_prepare groups and reserves (order and start
+ * are valid afterwards, locs not yet); ops_rows_commit fills locs and cannot
+ * fail; ops_rows_abort undoes prepare.  Caller holds t->update_lock for
+ * reading.  Errors: NOMEM, LIMIT; nothing is inserted then. */
+int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r);
+void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r);
+void ops_rows_abort(tbl *t, ops_rows *r);
+/* prepare + commit */
 int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r);
 void ops_rows_from_ticket(const emdb_ticket *tk, ops_rows *r);
+/* Frees what prepare allocated; also after abort. */
 void ops_rows_done(ops_rows *r);
 
 /* Take table `id` for a data call: a reference, plus the checks common to

@@ -35,24 +35,42 @@ void *ops_scratch(size_t n, uint32_t shards, dit_plan *plan, uint64_t **locs)
 	return m;
 }
 
-int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
+int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
 {
-	dit_plan plan;
 	uint64_t *locs;
-	void *m = ops_scratch(n, t->shards, &plan, &locs);
+	void *m = ops_scratch(n, t->shards, &r->plan, &locs);
 	if (!m)
 		return EMDB_ERR_NOMEM;
-	int rc = table_resolve(t, ids, n, &plan, locs);
+	int rc = table_resolve_prepare(t, ids, n, &r->plan);
 	if (rc != EMDB_OK) {
 		emdb_free(m);
 		return rc;
 	}
 	r->n = n;
 	r->locs = locs;
-	r->order = plan.order;
-	r->start = plan.start;
+	r->order = r->plan.order;
+	r->start = r->plan.start;
 	r->mem = m;
 	return EMDB_OK;
+}
+
+void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r)
+{
+	/* locs points into our own scratch block (ops_scratch). */
+	table_resolve_commit(t, ids, &r->plan, (uint64_t *)r->locs);
+}
+
+void ops_rows_abort(tbl *t, ops_rows *r)
+{
+	table_resolve_abort(t, &r->plan);
+}
+
+int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
+{
+	int rc = ops_rows_prepare(t, ids, n, r);
+	if (rc == EMDB_OK)
+		ops_rows_commit(t, ids, r);
+	return rc;
 }
 
 void ops_rows_from_ticket(const emdb_ticket *tk, ops_rows *r)

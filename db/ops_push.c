@@ -10,9 +10,10 @@
  * that shard's mutex.
  *
  * Invariants:
- *   1. All or nothing: the first sweep reserves room in every shard it will
- *      touch; if one reservation fails, the earlier ones are released and
- *      no gradient is added.  The second sweep cannot fail.
+ *   1. All or nothing: index room and rows for new IDs, then accumulator
+ *      room in every shard the batch touches, are reserved first; if one
+ *      reservation fails, the earlier ones are released, no row is inserted
+ *      and no gradient is added.  Inserting and adding cannot fail.
  *   2. The call holds update_lock for reading, so no Update runs between the
  *      two sweeps and every accumulated gradient is applied by the next
  *      Update as a whole.
@@ -50,7 +51,9 @@ static void unreserve_first(tbl *t, const ops_rows *r, uint32_t first, uint32_t 
 	}
 }
 
-static int accumulate(tbl *t, const ops_rows *r, const grad_src *g)
+/* First sweep: room for every position of the batch in its shard's
+ * accumulators.  On failure nothing stays reserved. */
+static int grads_reserve(tbl *t, const ops_rows *r)
 {
 	uint32_t first = dit_sweep_start(t->index);
 	for (uint32_t k = 0; k < t->shards; k++) {
@@ -66,6 +69,13 @@ static int accumulate(tbl *t, const ops_rows *r, const grad_src *g)
 			return rc;
 		}
 	}
+	return EMDB_OK;
+}
+
+/* Second sweep: add the gradients, consuming the reservation. */
+static void grads_add(tbl *t, const ops_rows *r, const grad_src *g)
+{
+	uint32_t first = dit_sweep_start(t->index);
 	for (uint32_t k = 0; k < t->shards; k++) {
 		uint32_t s = (first + k) & (t->shards - 1);
 		uint32_t a = r->start[s], b = r->start[s + 1];
@@ -85,7 +95,6 @@ static int accumulate(tbl *t, const ops_rows *r, const grad_src *g)
 		gradmap_unreserve(m, b - a);
 		pthread_mutex_unlock(&t->grads[s].mu);
 	}
-	return EMDB_OK;
 }
 
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
@@ -123,14 +132,23 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 		g.bag_scale = scale;
 	}
 
+	/* Everything that can fail (index room, rows, accumulator room) is
+	 * reserved before the first insert or add. */
 	ops_rows r;
 	pthread_rwlock_rdlock(&t->update_lock);
 	if (tk)
 		ops_rows_from_ticket(tk, &r);
 	else
-		rc = ops_rows_resolve(t, ids, n, &r);
+		rc = ops_rows_prepare(t, ids, n, &r);
 	if (rc == EMDB_OK) {
-		rc = accumulate(t, &r, &g);
+		rc = grads_reserve(t, &r);
+		if (rc == EMDB_OK) {
+			if (!tk)
+				ops_rows_commit(t, ids, &r);
+			grads_add(t, &r, &g);
+		} else if (!tk) {
+			ops_rows_abort(t, &r);
+		}
 		ops_rows_done(&r);
 	}
 	pthread_rwlock_unlock(&t->update_lock);

@@ -116,20 +116,36 @@ static uint64_t new_row(void *ctx, uint64_t id)
 	return loc;
 }
 
-int table_resolve(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, uint64_t *locs)
+int table_resolve_prepare(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan)
 {
 	dit_plan_build(t->index, ids, n, plan);
 	int rc = dit_reserve(t->index, plan);
 	if (rc != EMDB_OK)
 		return rc;
 	rc = chunk_reserve(&t->rows, n);
-	if (rc != EMDB_OK) {
+	if (rc != EMDB_OK)
 		dit_unreserve(t->index, plan);
-		return rc;
-	}
+	return rc;
+}
+
+void table_resolve_commit(tbl *t, const uint64_t *ids, const dit_plan *plan, uint64_t *locs)
+{
 	dit_find_or_insert(t->index, ids, plan, locs, new_row, t, NULL);
-	chunk_unreserve(&t->rows, n);
-	return EMDB_OK;
+	chunk_unreserve(&t->rows, plan->n);
+}
+
+void table_resolve_abort(tbl *t, const dit_plan *plan)
+{
+	dit_unreserve(t->index, plan);
+	chunk_unreserve(&t->rows, plan->n);
+}
+
+int table_resolve(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, uint64_t *locs)
+{
+	int rc = table_resolve_prepare(t, ids, n, plan);
+	if (rc == EMDB_OK)
+		table_resolve_commit(t, ids, plan, locs);
+	return rc;
 }
 
 void table_stats(tbl *t, emdb_table_stats *out)

@@ -68,9 +68,18 @@ static inline float *table_row(const tbl *t, uint64_t loc)
  * the table's.  Returns EMDB_OK or the error with its message set. */
 int table_check_batch(const tbl *t, size_t n, uint32_t dim);
 
-/* Resolve ids into locs, inserting absent IDs; plan arrays are the
- * caller's (hash[n], order[n], start[shards+1]).  Fails only with NOMEM or
- * LIMIT, and then inserts nothing.  Caller holds update_lock for reading. */
+/* Resolving IDs with insertion, in two steps so that a caller can reserve
+ * more (gradient room) in between and still fail without a trace.
+ * table_resolve_prepare groups ids by shard into plan (arrays are the
+ * caller's: hash[n], order[n], start[shards+1]) and reserves index room and
+ * rows for every ID to be new; it fails only with NOMEM or LIMIT, reserving
+ * nothing then.  table_resolve_commit writes locs[i] for every ID,
+ * inserting the absent ones, and cannot fail; table_resolve_abort gives the
+ * reservation back instead.  Caller holds update_lock for reading. */
+int table_resolve_prepare(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan);
+void table_resolve_commit(tbl *t, const uint64_t *ids, const dit_plan *plan, uint64_t *locs);
+void table_resolve_abort(tbl *t, const dit_plan *plan);
+/* prepare + commit. */
 int table_resolve(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, uint64_t *locs);
 
 /* Statistics, read without stopping the table. */

@@ -1,0 +1,45 @@
+/*
+ * helpers.h - small conveniences shared by the engine tests: opening a
+ * database with one table, and a reference row initializer.
+ */
+#ifndef EMDB_TEST_HELPERS_H
+#define EMDB_TEST_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include <emdb/db.h>
+
+static inline uint32_t make_table(emdb_db *db, const char *name, uint32_t dim, emdb_opt_kind opt,
+				  emdb_init_kind init, double a, double b)
+{
+	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
+	strcpy(c.name, name);
+	c.dim = dim;
+	cr_assert_eq(emdb_optimizer_defaults(opt, &c.optimizer), 0);
+	c.init.kind = init;
+	c.init.a = a;
+	c.init.b = b;
+	c.seed = 1234;
+	uint32_t id = 0;
+	int rc = emdb_table_create(db, &c, &id);
+	cr_assert_eq(rc, 0, "create %s: %s", name, emdb_last_error());
+	return id;
+}
+
+static inline emdb_db *open_db(uint32_t shards)
+{
+	emdb_db_config c = EMDB_DB_CONFIG_INIT;
+	emdb_db *db = NULL;
+	c.shards = shards;
+	cr_assert_eq(emdb_db_open(&c, &db), 0, "%s", emdb_last_error());
+	return db;
+}
+
+static inline uint64_t scramble(uint64_t i)
+{
+	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL;
+	return x ^ (x >> 31);
+}
+
+#endif
