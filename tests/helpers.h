@@ -5,7 +5,11 @@
 #ifndef EMDB_TEST_HELPERS_H
 #define EMDB_TEST_HELPERS_H
 
+#ifdef EMDB_PLAIN_RUNNER
+#include "tests/plain_runner.h"
+#else
 #include <criterion/criterion.h>
+#endif
 #include <string.h>
 
 #include <emdb/db.h>
