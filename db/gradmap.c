@@ -10,6 +10,7 @@
  *
  * State changes: reserve/unreserve/add/clear, all serialized by the owner.
  */
+#include <math.h>
 #include <string.h>
 
 #include <emdb/alloc.h>
@@ -120,8 +121,10 @@ void gradmap_add(gradmap *g, uint64_t loc, const float *grad, float scale)
 		gradmap_key *k = &g->keys[i];
 		if (k->loc == loc) {
 			acc = g->grads + k->slot * dim;
+			/* fmaf: one rounding whatever the compiler's contraction
+			 * setting, so MEAN-bag sums do not depend on build flags. */
 			for (uint32_t c = 0; c < dim; c++)
-				acc[c] += scale * grad[c];
+				acc[c] = fmaf(scale, grad[c], acc[c]);
 			return;
 		}
 		if (k->loc == LOC_NONE) {
