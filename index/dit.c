@@ -35,7 +35,7 @@
 #include "index/hash.h"
 
 #define MIN_CAP 256u
-#define PREFETCH_DIST 12u
+#define PREFETCH_DIST 16u
 
 typedef struct dit_slot {
 	uint64_t id;
@@ -193,8 +193,9 @@ static int grow_locked(dit_shard *s, uint64_t need)
 		ns[j] = *o;
 	}
 	slots_free(s->slots, s->cap);
-	s->slots = ns;
-	s->cap = cap;
+	/* Atomic stores: prefetch_at reads these without the lock. */
+	__atomic_store_n(&s->slots, ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->cap, cap, __ATOMIC_RELAXED);
 	s->max_count = max_count_for(cap);
 	s->resizes++;
 	return EMDB_OK;
@@ -247,9 +248,44 @@ void dit_unreserve(dit *d, const dit_plan *plan)
 	unreserve_range(d, plan, 0, d->shards);
 }
 
-static inline void prefetch_home(const dit_shard *s, uint64_t h)
+/*
+ * The prefetch pipeline runs over the whole sweep, not shard by shard: the
+ * batch visits order[start[first] ..] and then wraps around, so the ID `ahead`
+ * places further in the sweep is order[(base + ahead) % n].  Its shard may
+ * not be locked yet; reading that shard's slots and cap with relaxed atomic
+ * loads is still safe because a prefetch never faults, and at worst warms
+ * a mapping that a concurrent resize is about to free.
+ */
+typedef struct sweep {
+	const dit *d;
+	const dit_plan *plan;
+	size_t base; /* start[first]: where the sweep enters order[] */
+	size_t g;    /* IDs of the batch visited so far */
+} sweep;
+
+static inline void prefetch_at(const sweep *w, size_t g)
 {
-	__builtin_prefetch(&s->slots[dit_range(h, s->cap)], 0, 3);
+	size_t n = w->plan->n;
+	if (g >= n)
+		return;
+	size_t j = w->base + g;
+	if (j >= n)
+		j -= n;
+	uint64_t h = w->plan->hash[w->plan->order[j]];
+	const dit_shard *s = &w->d->sh[h & (w->d->shards - 1)];
+	const dit_slot *slots = __atomic_load_n(&s->slots, __ATOMIC_RELAXED);
+	uint64_t cap = __atomic_load_n(&s->cap, __ATOMIC_RELAXED);
+	__builtin_prefetch(&slots[dit_range(h, cap)], 0, 3);
+}
+
+static void sweep_begin(sweep *w, const dit *d, const dit_plan *plan, uint32_t first)
+{
+	w->d = d;
+	w->plan = plan;
+	w->base = plan->start[first];
+	w->g = 0;
+	for (size_t g = 0; g < PREFETCH_DIST; g++)
+		prefetch_at(w, g);
 }
 
 void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
@@ -258,7 +294,9 @@ void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
 {
 	size_t added = 0;
 	uint32_t first = dit_sweep_start(d);
+	sweep w;
 
+	sweep_begin(&w, d, plan, first);
 	for (uint32_t k = 0; k < d->shards; k++) {
 		uint32_t si = (first + k) & (d->shards - 1);
 		uint32_t a = plan->start[si], b = plan->start[si + 1];
@@ -266,11 +304,8 @@ void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
 			continue;
 		dit_shard *s = &d->sh[si];
 		pthread_rwlock_wrlock(&s->lock);
-		for (uint32_t j = a; j < b && j < a + PREFETCH_DIST; j++)
-			prefetch_home(s, plan->hash[plan->order[j]]);
 		for (uint32_t j = a; j < b; j++) {
-			if (j + PREFETCH_DIST < b)
-				prefetch_home(s, plan->hash[plan->order[j + PREFETCH_DIST]]);
+			prefetch_at(&w, w.g++ + PREFETCH_DIST);
 			uint32_t p = plan->order[j];
 			uint64_t id = ids[p];
 			uint64_t i = dit_range(plan->hash[p], s->cap);
@@ -304,7 +339,9 @@ size_t dit_find(dit *d, const uint64_t *ids, const dit_plan *plan, uint64_t *loc
 {
 	size_t found = 0;
 	uint32_t first = dit_sweep_start(d);
+	sweep w;
 
+	sweep_begin(&w, d, plan, first);
 	for (uint32_t k = 0; k < d->shards; k++) {
 		uint32_t si = (first + k) & (d->shards - 1);
 		uint32_t a = plan->start[si], b = plan->start[si + 1];
@@ -312,11 +349,8 @@ size_t dit_find(dit *d, const uint64_t *ids, const dit_plan *plan, uint64_t *loc
 			continue;
 		dit_shard *s = &d->sh[si];
 		pthread_rwlock_rdlock(&s->lock);
-		for (uint32_t j = a; j < b && j < a + PREFETCH_DIST; j++)
-			prefetch_home(s, plan->hash[plan->order[j]]);
 		for (uint32_t j = a; j < b; j++) {
-			if (j + PREFETCH_DIST < b)
-				prefetch_home(s, plan->hash[plan->order[j + PREFETCH_DIST]]);
+			prefetch_at(&w, w.g++ + PREFETCH_DIST);
 			uint32_t p = plan->order[j];
 			uint64_t id = ids[p];
 			uint64_t i = dit_range(plan->hash[p], s->cap);
