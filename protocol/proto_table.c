@@ -1,0 +1,286 @@
+/*
+ * protocol/proto_table.c - bodies of the table and statistics opcodes:
+ * TABLE_CREATE, TABLE_DROP, TABLE_DESCRIBE, TABLE_LIST, STATS
+ * (docs/protocol.md, "Tables and statistics").
+ *
+ * Invariants:
+ *   1. A table configuration crosses the wire as one "config block" (the
+ *      same bytes in TABLE_CREATE and TABLE_DESCRIBE): the numeric fields
+ *      of emdb_table_config at fixed offsets, hyperparameters as f64, then
+ *      the name.  Enum values are carried as u32 and judged by the engine.
+ *   2. Names arrive as 1..63 bytes without NUL and leave as C strings in
+ *      char[EMDB_NAME_MAX]; TABLE_LIST entries are checked to be exactly
+ *      that in place (zeros after the name), so no copy is needed.
+ *   3. Statistics go field by field in PROTO_TABLE_STATS_FIELDS order; the
+ *      static asserts of proto_int.h tie that list to the engine's struct.
+ */
+#include "db/error_int.h"
+#include "protocol/proto_int.h"
+
+/* ---- config block: 116 bytes, name, padding ------------------------ */
+
+static void cfg_encode(proto_wr *w, const emdb_table_config *c)
+{
+	uint32_t n = wr_name_len(w, c->name, 1, "table name");
+	wr_u32(w, c->dim);
+	wr_u32(w, (uint32_t)c->optimizer.kind);
+	wr_u32(w, (uint32_t)c->init.kind);
+	wr_u32(w, (uint32_t)c->lookup_default);
+	wr_u64(w, c->seed);
+	wr_f64(w, c->optimizer.lr);
+	wr_f64(w, c->optimizer.eps);
+	wr_f64(w, c->optimizer.beta1);
+	wr_f64(w, c->optimizer.beta2);
+	wr_f64(w, c->optimizer.lr_decay);
+	wr_f64(w, c->optimizer.initial_accumulator);
+	wr_f64(w, c->optimizer.beta);
+	wr_f64(w, c->optimizer.l1);
+	wr_f64(w, c->optimizer.l2);
+	wr_f64(w, c->init.a);
+	wr_f64(w, c->init.b);
+	wr_u32(w, n);
+	wr_bytes(w, c->name, n);
+	wr_pad(w);
+}
+
+static void cfg_decode(proto_rd *r, emdb_table_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->size = sizeof(*c);
+	c->dim = rd_u32(r, "dim");
+	c->optimizer.kind = (emdb_opt_kind)rd_u32(r, "optimizer kind");
+	c->init.kind = (emdb_init_kind)rd_u32(r, "init kind");
+	c->lookup_default = (emdb_default_kind)rd_u32(r, "lookup_default");
+	c->seed = rd_u64(r, "seed");
+	c->optimizer.lr = rd_f64(r, "lr");
+	c->optimizer.eps = rd_f64(r, "eps");
+	c->optimizer.beta1 = rd_f64(r, "beta1");
+	c->optimizer.beta2 = rd_f64(r, "beta2");
+	c->optimizer.lr_decay = rd_f64(r, "lr_decay");
+	c->optimizer.initial_accumulator = rd_f64(r, "initial_accumulator");
+	c->optimizer.beta = rd_f64(r, "beta");
+	c->optimizer.l1 = rd_f64(r, "l1");
+	c->optimizer.l2 = rd_f64(r, "l2");
+	c->init.a = rd_f64(r, "init a");
+	c->init.b = rd_f64(r, "init b");
+	uint32_t n = rd_u32(r, "name_len");
+	rd_name(r, n, 1, c->name, "table name");
+	rd_pad(r);
+}
+
+static void stats_encode(proto_wr *w, const emdb_table_stats *s)
+{
+#define PROTO_STAT_WR_(f) wr_u64(w, s->f);
+	PROTO_TABLE_STATS_FIELDS(PROTO_STAT_WR_)
+#undef PROTO_STAT_WR_
+}
+
+static void stats_decode(proto_rd *r, emdb_table_stats *s)
+{
+#define PROTO_STAT_RD_(f) s->f = rd_u64(r, "stats." #f);
+	PROTO_TABLE_STATS_FIELDS(PROTO_STAT_RD_)
+#undef PROTO_STAT_RD_
+}
+
+/* ---- TABLE_CREATE -------------------------------------------------- */
+
+int proto_table_create_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				  const proto_table_create_req *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	cfg_encode(&w, &m->cfg);
+	return wr_end(&w, PROTO_OP_TABLE_CREATE, false, 0, id, len);
+}
+
+int proto_table_create_req_decode(const proto_hdr *h, const uint8_t *body,
+				  proto_table_create_req *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_CREATE, false);
+	if (rc)
+		return rc;
+	cfg_decode(&r, &m->cfg);
+	return rd_end(&r);
+}
+
+/* A body that is one table id and 4 reserved bytes. */
+static int table_id_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, bool response,
+			   uint32_t table, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, table);
+	wr_zero(&w, 4);
+	return wr_end(&w, op, response, 0, id, len);
+}
+
+static int table_id_decode(const proto_hdr *h, const uint8_t *body, uint16_t op, bool response,
+			   uint32_t *table)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, op, response);
+	if (rc)
+		return rc;
+	*table = rd_u32(&r, "table");
+	rd_zero(&r, 4, "reserved");
+	return rd_end(&r);
+}
+
+int proto_table_create_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_table_create_resp *m, size_t *len)
+{
+	return table_id_encode(buf, cap, id, PROTO_OP_TABLE_CREATE, true, m->table, len);
+}
+
+int proto_table_create_resp_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_table_create_resp *m)
+{
+	return table_id_decode(h, body, PROTO_OP_TABLE_CREATE, true, &m->table);
+}
+
+/* ---- TABLE_DROP ---------------------------------------------------- */
+
+int proto_table_drop_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_table_drop_req *m, size_t *len)
+{
+	return table_id_encode(buf, cap, id, PROTO_OP_TABLE_DROP, false, m->table, len);
+}
+
+int proto_table_drop_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_table_drop_req *m)
+{
+	return table_id_decode(h, body, PROTO_OP_TABLE_DROP, false, &m->table);
+}
+
+/* ---- TABLE_DESCRIBE ------------------------------------------------ */
+
+int proto_table_describe_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				    const proto_table_describe_req *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	uint32_t n = wr_name_len(&w, m->name, m->table ? 0 : 1, "table name");
+	if (m->table && n)
+		proto__wr_fail(&w, "TABLE_DESCRIBE by id %u and by name at once", m->table);
+	wr_u32(&w, m->table);
+	wr_u32(&w, n);
+	wr_bytes(&w, m->name, n);
+	wr_pad(&w);
+	return wr_end(&w, PROTO_OP_TABLE_DESCRIBE, false, 0, id, len);
+}
+
+int proto_table_describe_req_decode(const proto_hdr *h, const uint8_t *body,
+				    proto_table_describe_req *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_DESCRIBE, false);
+	if (rc)
+		return rc;
+	m->table = rd_u32(&r, "table");
+	uint32_t n = rd_u32(&r, "name_len");
+	rd_name(&r, n, m->table ? 0 : 1, m->name, "table name");
+	rd_pad(&r);
+	if (!r.err && m->table && n)
+		proto__rd_fail(&r, "table %u given by id and by name at once", m->table);
+	return rd_end(&r);
+}
+
+int proto_table_describe_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				     const proto_table_describe_resp *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, m->info.id);
+	wr_zero(&w, 4);
+	stats_encode(&w, &m->info.stats);
+	cfg_encode(&w, &m->info.config);
+	return wr_end(&w, PROTO_OP_TABLE_DESCRIBE, true, 0, id, len);
+}
+
+int proto_table_describe_resp_decode(const proto_hdr *h, const uint8_t *body,
+				     proto_table_describe_resp *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_DESCRIBE, true);
+	if (rc)
+		return rc;
+	m->info.id = rd_u32(&r, "table");
+	rd_zero(&r, 4, "reserved");
+	stats_decode(&r, &m->info.stats);
+	cfg_decode(&r, &m->info.config);
+	return rd_end(&r);
+}
+
+/* ---- TABLE_LIST: u32 n, reserved, n entries of 72 bytes ------------ */
+
+int proto_table_list_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_table_list_resp *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	if (m->n && !m->entries)
+		proto__wr_fail(&w, "TABLE_LIST entries is NULL with n %u", m->n);
+	wr_u32(&w, m->n);
+	wr_zero(&w, 4);
+	for (uint32_t i = 0; i < m->n && !w.err; i++) {
+		const proto_table_entry *e = &m->entries[i];
+		uint32_t n = wr_name_len(&w, e->name, 1, "table name");
+		wr_u32(&w, e->id);
+		wr_u32(&w, n);
+		wr_bytes(&w, e->name, n);
+		wr_zero(&w, EMDB_NAME_MAX - n);
+	}
+	return wr_end(&w, PROTO_OP_TABLE_LIST, true, 0, id, len);
+}
+
+int proto_table_list_resp_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_table_list_resp *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_LIST, true);
+	if (rc)
+		return rc;
+	m->n = rd_u32(&r, "n");
+	rd_zero(&r, 4, "reserved");
+	m->entries = rd_array(&r, m->n, sizeof(proto_table_entry), "entries");
+	for (uint32_t i = 0; i < m->n && !r.err; i++) {
+		const proto_table_entry *e = &m->entries[i];
+		if (e->name_len < 1 || e->name_len > PROTO_TABLE_NAME_MAX ||
+		    memchr(e->name, 0, e->name_len))
+			proto__rd_fail(&r, "entry %u: name_len %u is not 1..%u or the name has a NUL",
+				       i, e->name_len, PROTO_TABLE_NAME_MAX);
+		for (uint32_t k = e->name_len; k < EMDB_NAME_MAX && !r.err; k++)
+			if (e->name[k])
+				proto__rd_fail(&r, "entry %u: name byte %u after name_len %u is not zero",
+					       i, k, e->name_len);
+	}
+	return rd_end(&r);
+}
+
+/* ---- STATS --------------------------------------------------------- */
+
+int proto_stats_resp_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_stats_resp *m,
+			    size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, m->stats.tables);
+	stats_encode(&w, &m->stats.total);
+	wr_u64(&w, m->stats.alloc_bytes);
+	wr_u64(&w, m->stats.alloc_peak);
+	return wr_end(&w, PROTO_OP_STATS, true, 0, id, len);
+}
+
+int proto_stats_resp_decode(const proto_hdr *h, const uint8_t *body, proto_stats_resp *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_STATS, true);
+	if (rc)
+		return rc;
+	m->stats.tables = rd_u64(&r, "tables");
+	stats_decode(&r, &m->stats.total);
+	m->stats.alloc_bytes = rd_u64(&r, "alloc_bytes");
+	m->stats.alloc_peak = rd_u64(&r, "alloc_peak");
+	return rd_end(&r);
+}
