@@ -1,0 +1,556 @@
+/*
+ * client.c - the public face of the client library: connecting by URI,
+ * closing, the per-thread error message, tickets, and every operation of
+ * emdb/client.h as a request description handed to future.c.
+ *
+ * Each public call only fills a cl_args (what to do, the caller's
+ * pointers) and hands it to cl_call (synchronous) or cl_call_async; the
+ * transport (mem.c or net.c, chosen by the URI at connect) does the rest.
+ *
+ * Invariants:
+ *   1. A handle's transport is fixed at connect and never changes; a
+ *      handle is fully built (lock, transport state, threads) before
+ *      emdb_client_connect returns it, and torn down only by close.
+ *   2. The thread's message (emdb_client_last_error) is written only by
+ *      cl_seterr / cl_setmsg, on the thread that returns the error.
+ *   3. Options are read through their size field: a caller compiled
+ *      against an older, shorter emdb_client_options gets the defaults
+ *      for the fields it does not know.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/client.h>
+
+#include "client/client_int.h"
+#include "client/uri.h"
+
+static _Thread_local char cl_msg[CL_MSG_MAX];
+
+const char *emdb_client_last_error(void)
+{
+	return cl_msg;
+}
+
+int cl_seterr(int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cl_msg, sizeof(cl_msg), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+void cl_setmsg(const char *msg)
+{
+	if (msg != cl_msg)
+		snprintf(cl_msg, sizeof(cl_msg), "%s", msg);
+}
+
+/* ---- handles ------------------------------------------------------- */
+
+static int read_options(const emdb_client_options *opts, emdb_client_options *o)
+{
+	emdb_client_options d = EMDB_CLIENT_OPTIONS_INIT;
+	*o = d;
+	if (!opts)
+		return EMDB_OK;
+	if (opts->size == 0 || opts->size > sizeof(*o))
+		return cl_seterr(EMDB_ERR_INVALID,
+				 "emdb_client_options.size is %u: initialize with EMDB_CLIENT_OPTIONS_INIT",
+				 opts->size);
+	memcpy(o, opts, opts->size);
+	o->size = sizeof(*o);
+	if (o->mem_threads > 64)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_options.mem_threads must be 0..64, not %u",
+				 o->mem_threads);
+	return EMDB_OK;
+}
+
+static emdb_client *client_new(const emdb_client_options *o)
+{
+	emdb_client *c = emdb_calloc(1, sizeof(*c));
+	if (!c) {
+		cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->timeout_ms = o->timeout_ms;
+	return c;
+}
+
+static void client_free(emdb_client *c)
+{
+	pthread_mutex_destroy(&c->lock);
+	emdb_free(c);
+}
+
+int emdb_client_connect(const char *uri, const emdb_client_options *opts, emdb_client **out)
+{
+	emdb_client_options o;
+	cl_uri u;
+	int rc;
+
+	if (!out)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: out is NULL");
+	*out = NULL;
+	rc = read_options(opts, &o);
+	if (rc != EMDB_OK)
+		return rc;
+	rc = cl_uri_parse(uri, &u);
+	if (rc != EMDB_OK)
+		return rc;
+	if (u.has_timeout)
+		o.timeout_ms = u.timeout_ms;
+	emdb_client *c = client_new(&o);
+	if (!c) {
+		cl_uri_free(&u);
+		return EMDB_ERR_NOMEM;
+	}
+	if (u.kind == CL_URI_MEM)
+		rc = cl_mem_open(c, &u, NULL, &o);
+	else
+		rc = cl_net_open(c, &u, &o);
+	cl_uri_free(&u);
+	if (rc != EMDB_OK) {
+		client_free(c);
+		return rc;
+	}
+	*out = c;
+	return EMDB_OK;
+}
+
+int emdb_client_wrap(emdb_db *db, const emdb_client_options *opts, emdb_client **out)
+{
+	emdb_client_options o;
+	if (!out)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_wrap: out is NULL");
+	*out = NULL;
+	if (!db)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_wrap: db is NULL");
+	int rc = read_options(opts, &o);
+	if (rc != EMDB_OK)
+		return rc;
+	emdb_client *c = client_new(&o);
+	if (!c)
+		return EMDB_ERR_NOMEM;
+	rc = cl_mem_open(c, NULL, db, &o);
+	if (rc != EMDB_OK) {
+		client_free(c);
+		return rc;
+	}
+	*out = c;
+	return EMDB_OK;
+}
+
+void emdb_client_close(emdb_client *c)
+{
+	if (!c)
+		return;
+	c->tr->close(c);
+	client_free(c);
+}
+
+emdb_role emdb_client_role(const emdb_client *c)
+{
+	return c->role;
+}
+
+const char *emdb_client_server(const emdb_client *c)
+{
+	return c->server;
+}
+
+uint32_t emdb_client_max_batch(const emdb_client *c)
+{
+	return c->max_batch;
+}
+
+void emdb_client_set_timeout(emdb_client *c, uint32_t timeout_ms)
+{
+	__atomic_store_n(&c->timeout_ms, timeout_ms, __ATOMIC_RELAXED);
+}
+
+/* ---- tickets ------------------------------------------------------- */
+
+emdb_client_ticket *cl_ticket_new(emdb_client *c, uint32_t table, size_t count)
+{
+	emdb_client_ticket *t = emdb_calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->c = c;
+	t->table = table;
+	t->count = count;
+	return t;
+}
+
+void emdb_client_ticket_free(emdb_client_ticket *t)
+{
+	if (!t)
+		return;
+	t->c->tr->ticket_release(t->c, t);
+	emdb_free(t);
+}
+
+size_t emdb_client_ticket_count(const emdb_client_ticket *t)
+{
+	return t->count;
+}
+
+uint32_t emdb_client_ticket_table(const emdb_client_ticket *t)
+{
+	return t->table;
+}
+
+/* ---- server and tables --------------------------------------------- */
+
+#define ARGS(op_, what_) cl_args a = { .op = (op_), .what = (what_) }
+
+int emdb_client_ping(emdb_client *c)
+{
+	ARGS(CL_PING, "emdb_client_ping");
+	return cl_call(c, &a);
+}
+
+int emdb_client_info(emdb_client *c, const char *section, char **text)
+{
+	ARGS(CL_INFO, "emdb_client_info");
+	a.s1 = section ? section : "";
+	a.text = text;
+	return cl_call(c, &a);
+}
+
+int emdb_client_config_get(emdb_client *c, const char *pattern, emdb_client_kv **kv, size_t *n)
+{
+	ARGS(CL_CONFIG_GET, "emdb_client_config_get");
+	a.s1 = pattern;
+	a.kv = kv;
+	a.n_out = n;
+	return cl_call(c, &a);
+}
+
+int emdb_client_config_set(emdb_client *c, const char *key, const char *value)
+{
+	ARGS(CL_CONFIG_SET, "emdb_client_config_set");
+	a.s1 = key;
+	a.s2 = value;
+	return cl_call(c, &a);
+}
+
+int emdb_client_shutdown(emdb_client *c)
+{
+	ARGS(CL_SHUTDOWN, "emdb_client_shutdown");
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_create(emdb_client *c, const emdb_table_config *cfg, uint32_t *out_id)
+{
+	ARGS(CL_TABLE_CREATE, "emdb_client_table_create");
+	a.cfg = cfg;
+	a.id_out = out_id;
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_drop(emdb_client *c, uint32_t table)
+{
+	ARGS(CL_TABLE_DROP, "emdb_client_table_drop");
+	a.table = table;
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_find(emdb_client *c, const char *name, uint32_t *out_id)
+{
+	ARGS(CL_TABLE_FIND, "emdb_client_table_find");
+	a.s1 = name;
+	a.id_out = out_id;
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_describe(emdb_client *c, uint32_t table, emdb_table_info *out)
+{
+	ARGS(CL_TABLE_DESCRIBE, "emdb_client_table_describe");
+	a.table = table;
+	a.info = out;
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap, size_t *n_out)
+{
+	ARGS(CL_TABLE_LIST, "emdb_client_table_list");
+	a.list_ids = ids;
+	a.list_cap = cap;
+	a.n_out = n_out;
+	return cl_call(c, &a);
+}
+
+int emdb_client_stats(emdb_client *c, emdb_db_stats *out)
+{
+	ARGS(CL_STATS, "emdb_client_stats");
+	a.stats = out;
+	return cl_call(c, &a);
+}
+
+/* ---- data plane ---------------------------------------------------- */
+
+/* Each data-plane operation builds its cl_args in one function shared by
+ * the synchronous and asynchronous forms. */
+
+static cl_args prefetch_args(uint32_t table, const uint64_t *ids, size_t n, emdb_client_ticket **out,
+			     const char *what)
+{
+	ARGS(CL_PREFETCH, what);
+	a.table = table;
+	a.ids = ids;
+	a.n = n;
+	a.ticket_out = out;
+	return a;
+}
+
+static cl_args pull_args(uint32_t table, const uint64_t *ids, size_t n, const emdb_client_ticket *t,
+			 bool bags, const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim,
+			 float *out, const char *what)
+{
+	ARGS(CL_PULL, what);
+	a.table = table;
+	a.ids = t ? NULL : ids;
+	a.n = t ? t->count : n;
+	a.ticket = t;
+	a.bags = bags;
+	a.offsets = offsets;
+	a.n_bags = n_bags;
+	a.pool = pool;
+	a.dim = dim;
+	a.out = out;
+	return a;
+}
+
+static cl_args push_args(uint32_t table, const uint64_t *ids, size_t n, const emdb_client_ticket *t,
+			 bool bags, const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim,
+			 const float *grads, const char *what)
+{
+	cl_args a = pull_args(table, ids, n, t, bags, offsets, n_bags, pool, dim, NULL, what);
+	a.op = CL_PUSH;
+	a.grads = grads;
+	return a;
+}
+
+static cl_args update_args(uint32_t table, bool all, uint64_t *rows, const char *what)
+{
+	ARGS(CL_UPDATE, what);
+	a.table = all ? 0 : table;
+	a.all = all;
+	a.rows = rows;
+	return a;
+}
+
+static cl_args lookup_args(uint32_t table, const uint64_t *ids, size_t n, uint32_t dim, float *out,
+			   uint8_t *found, const char *what)
+{
+	ARGS(CL_LOOKUP, what);
+	a.table = table;
+	a.ids = ids;
+	a.n = n;
+	a.dim = dim;
+	a.out = out;
+	a.found = found;
+	return a;
+}
+
+int emdb_client_prefetch(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+			 emdb_client_ticket **out)
+{
+	cl_args a = prefetch_args(table, ids, n, out, "emdb_client_prefetch");
+	return cl_call(c, &a);
+}
+
+int emdb_client_pull(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n, uint32_t dim,
+		     float *out)
+{
+	cl_args a = pull_args(table, ids, n, NULL, false, NULL, 0, 0, dim, out, "emdb_client_pull");
+	return cl_call(c, &a);
+}
+
+int emdb_client_pull_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t, uint32_t dim,
+			    float *out)
+{
+	cl_args a = pull_args(table, NULL, 0, t, false, NULL, 0, 0, dim, out, "emdb_client_pull_ticket");
+	return cl_call(c, &a);
+}
+
+int emdb_client_pull_bags(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+			  const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, float *out)
+{
+	cl_args a = pull_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, out,
+			      "emdb_client_pull_bags");
+	return cl_call(c, &a);
+}
+
+int emdb_client_pull_bags_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+				 const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim,
+				 float *out)
+{
+	cl_args a = pull_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, out,
+			      "emdb_client_pull_bags_ticket");
+	return cl_call(c, &a);
+}
+
+int emdb_client_push(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n, uint32_t dim,
+		     const float *grads)
+{
+	cl_args a = push_args(table, ids, n, NULL, false, NULL, 0, 0, dim, grads, "emdb_client_push");
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t, uint32_t dim,
+			    const float *grads)
+{
+	cl_args a = push_args(table, NULL, 0, t, false, NULL, 0, 0, dim, grads, "emdb_client_push_ticket");
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_bags(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+			  const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim,
+			  const float *grads)
+{
+	cl_args a = push_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, grads,
+			      "emdb_client_push_bags");
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+				 const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim,
+				 const float *grads)
+{
+	cl_args a = push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
+			      "emdb_client_push_bags_ticket");
+	return cl_call(c, &a);
+}
+
+int emdb_client_update(emdb_client *c, uint32_t table, uint64_t *rows_out)
+{
+	cl_args a = update_args(table, false, rows_out, "emdb_client_update");
+	return cl_call(c, &a);
+}
+
+int emdb_client_update_all(emdb_client *c, uint64_t *rows_out)
+{
+	cl_args a = update_args(0, true, rows_out, "emdb_client_update_all");
+	return cl_call(c, &a);
+}
+
+int emdb_client_lookup(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n, uint32_t dim,
+		       float *out, uint8_t *found)
+{
+	cl_args a = lookup_args(table, ids, n, dim, out, found, "emdb_client_lookup");
+	return cl_call(c, &a);
+}
+
+int emdb_client_read_state(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+			   uint32_t per_row, float *state, uint8_t *found)
+{
+	ARGS(CL_READ_STATE, "emdb_client_read_state");
+	a.table = table;
+	a.ids = ids;
+	a.n = n;
+	a.per_row = per_row;
+	a.out = state;
+	a.found = found;
+	return cl_call(c, &a);
+}
+
+/* ---- data plane, asynchronous -------------------------------------- */
+
+emdb_future *emdb_client_prefetch_async(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+					emdb_client_ticket **out)
+{
+	cl_args a = prefetch_args(table, ids, n, out, "emdb_client_prefetch_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_pull_async(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				    uint32_t dim, float *out)
+{
+	cl_args a = pull_args(table, ids, n, NULL, false, NULL, 0, 0, dim, out, "emdb_client_pull_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_pull_ticket_async(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+					   uint32_t dim, float *out)
+{
+	cl_args a = pull_args(table, NULL, 0, t, false, NULL, 0, 0, dim, out,
+			      "emdb_client_pull_ticket_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_pull_bags_async(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+					 const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+					 uint32_t dim, float *out)
+{
+	cl_args a = pull_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, out,
+			      "emdb_client_pull_bags_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_pull_bags_ticket_async(emdb_client *c, uint32_t table,
+						const emdb_client_ticket *t, const uint64_t *offsets,
+						size_t n_bags, emdb_pool pool, uint32_t dim, float *out)
+{
+	cl_args a = pull_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, out,
+			      "emdb_client_pull_bags_ticket_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_async(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				    uint32_t dim, const float *grads)
+{
+	cl_args a = push_args(table, ids, n, NULL, false, NULL, 0, 0, dim, grads, "emdb_client_push_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_ticket_async(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+					   uint32_t dim, const float *grads)
+{
+	cl_args a = push_args(table, NULL, 0, t, false, NULL, 0, 0, dim, grads,
+			      "emdb_client_push_ticket_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_bags_async(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+					 const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+					 uint32_t dim, const float *grads)
+{
+	cl_args a = push_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, grads,
+			      "emdb_client_push_bags_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
+						const emdb_client_ticket *t, const uint64_t *offsets,
+						size_t n_bags, emdb_pool pool, uint32_t dim,
+						const float *grads)
+{
+	cl_args a = push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
+			      "emdb_client_push_bags_ticket_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_update_async(emdb_client *c, uint32_t table, uint64_t *rows_out)
+{
+	cl_args a = update_args(table, false, rows_out, "emdb_client_update_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_update_all_async(emdb_client *c, uint64_t *rows_out)
+{
+	cl_args a = update_args(0, true, rows_out, "emdb_client_update_all_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_lookup_async(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				      uint32_t dim, float *out, uint8_t *found)
+{
+	cl_args a = lookup_args(table, ids, n, dim, out, found, "emdb_client_lookup_async");
+	return cl_call_async(c, &a);
+}

@@ -1,0 +1,299 @@
+/*
+ * future.c - the request machinery shared by every call and transport:
+ * futures, their deadlines, waiting, abandoning, and the synchronous call
+ * as submit + wait on a stack future.
+ *
+ * A request is an emdb_future whatever the transport.  The transport moves
+ * it NEW -> QUEUED (in mem.c's work queue or net.c's table of requests
+ * sent) -> RUNNING (a worker executes it, or the receiver writes its
+ * outputs) -> DONE, and whoever completes it signals its condition
+ * variable.  Waiters sleep on that variable with the handle's lock.
+ *
+ * Invariants:
+ *   1. state only moves forward, and only under c->lock.
+ *   2. A QUEUED future is reachable from its transport's queue or table;
+ *      RUNNING and DONE ones are not.  Only the thread that made a future
+ *      RUNNING completes it; nobody else touches its outputs, so a waiter
+ *      that times out or frees never races the writer: it unlinks a
+ *      QUEUED future, and waits out a RUNNING one.
+ *   3. Deadlines are enforced by whoever observes the future (wait, poll,
+ *      free): a QUEUED future past its deadline is unlinked and completed
+ *      with EMDB_ERR_TIMEOUT.  No timer thread exists.
+ *   4. A Prefetch's ticket stays in the future (f->tk) until a wait or
+ *      poll hands it to *ticket_out; free releases an undelivered one, so
+ *      no ticket leaks whatever the caller does.
+ *   5. Arguments are checked here, once, before any transport sees them;
+ *      transports may assume non-NULL outputs and a ticket of their handle.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <emdb/alloc.h>
+#include <emdb/client.h>
+
+#include "client/client_int.h"
+
+uint64_t cl_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t at;
+	pthread_condattr_init(&at);
+	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &at);
+	pthread_condattr_destroy(&at);
+}
+
+/* Sleep on cv until the monotonic time `until` (UINT64_MAX: forever). */
+static void cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *m, uint64_t until)
+{
+	if (until == UINT64_MAX) {
+		pthread_cond_wait(cv, m);
+		return;
+	}
+	struct timespec ts = { (time_t)(until / 1000000000ull), (long)(until % 1000000000ull) };
+	pthread_cond_timedwait(cv, m, &ts);
+}
+
+static void future_init(emdb_client *c, emdb_future *f, const cl_args *a)
+{
+	memset(f, 0, sizeof(*f));
+	f->c = c;
+	f->a = *a;
+	f->state = FUT_NEW;
+	uint32_t ms = __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED);
+	f->deadline = ms ? cl_now_ns() + (uint64_t)ms * 1000000ull : 0;
+	cond_init(&f->cond);
+}
+
+void cl_complete_locked(emdb_future *f, int rc, const char *msg)
+{
+	f->rc = rc;
+	if (rc != EMDB_OK)
+		snprintf(f->msg, sizeof(f->msg), "%s", msg ? msg : emdb_strerror(rc));
+	f->state = FUT_DONE;
+	pthread_cond_broadcast(&f->cond);
+}
+
+void cl_complete(emdb_future *f, int rc, const char *msg)
+{
+	pthread_mutex_lock(&f->c->lock);
+	cl_complete_locked(f, rc, msg);
+	pthread_mutex_unlock(&f->c->lock);
+}
+
+/* Wait under c->lock until f is DONE or the monotonic time `limit`.
+ * Returns f->rc or EMDB_FUTURE_PENDING. */
+static int wait_locked(emdb_future *f, uint64_t limit)
+{
+	emdb_client *c = f->c;
+	while (f->state != FUT_DONE) {
+		uint64_t now = cl_now_ns();
+		if (f->state == FUT_QUEUED && f->deadline && now >= f->deadline) {
+			c->tr->unlink_locked(c, f);
+			char msg[CL_MSG_MAX];
+			snprintf(msg, sizeof(msg), "%s: no response within the timeout (%s)", f->a.what,
+				 c->tr->name);
+			cl_complete_locked(f, EMDB_ERR_TIMEOUT, msg);
+			break;
+		}
+		if (now >= limit)
+			return EMDB_FUTURE_PENDING;
+		uint64_t until = limit;
+		if (f->state == FUT_QUEUED && f->deadline && f->deadline < until)
+			until = f->deadline;
+		cond_wait_until(&f->cond, &c->lock, until);
+	}
+	return f->rc;
+}
+
+/* The caller sees f's result: deliver its ticket or its message. */
+static int observe(emdb_future *f)
+{
+	if (f->a.op == CL_PREFETCH) {
+		if (f->rc == EMDB_OK && !f->delivered) {
+			*f->a.ticket_out = f->tk;
+			f->delivered = true;
+		} else if (f->rc != EMDB_OK) {
+			*f->a.ticket_out = NULL;
+		}
+	}
+	if (f->rc != EMDB_OK)
+		cl_setmsg(f->msg);
+	return f->rc;
+}
+
+/* Invariant 5. */
+static int check_args(emdb_client *c, const cl_args *a)
+{
+	const char *w = a->what;
+	switch (a->op) {
+	case CL_PREFETCH:
+		if (!a->ticket_out)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", w);
+		*a->ticket_out = NULL;
+		if (!a->ids)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: ids is NULL", w);
+		break;
+	case CL_PULL:
+	case CL_PUSH:
+	case CL_LOOKUP:
+	case CL_READ_STATE:
+		if (a->op == CL_PUSH ? !a->grads : !a->out)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
+					 a->op == CL_PUSH ? "grads" : a->op == CL_READ_STATE ? "state" : "out");
+		if (a->ticket && a->ticket->c != c)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: the ticket belongs to another handle", w);
+		if (!a->ticket && !a->ids)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
+					 a->op == CL_PULL || a->op == CL_PUSH ? "ids or ticket" : "ids");
+		if (a->bags) {
+			/* The same checks, codes and order as the engine's,
+			 * needed here because the wire reads n_bags 0 as
+			 * "no pooling". */
+			if (a->pool != EMDB_POOL_SUM && a->pool != EMDB_POOL_MEAN)
+				return cl_seterr(EMDB_ERR_INVALID, "%s: unknown pooling mode %d", w,
+						 (int)a->pool);
+			if (!a->offsets)
+				return cl_seterr(EMDB_ERR_INVALID, "%s: offsets is NULL", w);
+			if (a->n_bags == 0)
+				return cl_seterr(EMDB_ERR_BATCH, "%s: no bags: n_bags must be at least 1", w);
+			if (a->n_bags >= UINT32_MAX)
+				return cl_seterr(EMDB_ERR_BATCH, "%s: %zu bags is too many", w, a->n_bags);
+		}
+		if (a->n > UINT32_MAX)
+			return cl_seterr(EMDB_ERR_BATCH, "%s: %zu IDs is more than a request carries", w, a->n);
+		break;
+	case CL_UPDATE:
+		break;
+	case CL_TABLE_CREATE:
+		if (!a->cfg)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: cfg is NULL", w);
+		break;
+	case CL_TABLE_FIND:
+		if (!a->s1)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: name is NULL", w);
+		break;
+	case CL_TABLE_DESCRIBE:
+		if (!a->info)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", w);
+		break;
+	case CL_TABLE_LIST:
+		if (!a->n_out || (a->list_cap && !a->list_ids))
+			return cl_seterr(EMDB_ERR_INVALID, "%s: n_out is NULL, or ids is NULL with cap %zu", w,
+					 a->list_cap);
+		break;
+	case CL_STATS:
+		if (!a->stats)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", w);
+		break;
+	case CL_INFO:
+		if (!a->text)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: text is NULL", w);
+		*a->text = NULL;
+		break;
+	case CL_CONFIG_GET:
+		if (!a->kv || !a->n_out || !a->s1)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: pattern, kv or n is NULL", w);
+		*a->kv = NULL;
+		*a->n_out = 0;
+		break;
+	case CL_CONFIG_SET:
+		if (!a->s1 || !a->s2)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: key or value is NULL", w);
+		break;
+	case CL_PING:
+	case CL_SHUTDOWN:
+	case CL_TABLE_DROP:
+		break;
+	}
+	return EMDB_OK;
+}
+
+int cl_call(emdb_client *c, cl_args *a)
+{
+	emdb_future f;
+	if (!c)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: the handle is NULL", a->what);
+	int rc = check_args(c, a);
+	if (rc != EMDB_OK)
+		return rc;
+	future_init(c, &f, a);
+	if (c->tr->run) {
+		c->tr->run(c, &f);
+	} else {
+		c->tr->submit(c, &f);
+		pthread_mutex_lock(&c->lock);
+		wait_locked(&f, UINT64_MAX);
+		pthread_mutex_unlock(&c->lock);
+	}
+	rc = observe(&f);
+	pthread_cond_destroy(&f.cond);
+	return rc;
+}
+
+emdb_future *cl_call_async(emdb_client *c, cl_args *a)
+{
+	if (!c) {
+		cl_seterr(EMDB_ERR_INVALID, "%s: the handle is NULL", a->what);
+		return NULL;
+	}
+	emdb_future *f = emdb_malloc(sizeof(*f));
+	if (!f) {
+		cl_seterr(EMDB_ERR_NOMEM, "%s: out of memory for the future", a->what);
+		return NULL;
+	}
+	future_init(c, f, a);
+	int rc = check_args(c, a);
+	if (rc != EMDB_OK) {
+		cl_complete(f, rc, emdb_client_last_error());
+		return f;
+	}
+	c->tr->submit(c, f);
+	return f;
+}
+
+int emdb_future_wait(emdb_future *f, int64_t timeout_ms)
+{
+	if (!f)
+		return cl_seterr(EMDB_ERR_NOMEM, "emdb_future_wait: the future could not be allocated");
+	uint64_t limit = UINT64_MAX;
+	if (timeout_ms >= 0 && timeout_ms < ((int64_t)1 << 40)) /* beyond: forever */
+		limit = cl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	pthread_mutex_lock(&f->c->lock);
+	int rc = wait_locked(f, limit);
+	pthread_mutex_unlock(&f->c->lock);
+	if (rc == EMDB_FUTURE_PENDING)
+		return rc;
+	return observe(f);
+}
+
+int emdb_future_poll(emdb_future *f)
+{
+	return emdb_future_wait(f, 0);
+}
+
+void emdb_future_free(emdb_future *f)
+{
+	if (!f)
+		return;
+	emdb_client *c = f->c;
+	pthread_mutex_lock(&c->lock);
+	if (f->state == FUT_QUEUED) {
+		c->tr->unlink_locked(c, f);
+		cl_complete_locked(f, EMDB_ERR_CLOSED, "abandoned");
+	}
+	while (f->state != FUT_DONE)
+		pthread_cond_wait(&f->cond, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	if (f->a.op == CL_PREFETCH && f->rc == EMDB_OK && !f->delivered)
+		emdb_client_ticket_free(f->tk);
+	pthread_cond_destroy(&f->cond);
+	emdb_free(f);
+}

@@ -1,0 +1,452 @@
+/*
+ * emdb/client.h - the emdb client library: every database operation, from
+ * any thread, over TCP, a Unix socket, or straight into the engine.
+ *
+ * This header is the manual of libemdb_client.  A new user copies
+ * docs/example_trainer.c first.
+ *
+ * Building
+ *   #include <emdb/client.h>; link libemdb_client.a, libemdb.a, -lpthread
+ *   and -lm (CMake: target emdb_client, or emdb::emdb_client once
+ *   installed).  The library starts no thread until a handle is opened.
+ *
+ * Call order
+ *   emdb_client_connect (or emdb_client_wrap) -> any calls, from any
+ *   threads -> free every future and ticket -> emdb_client_close.
+ *
+ * Connecting
+ *   emdb_client_connect() takes a URI:
+ *
+ *     tcp://HOST[:PORT][?QUERY]     HOST a name, IPv4 address or [IPv6];
+ *                                   PORT defaults to 7878
+ *     unix:///ABSOLUTE/PATH[?QUERY] a Unix stream socket
+ *     mem://[NAME][?QUERY]          the engine in this process, no server
+ *
+ *   QUERY is key=value pairs joined by '&', values percent-encoded:
+ *     token=SECRET     the AUTH token (tcp, unix)
+ *     timeout=MS       default request timeout, as options.timeout_ms
+ *     name=TEXT        the client name sent in HELLO (tcp, unix)
+ *   An unknown key is an error (EMDB_ERR_INVALID), so a typo is not ignored.
+ *   A token or name in emdb_client_options wins over the URI's; a
+ *   ?timeout= in the URI wins over options.timeout_ms.
+ *
+ *   On tcp:// and unix:// connect performs the handshake: HELLO (protocol
+ *   versions, client name), then AUTH with the token whenever a token is
+ *   given or the server requires one.  The role the token grants (reader,
+ *   trainer, admin; docs/protocol.md) limits what the handle may do; a
+ *   call beyond it fails with EMDB_ERR_AUTH and the connection stays open.
+ *
+ *   mem:// opens an emdb_db (emdb/db.h) inside this process and calls it
+ *   directly: the same API with no socket, no copy and no server, for a
+ *   single-machine trainer or a test.  "mem://" alone gives a private
+ *   database; "mem://NAME" shares one database between every handle of
+ *   this process that names it, freed when the last such handle closes.
+ *   A mem:// handle has the admin role; token and name are ignored.
+ *   emdb_client_wrap() does the same over a database the caller opened.
+ *
+ * Calls
+ *   Every operation has a synchronous form, emdb_client_X(), which returns
+ *   when the operation is complete, and the data-plane operations also an
+ *   asynchronous one, emdb_client_X_async(), which submits the request and
+ *   returns an emdb_future at once; emdb_future_wait() or
+ *   emdb_future_poll() then gives its result.  A trainer submits the
+ *   Prefetch of batch i+1, computes batch i, then waits:
+ *
+ *     f = emdb_client_prefetch_async(c, t, ids_next, n, &tk_next);
+ *     ... pull, compute and push batch i with tk ...
+ *     rc = emdb_future_wait(f, -1); emdb_future_free(f);
+ *
+ *   Any number of requests may be in flight on one handle, from one thread
+ *   or many: they are pipelined on the one connection and their responses
+ *   matched by request id.  Requests in flight at the same time may be
+ *   executed in any order; to make one operation see the effect of another
+ *   (a Pull after a Push, an Update after the Pushes of a step), wait for
+ *   the first before submitting the second.  A synchronous call returns
+ *   only after its operation, so consecutive synchronous calls of one
+ *   thread are executed in order.
+ *
+ * Buffers (the lifetime rule)
+ *   A synchronous call uses the caller's arrays only during the call.
+ *   An asynchronous call keeps the pointers it was given, to its inputs
+ *   (ids, offsets, grads) and to its outputs (out, found, ticket, rows),
+ *   until its future is complete (wait or poll returned something other
+ *   than EMDB_FUTURE_PENDING) or freed: until then the inputs must stay valid
+ *   and unchanged, and the outputs valid and untouched.  The outputs are
+ *   written only while the request completes, and never after its future
+ *   was freed or its request timed out.  Output contents are unspecified
+ *   when the operation failed.
+ *
+ *   Vectors are packed row-major, n * dim floats, row i for ids[i], as in
+ *   emdb/db.h.  Over a socket, Push sends ids and gradients from the
+ *   caller's arrays without copying them, and Pull receives vectors from
+ *   the socket straight into `out`.
+ *
+ * Threads
+ *   Every function may be called from any number of threads at once on the
+ *   same handle, except emdb_client_close (no other call on the handle may
+ *   be in flight, and its futures and tickets must have been freed).  One
+ *   future is waited on, polled and freed by one thread at a time; one
+ *   ticket may be used by many threads at once, and is freed once, after
+ *   the last request using it completed.  A tcp:// or unix:// handle runs
+ *   one receiving thread; a mem:// handle runs options.mem_threads worker
+ *   threads for asynchronous calls (its synchronous calls run on the
+ *   caller's thread).  emdb_client_close stops and joins them.
+ *
+ * Errors
+ *   Functions return EMDB_OK (0) or a negative emdb_err of emdb/error.h.
+ *   The codes the engine returns (NO_TABLE, DIM, BATCH, ...) arrive as
+ *   they are: the wire status is the emdb_err value.  The client adds:
+ *     EMDB_ERR_INVALID   a bad argument or URI, detected before sending;
+ *     EMDB_ERR_CLOSED    the server went away (or the handle was broken
+ *                        by an earlier I/O failure: see below);
+ *     EMDB_ERR_TIMEOUT   no response within the request's timeout;
+ *     EMDB_ERR_AUTH      bad token, or an operation beyond the role;
+ *     EMDB_ERR_PROTOCOL  the peer does not speak the protocol;
+ *     EMDB_ERR_UNSUPPORTED  no common protocol version, or an operation
+ *                        that has no meaning on this transport;
+ *     EMDB_ERR_IO        a socket call failed (message has errno's text);
+ *     EMDB_ERR_LIMIT     a request larger than the server accepts.
+ *   With the code comes a message, the server's own when the server
+ *   refused the request: emdb_client_last_error() returns it, per thread.
+ *   A handle whose connection failed (the server closed it or died, a
+ *   frame could not be sent or parsed, or a response stalled half-way for
+ *   longer than the timeout) is broken for good: every request in flight
+ *   and every later call fails with EMDB_ERR_CLOSED, promptly, never a
+ *   hang.  Close it and connect again.  A request that failed with CLOSED
+ *   or TIMEOUT may or may not have been executed by the server.
+ *
+ * Timeouts
+ *   Each request has a deadline: submission time plus the handle's timeout
+ *   (options.timeout_ms, default 30 s, 0 = none; emdb_client_set_timeout).
+ *   When no response arrived by then the request completes with
+ *   EMDB_ERR_TIMEOUT, its response is discarded when it comes, and the
+ *   handle stays usable.  A response already arriving is received to the
+ *   end; a frame that stops arriving half-way for a whole timeout breaks
+ *   the handle.  Sending waits for socket space until the deadline too.
+ *   mem:// calls do not time out once running.
+ */
+#ifndef EMDB_CLIENT_H
+#define EMDB_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <emdb/db.h>
+#include <emdb/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct emdb_client emdb_client;               /* one connection  */
+typedef struct emdb_future emdb_future;               /* one async request */
+typedef struct emdb_client_ticket emdb_client_ticket; /* a Prefetch's result */
+
+#define EMDB_CLIENT_DEFAULT_PORT 7878
+
+/* ------------------------------------------------------------------ */
+/* Connecting                                                          */
+/* ------------------------------------------------------------------ */
+
+/* The role AUTH granted.  Roles nest: each may do all that the ones below
+ * it may.  Values are those of the wire protocol. */
+typedef enum emdb_role {
+	EMDB_ROLE_NONE = 0,    /* not authenticated                        */
+	EMDB_ROLE_READER = 1,  /* Lookup, describe, list, stats, info, ping */
+	EMDB_ROLE_TRAINER = 2, /* the data plane, config get               */
+	EMDB_ROLE_ADMIN = 3,   /* everything                               */
+} emdb_role;
+
+typedef struct emdb_client_options {
+	uint32_t size;               /* sizeof(emdb_client_options): set by INIT */
+	uint32_t timeout_ms;         /* request deadline; 0 = none; default 30000 */
+	uint32_t connect_timeout_ms; /* connect + handshake; 0 = none; default 10000 */
+	uint32_t mem_threads;        /* mem:// async workers, 0..64; 0 runs async
+					calls at submission; default 2 */
+	const char *token;           /* AUTH token, overrides ?token=; NULL = URI's */
+	const char *client_name;     /* HELLO name; NULL = ?name= or "emdb-client" */
+	const emdb_db_config *mem_config; /* database config of a mem:// handle
+					     that opens its database; NULL =
+					     defaults */
+} emdb_client_options;
+
+#define EMDB_CLIENT_OPTIONS_INIT \
+	{ sizeof(emdb_client_options), 30000, 10000, 2, NULL, NULL, NULL }
+
+/* Connect to the database at `uri` (see the top of this file) and, over a
+ * socket, perform HELLO and AUTH.  opts may be NULL for the defaults;
+ * nothing it points to is kept after the call.  On success *out owns the handle: close
+ * it with emdb_client_close.  On failure *out is NULL.
+ * Errors: INVALID (bad URI or option; the message says which part),
+ * NOMEM, IO (name resolution, socket, connect refused: errno's text),
+ * TIMEOUT (connect_timeout_ms passed), CLOSED (the server hung up during
+ * the handshake), UNSUPPORTED (no common protocol version), AUTH (the
+ * server refused the token, or requires one and none was given),
+ * PROTOCOL, and for mem:// the errors of emdb_db_open. */
+int emdb_client_connect(const char *uri, const emdb_client_options *opts,
+			emdb_client **out);
+
+/* A mem:// handle over a database the caller opened and keeps owning: db
+ * must outlive the handle, and emdb_client_close does not close it.  The
+ * caller may keep calling the engine on db directly at the same time.
+ * opts may be NULL; only size, timeout_ms and mem_threads are read.
+ * Errors: INVALID (db or out NULL, bad option), NOMEM. */
+int emdb_client_wrap(emdb_db *db, const emdb_client_options *opts,
+		     emdb_client **out);
+
+/* Close the connection, stop the handle's threads and free it.  Call it
+ * once, with no other call on the handle in flight and after freeing
+ * every future and ticket of the handle (anything else is undefined
+ * behaviour).  Works on a broken handle too.  NULL is a no-op. */
+void emdb_client_close(emdb_client *c);
+
+/* The role AUTH granted.  ADMIN for mem://, and over a socket to a server
+ * configured without tokens (such a server serves only loopback and Unix
+ * socket clients, all as admins, and ignores a token). */
+emdb_role emdb_client_role(const emdb_client *c);
+
+/* The server's name and version from HELLO ("emdb 0.1.0"), or
+ * "emdb (in-process)" for mem://.  Valid until emdb_client_close. */
+const char *emdb_client_server(const emdb_client *c);
+
+/* The largest batch of IDs the server accepts in one request (HELLO, or
+ * the database's max_batch for mem://); larger batches fail with BATCH. */
+uint32_t emdb_client_max_batch(const emdb_client *c);
+
+/* Set the timeout of requests submitted from now on (0 = none).  Requests
+ * already in flight keep their deadline.  Thread-safe. */
+void emdb_client_set_timeout(emdb_client *c, uint32_t timeout_ms);
+
+/* The message of the last client call that failed on this thread, or ""
+ * when none failed yet: for a failure found by the client it names the
+ * function ("emdb_client_pull: ..."), for a request the server or the
+ * engine refused it is their message ("dimension mismatch: table 'ads':
+ * ..."), for a lost connection it says how.  The pointer stays valid
+ * until the next client call on this thread; copy it to keep it.  (The
+ * engine's own emdb_last_error() is separate and not set by the client.) */
+const char *emdb_client_last_error(void);
+
+/* ------------------------------------------------------------------ */
+/* Server and connection                                               */
+/* ------------------------------------------------------------------ */
+
+/* Round trip to the server (mem://: returns at once).  Errors: CLOSED,
+ * TIMEOUT, AUTH.  Role: reader. */
+int emdb_client_ping(emdb_client *c);
+
+/* The server's INFO text: "# Section" headings and "key: value" lines.
+ * section: NULL or "" for the default sections, "all", or one section's
+ * name (docs/protocol.md).  On success *text is a NUL-terminated string
+ * that the caller frees with emdb_free() (emdb/alloc.h).
+ * Errors: INVALID (text NULL, unknown section), NOMEM, CLOSED, TIMEOUT,
+ * AUTH.  Role: reader. */
+int emdb_client_info(emdb_client *c, const char *section, char **text);
+
+/* One configuration setting. */
+typedef struct emdb_client_kv {
+	const char *key;   /* NUL-terminated */
+	const char *value; /* NUL-terminated */
+} emdb_client_kv;
+
+/* The settings whose key matches `pattern` (a key, or a glob: "*" is all).
+ * On success *kv is an array of *n pairs in one allocated block (the
+ * strings included) that the caller frees with one emdb_free(*kv); with
+ * no match *n is 0 and *kv a valid empty block, freed the same way.
+ * mem:// knows the read-only keys of emdb_db_config (shards, chunk_bytes,
+ * max_batch, max_tables).  Errors: INVALID, NOMEM, CLOSED, TIMEOUT, AUTH.
+ * Role: trainer. */
+int emdb_client_config_get(emdb_client *c, const char *pattern,
+			   emdb_client_kv **kv, size_t *n);
+
+/* Set one setting at run time (docs/server.md lists the keys and which
+ * of them may change while the server runs; `emdb-server --help` too).
+ * Errors: INVALID (unknown key, bad value), UNSUPPORTED (mem://), CLOSED,
+ * TIMEOUT, AUTH.  Role: admin. */
+int emdb_client_config_set(emdb_client *c, const char *key, const char *value);
+
+/* Ask the server to exit.  EMDB_OK means the server accepted; it closes
+ * the connection soon after, so later calls fail with CLOSED.
+ * Errors: UNSUPPORTED (mem://), CLOSED, TIMEOUT, AUTH.  Role: admin. */
+int emdb_client_shutdown(emdb_client *c);
+
+/* ------------------------------------------------------------------ */
+/* Tables and statistics                                               */
+/* ------------------------------------------------------------------ */
+
+/* As emdb_table_create, emdb_table_drop, emdb_table_find,
+ * emdb_table_describe, emdb_table_list and emdb_db_get_stats of
+ * emdb/db.h, with the same arguments, results and errors, plus the
+ * transport errors above.  out arguments that emdb/db.h allows to be NULL
+ * may be NULL here too.  Roles: create and drop admin, the others reader. */
+int emdb_client_table_create(emdb_client *c, const emdb_table_config *cfg,
+			     uint32_t *out_id);
+int emdb_client_table_drop(emdb_client *c, uint32_t table);
+int emdb_client_table_find(emdb_client *c, const char *name, uint32_t *out_id);
+int emdb_client_table_describe(emdb_client *c, uint32_t table,
+			       emdb_table_info *out);
+int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap,
+			   size_t *n_out);
+int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* Tickets                                                             */
+/* ------------------------------------------------------------------ */
+
+/* A ticket is the result of a Prefetch: the server's (or, for mem://, the
+ * engine's) resolved locations of a batch of IDs, used by the *_ticket
+ * calls so that Pull and Push skip the index.  It belongs to the handle
+ * that made it and is valid only with that handle.
+ *
+ * emdb_client_ticket_free releases it: over a socket it sends TICKET_FREE
+ * without waiting for the answer (the server also frees a connection's
+ * tickets when it closes); on a broken handle it only frees the memory.
+ * Free every ticket before emdb_client_close, and not while a request
+ * using it is in flight.  NULL is a no-op. */
+void emdb_client_ticket_free(emdb_client_ticket *t);
+size_t emdb_client_ticket_count(const emdb_client_ticket *t); /* IDs in it */
+uint32_t emdb_client_ticket_table(const emdb_client_ticket *t); /* its table */
+
+/* ------------------------------------------------------------------ */
+/* Data plane, synchronous                                             */
+/* ------------------------------------------------------------------ */
+
+/* Each call mirrors the engine call of emdb/db.h with the same name and
+ * the same rules (batch sizes, offsets of bags, packing, duplicates), and
+ * returns the engine's errors plus those of the transport.  The ticket
+ * forms take a ticket of this handle; the engine checks it belongs to
+ * `table` (EMDB_ERR_TICKET).  Roles: lookup reader, the others trainer. */
+
+/* Resolve (and insert) ids[n]; on success *out is a new ticket, freed
+ * with emdb_client_ticket_free.  On failure *out is NULL. */
+int emdb_client_prefetch(emdb_client *c, uint32_t table, const uint64_t *ids,
+			 size_t n, emdb_client_ticket **out);
+
+int emdb_client_pull(emdb_client *c, uint32_t table, const uint64_t *ids,
+		     size_t n, uint32_t dim, float *out);
+int emdb_client_pull_ticket(emdb_client *c, uint32_t table,
+			    const emdb_client_ticket *t, uint32_t dim, float *out);
+int emdb_client_pull_bags(emdb_client *c, uint32_t table, const uint64_t *ids,
+			  size_t n, const uint64_t *offsets, size_t n_bags,
+			  emdb_pool pool, uint32_t dim, float *out);
+int emdb_client_pull_bags_ticket(emdb_client *c, uint32_t table,
+				 const emdb_client_ticket *t,
+				 const uint64_t *offsets, size_t n_bags,
+				 emdb_pool pool, uint32_t dim, float *out);
+
+int emdb_client_push(emdb_client *c, uint32_t table, const uint64_t *ids,
+		     size_t n, uint32_t dim, const float *grads);
+int emdb_client_push_ticket(emdb_client *c, uint32_t table,
+			    const emdb_client_ticket *t, uint32_t dim,
+			    const float *grads);
+int emdb_client_push_bags(emdb_client *c, uint32_t table, const uint64_t *ids,
+			  size_t n, const uint64_t *offsets, size_t n_bags,
+			  emdb_pool pool, uint32_t dim, const float *grads);
+int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table,
+				 const emdb_client_ticket *t,
+				 const uint64_t *offsets, size_t n_bags,
+				 emdb_pool pool, uint32_t dim,
+				 const float *grads);
+
+/* *rows_out (may be NULL) gets the rows updated. */
+int emdb_client_update(emdb_client *c, uint32_t table, uint64_t *rows_out);
+int emdb_client_update_all(emdb_client *c, uint64_t *rows_out);
+
+/* found may be NULL; otherwise it receives n bytes, 1 where the ID is held. */
+int emdb_client_lookup(emdb_client *c, uint32_t table, const uint64_t *ids,
+		       size_t n, uint32_t dim, float *out, uint8_t *found);
+
+/* As emdb_read_state.  per_row is the caller's
+ * emdb_optimizer_state_floats(kind, dim) for the table: state receives
+ * n * per_row floats, and a table whose state has another width fails
+ * with EMDB_ERR_DIM instead of overrunning state.  found may be NULL. */
+int emdb_client_read_state(emdb_client *c, uint32_t table, const uint64_t *ids,
+			   size_t n, uint32_t per_row, float *state,
+			   uint8_t *found);
+
+/* ------------------------------------------------------------------ */
+/* Data plane, asynchronous                                            */
+/* ------------------------------------------------------------------ */
+
+/* Submit the request of the synchronous call with the same name and
+ * return its future at once (a tcp:// or unix:// submission returns once
+ * the request is written to the socket, which waits while the socket
+ * buffer is full).  Mind the lifetime rule at the top of this file.
+ * An error found at submission (bad argument, broken handle) completes the
+ * future with it.  NULL only when the future cannot be allocated
+ * (emdb_client_last_error() says so); every emdb_future_* function takes
+ * NULL and treats it as a future failed with EMDB_ERR_NOMEM. */
+emdb_future *emdb_client_prefetch_async(emdb_client *c, uint32_t table,
+					const uint64_t *ids, size_t n,
+					emdb_client_ticket **out);
+emdb_future *emdb_client_pull_async(emdb_client *c, uint32_t table,
+				    const uint64_t *ids, size_t n, uint32_t dim,
+				    float *out);
+emdb_future *emdb_client_pull_ticket_async(emdb_client *c, uint32_t table,
+					   const emdb_client_ticket *t,
+					   uint32_t dim, float *out);
+emdb_future *emdb_client_pull_bags_async(emdb_client *c, uint32_t table,
+					 const uint64_t *ids, size_t n,
+					 const uint64_t *offsets, size_t n_bags,
+					 emdb_pool pool, uint32_t dim, float *out);
+emdb_future *emdb_client_pull_bags_ticket_async(emdb_client *c, uint32_t table,
+						const emdb_client_ticket *t,
+						const uint64_t *offsets,
+						size_t n_bags, emdb_pool pool,
+						uint32_t dim, float *out);
+emdb_future *emdb_client_push_async(emdb_client *c, uint32_t table,
+				    const uint64_t *ids, size_t n, uint32_t dim,
+				    const float *grads);
+emdb_future *emdb_client_push_ticket_async(emdb_client *c, uint32_t table,
+					   const emdb_client_ticket *t,
+					   uint32_t dim, const float *grads);
+emdb_future *emdb_client_push_bags_async(emdb_client *c, uint32_t table,
+					 const uint64_t *ids, size_t n,
+					 const uint64_t *offsets, size_t n_bags,
+					 emdb_pool pool, uint32_t dim,
+					 const float *grads);
+emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
+						const emdb_client_ticket *t,
+						const uint64_t *offsets,
+						size_t n_bags, emdb_pool pool,
+						uint32_t dim, const float *grads);
+emdb_future *emdb_client_update_async(emdb_client *c, uint32_t table,
+				      uint64_t *rows_out);
+emdb_future *emdb_client_update_all_async(emdb_client *c, uint64_t *rows_out);
+emdb_future *emdb_client_lookup_async(emdb_client *c, uint32_t table,
+				      const uint64_t *ids, size_t n,
+				      uint32_t dim, float *out, uint8_t *found);
+
+/* Returned by emdb_future_wait and emdb_future_poll while the request is
+ * still in flight.  Positive, so that it never equals EMDB_OK or an
+ * emdb_err, which are the results of complete requests. */
+#define EMDB_FUTURE_PENDING 1
+
+/* Wait for f to complete, at most timeout_ms milliseconds (< 0: until it
+ * completes, which happens at the latest at the request's deadline when
+ * the handle has a timeout; 0: do not wait).  Returns the operation's
+ * result, EMDB_OK or an emdb_err (whose message then becomes this
+ * thread's emdb_client_last_error()), or EMDB_FUTURE_PENDING when
+ * timeout_ms passed first: the request is still in flight and f stays
+ * valid; wait again, poll, or free it.  Once complete, f keeps its result:
+ * waiting again returns it again.  A Prefetch's ticket is stored in its
+ * *out when wait or poll first returns EMDB_OK (and *out is set to NULL
+ * when they return an error). */
+int emdb_future_wait(emdb_future *f, int64_t timeout_ms);
+
+/* emdb_future_wait(f, 0): EMDB_FUTURE_PENDING while in flight, then the
+ * result. */
+int emdb_future_poll(emdb_future *f);
+
+/* Free f.  If its request is still in flight it is abandoned: its
+ * response is discarded when it comes and its output buffers are never
+ * written after this returns (it may wait for a response that is being
+ * received into them right now).  The ticket of a Prefetch that
+ * completed but was never delivered by wait or poll is freed, and that of
+ * an abandoned one is released on the server when its response comes.
+ * NULL is a no-op. */
+void emdb_future_free(emdb_future *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1176 @@
+/*
+ * net.c - the tcp:// and unix:// transport: one socket, many requests in
+ * flight, one receiving thread.
+ *
+ * Sending.  The submitting thread encodes its request (protocol/proto.h;
+ * the big ones as a scatter-gather list whose arrays are the caller's own
+ * ids, offsets and gradients, never copied), registers the future in the
+ * table of requests sent under its id, then writes the frame with
+ * sendmsg() under send_lock, so that frames of different threads never
+ * interleave.  The socket is non-blocking: a full socket buffer is waited
+ * out with poll() until the request's deadline.
+ *
+ * Receiving.  The receiver thread reads a header, finds the future by the
+ * request id, marks it RUNNING and reads the body straight into the
+ * caller's buffers where the body is vectors (PULL, LOOKUP, READ_STATE:
+ * fixed part first, checked, then the floats into `out`), or into its own
+ * buffer to decode (everything else).  Then it completes the future, which
+ * wakes its waiter.  A response whose request is gone (timed out or
+ * abandoned) is read and dropped; if it was a PREFETCH, its ticket handle
+ * is queued and released by the next sender (the receiver never takes
+ * send_lock, so a sender blocked on a full socket can never wait for it).
+ *
+ * Invariants:
+ *   1. `pending` holds exactly the QUEUED futures, keyed by request id;
+ *      ids come from one counter and are never reused on a connection.
+ *   2. The receiver is the only reader of the socket once the handshake is
+ *      over, and only it turns a pending future RUNNING; a RUNNING future
+ *      is completed by the receiver and nobody else (future.c inv. 2).
+ *   3. Frames are written whole under send_lock or the handle is broken:
+ *      a send that fails or times out after its first byte leaves the
+ *      stream unframed, so it breaks the handle.  One that times out
+ *      before any byte was written fails only its own request.
+ *   4. `broken` is sticky.  Breaking completes every pending future with
+ *      EMDB_ERR_CLOSED, refuses every later request, and shuts the socket
+ *      down so the receiver and any blocked sender return at once.
+ *   5. A body that stops arriving half-way for the handle's timeout breaks
+ *      the handle (it cannot be resynchronised); a silent server between
+ *      frames does not (waiters time out by their own deadlines).
+ *
+ * State changes: pending, next_id, broken, orphans under c->lock; the
+ * socket's write side under send_lock; its read side by the receiver only.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <emdb/alloc.h>
+#include <emdb/client.h>
+
+#include "client/client_int.h"
+#include "client/uri.h"
+#include "protocol/proto.h"
+
+#define NET_BUCKETS 256              /* pending table, by id & (NET_BUCKETS-1) */
+#define NET_FLAT_MAX 2048            /* small requests are encoded on the stack */
+#define NET_BODY_MAX (256u << 20)    /* largest non-vector body we buffer */
+#define NET_HELLO_BODY_MAX 65536u
+
+typedef struct net_state {
+	int fd;
+	char peer[CL_URI_HOST_MAX + 16]; /* "tcp://host:port" or "unix://path", for messages */
+	pthread_t rx;
+	bool rx_started;
+	pthread_mutex_t send_lock;
+	uint64_t next_id;                 /* atomic */
+	emdb_future *pending[NET_BUCKETS];
+	bool broken;
+	char broken_msg[CL_MSG_MAX];
+	uint64_t *orphans;                /* ticket handles to release */
+	size_t n_orphans, cap_orphans;
+	uint32_t max_body;                /* the server's, from HELLO */
+	uint8_t *rxbuf;                   /* receiver: bodies to decode */
+	size_t rxcap;
+} net_state;
+
+/* ---- socket I/O ---------------------------------------------------- */
+
+/* Milliseconds until `deadline` for poll(): -1 without one, 0 once past. */
+static int ms_until(uint64_t deadline)
+{
+	if (!deadline)
+		return -1;
+	uint64_t now = cl_now_ns();
+	if (now >= deadline)
+		return 0;
+	uint64_t ms = (deadline - now + 999999) / 1000000;
+	return ms > 1000000000 ? 1000000000 : (int)ms;
+}
+
+/* Write the whole of v.  *sent counts the bytes written.  Returns EMDB_OK,
+ * TIMEOUT (deadline passed) or CLOSED (the socket failed; msg says how). */
+static int send_all(net_state *n, proto_iov *v, uint64_t deadline, size_t *sent, char *msg, size_t msglen)
+{
+	size_t left = v->len;
+	*sent = 0;
+	while (left) {
+		struct msghdr mh = { .msg_iov = v->iov, .msg_iovlen = (size_t)v->n };
+		ssize_t k = sendmsg(n->fd, &mh, MSG_NOSIGNAL);
+		if (k > 0) {
+			*sent += (size_t)k;
+			left = proto_iov_advance(v, (size_t)k);
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = { .fd = n->fd, .events = POLLOUT };
+			int w = ms_until(deadline);
+			if (w == 0 || poll(&p, 1, w) == 0) {
+				snprintf(msg, msglen, "sending to %s: no socket space within the timeout", n->peer);
+				return EMDB_ERR_TIMEOUT;
+			}
+			continue;
+		}
+		snprintf(msg, msglen, "sending to %s: %s", n->peer, k < 0 ? strerror(errno) : "nothing written");
+		return EMDB_ERR_CLOSED;
+	}
+	return EMDB_OK;
+}
+
+/* Read exactly len bytes.  `idle`: the first byte may take forever (we are
+ * between frames).  Otherwise each wait for more bytes lasts at most
+ * stall_ms (0 = no limit) and never goes past deadline (0 = none).
+ * Returns EMDB_OK, CLOSED (EOF or error) or TIMEOUT; msg says which. */
+static int recv_full(net_state *n, void *buf, size_t len, bool idle, uint32_t stall_ms,
+		     uint64_t deadline, char *msg, size_t msglen)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t k = recv(n->fd, p, len, 0);
+		if (k > 0) {
+			p += k;
+			len -= (size_t)k;
+			idle = false;
+			continue;
+		}
+		if (k == 0) {
+			snprintf(msg, msglen, "%s closed the connection", n->peer);
+			return EMDB_ERR_CLOSED;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+			snprintf(msg, msglen, "receiving from %s: %s", n->peer, strerror(errno));
+			return EMDB_ERR_CLOSED;
+		}
+		int w = ms_until(deadline);
+		if (!idle && stall_ms && (w < 0 || (uint32_t)w > stall_ms))
+			w = (int)stall_ms;
+		if (idle && !deadline)
+			w = -1;
+		struct pollfd pf = { .fd = n->fd, .events = POLLIN };
+		int r = w == 0 ? 0 : poll(&pf, 1, w);
+		if (r == 0) {
+			snprintf(msg, msglen, "receiving from %s: %s", n->peer,
+				 idle ? "no response within the timeout" : "the response stalled half-way");
+			return EMDB_ERR_TIMEOUT;
+		}
+	}
+	return EMDB_OK;
+}
+
+/* ---- the table of requests sent ------------------------------------ */
+
+static void pending_add_locked(net_state *n, emdb_future *f)
+{
+	emdb_future **b = &n->pending[f->req_id & (NET_BUCKETS - 1)];
+	f->prev = NULL;
+	f->next = *b;
+	if (*b)
+		(*b)->prev = f;
+	*b = f;
+}
+
+static void pending_del_locked(net_state *n, emdb_future *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		n->pending[f->req_id & (NET_BUCKETS - 1)] = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	f->next = f->prev = NULL;
+}
+
+static emdb_future *pending_find_locked(net_state *n, uint64_t id)
+{
+	emdb_future *f = n->pending[id & (NET_BUCKETS - 1)];
+	while (f && f->req_id != id)
+		f = f->next;
+	return f;
+}
+
+static void net_unlink_locked(emdb_client *c, emdb_future *f)
+{
+	pending_del_locked(c->priv, f);
+}
+
+/* Invariant 4. */
+static void net_break(emdb_client *c, const char *why)
+{
+	net_state *n = c->priv;
+	pthread_mutex_lock(&c->lock);
+	if (!n->broken) {
+		n->broken = true;
+		snprintf(n->broken_msg, sizeof(n->broken_msg), "connection lost: %.400s", why);
+		for (size_t b = 0; b < NET_BUCKETS; b++) {
+			while (n->pending[b]) {
+				emdb_future *f = n->pending[b];
+				pending_del_locked(n, f);
+				cl_complete_locked(f, EMDB_ERR_CLOSED, n->broken_msg);
+			}
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	shutdown(n->fd, SHUT_RDWR);
+}
+
+/* ---- encoding requests --------------------------------------------- */
+
+static uint16_t wire_op(cl_op op)
+{
+	switch (op) {
+	case CL_PING: return PROTO_OP_PING;
+	case CL_INFO: return PROTO_OP_INFO;
+	case CL_CONFIG_GET: return PROTO_OP_CONFIG_GET;
+	case CL_CONFIG_SET: return PROTO_OP_CONFIG_SET;
+	case CL_SHUTDOWN: return PROTO_OP_SHUTDOWN;
+	case CL_TABLE_CREATE: return PROTO_OP_TABLE_CREATE;
+	case CL_TABLE_DROP: return PROTO_OP_TABLE_DROP;
+	case CL_TABLE_FIND: return PROTO_OP_TABLE_DESCRIBE;
+	case CL_TABLE_DESCRIBE: return PROTO_OP_TABLE_DESCRIBE;
+	case CL_TABLE_LIST: return PROTO_OP_TABLE_LIST;
+	case CL_STATS: return PROTO_OP_STATS;
+	case CL_PREFETCH: return PROTO_OP_PREFETCH;
+	case CL_PULL: return PROTO_OP_PULL;
+	case CL_PUSH: return PROTO_OP_PUSH;
+	case CL_UPDATE: return PROTO_OP_UPDATE;
+	case CL_LOOKUP: return PROTO_OP_LOOKUP;
+	case CL_READ_STATE: return PROTO_OP_READ_STATE;
+	}
+	return PROTO_OP_NONE;
+}
+
+/* Rows of vectors a PULL returns / a PUSH carries. */
+static size_t sel_rows(const cl_args *a)
+{
+	return a->bags ? a->n_bags : a->n;
+}
+
+/* Encode f's request as frame `id` into v: arrays by reference, or the
+ * whole frame flat in flat[NET_FLAT_MAX] or, when larger, in *heap
+ * (emdb_malloc'd; the caller frees it).  Returns EMDB_OK or the encoder's
+ * error, with the message in msg. */
+static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uint8_t *flat, uint8_t **heap,
+		  char *msg, size_t msglen)
+{
+	cl_args *a = &f->a;
+	int rc;
+	size_t len = 0;
+	uint64_t ticket = a->ticket ? a->ticket->handle : 0;
+	union {
+		proto_ping ping;
+		proto_info_req info;
+		proto_config_get_req cget;
+		proto_config_set_req cset;
+		proto_table_create_req create;
+		proto_table_drop_req drop;
+		proto_table_describe_req describe;
+		proto_update_req update;
+	} m;
+
+	*heap = NULL;
+	memset(&m, 0, sizeof(m));
+	if ((a->op == CL_TABLE_DESCRIBE || (a->op == CL_UPDATE && !a->all)) && a->table == 0) {
+		/* On the wire, table 0 means "by name" and "every table". */
+		snprintf(msg, msglen, "%s: no table with id 0", a->what);
+		return EMDB_ERR_NO_TABLE;
+	}
+	switch (a->op) {
+	case CL_PREFETCH: {
+		proto_prefetch_req r = { a->table, (uint32_t)a->n, a->ids };
+		rc = proto_prefetch_req_iov(v, id, &r);
+		goto iov_done;
+	}
+	case CL_PULL: {
+		proto_pull_req r = { .table = a->table, .dim = a->dim, .ticket = ticket,
+				     .n_ids = a->ticket ? 0 : (uint32_t)a->n, .ids = a->ticket ? NULL : a->ids,
+				     .n_bags = a->bags ? (uint32_t)a->n_bags : 0,
+				     .pool = a->bags ? (uint32_t)a->pool : 0,
+				     .offsets = a->bags ? a->offsets : NULL };
+		rc = proto_pull_req_iov(v, id, &r);
+		goto iov_done;
+	}
+	case CL_PUSH: {
+		proto_push_req r = { .table = a->table, .dim = a->dim, .ticket = ticket,
+				     .n_ids = a->ticket ? 0 : (uint32_t)a->n, .ids = a->ticket ? NULL : a->ids,
+				     .n_bags = a->bags ? (uint32_t)a->n_bags : 0,
+				     .pool = a->bags ? (uint32_t)a->pool : 0,
+				     .offsets = a->bags ? a->offsets : NULL,
+				     .n_rows = (uint32_t)sel_rows(a), .grads = a->grads };
+		rc = proto_push_req_iov(v, id, &r);
+		goto iov_done;
+	}
+	case CL_LOOKUP: {
+		proto_lookup_req r = { a->table, a->dim, (uint32_t)a->n, a->found != NULL, a->ids };
+		rc = proto_lookup_req_iov(v, id, &r);
+		goto iov_done;
+	}
+	case CL_READ_STATE: {
+		proto_read_state_req r = { a->table, (uint32_t)a->n, a->ids };
+		rc = proto_read_state_req_iov(v, id, &r);
+		goto iov_done;
+	}
+	default:
+		break;
+	}
+
+	/* Small requests: flat, retried on the heap when larger than flat. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		uint8_t *buf = attempt ? *heap : flat;
+		size_t cap = attempt ? len : NET_FLAT_MAX;
+		switch (a->op) {
+		case CL_PING:
+			rc = proto_ping_req_encode(buf, cap, id, &m.ping, &len);
+			break;
+		case CL_INFO:
+			m.info.section = proto_cstr(a->s1);
+			rc = proto_info_req_encode(buf, cap, id, &m.info, &len);
+			break;
+		case CL_CONFIG_GET:
+			m.cget.pattern = proto_cstr(a->s1);
+			rc = proto_config_get_req_encode(buf, cap, id, &m.cget, &len);
+			break;
+		case CL_CONFIG_SET:
+			m.cset.key = proto_cstr(a->s1);
+			m.cset.val = proto_cstr(a->s2);
+			rc = proto_config_set_req_encode(buf, cap, id, &m.cset, &len);
+			break;
+		case CL_SHUTDOWN:
+			rc = proto_empty_encode(buf, cap, id, PROTO_OP_SHUTDOWN, false, &len);
+			break;
+		case CL_TABLE_LIST:
+			rc = proto_empty_encode(buf, cap, id, PROTO_OP_TABLE_LIST, false, &len);
+			break;
+		case CL_STATS:
+			rc = proto_empty_encode(buf, cap, id, PROTO_OP_STATS, false, &len);
+			break;
+		case CL_TABLE_CREATE: {
+			/* The engine's size rule, so that a caller built
+			 * against a shorter struct is not read past its end. */
+			emdb_table_config d = EMDB_TABLE_CONFIG_INIT;
+			if (a->cfg->size == 0 || a->cfg->size > sizeof(d)) {
+				snprintf(msg, msglen,
+					 "%s: emdb_table_config.size is %u: initialize with EMDB_TABLE_CONFIG_INIT",
+					 a->what, a->cfg->size);
+				return EMDB_ERR_INVALID;
+			}
+			memcpy(&d, a->cfg, a->cfg->size);
+			d.size = sizeof(d);
+			m.create.cfg = d;
+			rc = proto_table_create_req_encode(buf, cap, id, &m.create, &len);
+			break;
+		}
+		case CL_TABLE_DROP:
+			m.drop.table = a->table;
+			rc = proto_table_drop_req_encode(buf, cap, id, &m.drop, &len);
+			break;
+		case CL_TABLE_FIND:
+			if (strlen(a->s1) >= EMDB_NAME_MAX || !a->s1[0]) {
+				snprintf(msg, msglen, "%s: no table is named '%.80s'", a->what, a->s1);
+				return EMDB_ERR_NO_TABLE;
+			}
+			strcpy(m.describe.name, a->s1);
+			rc = proto_table_describe_req_encode(buf, cap, id, &m.describe, &len);
+			break;
+		case CL_TABLE_DESCRIBE:
+			m.describe.table = a->table;
+			rc = proto_table_describe_req_encode(buf, cap, id, &m.describe, &len);
+			break;
+		case CL_UPDATE:
+			m.update.table = a->table;
+			rc = proto_update_req_encode(buf, cap, id, &m.update, &len);
+			break;
+		default:
+			snprintf(msg, msglen, "%s: no wire encoding", a->what);
+			return EMDB_ERR_INTERNAL;
+		}
+		if (rc != EMDB_ERR_LIMIT || attempt)
+			break;
+		*heap = emdb_malloc(len);
+		if (!*heap) {
+			snprintf(msg, msglen, "%s: out of memory for a %zu-byte request", a->what, len);
+			return EMDB_ERR_NOMEM;
+		}
+	}
+	if (rc != EMDB_OK) {
+		snprintf(msg, msglen, "%s: %s", a->what, emdb_last_error());
+		return rc;
+	}
+	v->iov[0].iov_base = *heap ? *heap : flat;
+	v->iov[0].iov_len = len;
+	v->n = 1;
+	v->len = len;
+	return EMDB_OK;
+iov_done:
+	if (rc != EMDB_OK)
+		snprintf(msg, msglen, "%s: %s", a->what, emdb_last_error());
+	return rc;
+}
+
+/* ---- submitting ---------------------------------------------------- */
+
+/* Send TICKET_FREE for handle as request `id`; caller holds send_lock. */
+static int send_ticket_free(emdb_client *c, uint64_t handle, char *msg, size_t msglen)
+{
+	net_state *n = c->priv;
+	uint8_t buf[64];
+	size_t len, sent;
+	proto_ticket_free_req r = { handle };
+	uint64_t id = __atomic_fetch_add(&n->next_id, 1, __ATOMIC_RELAXED);
+	if (proto_ticket_free_req_encode(buf, sizeof(buf), id, &r, &len) != EMDB_OK)
+		return EMDB_OK; /* cannot happen for a u64; nothing to release */
+	proto_iov v = { .n = 1, .len = len };
+	v.iov[0].iov_base = buf;
+	v.iov[0].iov_len = len;
+	uint32_t ms = __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED);
+	int rc = send_all(n, &v, ms ? cl_now_ns() + (uint64_t)ms * 1000000ull : 0, &sent, msg, msglen);
+	if (rc != EMDB_OK)
+		net_break(c, msg);
+	return rc;
+}
+
+/* Release the tickets of abandoned Prefetches; caller holds send_lock. */
+static void flush_orphans(emdb_client *c)
+{
+	net_state *n = c->priv;
+	char msg[CL_MSG_MAX];
+	for (;;) {
+		uint64_t h = 0;
+		pthread_mutex_lock(&c->lock);
+		if (n->n_orphans && !n->broken)
+			h = n->orphans[--n->n_orphans];
+		pthread_mutex_unlock(&c->lock);
+		if (!h || send_ticket_free(c, h, msg, sizeof(msg)) != EMDB_OK)
+			return;
+	}
+}
+
+static void net_submit(emdb_client *c, emdb_future *f)
+{
+	net_state *n = c->priv;
+	char msg[CL_MSG_MAX];
+	uint8_t flat[NET_FLAT_MAX] __attribute__((aligned(8)));
+	uint8_t *heap = NULL;
+	proto_iov v;
+	size_t sent;
+
+	f->req_id = __atomic_fetch_add(&n->next_id, 1, __ATOMIC_RELAXED);
+	int rc = encode(c, f, f->req_id, &v, flat, &heap, msg, sizeof(msg));
+	if (rc == EMDB_OK && v.len - PROTO_HDR_SIZE > n->max_body) {
+		snprintf(msg, sizeof(msg), "%s: a %zu-byte request exceeds the server's limit of %u bytes",
+			 f->a.what, v.len - PROTO_HDR_SIZE, n->max_body);
+		rc = EMDB_ERR_LIMIT;
+	}
+	if (rc != EMDB_OK) {
+		emdb_free(heap);
+		cl_complete(f, rc, msg);
+		return;
+	}
+
+	pthread_mutex_lock(&c->lock);
+	if (n->broken) {
+		cl_complete_locked(f, EMDB_ERR_CLOSED, n->broken_msg);
+		pthread_mutex_unlock(&c->lock);
+		emdb_free(heap);
+		return;
+	}
+	pending_add_locked(n, f);
+	f->state = FUT_QUEUED;
+	bool orphans = n->n_orphans != 0;
+	pthread_mutex_unlock(&c->lock);
+
+	pthread_mutex_lock(&n->send_lock);
+	if (orphans)
+		flush_orphans(c);
+	rc = send_all(n, &v, f->deadline, &sent, msg, sizeof(msg));
+	pthread_mutex_unlock(&n->send_lock);
+	emdb_free(heap);
+	if (rc == EMDB_OK)
+		return;
+	if (rc == EMDB_ERR_TIMEOUT && sent == 0) {
+		/* Invariant 3: nothing of it went out; only it fails. */
+		pthread_mutex_lock(&c->lock);
+		if (f->state == FUT_QUEUED) {
+			pending_del_locked(n, f);
+			char m2[CL_MSG_MAX];
+			snprintf(m2, sizeof(m2), "%s: %.400s", f->a.what, msg);
+			cl_complete_locked(f, EMDB_ERR_TIMEOUT, m2);
+		}
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	net_break(c, msg);
+}
+
+static void net_ticket_release(emdb_client *c, emdb_client_ticket *t)
+{
+	net_state *n = c->priv;
+	char msg[CL_MSG_MAX];
+	if (!t->handle)
+		return;
+	pthread_mutex_lock(&c->lock);
+	bool broken = n->broken;
+	pthread_mutex_unlock(&c->lock);
+	if (broken)
+		return; /* the server freed the connection's tickets */
+	pthread_mutex_lock(&n->send_lock);
+	send_ticket_free(c, t->handle, msg, sizeof(msg));
+	pthread_mutex_unlock(&n->send_lock);
+}
+
+/* ---- receiving ----------------------------------------------------- */
+
+/* Drop len body bytes. */
+static int discard(net_state *n, uint64_t len, uint32_t stall, char *msg, size_t msglen)
+{
+	uint8_t sink[4096];
+	while (len) {
+		size_t k = len < sizeof(sink) ? (size_t)len : sizeof(sink);
+		int rc = recv_full(n, sink, k, false, stall, 0, msg, msglen);
+		if (rc != EMDB_OK)
+			return rc;
+		len -= k;
+	}
+	return EMDB_OK;
+}
+
+/* Read a whole body of len bytes into n->rxbuf. */
+static int recv_body(net_state *n, uint32_t len, uint32_t stall, char *msg, size_t msglen)
+{
+	if (len > n->rxcap) {
+		uint8_t *b = emdb_malloc(len);
+		if (!b)
+			return EMDB_ERR_NOMEM;
+		emdb_free(n->rxbuf);
+		n->rxbuf = b;
+		n->rxcap = len;
+	}
+	return recv_full(n, n->rxbuf, len, false, stall, 0, msg, msglen);
+}
+
+static size_t pad8(size_t x)
+{
+	return (x + 7) & ~(size_t)7;
+}
+
+/* A segment of a vector response: `len` bytes to `dst`, or to a sink
+ * (checked to be zero when `zero`) when dst is NULL. */
+typedef struct seg {
+	void *dst;
+	size_t len;
+	bool zero;
+} seg;
+
+/* Receive a vector response body: the fixed part (fixed_len bytes, into
+ * fixed[]) is read and checked by `check` first; then the segments.
+ * Returns the operation's result in *res; the return value is a stream
+ * error (the handle breaks) or EMDB_OK. */
+static int recv_vectors(net_state *n, const proto_hdr *h, uint32_t stall, uint8_t *fixed, size_t fixed_len,
+			const seg *segs, int n_segs, int *res, char *msg, size_t msglen)
+{
+	uint64_t total = fixed_len;
+	for (int i = 0; i < n_segs; i++)
+		total += segs[i].len;
+	if (h->body_len != total) {
+		snprintf(msg, msglen, "%s response of %u bytes, expected %llu", proto_op_name(h->opcode),
+			 h->body_len, (unsigned long long)total);
+		*res = EMDB_ERR_PROTOCOL;
+		return discard(n, h->body_len, stall, msg, msglen) == EMDB_OK ? EMDB_OK : EMDB_ERR_CLOSED;
+	}
+	int rc = recv_full(n, fixed, fixed_len, false, stall, 0, msg, msglen);
+	if (rc != EMDB_OK)
+		return rc;
+	for (int i = 0; i < n_segs; i++) {
+		if (segs[i].dst) {
+			rc = recv_full(n, segs[i].dst, segs[i].len, false, stall, 0, msg, msglen);
+		} else {
+			uint8_t pad[8] = { 0 };
+			if (segs[i].len <= sizeof(pad)) {
+				rc = recv_full(n, pad, segs[i].len, false, stall, 0, msg, msglen);
+				for (size_t k = 0; rc == EMDB_OK && segs[i].zero && k < segs[i].len; k++)
+					if (pad[k] && *res == EMDB_OK) {
+						snprintf(msg, msglen, "%s response: nonzero padding",
+							 proto_op_name(h->opcode));
+						*res = EMDB_ERR_PROTOCOL;
+					}
+			} else {
+				rc = discard(n, segs[i].len, stall, msg, msglen);
+			}
+		}
+		if (rc != EMDB_OK)
+			return rc;
+	}
+	return EMDB_OK;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t x;
+	memcpy(&x, p, 4);
+	return x;
+}
+
+/* Checked rows * width * 4 as a size_t, or SIZE_MAX. */
+static size_t floats_bytes(size_t rows, size_t width)
+{
+	size_t b;
+	if (__builtin_mul_overflow(rows, width, &b) || __builtin_mul_overflow(b, (size_t)4, &b) ||
+	    b > UINT32_MAX)
+		return SIZE_MAX;
+	return b;
+}
+
+/* PULL, LOOKUP, READ_STATE with status 0: straight into the outputs. */
+static int recv_vector_resp(net_state *n, emdb_future *f, const proto_hdr *h, uint32_t stall, int *res, char *msg,
+			    size_t msglen)
+{
+	cl_args *a = &f->a;
+	uint8_t fixed[16];
+	seg s[4];
+	int ns = 0;
+	size_t rows = a->op == CL_PULL ? sel_rows(a) : a->n;
+	size_t width = a->op == CL_READ_STATE ? a->per_row : a->dim;
+	size_t vb = floats_bytes(rows, width);
+	size_t fixed_len = a->op == CL_LOOKUP ? 16 : 8;
+
+	if (vb == SIZE_MAX) {
+		snprintf(msg, msglen, "%s: response larger than a frame", a->what);
+		*res = EMDB_ERR_PROTOCOL;
+		return discard(n, h->body_len, stall, msg, msglen);
+	}
+	if (a->op == CL_READ_STATE) {
+		/* The width is the server's to tell: read the fixed part
+		 * first, so that a table of another width is a DIM error and
+		 * not a short read into state. */
+		if (h->body_len < 8) {
+			*res = EMDB_ERR_PROTOCOL;
+			snprintf(msg, msglen, "READ_STATE response of %u bytes", h->body_len);
+			return discard(n, h->body_len, stall, msg, msglen);
+		}
+		int rc = recv_full(n, fixed, 8, false, stall, 0, msg, msglen);
+		if (rc != EMDB_OK)
+			return rc;
+		if (rd32(fixed) != a->n || rd32(fixed + 4) != a->per_row) {
+			snprintf(msg, msglen, "%s: table %u keeps %u state floats per row, not %u", a->what,
+				 a->table, rd32(fixed + 4), a->per_row);
+			*res = rd32(fixed) != a->n ? EMDB_ERR_PROTOCOL : EMDB_ERR_DIM;
+			return discard(n, h->body_len - 8, stall, msg, msglen);
+		}
+		s[ns++] = (seg){ a->out, vb, false };
+		s[ns++] = (seg){ NULL, pad8(vb) - vb, true };
+		s[ns++] = (seg){ a->found, a->n, false };
+		s[ns++] = (seg){ NULL, pad8(a->n) - a->n, true };
+		proto_hdr rest = *h;
+		rest.body_len -= 8;
+		return recv_vectors(n, &rest, stall, fixed, 0, s, ns, res, msg, msglen);
+	}
+
+	s[ns++] = (seg){ a->out, vb, false };
+	s[ns++] = (seg){ NULL, pad8(vb) - vb, true };
+	if (a->op == CL_LOOKUP && a->found) {
+		s[ns++] = (seg){ a->found, a->n, false };
+		s[ns++] = (seg){ NULL, pad8(a->n) - a->n, true };
+	}
+	int rc = recv_vectors(n, h, stall, fixed, fixed_len, s, ns, res, msg, msglen);
+	if (rc != EMDB_OK || *res != EMDB_OK)
+		return rc;
+	bool ok = rd32(fixed) == rows && rd32(fixed + 4) == a->dim;
+	if (a->op == CL_LOOKUP)
+		ok = ok && rd32(fixed + 8) == (a->found ? PROTO_LOOKUP_FOUND : 0u) && rd32(fixed + 12) == 0;
+	if (!ok) {
+		snprintf(msg, msglen, "%s: the response's shape is not the request's", a->what);
+		*res = EMDB_ERR_PROTOCOL;
+	}
+	return EMDB_OK;
+}
+
+/* Copy s to p as a C string; returns the byte after its NUL. */
+static char *put_str(char *p, proto_str s)
+{
+	if (s.len)
+		memcpy(p, s.p, s.len);
+	p[s.len] = 0;
+	return p + s.len + 1;
+}
+
+/* Decode a buffered body of f's opcode into f's outputs.  Returns the
+ * operation's result. */
+static int decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const uint8_t *body, char *msg,
+		       size_t msglen)
+{
+	cl_args *a = &f->a;
+	proto_msg m;
+	int rc = proto_msg_decode(h, body, &m);
+	if (rc != EMDB_OK) {
+		snprintf(msg, msglen, "%s: malformed response: %s", a->what, emdb_last_error());
+		return EMDB_ERR_PROTOCOL;
+	}
+	switch (a->op) {
+	case CL_INFO: {
+		char *t = emdb_malloc((size_t)m.info_resp.text.len + 1);
+		if (!t)
+			goto nomem;
+		if (m.info_resp.text.len)
+			memcpy(t, m.info_resp.text.p, m.info_resp.text.len);
+		t[m.info_resp.text.len] = 0;
+		*a->text = t;
+		break;
+	}
+	case CL_CONFIG_GET: {
+		size_t pos = 0, k = 0, bytes = 0;
+		proto_kv kv;
+		while (proto_config_get_resp_next(&m.config_get_resp, &pos, &kv)) {
+			k++;
+			bytes += (size_t)kv.key.len + kv.val.len + 2;
+		}
+		emdb_client_kv *out = emdb_malloc(k * sizeof(*out) + bytes);
+		if (!out)
+			goto nomem;
+		char *p = (char *)(out + k);
+		pos = 0;
+		for (size_t i = 0; proto_config_get_resp_next(&m.config_get_resp, &pos, &kv); i++) {
+			out[i].key = p;
+			p = put_str(p, kv.key);
+			out[i].value = p;
+			p = put_str(p, kv.val);
+		}
+		*a->kv = out;
+		*a->n_out = k;
+		break;
+	}
+	case CL_TABLE_CREATE:
+		if (a->id_out)
+			*a->id_out = m.table_create_resp.table;
+		break;
+	case CL_TABLE_FIND:
+		if (a->id_out)
+			*a->id_out = m.table_describe_resp.info.id;
+		break;
+	case CL_TABLE_DESCRIBE:
+		*a->info = m.table_describe_resp.info;
+		break;
+	case CL_TABLE_LIST:
+		for (size_t i = 0; i < m.table_list_resp.n && i < a->list_cap; i++)
+			a->list_ids[i] = m.table_list_resp.entries[i].id;
+		*a->n_out = m.table_list_resp.n;
+		break;
+	case CL_STATS:
+		*a->stats = m.stats_resp.stats;
+		break;
+	case CL_PREFETCH: {
+		emdb_client_ticket *t = cl_ticket_new(c, m.prefetch_resp.table, m.prefetch_resp.count);
+		if (!t) {
+			/* The server holds it; let the next sender release it. */
+			net_state *n = c->priv;
+			pthread_mutex_lock(&c->lock);
+			if (n->n_orphans < n->cap_orphans)
+				n->orphans[n->n_orphans++] = m.prefetch_resp.ticket;
+			pthread_mutex_unlock(&c->lock);
+			goto nomem;
+		}
+		t->handle = m.prefetch_resp.ticket;
+		f->tk = t;
+		break;
+	}
+	case CL_UPDATE:
+		if (a->rows)
+			*a->rows = m.update_resp.rows;
+		break;
+	default: /* PING, CONFIG_SET, SHUTDOWN, TABLE_DROP, PUSH: nothing to deliver */
+		break;
+	}
+	return EMDB_OK;
+nomem:
+	snprintf(msg, msglen, "%s: out of memory for the response", a->what);
+	return EMDB_ERR_NOMEM;
+}
+
+/* A response nobody waits for.  A PREFETCH's ticket becomes an orphan. */
+static int drop_response(emdb_client *c, const proto_hdr *h, uint32_t stall, char *msg, size_t msglen)
+{
+	net_state *n = c->priv;
+	if (h->opcode != PROTO_OP_PREFETCH || h->status != 0 || h->body_len > 64)
+		return discard(n, h->body_len, stall, msg, msglen);
+	int rc = recv_body(n, h->body_len, stall, msg, msglen);
+	if (rc != EMDB_OK)
+		return rc;
+	proto_prefetch_resp r;
+	if (proto_prefetch_resp_decode(h, n->rxbuf, &r) != EMDB_OK)
+		return EMDB_OK;
+	pthread_mutex_lock(&c->lock);
+	if (n->n_orphans == n->cap_orphans) {
+		size_t cap = n->cap_orphans ? 2 * n->cap_orphans : 16;
+		uint64_t *o = emdb_realloc(n->orphans, cap * sizeof(*o));
+		if (o) {
+			n->orphans = o;
+			n->cap_orphans = cap;
+		}
+	}
+	if (n->n_orphans < n->cap_orphans)
+		n->orphans[n->n_orphans++] = r.ticket;
+	/* else: the server frees it when the connection closes */
+	pthread_mutex_unlock(&c->lock);
+	return EMDB_OK;
+}
+
+static bool is_vector_op(cl_op op)
+{
+	return op == CL_PULL || op == CL_LOOKUP || op == CL_READ_STATE;
+}
+
+static void *receiver(void *arg)
+{
+	emdb_client *c = arg;
+	net_state *n = c->priv;
+	char msg[CL_MSG_MAX];
+
+	for (;;) {
+		uint8_t hb[PROTO_HDR_SIZE];
+		proto_hdr h;
+		uint32_t stall = __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED);
+		int rc = recv_full(n, hb, sizeof(hb), true, stall, 0, msg, sizeof(msg));
+		if (rc != EMDB_OK) {
+			net_break(c, msg);
+			return NULL;
+		}
+		rc = proto_hdr_decode(hb, sizeof(hb), &h, UINT32_MAX);
+		if (rc != EMDB_OK || !proto_hdr_is_response(&h)) {
+			snprintf(msg, sizeof(msg), "malformed frame from %s: %s", n->peer,
+				 rc != EMDB_OK ? emdb_last_error() : "a request where a response was due");
+			net_break(c, msg);
+			return NULL;
+		}
+		if (h.opcode == PROTO_OP_NONE) {
+			/* The server could not parse one of our frames and
+			 * closes: report its words. */
+			char smsg[CL_MSG_MAX] = "";
+			proto_str s;
+			if (h.body_len <= 2 * PROTO_ERRMSG_MAX &&
+			    recv_body(n, h.body_len, stall, msg, sizeof(msg)) == EMDB_OK &&
+			    proto_err_decode(&h, n->rxbuf, &s) == EMDB_OK)
+				snprintf(smsg, sizeof(smsg), "%.*s", (int)s.len, s.p ? s.p : "");
+			snprintf(msg, sizeof(msg), "%s refused a frame (%s): %s", n->peer, emdb_err_name(h.status),
+				 smsg);
+			net_break(c, msg);
+			return NULL;
+		}
+
+		pthread_mutex_lock(&c->lock);
+		emdb_future *f = pending_find_locked(n, h.id);
+		if (f) {
+			pending_del_locked(n, f);
+			f->state = FUT_RUNNING;
+		}
+		pthread_mutex_unlock(&c->lock);
+
+		if (!f) {
+			rc = drop_response(c, &h, stall, msg, sizeof(msg));
+			if (rc != EMDB_OK) {
+				net_break(c, msg);
+				return NULL;
+			}
+			continue;
+		}
+
+		int res = EMDB_OK;
+		msg[0] = 0;
+		if (h.opcode != wire_op(f->a.op)) {
+			snprintf(msg, sizeof(msg), "%s: a %s response to a %s request", n->peer,
+				 proto_op_name(h.opcode), proto_op_name(wire_op(f->a.op)));
+			cl_complete(f, EMDB_ERR_PROTOCOL, msg);
+			net_break(c, msg);
+			return NULL;
+		}
+		if (h.status < 0) {
+			proto_str s = { NULL, 0 };
+			res = h.status;
+			if (h.body_len > 2 * PROTO_ERRMSG_MAX) {
+				rc = discard(n, h.body_len, stall, msg, sizeof(msg));
+				snprintf(msg, sizeof(msg), "%s", emdb_strerror(res));
+			} else {
+				rc = recv_body(n, h.body_len, stall, msg, sizeof(msg));
+				if (rc == EMDB_OK && proto_err_decode(&h, n->rxbuf, &s) == EMDB_OK)
+					snprintf(msg, sizeof(msg), "%.*s", (int)s.len, s.p ? s.p : "");
+				else if (rc == EMDB_OK)
+					snprintf(msg, sizeof(msg), "%s (malformed error body)", emdb_strerror(res));
+			}
+		} else if (is_vector_op(f->a.op)) {
+			rc = recv_vector_resp(n, f, &h, stall, &res, msg, sizeof(msg));
+		} else if (h.body_len > NET_BODY_MAX) {
+			res = EMDB_ERR_LIMIT;
+			snprintf(msg, sizeof(msg), "%s: a %u-byte response is more than the client buffers",
+				 f->a.what, h.body_len);
+			rc = discard(n, h.body_len, stall, msg, sizeof(msg));
+		} else {
+			rc = recv_body(n, h.body_len, stall, msg, sizeof(msg));
+			if (rc == EMDB_ERR_NOMEM) {
+				res = rc;
+				snprintf(msg, sizeof(msg), "%s: out of memory for a %u-byte response", f->a.what,
+					 h.body_len);
+				rc = discard(n, h.body_len, stall, msg, sizeof(msg));
+			} else if (rc == EMDB_OK) {
+				res = decode_resp(c, f, &h, n->rxbuf, msg, sizeof(msg));
+			}
+		}
+		if (rc != EMDB_OK) {
+			char why[CL_MSG_MAX];
+			snprintf(why, sizeof(why), "%s", msg);
+			snprintf(msg, sizeof(msg), "connection lost: %.400s", why);
+			cl_complete(f, EMDB_ERR_CLOSED, msg);
+			net_break(c, why);
+			return NULL;
+		}
+		cl_complete(f, res, msg);
+	}
+}
+
+/* ---- connecting ---------------------------------------------------- */
+
+/* Requests are written whole, so Nagle's delay would only add latency to
+ * pipelined small requests. */
+static void tcp_nodelay(int fd)
+{
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* Wait for a non-blocking connect() to finish. */
+static int connect_wait(int fd, uint64_t deadline, const char *peer)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int r;
+	do
+		r = poll(&p, 1, ms_until(deadline));
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return cl_seterr(EMDB_ERR_TIMEOUT, "emdb_client_connect: %s: connect timed out", peer);
+	int err = 0;
+	socklen_t len = sizeof(err);
+	if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err)
+		return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: %s: %s", peer, strerror(err));
+	return EMDB_OK;
+}
+
+static int dial(net_state *n, const cl_uri *u, uint64_t deadline)
+{
+	if (u->kind == CL_URI_UNIX) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", u->path);
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: socket: %s", strerror(errno));
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			if (errno != EINPROGRESS && errno != EAGAIN) {
+				int e = errno;
+				close(fd);
+				return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: %s: %s", n->peer, strerror(e));
+			}
+			int rc = connect_wait(fd, deadline, n->peer);
+			if (rc != EMDB_OK) {
+				close(fd);
+				return rc;
+			}
+		}
+		n->fd = fd;
+		return EMDB_OK;
+	}
+
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
+	char port[8];
+	snprintf(port, sizeof(port), "%u", u->port);
+	int g = getaddrinfo(u->host, port, &hints, &res);
+	if (g != 0)
+		return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: cannot resolve '%s': %s", u->host,
+				 gai_strerror(g));
+	int rc = EMDB_ERR_IO;
+	for (ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0) {
+			rc = cl_seterr(EMDB_ERR_IO, "emdb_client_connect: socket: %s", strerror(errno));
+			continue;
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+			rc = EMDB_OK;
+		else if (errno == EINPROGRESS)
+			rc = connect_wait(fd, deadline, n->peer);
+		else
+			rc = cl_seterr(EMDB_ERR_IO, "emdb_client_connect: %s: %s", n->peer, strerror(errno));
+		if (rc == EMDB_OK) {
+			tcp_nodelay(fd);
+			n->fd = fd;
+			break;
+		}
+		close(fd);
+		if (rc == EMDB_ERR_TIMEOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	return rc;
+}
+
+/* One request/response exchange during the handshake, before the receiver
+ * runs.  The response body lands in n->rxbuf. */
+static int exchange(net_state *n, const uint8_t *frame, size_t len, uint16_t op, uint64_t deadline,
+		    proto_hdr *h)
+{
+	char msg[CL_MSG_MAX];
+	size_t sent;
+	proto_iov v = { .n = 1, .len = len };
+	v.iov[0].iov_base = (void *)frame;
+	v.iov[0].iov_len = len;
+	int rc = send_all(n, &v, deadline, &sent, msg, sizeof(msg));
+	if (rc == EMDB_OK) {
+		uint8_t hb[PROTO_HDR_SIZE];
+		rc = recv_full(n, hb, sizeof(hb), true, 0, deadline, msg, sizeof(msg));
+		if (rc == EMDB_OK) {
+			rc = proto_hdr_decode(hb, sizeof(hb), h, NET_HELLO_BODY_MAX);
+			if (rc != EMDB_OK || !proto_hdr_is_response(h) ||
+			    (h->opcode != op && h->opcode != PROTO_OP_NONE)) {
+				snprintf(msg, sizeof(msg), "%s does not speak the emdb protocol (%s)", n->peer,
+					 rc != EMDB_OK ? emdb_last_error() : "unexpected frame");
+				rc = EMDB_ERR_PROTOCOL;
+			}
+		}
+		if (rc == EMDB_OK)
+			rc = recv_body(n, h->body_len, 0, msg, sizeof(msg));
+	}
+	if (rc == EMDB_ERR_TIMEOUT)
+		return cl_seterr(rc, "emdb_client_connect: %s: no answer to %s within the connect timeout", n->peer,
+				 proto_op_name(op));
+	if (rc != EMDB_OK)
+		return cl_seterr(rc, "emdb_client_connect: %s", msg);
+	if (h->status < 0) {
+		proto_str s = { NULL, 0 };
+		proto_err_decode(h, n->rxbuf, &s);
+		return cl_seterr(h->status, "emdb_client_connect: %s refused %s: %.*s", n->peer, proto_op_name(op),
+				 (int)s.len, s.p ? s.p : "");
+	}
+	return EMDB_OK;
+}
+
+static int handshake(emdb_client *c, const char *token, const char *name, uint64_t deadline)
+{
+	net_state *n = c->priv;
+	uint8_t buf[PROTO_HDR_SIZE + 16 + PROTO_TOKEN_MAX + PROTO_NAME_MAX] __attribute__((aligned(8)));
+	size_t len;
+	proto_hdr h;
+	int rc;
+
+	proto_hello_req hr = { PROTO_VERSION_MIN, PROTO_VERSION_MAX, proto_cstr(name) };
+	if (hr.name.len > PROTO_NAME_MAX)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: client name longer than %d bytes",
+				 PROTO_NAME_MAX);
+	rc = proto_hello_req_encode(buf, sizeof(buf), n->next_id++, &hr, &len);
+	if (rc != EMDB_OK)
+		return cl_seterr(rc, "emdb_client_connect: %s", emdb_last_error());
+	rc = exchange(n, buf, len, PROTO_OP_HELLO, deadline, &h);
+	if (rc != EMDB_OK)
+		return rc;
+	proto_hello_resp r;
+	if (proto_hello_resp_decode(&h, n->rxbuf, &r) != EMDB_OK)
+		return cl_seterr(EMDB_ERR_PROTOCOL, "emdb_client_connect: %s: bad HELLO response: %s", n->peer,
+				 emdb_last_error());
+	n->max_body = r.max_body;
+	c->max_batch = r.max_batch;
+	snprintf(c->server, sizeof(c->server), "%.*s", (int)r.server.len, r.server.p ? r.server.p : "");
+	/* A server that requires no token serves only loopback clients,
+	 * as admins, from HELLO on (docs/protocol.md). */
+	c->role = EMDB_ROLE_ADMIN;
+
+	if (!token && !(r.flags & PROTO_HELLO_AUTH_REQUIRED))
+		return EMDB_OK;
+	if (!token)
+		return cl_seterr(EMDB_ERR_AUTH,
+				 "emdb_client_connect: %s requires a token (?token=... in the URI, or "
+				 "emdb_client_options.token)", n->peer);
+	proto_auth_req ar = { proto_cstr(token) };
+	if (ar.token.len > PROTO_TOKEN_MAX)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: token longer than %d bytes",
+				 PROTO_TOKEN_MAX);
+	rc = proto_auth_req_encode(buf, sizeof(buf), n->next_id++, &ar, &len);
+	if (rc != EMDB_OK)
+		return cl_seterr(rc, "emdb_client_connect: %s", emdb_last_error());
+	rc = exchange(n, buf, len, PROTO_OP_AUTH, deadline, &h);
+	if (rc != EMDB_OK)
+		return rc;
+	proto_auth_resp ra;
+	if (proto_auth_resp_decode(&h, n->rxbuf, &ra) != EMDB_OK)
+		return cl_seterr(EMDB_ERR_PROTOCOL, "emdb_client_connect: %s: bad AUTH response: %s", n->peer,
+				 emdb_last_error());
+	c->role = (emdb_role)ra.role;
+	return EMDB_OK;
+}
+
+static void net_state_free(net_state *n)
+{
+	if (n->fd >= 0)
+		close(n->fd);
+	pthread_mutex_destroy(&n->send_lock);
+	emdb_free(n->orphans);
+	emdb_free(n->rxbuf);
+	emdb_free(n);
+}
+
+static void net_close(emdb_client *c)
+{
+	net_state *n = c->priv;
+	net_break(c, "closed by the client");
+	if (n->rx_started)
+		pthread_join(n->rx, NULL);
+	net_state_free(n);
+}
+
+static const cl_transport net_transport = {
+	.name = "net",
+	.submit = net_submit,
+	.run = NULL,
+	.unlink_locked = net_unlink_locked,
+	.ticket_release = net_ticket_release,
+	.close = net_close,
+};
+
+int cl_net_open(emdb_client *c, const cl_uri *u, const emdb_client_options *o)
+{
+	net_state *n = emdb_calloc(1, sizeof(*n));
+	if (!n)
+		return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: out of memory");
+	n->fd = -1;
+	n->next_id = 1;
+	pthread_mutex_init(&n->send_lock, NULL);
+	if (u->kind == CL_URI_UNIX)
+		snprintf(n->peer, sizeof(n->peer), "unix://%s", u->path);
+	else if (strchr(u->host, ':'))
+		snprintf(n->peer, sizeof(n->peer), "tcp://[%s]:%u", u->host, u->port);
+	else
+		snprintf(n->peer, sizeof(n->peer), "tcp://%s:%u", u->host, u->port);
+
+	uint64_t deadline = o->connect_timeout_ms ? cl_now_ns() + (uint64_t)o->connect_timeout_ms * 1000000ull : 0;
+	const char *token = o->token ? o->token : u->token;
+	const char *name = o->client_name ? o->client_name : u->client_name ? u->client_name : "emdb-client";
+	int rc = dial(n, u, deadline);
+	if (rc == EMDB_OK) {
+		c->priv = n;
+		c->tr = &net_transport;
+		rc = handshake(c, token, name, deadline);
+	}
+	if (rc == EMDB_OK && pthread_create(&n->rx, NULL, receiver, c) != 0)
+		rc = cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: cannot start the receiving thread");
+	if (rc != EMDB_OK) {
+		net_state_free(n);
+		c->priv = NULL;
+		return rc;
+	}
+	n->rx_started = true;
+	return EMDB_OK;
+}

@@ -1,0 +1,365 @@
+/*
+ * config.c - the key table behind net_config: defaults, parsing, text
+ * forms, the config file reader.
+ *
+ * Invariants:
+ *   1. keys[] is the only list of configuration keys: the file reader, the
+ *      command line, CONFIG GET/SET, --help and docs/server.md all follow
+ *      it, so a key cannot exist in one place and not another.
+ *   2. config_set changes the field only after the whole value parsed and
+ *      passed its range check: a refused value leaves *c as it was.
+ *   3. Secret keys are never printed: config_get reports whether they are
+ *      set, not what they hold.
+ *
+ * State changes: only through config_set (and config_defaults).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "net/config.h"
+#include "net/log.h"
+
+typedef enum key_type {
+	T_STR,
+	T_U32,
+	T_SIZE,    /* u64 with K/M/G/T suffixes */
+	T_BACKEND,
+	T_LEVEL,
+} key_type;
+
+#define F_RUNTIME 0x1 /* CONFIG SET may change it */
+#define F_SECRET 0x2  /* never shown */
+
+typedef struct key_def {
+	const char *name;
+	key_type type;
+	size_t off;
+	size_t size; /* T_STR buffer, or the integer width */
+	uint64_t min, max;
+	unsigned flags;
+	const char *help;
+} key_def;
+
+#define OFF(f) offsetof(net_config, f), sizeof(((net_config *)0)->f)
+
+static const key_def keys[] = {
+	{ "bind", T_STR, OFF(bind), 0, 0, 0, "TCP listen address (IPv4 or IPv6 literal); empty: no TCP listener" },
+	{ "port", T_U32, OFF(port), 0, 65535, 0, "TCP port; 0 picks a free one (see port_file)" },
+	{ "unix_socket", T_STR, OFF(unix_socket), 0, 0, 0, "Unix socket path; empty: none" },
+	{ "port_file", T_STR, OFF(port_file), 0, 0, 0, "write the bound TCP port to this file once listening" },
+	{ "backlog", T_U32, OFF(backlog), 1, 65535, 0, "listen(2) backlog" },
+	{ "io_threads", T_U32, OFF(io_threads), 0, 1024, 0, "I/O threads; 0: one per online CPU" },
+	{ "io_backend", T_BACKEND, OFF(io_backend), 0, 0, 0, "libevent or uring (falls back to libevent)" },
+	{ "uring_entries", T_U32, OFF(uring_entries), 8, 32768, 0, "io_uring submission queue entries per thread" },
+	{ "max_connections", T_U32, OFF(max_connections), 1, 10000000, F_RUNTIME, "connections at once; more are refused with LIMIT" },
+	{ "max_frame", T_SIZE, OFF(max_frame), 4096, 0xFFFFFFF8ull, F_RUNTIME, "largest frame body in either direction, bytes" },
+	{ "max_batch", T_U32, OFF(max_batch), 1, 1u << 30, 0, "most IDs one request may carry" },
+	{ "max_memory", T_SIZE, OFF(max_memory), 0, UINT64_MAX, F_RUNTIME, "bytes the engine and buffers may use; 0: unlimited" },
+	{ "output_buffer_limit", T_SIZE, OFF(output_buffer_limit), 4096, UINT64_MAX, F_RUNTIME, "per connection: unsent reply bytes above which its requests wait" },
+	{ "max_tickets", T_U32, OFF(max_tickets), 1, 1u << 30, F_RUNTIME, "live Prefetch tickets per connection" },
+	{ "drain_timeout_ms", T_U32, OFF(drain_timeout_ms), 0, 3600000, F_RUNTIME, "on shutdown, how long replies may take to flush" },
+	{ "admin_token", T_STR, OFF(admin_token), 0, 0, F_SECRET, "AUTH token granting the admin role" },
+	{ "trainer_token", T_STR, OFF(trainer_token), 0, 0, F_SECRET, "AUTH token granting the trainer role" },
+	{ "reader_token", T_STR, OFF(reader_token), 0, 0, F_SECRET, "AUTH token granting the reader role" },
+	{ "log_level", T_LEVEL, OFF(log_level), 0, 0, F_RUNTIME, "debug, info, warn or error" },
+	{ "log_file", T_STR, OFF(log_file), 0, 0, 0, "append the log here; empty: stderr" },
+	{ "shards", T_U32, OFF(shards), 1, 4096, 0, "engine: index shards per table (power of two)" },
+	{ "chunk_bytes", T_SIZE, OFF(chunk_bytes), 64u << 10, 1ull << 34, 0, "engine: bytes per row chunk" },
+	{ "max_tables", T_U32, OFF(max_tables), 1, 1u << 20, 0, "engine: tables alive at once" },
+};
+
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+void config_defaults(net_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->bind, "127.0.0.1");
+	c->port = CONFIG_DEFAULT_PORT;
+	c->backlog = 511;
+	c->io_threads = 0;
+	c->io_backend = IO_BACKEND_LIBEVENT;
+	c->uring_entries = 1024;
+	c->max_connections = 10000;
+	c->max_frame = 256ull << 20;
+	c->max_batch = 4u << 20;
+	c->max_memory = 0;
+	c->output_buffer_limit = 16ull << 20;
+	c->max_tickets = 65536;
+	c->drain_timeout_ms = 5000;
+	c->log_level = LOG_INFO;
+	c->shards = 64;
+	c->chunk_bytes = 2ull << 20;
+	c->max_tables = 1024;
+}
+
+static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static const key_def *find_key(const char *name)
+{
+	char norm[64];
+	size_t n = strlen(name);
+	if (n >= sizeof(norm))
+		return NULL;
+	for (size_t i = 0; i <= n; i++)
+		norm[i] = name[i] == '-' ? '_' : (char)tolower((unsigned char)name[i]);
+	for (size_t i = 0; i < N_KEYS; i++)
+		if (strcmp(keys[i].name, norm) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+/* Unsigned decimal with an optional K/M/G/T suffix (suffix only when
+ * allowed).  Overflow and trailing junk are errors. */
+static int parse_u64(const char *s, bool suffix, uint64_t *out)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	unsigned shift = 0;
+	if (suffix && *end) {
+		switch (toupper((unsigned char)*end)) {
+		case 'K': shift = 10; break;
+		case 'M': shift = 20; break;
+		case 'G': shift = 30; break;
+		case 'T': shift = 40; break;
+		default: return -1;
+		}
+		end++;
+		if (toupper((unsigned char)*end) == 'B' || toupper((unsigned char)*end) == 'I')
+			end++;
+	}
+	while (isspace((unsigned char)*end))
+		end++;
+	if (*end)
+		return -1;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int config_set(net_config *c, const char *key, const char *value, bool running, char *err,
+	       size_t errlen)
+{
+	const key_def *k = find_key(key);
+	if (!k) {
+		errf(err, errlen, "unknown configuration key '%s'", key);
+		return -1;
+	}
+	if (running && !(k->flags & F_RUNTIME)) {
+		errf(err, errlen, "'%s' cannot be changed while the server runs", k->name);
+		return -1;
+	}
+	char *field = (char *)c + k->off;
+	uint64_t v;
+	switch (k->type) {
+	case T_STR:
+		if (strlen(value) >= k->size) {
+			errf(err, errlen, "%s: value longer than %zu bytes", k->name, k->size - 1);
+			return -1;
+		}
+		strcpy(field, value);
+		return 0;
+	case T_U32:
+	case T_SIZE:
+		if (parse_u64(value, k->type == T_SIZE, &v) < 0) {
+			errf(err, errlen, "%s: '%s' is not a %s", k->name, value,
+			     k->type == T_SIZE ? "size (a number with an optional K/M/G/T suffix)"
+					       : "non-negative integer");
+			return -1;
+		}
+		if (v < k->min || (k->max && v > k->max)) {
+			errf(err, errlen, "%s: %" PRIu64 " is outside %" PRIu64 "..%" PRIu64, k->name, v,
+			     k->min, k->max);
+			return -1;
+		}
+		if (k->size == sizeof(uint32_t)) {
+			uint32_t v32 = (uint32_t)v;
+			memcpy(field, &v32, sizeof(v32));
+		} else {
+			memcpy(field, &v, sizeof(v));
+		}
+		return 0;
+	case T_BACKEND: {
+		io_backend_kind b;
+		if (strcasecmp(value, "libevent") == 0 || strcasecmp(value, "event") == 0)
+			b = IO_BACKEND_LIBEVENT;
+		else if (strcasecmp(value, "uring") == 0 || strcasecmp(value, "io_uring") == 0)
+			b = IO_BACKEND_URING;
+		else {
+			errf(err, errlen, "%s: '%s' is neither libevent nor uring", k->name, value);
+			return -1;
+		}
+		memcpy(field, &b, sizeof(b));
+		return 0;
+	}
+	case T_LEVEL: {
+		int l = log_level_parse(value);
+		if (l < 0) {
+			errf(err, errlen, "%s: '%s' is not debug, info, warn or error", k->name, value);
+			return -1;
+		}
+		memcpy(field, &l, sizeof(l));
+		return 0;
+	}
+	}
+	errf(err, errlen, "%s: internal error", k->name);
+	return -1;
+}
+
+int config_get(const net_config *c, const char *key, char *buf, size_t len)
+{
+	const key_def *k = find_key(key);
+	if (!k)
+		return -1;
+	const char *field = (const char *)c + k->off;
+	uint32_t v32;
+	uint64_t v64;
+	int iv;
+	switch (k->type) {
+	case T_STR:
+		if (k->flags & F_SECRET)
+			snprintf(buf, len, "%s", field[0] ? "<hidden>" : "");
+		else
+			snprintf(buf, len, "%s", field);
+		break;
+	case T_U32:
+		memcpy(&v32, field, sizeof(v32));
+		snprintf(buf, len, "%" PRIu32, v32);
+		break;
+	case T_SIZE:
+		memcpy(&v64, field, sizeof(v64));
+		snprintf(buf, len, "%" PRIu64, v64);
+		break;
+	case T_BACKEND:
+		memcpy(&iv, field, sizeof(iv));
+		snprintf(buf, len, "%s", iv == IO_BACKEND_URING ? "uring" : "libevent");
+		break;
+	case T_LEVEL:
+		memcpy(&iv, field, sizeof(iv));
+		snprintf(buf, len, "%s", log_level_name((log_level)iv));
+		break;
+	}
+	return 0;
+}
+
+size_t config_key_count(void)
+{
+	return N_KEYS;
+}
+
+const char *config_key_name(size_t i)
+{
+	return i < N_KEYS ? keys[i].name : NULL;
+}
+
+const char *config_key_help(size_t i)
+{
+	return i < N_KEYS ? keys[i].help : NULL;
+}
+
+bool config_key_settable(const char *key)
+{
+	const key_def *k = find_key(key);
+	return k && (k->flags & F_RUNTIME);
+}
+
+const char *config_key_lookup(const char *name)
+{
+	const key_def *k = find_key(name);
+	return k ? k->name : NULL;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int config_load_file(net_config *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		errf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	char line[4096];
+	unsigned lineno = 0;
+	int rc = 0;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		size_t n = strlen(line);
+		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
+			errf(err, errlen, "%s:%u: line longer than %zu bytes", path, lineno, sizeof(line) - 2);
+			rc = -1;
+			break;
+		}
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *s = trim(line);
+		if (!*s)
+			continue;
+		char *v = s;
+		while (*v && !isspace((unsigned char)*v))
+			v++;
+		if (*v)
+			*v++ = '\0';
+		v = trim(v);
+		char msg[512];
+		if (config_set(c, s, v, false, msg, sizeof(msg)) < 0) {
+			errf(err, errlen, "%s:%u: %s", path, lineno, msg);
+			rc = -1;
+			break;
+		}
+	}
+	if (rc == 0 && ferror(f)) {
+		errf(err, errlen, "%s: read error", path);
+		rc = -1;
+	}
+	fclose(f);
+	return rc;
+}
+
+int config_validate(const net_config *c, char *err, size_t errlen)
+{
+	if (!c->bind[0] && !c->unix_socket[0]) {
+		errf(err, errlen, "neither bind nor unix_socket is set: nothing to listen on");
+		return -1;
+	}
+	if (c->shards & (c->shards - 1)) {
+		errf(err, errlen, "shards must be a power of two, not %u", c->shards);
+		return -1;
+	}
+	if (c->max_frame % 8) {
+		errf(err, errlen, "max_frame must be a multiple of 8, not %llu",
+		     (unsigned long long)c->max_frame);
+		return -1;
+	}
+	return 0;
+}

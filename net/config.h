@@ -1,0 +1,97 @@
+/*
+ * net/config.h - the server's configuration: every key, its default, how it
+ * is parsed, and whether CONFIG SET may change it while the server runs.
+ *
+ * Sources, later ones winning: the built-in defaults, a file of `key value`
+ * lines (--config FILE), then command-line flags (--key value, with '-' or
+ * '_' between words).  The same key names serve CONFIG GET and CONFIG SET.
+ * docs/server.md lists the keys; `emdb-server --help` prints them with
+ * their defaults.
+ *
+ * Values: numbers are decimal; keys marked "size" also take a K, M, G or T
+ * suffix (powers of 1024).  Booleans are yes/no, on/off, true/false, 1/0.
+ *
+ * Thread safety: a net_config is a plain value.  The server keeps one copy
+ * behind a lock for CONFIG GET/SET and publishes the run-time settable
+ * values to its I/O threads separately (net/server.h).
+ */
+#ifndef EMDB_NET_CONFIG_H
+#define EMDB_NET_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_PATH_MAX 1024
+#define CONFIG_TOKEN_MAX 1025 /* PROTO_TOKEN_MAX bytes and the NUL */
+#define CONFIG_DEFAULT_PORT 7878
+
+typedef enum io_backend_kind {
+	IO_BACKEND_LIBEVENT = 0,
+	IO_BACKEND_URING = 1,
+} io_backend_kind;
+
+typedef struct net_config {
+	/* listeners */
+	char bind[256];                     /* TCP address; "" = no TCP     */
+	uint32_t port;                      /* 0 = ephemeral                */
+	char unix_socket[108];              /* path; "" = no Unix socket    */
+	char port_file[CONFIG_PATH_MAX];    /* write the bound TCP port here */
+	uint32_t backlog;
+	/* threads and I/O */
+	uint32_t io_threads;                /* 0 = one per online CPU       */
+	io_backend_kind io_backend;
+	uint32_t uring_entries;             /* submission queue depth       */
+	/* limits */
+	uint32_t max_connections;
+	uint64_t max_frame;                 /* largest frame body, bytes    */
+	uint32_t max_batch;                 /* IDs per request              */
+	uint64_t max_memory;                /* emdb_alloc_set_limit; 0 = none */
+	uint64_t output_buffer_limit;       /* per connection: stop reading above */
+	uint32_t max_tickets;               /* per connection               */
+	uint32_t drain_timeout_ms;          /* SIGTERM/SHUTDOWN grace       */
+	/* auth */
+	char admin_token[CONFIG_TOKEN_MAX];
+	char trainer_token[CONFIG_TOKEN_MAX];
+	char reader_token[CONFIG_TOKEN_MAX];
+	/* logging */
+	int log_level;                      /* log_level                    */
+	char log_file[CONFIG_PATH_MAX];     /* "" = stderr                  */
+	/* engine (emdb_db_config) */
+	uint32_t shards;
+	uint64_t chunk_bytes;
+	uint32_t max_tables;
+} net_config;
+
+/* Fill *c with the documented defaults. */
+void config_defaults(net_config *c);
+
+/* Set one key from its text form.  Returns 0, or -1 with a message in
+ * err[errlen] (unknown key, bad value, out of range).  When `running` is
+ * true only keys settable at run time are accepted. */
+int config_set(net_config *c, const char *key, const char *value, bool running, char *err,
+	       size_t errlen);
+
+/* The text form of key's value into buf[len] (secrets read "<hidden>" when
+ * set, "" when not).  Returns 0, or -1 for an unknown key. */
+int config_get(const net_config *c, const char *key, char *buf, size_t len);
+
+/* Keys in documentation order: i in 0..config_key_count()-1. */
+size_t config_key_count(void);
+const char *config_key_name(size_t i);
+const char *config_key_help(size_t i);
+bool config_key_settable(const char *key);
+/* The key named by a command-line flag spelling ("max-frame" or
+ * "max_frame"), or NULL. */
+const char *config_key_lookup(const char *name);
+
+/* Apply a file of `key value` lines: '#' starts a comment, blank lines are
+ * skipped, the value is the rest of the line with surrounding blanks
+ * removed (it may contain blanks; quotes are not interpreted).  Returns 0,
+ * or -1 with "FILE:LINE: message" in err. */
+int config_load_file(net_config *c, const char *path, char *err, size_t errlen);
+
+/* Checks that involve several keys.  Returns 0 or -1 with a message. */
+int config_validate(const net_config *c, char *err, size_t errlen);
+
+#endif

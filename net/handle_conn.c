@@ -1,0 +1,226 @@
+/*
+ * handle_conn.c - the connection and server requests: HELLO, AUTH, PING,
+ * INFO, CONFIG GET/SET, SHUTDOWN.
+ *
+ * Invariants:
+ *   1. HELLO runs once per connection and fixes its protocol version;
+ *      every later frame must carry that version (conn.c checks).
+ *   2. A role is granted only by HELLO on a loopback connection when no
+ *      token is configured (admin), or by AUTH with a configured token.
+ *      A wrong token closes the connection: guesses cost a reconnect.
+ *   3. CONFIG GET never returns a token (config_get hides them).
+ *
+ * State changes: c->version, c->client, c->role (HELLO, AUTH); the server
+ * configuration (CONFIG SET, through server_config_set); shutdown
+ * (SHUTDOWN, through server_request_shutdown).
+ */
+#include <ctype.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/error.h>
+
+#include "net/conn.h"
+#include "net/handle_int.h"
+#include "net/info.h"
+#include "net/log.h"
+#include "net/loop.h"
+#include "net/server.h"
+
+int handle_hello(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_hello_req m;
+	int rc = proto_hello_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	if (c->version) {
+		conn_fail(c, h->id, h->opcode, EMDB_ERR_PROTOCOL, "HELLO was already sent");
+		return HANDLED_DONE;
+	}
+	uint16_t lo = m.ver_min > PROTO_VERSION_MIN ? m.ver_min : PROTO_VERSION_MIN;
+	uint16_t hi = m.ver_max < PROTO_VERSION_MAX ? m.ver_max : PROTO_VERSION_MAX;
+	if (lo > hi) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "client speaks versions %u..%u, server %u..%u", m.ver_min,
+			 m.ver_max, PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+		conn_fail(c, h->id, h->opcode, EMDB_ERR_UNSUPPORTED, msg);
+		return HANDLED_DONE;
+	}
+	size_t n = m.name.len < CONN_NAME_MAX - 1 ? m.name.len : CONN_NAME_MAX - 1;
+	for (size_t i = 0; i < n; i++)
+		c->client[i] = isprint((unsigned char)m.name.p[i]) ? m.name.p[i] : '?';
+	c->client[n] = '\0';
+
+	server *s = c->srv;
+	if (!s->auth_required) {
+		if (!c->loopback) {
+			conn_fail(c, h->id, h->opcode, EMDB_ERR_AUTH,
+				  "no token is configured on this server: only loopback clients are served");
+			return HANDLED_DONE;
+		}
+		c->role = PROTO_ROLE_ADMIN;
+	}
+	proto_hello_resp r = {
+		.version = hi,
+		.flags = s->auth_required ? PROTO_HELLO_AUTH_REQUIRED : 0,
+		.max_body = (uint32_t)atomic_load_explicit(&s->rt.max_frame, memory_order_relaxed),
+		.max_batch = s->max_batch,
+		.server = proto_cstr(EMDB_SERVER_NAME),
+	};
+	rc = HANDLE_REPLY(c, h->id, proto_hello_resp_encode, &r);
+	if (rc)
+		return rc;
+	c->version = (uint8_t)hi;
+	log_debug("conn %llu (%s): HELLO from '%s', version %u, role %s",
+		  (unsigned long long)c->id, c->peer, c->client, hi, proto_role_name(c->role));
+	return HANDLED_OK;
+}
+
+int handle_auth(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_auth_req m;
+	int rc = proto_auth_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	server *s = c->srv;
+	int role;
+	if (!s->auth_required)
+		role = c->role; /* loopback admin already; tokens mean nothing */
+	else
+		role = server_token_role(s, m.token.p, m.token.len);
+	if (role == PROTO_ROLE_NONE) {
+		log_info("conn %llu (%s): AUTH refused", (unsigned long long)c->id, c->peer);
+		conn_fail(c, h->id, h->opcode, EMDB_ERR_AUTH, "invalid token");
+		return HANDLED_DONE;
+	}
+	proto_auth_resp r = { .role = (proto_role)role };
+	rc = HANDLE_REPLY(c, h->id, proto_auth_resp_encode, &r);
+	if (rc)
+		return rc;
+	c->role = (proto_role)role;
+	log_debug("conn %llu (%s): authenticated as %s", (unsigned long long)c->id, c->peer,
+		  proto_role_name(c->role));
+	return HANDLED_OK;
+}
+
+int handle_ping(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_ping m;
+	int rc = proto_ping_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	return HANDLE_REPLY(c, h->id, proto_ping_resp_encode, &m);
+}
+
+int handle_info(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_info_req m;
+	int rc = proto_info_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	char section[PROTO_NAME_MAX + 1];
+	rc = handle_cstr(m.section, section, sizeof(section), "INFO section");
+	if (rc)
+		return rc;
+	char *text = NULL;
+	size_t len = 0;
+	rc = info_build(c->srv, section, &text, &len);
+	if (rc)
+		return rc == EMDB_ERR_INVALID
+			       ? handle_fail(rc, "unknown INFO section '%s' (try server, clients, memory, ops, tables or all)",
+					     section)
+			       : rc;
+	proto_info_resp r = { .text = { text, (uint32_t)len } };
+	rc = HANDLE_REPLY(c, h->id, proto_info_resp_encode, &r);
+	emdb_free(text);
+	return rc;
+}
+
+#define CONFIG_VAL_MAX 1100
+
+int handle_config_get(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_config_get_req m;
+	int rc = proto_config_get_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	char pattern[PROTO_NAME_MAX + 1];
+	rc = handle_cstr(m.pattern, pattern, sizeof(pattern), "CONFIG GET pattern");
+	if (rc)
+		return rc;
+	if (!pattern[0])
+		strcpy(pattern, "*");
+
+	size_t nkeys = config_key_count();
+	proto_kv *kv = emdb_calloc(nkeys, sizeof(*kv));
+	char *vals = emdb_malloc(nkeys * CONFIG_VAL_MAX);
+	if (!kv || !vals) {
+		emdb_free(kv);
+		emdb_free(vals);
+		return EMDB_ERR_NOMEM;
+	}
+	net_config cfg;
+	server_config_copy(c->srv, &cfg);
+	uint32_t n = 0;
+	for (size_t i = 0; i < nkeys; i++) {
+		const char *key = config_key_name(i);
+		if (fnmatch(pattern, key, 0) != 0)
+			continue;
+		char *v = vals + n * CONFIG_VAL_MAX;
+		config_get(&cfg, key, v, CONFIG_VAL_MAX);
+		kv[n].key = proto_cstr(key);
+		kv[n].val = proto_cstr(v);
+		n++;
+	}
+	proto_config_get_resp r = { .n = n, .kv = kv };
+	rc = HANDLE_REPLY(c, h->id, proto_config_get_resp_encode, &r);
+	emdb_free(kv);
+	emdb_free(vals);
+	return rc;
+}
+
+int handle_config_set(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_config_set_req m;
+	int rc = proto_config_set_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	char key[PROTO_NAME_MAX + 1], val[CONFIG_VAL_MAX];
+	if ((rc = handle_cstr(m.key, key, sizeof(key), "CONFIG SET key")) ||
+	    (rc = handle_cstr(m.val, val, sizeof(val), "CONFIG SET value")))
+		return rc;
+	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
+	if (!p)
+		return EMDB_ERR_NOMEM;
+	char err[256];
+	if (server_config_set(c->srv, key, val, err, sizeof(err)) < 0) {
+		obuf_cancel(&c->out);
+		return handle_fail(EMDB_ERR_INVALID, "%s", err);
+	}
+	log_info("conn %llu (%s): CONFIG SET %s %s", (unsigned long long)c->id, c->peer, key, val);
+	size_t len;
+	rc = proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	obuf_commit(&c->out, len);
+	return HANDLED_OK;
+}
+
+int handle_shutdown(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	int rc = proto_empty_decode(h);
+	if (rc)
+		return rc;
+	rc = conn_reply_empty(c, h->id, h->opcode);
+	if (rc)
+		return rc;
+	char why[160];
+	snprintf(why, sizeof(why), "SHUTDOWN from conn %llu (%s, '%s')", (unsigned long long)c->id,
+		 c->peer, c->client);
+	server_request_shutdown(c->srv, why);
+	return HANDLED_OK;
+}

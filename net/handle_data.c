@@ -1,0 +1,286 @@
+/*
+ * handle_data.c - the data plane: PREFETCH, TICKET_FREE, PULL, PUSH,
+ * UPDATE, LOOKUP, READ_STATE.
+ *
+ * Requests are used where they lie: ids, offsets and gradients are the
+ * decoder's pointers into the connection's input buffer, handed to the
+ * engine as they are.  Replies that carry vectors are laid out in the
+ * output buffer first (proto_*_resp_begin) and the engine writes the
+ * floats straight into them, so a vector crosses memory once on its way
+ * to the socket.
+ *
+ * Invariants:
+ *   1. A handler that changes state reserves its reply (and, for
+ *      PREFETCH, the ticket slot) before calling the engine; after a
+ *      successful engine call nothing can fail, so a request is either
+ *      applied and acknowledged or refused and not applied.
+ *   2. A wire ticket is resolved only within the connection that created
+ *      it (net/tickets.h).
+ *   3. A reply never exceeds max_frame; the check happens before any
+ *      memory is reserved for it.
+ *
+ * State changes: the engine (rows, gradients, steps), c->tickets.
+ */
+#include <stdio.h>
+
+#include <emdb/db.h>
+#include <emdb/error.h>
+
+#include "net/conn.h"
+#include "net/handle_int.h"
+#include "net/loop.h"
+#include "net/server.h"
+
+/* Reserve the reply laid out by a *_resp_begin function: ask its size with
+ * a NULL buffer, check it, reserve.  *p gets the space, *len its size. */
+#define RESERVE_VEC_REPLY(c, p, len, begin_call_null)                                       \
+	__extension__({                                                                     \
+		int rc_ = (begin_call_null);                                                \
+		if (rc_ == EMDB_ERR_INVALID)                                                \
+			rc_ = handle_fail(EMDB_ERR_LIMIT, "the reply would exceed 4 GiB");  \
+		else if (rc_ == EMDB_ERR_LIMIT)                                             \
+			rc_ = handle_check_reply((c), (len));                               \
+		if (rc_ == EMDB_OK && !((p) = conn_reply_reserve((c), (len))))              \
+			rc_ = EMDB_ERR_NOMEM;                                               \
+		rc_;                                                                        \
+	})
+
+/* A decoder gives NULL for an empty array; the engine would take NULL for
+ * a caller bug (INVALID) where an empty batch deserves BATCH, as it gets
+ * in process.  Empty arrays therefore point here. */
+static const uint64_t no_u64[1];
+static float no_f32[1];
+static uint8_t no_u8[1];
+#define OR_EMPTY(p, empty) ((p) ? (p) : (empty))
+
+static emdb_db *db_of(conn *c)
+{
+	return c->srv->db;
+}
+
+static int ticket_of(conn *c, uint64_t handle, const emdb_ticket **out)
+{
+	*out = tickets_get(&c->tickets, handle);
+	if (!*out)
+		return handle_fail(EMDB_ERR_TICKET,
+				   "ticket 0x%llx is not a live ticket of this connection",
+				   (unsigned long long)handle);
+	return EMDB_OK;
+}
+
+int handle_prefetch(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_prefetch_req m;
+	int rc = proto_prefetch_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	uint32_t max = (uint32_t)atomic_load_explicit(&c->srv->rt.max_tickets, memory_order_relaxed);
+	if (c->tickets.live >= max)
+		return handle_fail(EMDB_ERR_LIMIT,
+				   "%u tickets are live on this connection (max_tickets): free some first",
+				   c->tickets.live);
+	/* Make sure a free slot exists before the engine inserts anything. */
+	if ((rc = tickets_reserve(&c->tickets)))
+		return rc;
+	proto_prefetch_resp r = { .ticket = 1, .table = m.table };
+	size_t len;
+	proto_prefetch_resp_encode(NULL, 0, h->id, &r, &len);
+	uint8_t *p = conn_reply_reserve(c, len);
+	if (!p)
+		return EMDB_ERR_NOMEM;
+	emdb_ticket *t;
+	rc = emdb_prefetch(db_of(c), m.table, OR_EMPTY(m.ids, no_u64), m.n, &t);
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	rc = tickets_add(&c->tickets, t, UINT32_MAX, &r.ticket);
+	if (rc) { /* impossible: a slot was made free above */
+		emdb_ticket_free(t);
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	atomic_fetch_add_explicit(&c->t->n_tickets, 1, memory_order_relaxed);
+	r.count = (uint32_t)emdb_ticket_count(t);
+	proto_prefetch_resp_encode(p, len, h->id, &r, &len);
+	obuf_commit(&c->out, len);
+	return HANDLED_OK;
+}
+
+int handle_ticket_free(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_ticket_free_req m;
+	int rc = proto_ticket_free_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
+	if (!p)
+		return EMDB_ERR_NOMEM;
+	if (tickets_free(&c->tickets, m.ticket) != EMDB_OK) {
+		obuf_cancel(&c->out);
+		return handle_fail(EMDB_ERR_TICKET, "ticket 0x%llx is not a live ticket of this connection",
+				   (unsigned long long)m.ticket);
+	}
+	atomic_fetch_sub_explicit(&c->t->n_tickets, 1, memory_order_relaxed);
+	size_t len;
+	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
+	obuf_commit(&c->out, len);
+	return HANDLED_OK;
+}
+
+int handle_pull(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_pull_req m;
+	int rc = proto_pull_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	const emdb_ticket *t = NULL;
+	if (m.ticket && (rc = ticket_of(c, m.ticket, &t)))
+		return rc;
+	size_t n_rows = m.n_bags ? m.n_bags : t ? emdb_ticket_count(t) : m.n_ids;
+	if (n_rows > UINT32_MAX)
+		return handle_fail(EMDB_ERR_LIMIT, "%zu rows in one reply", n_rows);
+
+	uint8_t *p = NULL;
+	float *vecs = NULL;
+	size_t len = 0;
+	rc = RESERVE_VEC_REPLY(c, p, len,
+			       proto_pull_resp_begin(NULL, 0, h->id, (uint32_t)n_rows, m.dim, &vecs, &len));
+	if (rc)
+		return rc;
+	proto_pull_resp_begin(p, len, h->id, (uint32_t)n_rows, m.dim, &vecs, &len);
+
+	emdb_db *db = db_of(c);
+	emdb_pool pool = (emdb_pool)m.pool;
+	m.ids = OR_EMPTY(m.ids, no_u64);
+	vecs = OR_EMPTY(vecs, no_f32);
+	if (t && m.n_bags)
+		rc = emdb_pull_bags_ticket(db, m.table, t, m.offsets, m.n_bags, pool, m.dim, vecs);
+	else if (t)
+		rc = emdb_pull_ticket(db, m.table, t, m.dim, vecs);
+	else if (m.n_bags)
+		rc = emdb_pull_bags(db, m.table, m.ids, m.n_ids, m.offsets, m.n_bags, pool, m.dim, vecs);
+	else
+		rc = emdb_pull(db, m.table, m.ids, m.n_ids, m.dim, vecs);
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	obuf_commit(&c->out, len);
+	return HANDLED_OK;
+}
+
+int handle_push(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_push_req m;
+	int rc = proto_push_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	const emdb_ticket *t = NULL;
+	if (m.ticket && (rc = ticket_of(c, m.ticket, &t)))
+		return rc;
+	if (t && !m.n_bags && m.n_rows != emdb_ticket_count(t))
+		return handle_fail(EMDB_ERR_BATCH, "%u gradient rows for a ticket of %zu IDs", m.n_rows,
+				   emdb_ticket_count(t));
+	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
+	if (!p)
+		return EMDB_ERR_NOMEM;
+
+	emdb_db *db = db_of(c);
+	emdb_pool pool = (emdb_pool)m.pool;
+	m.ids = OR_EMPTY(m.ids, no_u64);
+	m.grads = OR_EMPTY(m.grads, no_f32);
+	if (t && m.n_bags)
+		rc = emdb_push_bags_ticket(db, m.table, t, m.offsets, m.n_bags, pool, m.dim, m.grads);
+	else if (t)
+		rc = emdb_push_ticket(db, m.table, t, m.dim, m.grads);
+	else if (m.n_bags)
+		rc = emdb_push_bags(db, m.table, m.ids, m.n_ids, m.offsets, m.n_bags, pool, m.dim,
+				    m.grads);
+	else
+		rc = emdb_push(db, m.table, m.ids, m.n_ids, m.dim, m.grads);
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	size_t len;
+	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
+	obuf_commit(&c->out, len);
+	return HANDLED_OK;
+}
+
+int handle_update(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_update_req m;
+	int rc = proto_update_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	proto_update_resp r = { 0 };
+	size_t len;
+	proto_update_resp_encode(NULL, 0, h->id, &r, &len);
+	uint8_t *p = conn_reply_reserve(c, len);
+	if (!p)
+		return EMDB_ERR_NOMEM;
+	rc = m.table ? emdb_update(db_of(c), m.table, &r.rows) : emdb_update_all(db_of(c), &r.rows);
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	proto_update_resp_encode(p, len, h->id, &r, &len);
+	obuf_commit(&c->out, len);
+	return HANDLED_OK;
+}
+
+int handle_lookup(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_lookup_req m;
+	int rc = proto_lookup_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	uint8_t *p = NULL, *found = NULL;
+	float *vecs = NULL;
+	size_t len = 0;
+	rc = RESERVE_VEC_REPLY(c, p, len,
+			       proto_lookup_resp_begin(NULL, 0, h->id, m.n, m.dim, m.want_found, &vecs,
+						       &found, &len));
+	if (rc)
+		return rc;
+	proto_lookup_resp_begin(p, len, h->id, m.n, m.dim, m.want_found, &vecs, &found, &len);
+	rc = emdb_lookup(db_of(c), m.table, OR_EMPTY(m.ids, no_u64), m.n, m.dim, OR_EMPTY(vecs, no_f32),
+			 m.want_found ? OR_EMPTY(found, no_u8) : NULL);
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	obuf_commit(&c->out, len);
+	return HANDLED_OK;
+}
+
+int handle_read_state(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_read_state_req m;
+	int rc = proto_read_state_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	emdb_table_info info;
+	if ((rc = emdb_table_describe(db_of(c), m.table, &info)))
+		return rc;
+	uint32_t per_row = emdb_optimizer_state_floats(info.config.optimizer.kind, info.config.dim);
+	uint8_t *p = NULL, *found = NULL;
+	float *state = NULL;
+	size_t len = 0;
+	rc = RESERVE_VEC_REPLY(c, p, len,
+			       proto_read_state_resp_begin(NULL, 0, h->id, m.n, per_row, &state, &found,
+							   &len));
+	if (rc)
+		return rc;
+	proto_read_state_resp_begin(p, len, h->id, m.n, per_row, &state, &found, &len);
+	rc = emdb_read_state(db_of(c), m.table, OR_EMPTY(m.ids, no_u64), m.n, OR_EMPTY(state, no_f32),
+			     OR_EMPTY(found, no_u8));
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	obuf_commit(&c->out, len);
+	return HANDLED_OK;
+}

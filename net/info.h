@@ -1,0 +1,18 @@
+/*
+ * net/info.h - the text of INFO: "# Section" headings and "key: value"
+ * lines, like Redis's INFO.  Sections: server, clients, memory, ops,
+ * tables; "" or "all" gives every one.  docs/server.md lists the keys.
+ */
+#ifndef EMDB_NET_INFO_H
+#define EMDB_NET_INFO_H
+
+#include <stddef.h>
+
+typedef struct server server;
+
+/* Build the text of `section` into *out (emdb_malloc'd, NUL-terminated,
+ * *len bytes without the NUL; free with emdb_free).  Errors: INVALID
+ * (unknown section), NOMEM.  Any thread. */
+int info_build(server *s, const char *section, char **out, size_t *len);
+
+#endif

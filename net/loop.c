@@ -1,0 +1,230 @@
+/*
+ * loop.c - the I/O thread's core, shared by both backends: the mailbox,
+ * the connection list, the tick, the drain.
+ *
+ * Invariants:
+ *   1. Only the thread itself touches conns, n_conns, draining and its
+ *      backend; other threads go through the mailbox (mbox_lock) and the
+ *      eventfd.
+ *   2. A descriptor posted to the mailbox is owned by the thread from then
+ *      on: it becomes a connection or is closed, never leaked.
+ *   3. After a drain starts no new connection is served, and the thread
+ *      stops its loop exactly when its last connection is destroyed (at
+ *      once if it had none).
+ *   4. A connection still open drain_timeout_ms after the drain started is
+ *      closed, replies unsent or not, so a drain always ends.
+ *
+ * State changes: io_thread_on_wake (new connections, drain start),
+ * io_thread_on_tick (timeouts), io_thread_forget (counts, stop).
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <emdb/alloc.h>
+
+#include "net/conn.h"
+#include "net/log.h"
+#include "net/loop.h"
+#include "net/server.h"
+#include "net/stats.h"
+
+int io_thread_init(io_thread *t, server *srv, unsigned index, io_backend_kind kind)
+{
+	memset(t, 0, sizeof(*t));
+	t->srv = srv;
+	t->index = index;
+	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->wake_fd < 0)
+		return -errno;
+	pthread_mutex_init(&t->mbox_lock, NULL);
+	t->be = kind == IO_BACKEND_URING ? &io_backend_uring : &io_backend_libevent;
+	int rc = t->be->init(t);
+	if (rc < 0 && t->be == &io_backend_uring) {
+		log_warn("io thread %u: io_uring setup failed (%s): using libevent", index,
+			 strerror(-rc));
+		t->be = &io_backend_libevent;
+		rc = t->be->init(t);
+	}
+	if (rc < 0) {
+		close(t->wake_fd);
+		pthread_mutex_destroy(&t->mbox_lock);
+		return rc;
+	}
+	return 0;
+}
+
+static void *thread_main(void *arg)
+{
+	io_thread *t = arg;
+	char name[16];
+	snprintf(name, sizeof(name), "emdb-io-%u", t->index);
+	pthread_setname_np(pthread_self(), name);
+	t->be->run(t);
+	return NULL;
+}
+
+int io_thread_start(io_thread *t)
+{
+	int rc = pthread_create(&t->tid, NULL, thread_main, t);
+	return rc ? -rc : 0;
+}
+
+void io_thread_cleanup(io_thread *t)
+{
+	t->be->destroy(t);
+	for (uint32_t i = 0; i < t->mbox_n; i++)
+		close(t->mbox[i].fd);
+	emdb_free(t->mbox);
+	t->mbox = NULL;
+	t->mbox_n = 0;
+	close(t->wake_fd);
+	pthread_mutex_destroy(&t->mbox_lock);
+}
+
+void io_thread_join(io_thread *t)
+{
+	pthread_join(t->tid, NULL);
+	io_thread_cleanup(t);
+}
+
+static void wake(io_thread *t)
+{
+	uint64_t one = 1;
+	ssize_t w = write(t->wake_fd, &one, sizeof(one));
+	(void)w; /* EAGAIN: the counter is already nonzero, a wake is pending */
+}
+
+int io_thread_post_conn(io_thread *t, const new_conn *nc)
+{
+	pthread_mutex_lock(&t->mbox_lock);
+	if (t->mbox_n == t->mbox_cap) {
+		uint32_t cap = t->mbox_cap ? t->mbox_cap * 2 : 64;
+		new_conn *m = emdb_realloc(t->mbox, (size_t)cap * sizeof(*m));
+		if (!m) {
+			pthread_mutex_unlock(&t->mbox_lock);
+			return -ENOMEM;
+		}
+		t->mbox = m;
+		t->mbox_cap = cap;
+	}
+	t->mbox[t->mbox_n++] = *nc;
+	pthread_mutex_unlock(&t->mbox_lock);
+	wake(t);
+	return 0;
+}
+
+void io_thread_drain(io_thread *t)
+{
+	pthread_mutex_lock(&t->mbox_lock);
+	t->mbox_drain = true;
+	pthread_mutex_unlock(&t->mbox_lock);
+	wake(t);
+}
+
+static void maybe_stop(io_thread *t)
+{
+	if (t->draining && t->n_conns == 0 && !t->stopped) {
+		t->stopped = true;
+		log_debug("io thread %u: drained", t->index);
+		t->be->stop(t);
+	}
+}
+
+static void start_drain(io_thread *t)
+{
+	uint64_t ms = atomic_load(&t->srv->rt.drain_timeout_ms);
+	t->draining = true;
+	t->drain_deadline_ns = stats_now_ns() + ms * 1000000ull;
+	/* Every connection stops reading; those with nothing left to send
+	 * go now, the rest once their replies are out. */
+	conn *next;
+	for (conn *c = t->conns; c; c = next) {
+		next = c->next;
+		if (c->dead)
+			continue;
+		if (!c->paused && obuf_pending(&c->out) == 0)
+			conn_close(c);
+		else
+			conn_update(c);
+	}
+	maybe_stop(t);
+}
+
+static void open_conn(io_thread *t, const new_conn *nc)
+{
+	conn *c = conn_create(t, nc->fd, nc->loopback, nc->peer);
+	if (!c) {
+		log_warn("io thread %u: no memory for a connection from %s", t->index, nc->peer);
+		close(nc->fd);
+		atomic_fetch_sub(&t->srv->n_conns, 1);
+		return;
+	}
+	log_debug("conn %llu (%s): accepted on io thread %u", (unsigned long long)c->id, c->peer,
+		  t->index);
+	int rc = t->be->conn_open(c);
+	if (rc < 0) {
+		log_warn("conn %llu (%s): cannot start I/O: %s", (unsigned long long)c->id, c->peer,
+			 strerror(-rc));
+		close(c->fd);
+		c->dead = true;
+		conn_destroy(c);
+	}
+}
+
+void io_thread_on_wake(io_thread *t)
+{
+	new_conn batch[64];
+	for (;;) {
+		uint32_t n = 0;
+		bool drain;
+		pthread_mutex_lock(&t->mbox_lock);
+		while (n < 64 && t->mbox_n > 0)
+			batch[n++] = t->mbox[--t->mbox_n];
+		drain = t->mbox_drain;
+		pthread_mutex_unlock(&t->mbox_lock);
+		for (uint32_t i = 0; i < n; i++) {
+			if (t->draining || drain) {
+				close(batch[i].fd);
+				atomic_fetch_sub(&t->srv->n_conns, 1);
+			} else {
+				open_conn(t, &batch[i]);
+			}
+		}
+		if (drain && !t->draining)
+			start_drain(t);
+		if (n < 64)
+			break;
+	}
+}
+
+void io_thread_on_tick(io_thread *t)
+{
+	uint64_t now = stats_now_ns();
+	bool force = t->draining && now >= t->drain_deadline_ns;
+	conn *next;
+	for (conn *c = t->conns; c; c = next) {
+		next = c->next;
+		if (c->dead)
+			continue;
+		if (force) {
+			log_warn("conn %llu (%s): drain timeout: closing with %zu reply bytes unsent",
+				 (unsigned long long)c->id, c->peer, obuf_pending(&c->out));
+			conn_close(c);
+		} else if (c->closing && now >= c->close_deadline_ns) {
+			conn_close(c);
+		}
+	}
+}
+
+void io_thread_forget(io_thread *t)
+{
+	t->n_conns--;
+	atomic_fetch_sub_explicit(&t->n_open, 1, memory_order_relaxed);
+	atomic_fetch_sub(&t->srv->n_conns, 1);
+	maybe_stop(t);
+}

@@ -1,0 +1,135 @@
+/*
+ * net/loop.h - an I/O thread: its event loop, its connections, and the
+ * interface its two backends implement (loop_event.c on libevent,
+ * loop_uring.c on liburing), in the manner of Redis's ae.c and ae_*.c.
+ *
+ * Every connection belongs to exactly one I/O thread for its whole life:
+ * its bytes are received, its requests decoded and run on the engine, and
+ * its replies sent, all on that thread.  Other threads talk to an I/O
+ * thread only through its mailbox (io_thread_post_conn, io_thread_drain),
+ * which wakes it through an eventfd.
+ *
+ * The backend contract
+ *   The backend moves bytes; the connection (net/conn.h) gives them
+ *   meaning.  For each connection the backend
+ *     - receives while conn_wants_read(c), into the space that
+ *       conn_read_space gives right before each receive, and reports with
+ *       conn_on_read(c, n) (n > 0 bytes, 0 end of stream, -errno);
+ *     - sends while conn_wants_write(c), the iovecs of conn_out_iov, and
+ *       reports with conn_on_written(c, n) (n > 0 bytes, -errno);
+ *     - when one of those returns -1, or the core calls conn_close, stops
+ *       all I/O on the connection, closes its descriptor and calls
+ *       conn_destroy exactly once, as soon as no operation of its is in
+ *       flight (at once for libevent, after the last completion for
+ *       io_uring);
+ *     - after conn_on_read/conn_on_written return 0, and whenever the core
+ *       calls conn_update, re-arms the connection for what it now wants.
+ *       conn_update may send at once, and so may end up closing and
+ *       destroying the connection before it returns.
+ *   Per thread it calls io_thread_on_wake when the eventfd is readable (it
+ *   reads the eventfd itself) and io_thread_on_tick about every
+ *   IO_TICK_MS milliseconds.
+ */
+#ifndef EMDB_NET_LOOP_H
+#define EMDB_NET_LOOP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "net/config.h"
+#include "net/stats.h"
+
+#define IO_TICK_MS 100
+
+typedef struct server server;
+typedef struct conn conn;
+typedef struct io_thread io_thread;
+
+typedef struct io_backend {
+	const char *name;
+	/* Set up t->be.  Returns 0 or -errno (the caller may then try
+	 * another backend). */
+	int (*init)(io_thread *t);
+	/* Run the loop until io_thread_stop; called on the I/O thread. */
+	void (*run)(io_thread *t);
+	/* Make run() return after the current callback. */
+	void (*stop)(io_thread *t);
+	/* Release t->be once run() has returned. */
+	void (*destroy)(io_thread *t);
+	/* Start I/O on a new connection.  Returns 0 or -errno (the caller
+	 * then destroys the connection). */
+	int (*conn_open)(conn *c);
+	/* What the connection wants changed: re-arm.  May close c. */
+	void (*conn_update)(conn *c);
+	/* Stop I/O; conn_destroy(c) follows, now or after completions. */
+	void (*conn_close)(conn *c);
+} io_backend;
+
+extern const io_backend io_backend_libevent;
+extern const io_backend io_backend_uring;
+
+/* A connection accepted by the main thread, on its way to an I/O thread. */
+typedef struct new_conn {
+	int fd;
+	bool loopback; /* Unix socket, 127.0.0.0/8 or ::1 */
+	char peer[64]; /* "127.0.0.1:5342", "unix", ... for the log */
+} new_conn;
+
+struct io_thread {
+	server *srv;
+	unsigned index;
+	const io_backend *be;
+	void *be_state;
+	pthread_t tid;
+	int wake_fd; /* eventfd */
+
+	/* mailbox: written by other threads under mbox_lock */
+	pthread_mutex_t mbox_lock;
+	new_conn *mbox;
+	uint32_t mbox_n, mbox_cap;
+	bool mbox_drain;
+
+	/* owned by the thread itself */
+	conn *conns;          /* doubly linked list of live connections */
+	uint32_t n_conns;     /* live and closing (not yet destroyed) */
+	bool draining;
+	bool stopped;
+	uint64_t drain_deadline_ns;
+
+	/* read by INFO from any thread */
+	op_stats stats;
+	_Atomic uint64_t mem_buffers;  /* input + output buffer bytes */
+	_Atomic uint64_t n_open;       /* connections on this thread */
+	_Atomic uint64_t n_paused;     /* connections not read: backpressure */
+	_Atomic uint64_t n_tickets;    /* live tickets */
+	_Atomic uint64_t bytes_in, bytes_out;
+	_Atomic uint64_t frames_bad;   /* malformed frames answered and closed */
+};
+
+/* Create the thread's state and backend (kind, falling back to libevent
+ * with a log line when io_uring cannot be set up).  Returns 0 or -errno. */
+int io_thread_init(io_thread *t, server *srv, unsigned index, io_backend_kind kind);
+/* Start the OS thread.  Returns 0 or -errno. */
+int io_thread_start(io_thread *t);
+/* Wait for the thread to end (after io_thread_drain) and free its state. */
+void io_thread_join(io_thread *t);
+/* Free the state of a thread that was never started. */
+void io_thread_cleanup(io_thread *t);
+
+/* Hand a connection over (any thread).  Returns 0, or -errno with the
+ * descriptor left to the caller. */
+int io_thread_post_conn(io_thread *t, const new_conn *nc);
+/* Ask the thread to finish: stop reading, answer what was received, flush,
+ * close every connection (forcibly after drain_timeout_ms), then exit. */
+void io_thread_drain(io_thread *t);
+
+/* For backends. */
+void io_thread_on_wake(io_thread *t);
+void io_thread_on_tick(io_thread *t);
+/* Called by conn_destroy once a connection of t is gone (unlinked and
+ * freed): counts it out, and ends a drain that was waiting for it. */
+void io_thread_forget(io_thread *t);
+
+#endif

@@ -1,0 +1,260 @@
+/*
+ * loop_event.c - the libevent backend of the I/O threads: readiness
+ * events, recv(2) into the connection's input, sendmsg(2) of its reply
+ * blocks.
+ *
+ * Invariants:
+ *   1. Each thread has its own event_base, used only by that thread (no
+ *      libevent locking is needed or enabled).
+ *   2. A connection's read event is added iff conn_wants_read; its write
+ *      event is added iff replies are pending and the socket refused some
+ *      (replies are first sent at once, without waiting for an event).
+ *   3. A callback touches a connection only until conn_close, which frees
+ *      it: every path returns right after closing.
+ *   4. One readable event reads at most READ_BURST times, so a busy
+ *      connection cannot starve the others on its thread.
+ *
+ * State changes: the per-connection ev_conn (events added or not).
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include <emdb/alloc.h>
+
+#include "net/conn.h"
+#include "net/log.h"
+#include "net/loop.h"
+
+#define READ_BURST 16
+#define IOV_MAX_SEND 64
+
+typedef struct ev_thread {
+	struct event_base *base;
+	struct event *wake;
+	struct event *tick;
+} ev_thread;
+
+typedef struct ev_conn {
+	struct event *rd, *wr;
+	bool rd_on, wr_on;
+} ev_conn;
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t v;
+	ssize_t r = read(fd, &v, sizeof(v));
+	(void)r;
+	io_thread_on_wake(arg);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	io_thread_on_tick(arg);
+}
+
+static int ev_init(io_thread *t)
+{
+	ev_thread *e = emdb_calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	struct event_config *cfg = event_config_new();
+	if (cfg) {
+		event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+		e->base = event_base_new_with_config(cfg);
+		event_config_free(cfg);
+	}
+	if (!e->base)
+		goto fail;
+	e->wake = event_new(e->base, t->wake_fd, EV_READ | EV_PERSIST, on_wake, t);
+	e->tick = event_new(e->base, -1, EV_PERSIST, on_tick, t);
+	struct timeval tv = { 0, IO_TICK_MS * 1000 };
+	if (!e->wake || !e->tick || event_add(e->wake, NULL) || event_add(e->tick, &tv))
+		goto fail;
+	t->be_state = e;
+	return 0;
+fail:
+	if (e->wake)
+		event_free(e->wake);
+	if (e->tick)
+		event_free(e->tick);
+	if (e->base)
+		event_base_free(e->base);
+	emdb_free(e);
+	return -ENOMEM;
+}
+
+static void ev_run(io_thread *t)
+{
+	ev_thread *e = t->be_state;
+	event_base_dispatch(e->base);
+}
+
+static void ev_stop(io_thread *t)
+{
+	ev_thread *e = t->be_state;
+	event_base_loopbreak(e->base);
+}
+
+static void ev_destroy(io_thread *t)
+{
+	ev_thread *e = t->be_state;
+	if (!e)
+		return;
+	/* Connections still open (a thread stopped without a drain) go with
+	 * their base. */
+	conn *next;
+	for (conn *c = t->conns; c; c = next) {
+		next = c->next;
+		conn_close(c);
+	}
+	event_free(e->wake);
+	event_free(e->tick);
+	event_base_free(e->base);
+	emdb_free(e);
+	t->be_state = NULL;
+}
+
+static void ev_conn_close(conn *c)
+{
+	ev_conn *ec = c->be;
+	if (ec) {
+		if (ec->rd)
+			event_free(ec->rd);
+		if (ec->wr)
+			event_free(ec->wr);
+		emdb_free(ec);
+		c->be = NULL;
+	}
+	close(c->fd);
+	c->fd = -1;
+	conn_destroy(c);
+}
+
+/* Send what the socket takes.  Returns 0 (all sent, or the socket is
+ * full: *blocked says which) or -1 after closing c. */
+static int flush(conn *c, bool *blocked)
+{
+	*blocked = false;
+	while (conn_wants_write(c)) {
+		struct iovec iov[IOV_MAX_SEND];
+		int n = conn_out_iov(c, iov, IOV_MAX_SEND);
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if ((w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || w == 0) {
+			*blocked = true;
+			return 0;
+		}
+		if (conn_on_written(c, w < 0 ? -errno : w) < 0) {
+			conn_close(c);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Bring c's events in line with what it wants.  May close c. */
+static void sync_conn(conn *c)
+{
+	ev_conn *ec = c->be;
+	bool blocked;
+	if (flush(c, &blocked) < 0)
+		return;
+	bool want_rd = conn_wants_read(c);
+	if (want_rd != ec->rd_on) {
+		if (want_rd ? event_add(ec->rd, NULL) : event_del(ec->rd)) {
+			conn_close(c);
+			return;
+		}
+		ec->rd_on = want_rd;
+	}
+	if (blocked != ec->wr_on) {
+		if (blocked ? event_add(ec->wr, NULL) : event_del(ec->wr)) {
+			conn_close(c);
+			return;
+		}
+		ec->wr_on = blocked;
+	}
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	conn *c = arg;
+	for (int i = 0; i < READ_BURST && conn_wants_read(c); i++) {
+		uint8_t *p;
+		size_t n;
+		if (conn_read_space(c, &p, &n) < 0) {
+			conn_close(c);
+			return;
+		}
+		ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (conn_on_read(c, r < 0 ? -errno : r) < 0) {
+			conn_close(c);
+			return;
+		}
+		if (r <= 0 || (size_t)r < n)
+			break; /* end of stream, or the socket is empty for now */
+	}
+	sync_conn(c);
+}
+
+static void on_writable(evutil_socket_t fd, short what, void *arg)
+{
+	conn *c = arg;
+	ev_conn *ec = c->be;
+	ec->wr_on = false; /* not EV_PERSIST: the event is spent */
+	sync_conn(c);
+}
+
+static int ev_conn_open(conn *c)
+{
+	ev_thread *e = c->t->be_state;
+	ev_conn *ec = emdb_calloc(1, sizeof(*ec));
+	if (!ec)
+		return -ENOMEM;
+	ec->rd = event_new(e->base, c->fd, EV_READ | EV_PERSIST, on_readable, c);
+	ec->wr = event_new(e->base, c->fd, EV_WRITE, on_writable, c);
+	if (!ec->rd || !ec->wr) {
+		if (ec->rd)
+			event_free(ec->rd);
+		if (ec->wr)
+			event_free(ec->wr);
+		emdb_free(ec);
+		return -ENOMEM;
+	}
+	c->be = ec;
+	if (event_add(ec->rd, NULL)) {
+		event_free(ec->rd);
+		event_free(ec->wr);
+		emdb_free(ec);
+		c->be = NULL;
+		return -ENOMEM;
+	}
+	ec->rd_on = true;
+	return 0;
+}
+
+static void ev_conn_update(conn *c)
+{
+	sync_conn(c);
+}
+
+const io_backend io_backend_libevent = {
+	.name = "libevent",
+	.init = ev_init,
+	.run = ev_run,
+	.stop = ev_stop,
+	.destroy = ev_destroy,
+	.conn_open = ev_conn_open,
+	.conn_update = ev_conn_update,
+	.conn_close = ev_conn_close,
+};

@@ -1,0 +1,415 @@
+/*
+ * server.c - the server process: engine, configuration, listeners, I/O
+ * threads, signals and the orderly shutdown.
+ *
+ * Invariants:
+ *   1. The main thread owns the listeners and the main event_base; it
+ *      alone accepts, and it alone drains and joins the I/O threads.
+ *   2. n_conns counts every accepted descriptor until its connection is
+ *      destroyed (or it is closed unserved), so max_connections holds
+ *      across threads; a connection over the limit gets a LIMIT error
+ *      frame and is closed at once.
+ *   3. Shutdown happens once: the first SIGTERM/SIGINT or SHUTDOWN stops
+ *      accepting and drains; later requests only log.  The engine is
+ *      closed only after every I/O thread has ended.
+ *   4. The values in rt always equal the ones in cfg; both are written
+ *      together under cfg_lock by server_config_set.
+ *   5. With no token configured every loopback client is admin and every
+ *      other client is refused; the log says so at start.
+ *
+ * State changes: server_start (listeners, threads), on_accept (n_conns),
+ * server_request_shutdown / on_shutdown (shutting_down, drain),
+ * server_config_set (cfg, rt, memory limit, log level).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include <emdb/alloc.h>
+#include <emdb/db.h>
+
+#include "net/listen.h"
+#include "net/log.h"
+#include "net/loop.h"
+#include "net/server.h"
+#include "net/stats.h"
+#include "protocol/proto.h"
+
+static void publish_runtime(server *s)
+{
+	atomic_store(&s->rt.max_connections, s->cfg.max_connections);
+	atomic_store(&s->rt.max_frame, s->cfg.max_frame);
+	atomic_store(&s->rt.output_buffer_limit, s->cfg.output_buffer_limit);
+	atomic_store(&s->rt.max_tickets, s->cfg.max_tickets);
+	atomic_store(&s->rt.drain_timeout_ms, s->cfg.drain_timeout_ms);
+	emdb_alloc_set_limit((size_t)s->cfg.max_memory);
+	log_set_level((log_level)s->cfg.log_level);
+}
+
+int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
+{
+	if (config_validate(cfg, err, errlen) < 0)
+		return -1;
+	server *s = emdb_calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	s->cfg = *cfg;
+	s->wake_fd = -1;
+	pthread_mutex_init(&s->cfg_lock, NULL);
+	s->max_batch = cfg->max_batch;
+	s->auth_required = cfg->admin_token[0] || cfg->trainer_token[0] || cfg->reader_token[0];
+	s->start_ns = stats_now_ns();
+
+	emdb_db_config dc = EMDB_DB_CONFIG_INIT;
+	dc.shards = cfg->shards;
+	dc.chunk_bytes = cfg->chunk_bytes;
+	dc.max_batch = cfg->max_batch;
+	dc.max_tables = cfg->max_tables;
+	if (emdb_db_open(&dc, &s->db) != EMDB_OK) {
+		snprintf(err, errlen, "cannot open the engine: %s", emdb_last_error());
+		pthread_mutex_destroy(&s->cfg_lock);
+		emdb_free(s);
+		return -1;
+	}
+	publish_runtime(s);
+	*out = s;
+	return 0;
+}
+
+/* ---- accepting ------------------------------------------------------ */
+
+static void refuse(int fd, int status, const char *msg)
+{
+	uint8_t buf[256];
+	size_t len;
+	if (proto_err_encode(buf, sizeof(buf), 0, PROTO_OP_NONE, status, msg, &len) == EMDB_OK) {
+		ssize_t w = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)w; /* best effort: the connection is going anyway */
+	}
+	close(fd);
+}
+
+static void on_accept(void *arg, int fd, bool loopback, const char *peer)
+{
+	server *s = arg;
+	if (atomic_load(&s->shutting_down)) {
+		close(fd);
+		return;
+	}
+	uint64_t max = atomic_load(&s->rt.max_connections);
+	if (atomic_fetch_add(&s->n_conns, 1) >= max) {
+		atomic_fetch_sub(&s->n_conns, 1);
+		atomic_fetch_add(&s->conns_rejected, 1);
+		log_warn("refusing %s: max_connections (%llu) reached", peer, (unsigned long long)max);
+		refuse(fd, EMDB_ERR_LIMIT, "too many connections (max_connections)");
+		return;
+	}
+	atomic_fetch_add(&s->conns_total, 1);
+	new_conn nc = { .fd = fd, .loopback = loopback };
+	snprintf(nc.peer, sizeof(nc.peer), "%s", peer);
+	io_thread *t = &s->threads[s->rr++ % s->n_threads];
+	if (io_thread_post_conn(t, &nc) < 0) {
+		atomic_fetch_sub(&s->n_conns, 1);
+		refuse(fd, EMDB_ERR_NOMEM, "server out of memory");
+	}
+}
+
+/* ---- shutdown ------------------------------------------------------- */
+
+void server_request_shutdown(server *s, const char *reason)
+{
+	bool was = atomic_exchange(&s->shutting_down, true);
+	if (!was) {
+		snprintf(s->shutdown_reason, sizeof(s->shutdown_reason), "%s", reason);
+		uint64_t one = 1;
+		ssize_t w = write(s->wake_fd, &one, sizeof(one));
+		(void)w;
+	} else {
+		log_info("shutdown already in progress (%s)", reason);
+	}
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	server *s = arg;
+	uint64_t v;
+	ssize_t r = read(fd, &v, sizeof(v));
+	(void)r;
+	if (atomic_load(&s->shutting_down))
+		event_base_loopbreak(s->base);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	server *s = arg;
+	char why[32];
+	snprintf(why, sizeof(why), "%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	server_request_shutdown(s, why);
+}
+
+/* ---- start and run -------------------------------------------------- */
+
+static int write_port_file(const char *path, uint16_t port)
+{
+	char tmp[CONFIG_PATH_MAX + 16];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%u\n", port);
+	if (fclose(f) != 0 || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static io_backend_kind pick_backend(server *s)
+{
+	if (s->cfg.io_backend != IO_BACKEND_URING)
+		return IO_BACKEND_LIBEVENT;
+	/* One probe ring, so that an unavailable io_uring costs one log line,
+	 * not one per thread. */
+	io_thread probe;
+	int rc = 0;
+	memset(&probe, 0, sizeof(probe));
+	probe.srv = s;
+	probe.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (probe.wake_fd < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = io_backend_uring.init(&probe);
+	if (rc == 0)
+		io_backend_uring.destroy(&probe);
+	if (probe.wake_fd >= 0)
+		close(probe.wake_fd);
+	if (rc < 0) {
+		log_warn("io_backend uring: io_uring is not available here (%s): using libevent",
+			 strerror(-rc));
+		return IO_BACKEND_LIBEVENT;
+	}
+	return IO_BACKEND_URING;
+}
+
+int server_start(server *s)
+{
+	char err[512];
+	net_config *c = &s->cfg;
+
+	s->base = event_base_new();
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!s->base || s->wake_fd < 0) {
+		log_error("cannot create the main event loop");
+		return -1;
+	}
+	s->ev_wake = event_new(s->base, s->wake_fd, EV_READ | EV_PERSIST, on_wake, s);
+	s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
+	s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
+	if (!s->ev_wake || !s->ev_sigterm || !s->ev_sigint || event_add(s->ev_wake, NULL) ||
+	    event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL)) {
+		log_error("cannot set up signal handling");
+		return -1;
+	}
+
+	/* I/O threads first (they inherit a mask without SIGTERM/SIGINT, so
+	 * the signals reach the main thread), then the listeners. */
+	uint32_t n = c->io_threads;
+	if (n == 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		n = cpus > 0 ? (uint32_t)cpus : 1;
+	}
+	s->backend = pick_backend(s);
+	s->threads = emdb_calloc(n, sizeof(*s->threads));
+	if (!s->threads) {
+		log_error("out of memory for %u I/O threads", n);
+		return -1;
+	}
+	bool any_uring = false;
+	for (uint32_t i = 0; i < n; i++) {
+		int rc = io_thread_init(&s->threads[i], s, i, s->backend);
+		if (rc < 0) {
+			log_error("io thread %u: %s", i, strerror(-rc));
+			for (uint32_t j = 0; j < i; j++)
+				io_thread_cleanup(&s->threads[j]);
+			emdb_free(s->threads);
+			s->threads = NULL;
+			return -1;
+		}
+		any_uring |= s->threads[i].be == &io_backend_uring;
+	}
+	s->n_threads = n;
+	if (s->backend == IO_BACKEND_URING && !any_uring)
+		s->backend = IO_BACKEND_LIBEVENT;
+
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	for (uint32_t i = 0; i < n; i++) {
+		int rc = io_thread_start(&s->threads[i]);
+		if (rc < 0) {
+			log_error("cannot start io thread %u: %s", i, strerror(-rc));
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			/* the ones started stop through a drain */
+			for (uint32_t j = 0; j < i; j++) {
+				io_thread_drain(&s->threads[j]);
+				io_thread_join(&s->threads[j]);
+			}
+			for (uint32_t j = i; j < n; j++)
+				io_thread_cleanup(&s->threads[j]);
+			emdb_free(s->threads);
+			s->threads = NULL;
+			s->n_threads = 0;
+			return -1;
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	s->threads_started = true;
+
+	if (c->bind[0]) {
+		if (listener_open_tcp(s->base, c->bind, (uint16_t)c->port, (int)c->backlog, on_accept, s,
+				      &s->tcp, &s->tcp_port, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			return -1;
+		}
+		log_info("listening on tcp %s:%u", c->bind, s->tcp_port);
+	}
+	if (c->unix_socket[0]) {
+		if (listener_open_unix(s->base, c->unix_socket, (int)c->backlog, on_accept, s,
+				       &s->unix_l, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			return -1;
+		}
+		log_info("listening on unix %s", c->unix_socket);
+	}
+	if (c->port_file[0] && c->bind[0] && write_port_file(c->port_file, s->tcp_port) < 0) {
+		log_error("cannot write the port file %s: %s", c->port_file, strerror(errno));
+		return -1;
+	}
+	log_info("emdb server ready: %u io threads on %s, max_connections %u, max_frame %llu, max_memory %llu%s",
+		 n, s->backend == IO_BACKEND_URING ? "io_uring" : "libevent", c->max_connections,
+		 (unsigned long long)c->max_frame, (unsigned long long)c->max_memory,
+		 c->max_memory ? "" : " (unlimited)");
+	if (!s->auth_required)
+		log_warn("no auth token configured: loopback and Unix-socket clients get the admin role, all other clients are refused");
+	return 0;
+}
+
+int server_run(server *s)
+{
+	if (!atomic_load(&s->shutting_down))
+		event_base_dispatch(s->base);
+	log_info("shutting down (%s): draining %u io threads, up to %llu ms",
+		 s->shutdown_reason[0] ? s->shutdown_reason : "requested", s->n_threads,
+		 (unsigned long long)atomic_load(&s->rt.drain_timeout_ms));
+	listener_close(s->tcp);
+	listener_close(s->unix_l);
+	s->tcp = s->unix_l = NULL;
+	for (uint32_t i = 0; i < s->n_threads; i++)
+		io_thread_drain(&s->threads[i]);
+	for (uint32_t i = 0; i < s->n_threads; i++)
+		io_thread_join(&s->threads[i]);
+	s->threads_started = false;
+	log_info("all connections closed");
+	return 0;
+}
+
+void server_destroy(server *s)
+{
+	if (!s)
+		return;
+	listener_close(s->tcp);
+	listener_close(s->unix_l);
+	if (s->threads_started) {
+		for (uint32_t i = 0; i < s->n_threads; i++)
+			io_thread_drain(&s->threads[i]);
+		for (uint32_t i = 0; i < s->n_threads; i++)
+			io_thread_join(&s->threads[i]);
+	}
+	emdb_free(s->threads);
+	if (s->ev_wake)
+		event_free(s->ev_wake);
+	if (s->ev_sigterm)
+		event_free(s->ev_sigterm);
+	if (s->ev_sigint)
+		event_free(s->ev_sigint);
+	if (s->base)
+		event_base_free(s->base);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+	emdb_db_close(s->db);
+	pthread_mutex_destroy(&s->cfg_lock);
+	emdb_free(s);
+}
+
+/* ---- configuration at run time -------------------------------------- */
+
+int server_config_set(server *s, const char *key, const char *val, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->cfg_lock);
+	net_config next = s->cfg;
+	if (config_set(&next, key, val, true, err, errlen) < 0 ||
+	    config_validate(&next, err, errlen) < 0) {
+		pthread_mutex_unlock(&s->cfg_lock);
+		return -1;
+	}
+	s->cfg = next;
+	publish_runtime(s);
+	pthread_mutex_unlock(&s->cfg_lock);
+	return 0;
+}
+
+int server_config_get(server *s, const char *key, char *buf, size_t len)
+{
+	pthread_mutex_lock(&s->cfg_lock);
+	int rc = config_get(&s->cfg, key, buf, len);
+	pthread_mutex_unlock(&s->cfg_lock);
+	return rc;
+}
+
+void server_config_copy(server *s, net_config *out)
+{
+	pthread_mutex_lock(&s->cfg_lock);
+	*out = s->cfg;
+	pthread_mutex_unlock(&s->cfg_lock);
+}
+
+/* ---- tokens --------------------------------------------------------- */
+
+static bool token_eq(const char *want, const char *got, size_t len)
+{
+	size_t wl = strlen(want);
+	if (!wl)
+		return false;
+	unsigned char diff = (unsigned char)(wl != len);
+	for (size_t i = 0; i < len; i++)
+		diff |= (unsigned char)(got[i] ^ want[i < wl ? i : 0]);
+	return diff == 0;
+}
+
+int server_token_role(server *s, const char *token, size_t len)
+{
+	/* Every comparison runs whatever the result, so timing says
+	 * nothing about which token was close. */
+	pthread_mutex_lock(&s->cfg_lock);
+	bool admin = token_eq(s->cfg.admin_token, token, len);
+	bool trainer = token_eq(s->cfg.trainer_token, token, len);
+	bool reader = token_eq(s->cfg.reader_token, token, len);
+	pthread_mutex_unlock(&s->cfg_lock);
+	if (admin)
+		return PROTO_ROLE_ADMIN;
+	if (trainer)
+		return PROTO_ROLE_TRAINER;
+	if (reader)
+		return PROTO_ROLE_READER;
+	return PROTO_ROLE_NONE;
+}

@@ -1,0 +1,105 @@
+/*
+ * net/server.h - the emdb server process: configuration, the engine, the
+ * listeners, the I/O threads, and the orderly shutdown.
+ *
+ * Life cycle (main thread):
+ *   server_create(cfg)  opens the engine and applies the memory limit;
+ *   server_start        binds the listeners, writes the port file, starts
+ *                       the I/O threads;
+ *   server_run          accepts connections and hands them to the I/O
+ *                       threads round robin, until SIGTERM/SIGINT or a
+ *                       SHUTDOWN request; then stops accepting, drains the
+ *                       threads (requests received are answered, replies
+ *                       flushed, within drain_timeout_ms) and joins them;
+ *   server_destroy      closes the engine, removes the Unix socket.
+ *
+ * Threads: the main thread accepts and handles signals; each I/O thread
+ * serves its own connections and calls the engine directly.  The fields
+ * below marked "any thread" may be read from I/O threads; the rest belong
+ * to the main thread.
+ */
+#ifndef EMDB_NET_SERVER_H
+#define EMDB_NET_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <emdb/db.h>
+
+#include "net/config.h"
+#include "net/loop.h"
+
+#define EMDB_SERVER_NAME "emdb 0.1.0"
+
+/* Run-time settable values, published for the I/O threads (any thread,
+ * relaxed loads; CONFIG SET stores). */
+typedef struct server_runtime {
+	_Atomic uint64_t max_connections;
+	_Atomic uint64_t max_frame;
+	_Atomic uint64_t output_buffer_limit;
+	_Atomic uint64_t max_tickets;
+	_Atomic uint64_t drain_timeout_ms;
+} server_runtime;
+
+typedef struct listener listener;
+
+struct server {
+	/* any thread */
+	emdb_db *db;
+	server_runtime rt;
+	uint32_t max_batch;        /* fixed at start */
+	bool auth_required;        /* some token is configured */
+	uint64_t start_ns;         /* stats_now_ns() at start */
+	io_backend_kind backend;   /* what the threads actually run */
+	uint16_t tcp_port;         /* bound port, 0 if no TCP */
+	io_thread *threads;
+	uint32_t n_threads;
+	_Atomic uint64_t n_conns;  /* accepted and not yet destroyed */
+	_Atomic uint64_t conns_total, conns_rejected, next_conn_id;
+	_Atomic bool shutting_down;
+
+	/* behind cfg_lock, any thread */
+	pthread_mutex_t cfg_lock;
+	net_config cfg;
+
+	/* main thread */
+	struct event_base *base;
+	listener *tcp, *unix_l;
+	struct event *ev_sigterm, *ev_sigint, *ev_wake;
+	int wake_fd;               /* eventfd: shutdown requests from I/O threads */
+	uint32_t rr;               /* next thread for round robin */
+	bool threads_started;
+	char shutdown_reason[128];
+};
+
+typedef struct server server;
+
+/* Open the engine and prepare (no socket yet).  Returns 0, or -1 with a
+ * message in err.  *out is freed with server_destroy. */
+int server_create(const net_config *cfg, server **out, char *err, size_t errlen);
+/* Bind, write the port file, start the threads.  Returns 0 or -1 (logged). */
+int server_start(server *s);
+/* Serve until shutdown, then drain and join the I/O threads.  Returns the
+ * process exit status (0 after a clean drain). */
+int server_run(server *s);
+void server_destroy(server *s);
+
+/* Ask for an orderly shutdown (any thread, async-signal-safe apart from
+ * the reason copy).  The first reason is kept for the log. */
+void server_request_shutdown(server *s, const char *reason);
+
+/* CONFIG GET/SET from any thread.  server_config_set checks the key is
+ * settable at run time, validates, applies it (memory limit, log level,
+ * the published runtime values) and returns 0, or -1 with a message. */
+int server_config_set(server *s, const char *key, const char *val, char *err, size_t errlen);
+int server_config_get(server *s, const char *key, char *buf, size_t len);
+/* A copy of the current configuration. */
+void server_config_copy(server *s, net_config *out);
+
+/* The role a token grants, PROTO_ROLE_NONE when it matches none
+ * (constant-time comparisons). */
+int server_token_role(server *s, const char *token, size_t len);
+
+#endif

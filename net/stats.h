@@ -1,0 +1,54 @@
+/*
+ * net/stats.h - per-operation counters and latency histograms.
+ *
+ * Each I/O thread owns one op_stats and is its only writer; INFO sums the
+ * threads' copies while they run (relaxed atomics: a sum may be a request
+ * or two behind, never torn).  Latencies go into log2 buckets of
+ * nanoseconds, which is enough for the p50 and p99 INFO reports: a
+ * percentile is reported as the upper edge of its bucket, so within a
+ * factor of two above the truth.
+ */
+#ifndef EMDB_NET_STATS_H
+#define EMDB_NET_STATS_H
+
+#include <stdint.h>
+
+#define STATS_OPS 20     /* dense op indexes, see stats_op_index      */
+#define STATS_BUCKETS 40 /* bucket b: latency in [2^b, 2^(b+1)) ns   */
+
+typedef struct op_counter {
+	_Atomic uint64_t calls;
+	_Atomic uint64_t errors;
+	_Atomic uint64_t ns_total;
+	_Atomic uint64_t hist[STATS_BUCKETS];
+} op_counter;
+
+typedef struct op_stats {
+	op_counter op[STATS_OPS];
+} op_stats;
+
+/* A plain snapshot, for reporting. */
+typedef struct op_summary {
+	uint64_t calls, errors, ns_total;
+	uint64_t hist[STATS_BUCKETS];
+} op_summary;
+
+/* Dense index of a wire opcode (0 for anything unknown, the "other" row),
+ * and its name for reports. */
+unsigned stats_op_index(uint16_t opcode);
+const char *stats_op_name(unsigned index);
+
+/* Record one request of `opcode` that took `ns`, failed or not. */
+void stats_record(op_stats *s, uint16_t opcode, uint64_t ns, int failed);
+
+/* out[index] += s's counters. */
+void stats_add(op_summary out[STATS_OPS], const op_stats *s);
+
+/* Upper edge, in ns, of the bucket holding percentile p (0 < p < 1); 0
+ * when there were no calls. */
+uint64_t stats_percentile(const op_summary *o, double p);
+
+/* Monotonic clock in ns. */
+uint64_t stats_now_ns(void);
+
+#endif

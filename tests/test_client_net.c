@@ -1,0 +1,674 @@
+/*
+ * test_client_net.c - the client against a live emdb-server, where things
+ * go wrong or get busy: the server dies (CLOSED, never a hang), stalls
+ * (TIMEOUT, and the handle recovers), refuses a token or a role (AUTH),
+ * speaks something else (PROTOCOL); many threads share one handle; many
+ * requests are in flight at once; the Prefetch of batch i+1 overlaps the
+ * work on batch i; the example trainer runs against the server.
+ *
+ * Every server is started on loopback with an ephemeral port and a Unix
+ * socket in a temporary directory, and is killed in the test's .fini.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <emdb/alloc.h>
+#include <emdb/client.h>
+#include <emdb/db.h>
+
+#include "tests/helpers.h"
+#include "tests/test_client_server.h"
+
+static test_server srv;
+
+static void srv_start(void)
+{
+	test_server_start(&srv, NULL);
+}
+
+static void srv_start_auth(void)
+{
+	static const char *const flags[] = { "--admin-token", "adm1n", "--trainer-token", "tr@in/er",
+					     "--reader-token", "reader", NULL };
+	test_server_start(&srv, flags);
+}
+
+static void srv_start_small_frames(void)
+{
+	static const char *const flags[] = { "--max-frame", "65536", NULL };
+	test_server_start(&srv, flags);
+}
+
+static void srv_stop(void)
+{
+	test_server_stop(&srv);
+}
+
+#define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static emdb_client *connect_uri(const char *uri, uint32_t timeout_ms)
+{
+	emdb_client *c;
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.timeout_ms = timeout_ms;
+	OK(emdb_client_connect(uri, &o, &c));
+	return c;
+}
+
+static uint32_t create_table(emdb_client *c, const char *name, uint32_t dim)
+{
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	uint32_t id;
+	strcpy(cfg.name, name);
+	cfg.dim = dim;
+	cfg.init = (emdb_init){ EMDB_INIT_UNIFORM, -1, 1 };
+	cfg.seed = 7;
+	OK(emdb_client_table_create(c, &cfg, &id));
+	return id;
+}
+
+/* ---- the server goes away ------------------------------------------ */
+
+Test(client_net, server_killed_gives_closed, .init = srv_start, .fini = srv_stop, .timeout = 60)
+{
+	emdb_client *c = connect_uri(srv.tcp_uri, 0); /* no timeout: only CLOSED can end a wait */
+	emdb_client *u = connect_uri(srv.unix_uri, 0);
+	OK(emdb_client_ping(c));
+	OK(emdb_client_ping(u));
+	uint32_t t = create_table(c, "t", 4);
+
+	/* Requests in flight when the server dies complete with CLOSED. */
+	test_server_pause(&srv);
+	emdb_future *f = NULL;
+	uint32_t dummy;
+	emdb_future *fs[8];
+	uint64_t ids[4] = { 1, 2, 3, 4 };
+	float out[16];
+	for (int i = 0; i < 8; i++)
+		fs[i] = emdb_client_pull_async(i % 2 ? c : u, t, ids, 4, 4, out);
+	cr_assert_eq(emdb_future_wait(fs[0], 100), EMDB_FUTURE_PENDING);
+	cr_assert_eq(emdb_future_poll(fs[1]), EMDB_FUTURE_PENDING);
+	double t0 = now_s();
+	test_server_stop(&srv);
+	for (int i = 0; i < 8; i++) {
+		int rc = emdb_future_wait(fs[i], 10000);
+		cr_assert_eq(rc, EMDB_ERR_CLOSED, "future %d: %s (%s)", i, emdb_err_name(rc),
+			     emdb_client_last_error());
+		cr_assert(strstr(emdb_client_last_error(), "connection"), "%s", emdb_client_last_error());
+		emdb_future_free(fs[i]);
+	}
+	cr_assert_lt(now_s() - t0, 5.0, "CLOSED took %.1f s", now_s() - t0);
+
+	/* And every later call fails at once, sync or async. */
+	t0 = now_s();
+	cr_assert_eq(emdb_client_ping(c), EMDB_ERR_CLOSED);
+	cr_assert_eq(emdb_client_table_find(u, "x", &dummy), EMDB_ERR_CLOSED);
+	f = emdb_client_update_async(c, t, NULL);
+	cr_assert_eq(emdb_future_wait(f, -1), EMDB_ERR_CLOSED);
+	emdb_future_free(f);
+	cr_assert_lt(now_s() - t0, 1.0);
+	emdb_client_close(c);
+	emdb_client_close(u);
+}
+
+Test(client_net, server_killed_while_idle, .init = srv_start, .fini = srv_stop, .timeout = 60)
+{
+	emdb_client *c = connect_uri(srv.tcp_uri, 30000);
+	uint32_t t = create_table(c, "t", 4);
+	emdb_client_ticket *tk;
+	uint64_t ids[3] = { 5, 6, 7 };
+	OK(emdb_client_prefetch(c, t, ids, 3, &tk));
+	test_server_stop(&srv);
+	double t0 = now_s();
+	float out[12];
+	int rc = emdb_client_pull_ticket(c, t, tk, 4, out);
+	cr_assert_eq(rc, EMDB_ERR_CLOSED, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_lt(now_s() - t0, 5.0);
+	emdb_client_ticket_free(tk); /* on a broken handle: only memory */
+	emdb_client_close(c);
+}
+
+/* ---- timeouts ------------------------------------------------------ */
+
+Test(client_net, timeout_then_recovery, .init = srv_start, .fini = srv_stop, .timeout = 60)
+{
+	emdb_client *c = connect_uri(srv.tcp_uri, 300);
+	uint32_t t = create_table(c, "t", 4);
+	uint64_t ids[2] = { 1, 2 };
+	float out[8], want[8];
+	OK(emdb_client_pull(c, t, ids, 2, 4, want));
+	/* One live ticket per connection: a leaked one would show. */
+	OK(emdb_client_config_set(c, "max_tickets", "1"));
+
+	test_server_pause(&srv);
+	double t0 = now_s();
+	int rc = emdb_client_ping(c);
+	double took = now_s() - t0;
+	cr_assert_eq(rc, EMDB_ERR_TIMEOUT, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert(took >= 0.25 && took < 3.0, "timed out after %.2f s", took);
+
+	/* Async: a short wait says PENDING, the deadline says TIMEOUT and
+	 * the result stays; freeing a pending future abandons it. */
+	memset(out, 0, sizeof(out));
+	emdb_future *f = emdb_client_pull_async(c, t, ids, 2, 4, out);
+	cr_assert_eq(emdb_future_wait(f, 50), EMDB_FUTURE_PENDING);
+	cr_assert_eq(emdb_future_wait(f, -1), EMDB_ERR_TIMEOUT);
+	cr_assert_eq(emdb_future_poll(f), EMDB_ERR_TIMEOUT);
+	emdb_future_free(f);
+	emdb_client_ticket *tk = NULL;
+	emdb_future *g = emdb_client_prefetch_async(c, t, ids, 2, &tk);
+	emdb_future_free(g); /* its ticket is released when the response comes */
+
+	emdb_client_set_timeout(c, 10000);
+	test_server_resume(&srv);
+	/* The late responses are dropped; the handle works again. */
+	OK(emdb_client_ping(c));
+	OK(emdb_client_pull(c, t, ids, 2, 4, out));
+	cr_assert_eq(memcmp(out, want, sizeof(out)), 0);
+	cr_assert_null(tk);
+	/* The abandoned Prefetch's ticket was freed on the server, or this
+	 * one would exceed max_tickets. */
+	OK(emdb_client_prefetch(c, t, ids, 2, &tk));
+	emdb_client_ticket_free(tk);
+	OK(emdb_client_prefetch(c, t, ids, 2, &tk));
+	emdb_client_ticket_free(tk);
+	emdb_client_close(c);
+}
+
+Test(client_net, connect_timeout, .init = srv_start, .fini = srv_stop, .timeout = 60)
+{
+	emdb_client *c;
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.connect_timeout_ms = 300;
+	test_server_pause(&srv); /* the kernel accepts, nobody answers HELLO */
+	double t0 = now_s();
+	int rc = emdb_client_connect(srv.tcp_uri, &o, &c);
+	cr_assert_eq(rc, EMDB_ERR_TIMEOUT, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_lt(now_s() - t0, 3.0);
+	cr_assert_null(c);
+	test_server_resume(&srv);
+}
+
+/* ---- authentication and roles -------------------------------------- */
+
+Test(client_net, auth, .init = srv_start_auth, .fini = srv_stop, .timeout = 60)
+{
+	emdb_client *c = (emdb_client *)1;
+	char uri[512];
+
+	int rc = emdb_client_connect(srv.tcp_uri, NULL, &c);
+	cr_assert_eq(rc, EMDB_ERR_AUTH, "no token: %s (%s)", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_null(c);
+	cr_assert(strstr(emdb_client_last_error(), "token"), "%s", emdb_client_last_error());
+	snprintf(uri, sizeof(uri), "%s?token=wrong", srv.tcp_uri);
+	rc = emdb_client_connect(uri, NULL, &c);
+	cr_assert_eq(rc, EMDB_ERR_AUTH, "wrong token: %s (%s)", emdb_err_name(rc), emdb_client_last_error());
+	snprintf(uri, sizeof(uri), "%s?token=wrong", srv.unix_uri);
+	cr_assert_eq(emdb_client_connect(uri, NULL, &c), EMDB_ERR_AUTH);
+
+	/* admin through the options, over the Unix socket */
+	emdb_client *adm;
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.token = "adm1n";
+	OK(emdb_client_connect(srv.unix_uri, &o, &adm));
+	cr_assert_eq(emdb_client_role(adm), EMDB_ROLE_ADMIN);
+	uint32_t t = create_table(adm, "t", 4);
+
+	/* trainer: the data plane, not the admin plane; percent-encoded token */
+	emdb_client *tr;
+	snprintf(uri, sizeof(uri), "%s?token=tr%%40in%%2Fer", srv.tcp_uri);
+	OK(emdb_client_connect(uri, NULL, &tr));
+	cr_assert_eq(emdb_client_role(tr), EMDB_ROLE_TRAINER);
+	uint64_t ids[3] = { 1, 2, 3 };
+	float v[12], g[12] = { 0 };
+	OK(emdb_client_pull(tr, t, ids, 3, 4, v));
+	OK(emdb_client_push(tr, t, ids, 3, 4, g));
+	OK(emdb_client_update(tr, t, NULL));
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	strcpy(cfg.name, "nope");
+	cfg.dim = 4;
+	rc = emdb_client_table_create(tr, &cfg, NULL);
+	cr_assert_eq(rc, EMDB_ERR_AUTH, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_eq(emdb_client_config_set(tr, "log_level", "info"), EMDB_ERR_AUTH);
+	cr_assert_eq(emdb_client_shutdown(tr), EMDB_ERR_AUTH);
+	OK(emdb_client_ping(tr)); /* a refused call leaves the connection open */
+
+	/* reader: lookups and reads only */
+	emdb_client *rd;
+	snprintf(uri, sizeof(uri), "%s?token=reader", srv.tcp_uri);
+	OK(emdb_client_connect(uri, NULL, &rd));
+	cr_assert_eq(emdb_client_role(rd), EMDB_ROLE_READER);
+	uint8_t found[3];
+	OK(emdb_client_lookup(rd, t, ids, 3, 4, v, found));
+	cr_assert_eq(found[0], 1);
+	emdb_table_info info;
+	OK(emdb_client_table_describe(rd, t, &info));
+	cr_assert_eq(emdb_client_pull(rd, t, ids, 3, 4, v), EMDB_ERR_AUTH);
+	cr_assert_eq(emdb_client_push(rd, t, ids, 3, 4, g), EMDB_ERR_AUTH);
+	emdb_client_ticket *tk = (emdb_client_ticket *)1;
+	cr_assert_eq(emdb_client_prefetch(rd, t, ids, 3, &tk), EMDB_ERR_AUTH);
+	cr_assert_null(tk);
+	OK(emdb_client_ping(rd));
+
+	emdb_client_close(rd);
+	emdb_client_close(tr);
+	emdb_client_close(adm);
+}
+
+/* ---- a peer that is not an emdb server ----------------------------- */
+
+typedef struct fake_server {
+	int lfd;
+	char path[108];
+	const char *reply; /* bytes sent after reading the HELLO; NULL: hang up */
+	pthread_t th;
+} fake_server;
+
+static void *fake_main(void *arg)
+{
+	fake_server *fs = arg;
+	int fd = accept(fs->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	char buf[512];
+	if (fs->reply) {
+		ssize_t k = recv(fd, buf, sizeof(buf), 0);
+		(void)k;
+		k = send(fd, fs->reply, strlen(fs->reply), MSG_NOSIGNAL);
+		(void)k;
+		while (recv(fd, buf, sizeof(buf), 0) > 0) /* until the client gives up */
+			;
+	}
+	close(fd);
+	return NULL;
+}
+
+static void fake_start(fake_server *fs, const char *reply)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(fs->path, sizeof(fs->path), "/tmp/emdb-fake-%d.sock", (int)getpid());
+	unlink(fs->path);
+	strcpy(sa.sun_path, fs->path);
+	fs->reply = reply;
+	fs->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert_geq(fs->lfd, 0);
+	cr_assert_eq(bind(fs->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(fs->lfd, 4), 0);
+	cr_assert_eq(pthread_create(&fs->th, NULL, fake_main, fs), 0);
+}
+
+static void fake_stop(fake_server *fs)
+{
+	pthread_join(fs->th, NULL);
+	close(fs->lfd);
+	unlink(fs->path);
+}
+
+Test(client_net, peer_not_speaking_the_protocol, .timeout = 60)
+{
+	fake_server fs;
+	char uri[160];
+	emdb_client *c;
+
+	fake_start(&fs, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+	snprintf(uri, sizeof(uri), "unix://%s", fs.path);
+	int rc = emdb_client_connect(uri, NULL, &c);
+	cr_assert_eq(rc, EMDB_ERR_PROTOCOL, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	fake_stop(&fs);
+
+	fake_start(&fs, NULL); /* accepts and hangs up */
+	rc = emdb_client_connect(uri, NULL, &c);
+	cr_assert_eq(rc, EMDB_ERR_CLOSED, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	fake_stop(&fs);
+}
+
+/* ---- many threads, one handle -------------------------------------- */
+
+#define THREADS 8
+#define ITERS 150
+#define TDIM 16
+#define TN 64
+
+typedef struct shared_ctx {
+	emdb_client *c;
+	uint32_t table;
+	const float *want; /* initial rows of IDs 0..1023 */
+	int failures;
+} shared_ctx;
+
+static void *hammer(void *arg)
+{
+	shared_ctx *s = arg;
+	uint64_t ids[TN];
+	float out[TN * TDIM], g[TN * TDIM];
+	uint8_t found[TN];
+	unsigned seed = (unsigned)(uintptr_t)&ids;
+	memset(g, 0, sizeof(g));
+	for (int it = 0; it < ITERS; it++) {
+		for (int i = 0; i < TN; i++)
+			ids[i] = (uint64_t)(rand_r(&seed) % 1024);
+		int rc = EMDB_OK;
+		emdb_client_ticket *tk = NULL;
+		switch (it % 5) {
+		case 0:
+			rc = emdb_client_pull(s->c, s->table, ids, TN, TDIM, out);
+			break;
+		case 1:
+			rc = emdb_client_prefetch(s->c, s->table, ids, TN, &tk);
+			if (rc == EMDB_OK)
+				rc = emdb_client_pull_ticket(s->c, s->table, tk, TDIM, out);
+			if (rc == EMDB_OK)
+				rc = emdb_client_push_ticket(s->c, s->table, tk, TDIM, g);
+			emdb_client_ticket_free(tk);
+			break;
+		case 2:
+			rc = emdb_client_lookup(s->c, s->table, ids, TN, TDIM, out, found);
+			break;
+		case 3: {
+			emdb_future *f = emdb_client_pull_async(s->c, s->table, ids, TN, TDIM, out);
+			rc = emdb_future_wait(f, -1);
+			emdb_future_free(f);
+			break;
+		}
+		default:
+			rc = emdb_client_ping(s->c);
+			break;
+		}
+		if (rc != EMDB_OK) {
+			__atomic_fetch_add(&s->failures, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		if (it % 5 == 4)
+			continue;
+		/* Rows never change (no Update): each must be the ID's
+		 * initial row, whichever thread's request it answered. */
+		for (int i = 0; i < TN; i++)
+			if (memcmp(out + i * TDIM, s->want + ids[i] * TDIM, TDIM * sizeof(float))) {
+				__atomic_fetch_add(&s->failures, 1, __ATOMIC_RELAXED);
+				break;
+			}
+	}
+	return NULL;
+}
+
+static void threads_share_one_handle(const char *uri)
+{
+	emdb_client *c = connect_uri(uri, 30000);
+	uint32_t t = create_table(c, "shared", TDIM);
+	/* The initial rows, from a pull of all IDs (Lookup in case 2 would
+	 * return defaults for IDs not inserted yet, so insert them all). */
+	static uint64_t all[1024];
+	static float want[1024 * TDIM];
+	for (int i = 0; i < 1024; i++)
+		all[i] = (uint64_t)i;
+	OK(emdb_client_pull(c, t, all, 1024, TDIM, want));
+
+	shared_ctx s = { c, t, want, 0 };
+	pthread_t th[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, hammer, &s), 0);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	cr_assert_eq(s.failures, 0, "%d requests failed or got wrong rows", s.failures);
+
+	emdb_table_info info;
+	OK(emdb_client_table_describe(c, t, &info));
+	/* 1 + per thread ITERS/5 * (pull + pull_ticket + async pull) */
+	cr_assert_eq(info.stats.calls_pull, 1 + THREADS * (ITERS / 5) * 3);
+	cr_assert_eq(info.stats.calls_lookup, THREADS * (ITERS / 5));
+	cr_assert_eq(info.stats.calls_prefetch, THREADS * (ITERS / 5));
+	emdb_client_close(c);
+}
+
+Test(client_net, threads_share_one_handle_tcp, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+	threads_share_one_handle(srv.tcp_uri);
+}
+
+Test(client_net, threads_share_one_handle_unix, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+	threads_share_one_handle(srv.unix_uri);
+}
+
+Test(client_net, threads_share_one_handle_mem, .timeout = 120)
+{
+	threads_share_one_handle("mem://");
+}
+
+/* ---- pipelining ---------------------------------------------------- */
+
+static void many_in_flight(const char *uri)
+{
+	enum { REQS = 500, PN = 32, PD = 8 };
+	emdb_client *c = connect_uri(uri, 30000);
+	uint32_t t = create_table(c, "p", PD);
+	static uint64_t ids[REQS][PN];
+	static float out[REQS][PN * PD], want[PN * PD];
+	emdb_future *f[REQS];
+	for (int r = 0; r < REQS; r++) {
+		for (int i = 0; i < PN; i++)
+			ids[r][i] = (uint64_t)(r * 7 + i);
+		f[r] = emdb_client_pull_async(c, t, ids[r], PN, PD, out[r]);
+	}
+	/* Waited for in reverse order: each response found its request. */
+	for (int r = REQS - 1; r >= 0; r--) {
+		cr_assert_eq(emdb_future_wait(f[r], -1), EMDB_OK, "%s", emdb_client_last_error());
+		emdb_future_free(f[r]);
+	}
+	for (int r = 0; r < REQS; r += 37) {
+		OK(emdb_client_pull(c, t, ids[r], PN, PD, want));
+		cr_assert_eq(memcmp(out[r], want, sizeof(want)), 0, "request %d got another's rows", r);
+	}
+	emdb_client_close(c);
+}
+
+Test(client_net, many_requests_in_flight_tcp, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+	many_in_flight(srv.tcp_uri);
+}
+
+Test(client_net, many_requests_in_flight_mem, .timeout = 120)
+{
+	many_in_flight("mem://");
+}
+
+/* ---- big frames: partial writes and reads, zero-copy paths --------- */
+
+Test(client_net, big_batches, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+	enum { BN = 200000, BD = 32 };
+	emdb_client *c = connect_uri(srv.tcp_uri, 60000);
+	uint32_t t = create_table(c, "big", BD);
+	uint64_t *ids = malloc(BN * sizeof(uint64_t));
+	float *v = malloc((size_t)BN * BD * sizeof(float));
+	float *w = malloc((size_t)BN * BD * sizeof(float));
+	emdb_db *db = open_db(64);
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	strcpy(cfg.name, "big");
+	cfg.dim = BD;
+	cfg.init = (emdb_init){ EMDB_INIT_UNIFORM, -1, 1 };
+	cfg.seed = 7;
+	uint32_t te;
+	cr_assert_eq(emdb_table_create(db, &cfg, &te), 0);
+	for (size_t i = 0; i < BN; i++)
+		ids[i] = scramble(i);
+	for (size_t i = 0; i < (size_t)BN * BD; i++)
+		w[i] = (float)(i % 13) * 0.01f;
+	OK(emdb_client_push(c, t, ids, BN, BD, w)); /* 32 MB of gradients out */
+	cr_assert_eq(emdb_push(db, te, ids, BN, BD, w), 0);
+	OK(emdb_client_update(c, t, NULL));
+	cr_assert_eq(emdb_update(db, te, NULL), 0);
+	OK(emdb_client_pull(c, t, ids, BN, BD, v)); /* 25 MB of vectors in */
+	cr_assert_eq(emdb_pull(db, te, ids, BN, BD, w), 0);
+	cr_assert_eq(memcmp(v, w, (size_t)BN * BD * sizeof(float)), 0);
+	emdb_db_close(db);
+	free(ids);
+	free(v);
+	free(w);
+	emdb_client_close(c);
+}
+
+Test(client_net, request_over_the_server_frame_limit, .init = srv_start_small_frames, .fini = srv_stop,
+     .timeout = 60)
+{
+	emdb_client *c = connect_uri(srv.tcp_uri, 10000);
+	uint32_t t = create_table(c, "t", 8);
+	static uint64_t ids[4096];
+	static float g[4096 * 8];
+	int rc = emdb_client_push(c, t, ids, 4096, 8, g); /* 160 KB > 64 KB */
+	cr_assert_eq(rc, EMDB_ERR_LIMIT, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	OK(emdb_client_push(c, t, ids, 512, 8, g)); /* the handle is fine */
+	emdb_client_close(c);
+}
+
+/* ---- Prefetch of batch i+1 while batch i trains -------------------- */
+
+static void prefetch_overlap(const char *uri)
+{
+	enum { STEPS = 12, BN = 256, BD = 8 };
+	emdb_client *c = connect_uri(uri, 30000);
+	uint32_t t = create_table(c, "o", BD);
+	emdb_db *db = open_db(64);
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	strcpy(cfg.name, "o");
+	cfg.dim = BD;
+	cfg.init = (emdb_init){ EMDB_INIT_UNIFORM, -1, 1 };
+	cfg.seed = 7;
+	uint32_t te;
+	cr_assert_eq(emdb_table_create(db, &cfg, &te), 0);
+
+	static uint64_t ids[STEPS][BN];
+	static float v[BN * BD], ve[BN * BD], g[BN * BD];
+	for (int s = 0; s < STEPS; s++)
+		for (int i = 0; i < BN; i++)
+			ids[s][i] = scramble((uint64_t)(s * 100 + i) % 700);
+
+	emdb_client_ticket *cur = NULL, *next = NULL;
+	OK(emdb_client_prefetch(c, t, ids[0], BN, &cur));
+	for (int s = 0; s < STEPS; s++) {
+		emdb_future *f = s + 1 < STEPS ? emdb_client_prefetch_async(c, t, ids[s + 1], BN, &next) : NULL;
+		/* batch s, while batch s+1 is being resolved */
+		OK(emdb_client_pull_ticket(c, t, cur, BD, v));
+		cr_assert_eq(emdb_pull(db, te, ids[s], BN, BD, ve), 0);
+		cr_assert_eq(memcmp(v, ve, sizeof(v)), 0, "step %d", s);
+		for (int i = 0; i < BN * BD; i++)
+			g[i] = v[i] * 0.5f;
+		OK(emdb_client_push_ticket(c, t, cur, BD, g));
+		cr_assert_eq(emdb_push(db, te, ids[s], BN, BD, g), 0);
+		OK(emdb_client_update(c, t, NULL));
+		cr_assert_eq(emdb_update(db, te, NULL), 0);
+		emdb_client_ticket_free(cur);
+		cur = NULL;
+		if (f) {
+			OK(emdb_future_wait(f, -1));
+			emdb_future_free(f);
+			cr_assert_not_null(next);
+			cr_assert_eq(emdb_client_ticket_count(next), BN);
+			cur = next;
+			next = NULL;
+		}
+	}
+	emdb_db_close(db);
+	emdb_client_close(c);
+}
+
+Test(client_net, prefetch_next_batch_while_training_tcp, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+	prefetch_overlap(srv.tcp_uri);
+}
+
+Test(client_net, prefetch_next_batch_while_training_unix, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+	prefetch_overlap(srv.unix_uri);
+}
+
+Test(client_net, prefetch_next_batch_while_training_mem, .timeout = 120)
+{
+	prefetch_overlap("mem://");
+}
+
+/* ---- admin plane --------------------------------------------------- */
+
+Test(client_net, config_and_shutdown, .init = srv_start, .fini = srv_stop, .timeout = 60)
+{
+	emdb_client *c = connect_uri(srv.tcp_uri, 10000);
+	emdb_client_kv *kv;
+	size_t n;
+	OK(emdb_client_config_set(c, "log_level", "debug"));
+	OK(emdb_client_config_get(c, "log_level", &kv, &n));
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(kv[0].value, "debug");
+	emdb_free(kv);
+	int rc = emdb_client_config_set(c, "no_such_key", "1");
+	cr_assert_eq(rc, EMDB_ERR_INVALID, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_eq(emdb_client_config_set(c, "port", "1"), EMDB_ERR_INVALID); /* not at run time */
+	OK(emdb_client_config_get(c, "*token*", &kv, &n));
+	for (size_t i = 0; i < n; i++)
+		cr_assert(strcmp(kv[i].value, "adm1n"), "a token leaked");
+	emdb_free(kv);
+
+	OK(emdb_client_shutdown(c));
+	for (int i = 0; i < 1000 && test_server_alive(&srv); i++)
+		test_sleep_ms(10);
+	cr_assert(!test_server_alive(&srv), "the server still runs after SHUTDOWN");
+	rc = emdb_client_ping(c);
+	cr_assert_eq(rc, EMDB_ERR_CLOSED, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	emdb_client_close(c);
+}
+
+/* ---- the example trainer ------------------------------------------- */
+
+static void run_trainer(const char *uri)
+{
+#ifndef EMDB_TRAINER_BIN
+	(void)uri;
+	cr_skip_test("emdb-example-trainer is not part of this build");
+#else
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "'%s' '%s' 8 2>&1", EMDB_TRAINER_BIN, uri);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	char line[256], all[8192] = "";
+	double first = -1, last = -1;
+	while (fgets(line, sizeof(line), p)) {
+		strncat(all, line, sizeof(all) - strlen(all) - 1);
+		int step;
+		double loss;
+		if (sscanf(line, "step %d loss %lf", &step, &loss) == 2) {
+			if (first < 0)
+				first = loss;
+			last = loss;
+		}
+	}
+	int st = pclose(p);
+	cr_assert_eq(st, 0, "trainer exited with status %d:\n%s", st, all);
+	cr_assert(first > 0 && last < first, "the loss did not fall:\n%s", all);
+#endif
+}
+
+Test(client_net, example_trainer_tcp, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+	run_trainer(srv.tcp_uri);
+	run_trainer(srv.tcp_uri); /* a second run finds the table */
+}
+
+Test(client_net, example_trainer_unix, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+	run_trainer(srv.unix_uri);
+}
+
+Test(client_net, example_trainer_mem, .timeout = 120)
+{
+	run_trainer("mem://");
+}
