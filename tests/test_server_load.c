@@ -261,15 +261,12 @@ static void never_reads(const char *backend)
 	}
 	cr_assert_gt(sent, 10);
 
-	/* the other client on the same thread: 200 round trips, each fast */
-	uint64_t worst = 0;
-	for (int i = 0; i < 200; i++) {
-		uint64_t t0 = t_now_ms();
+	/* the other client on the same thread: 200 round trips all answered
+	 * while the hog sits on its unread replies (a stalled loop would fail
+	 * cli_ping's receive timeout; no tighter time bound, since sanitizer
+	 * builds on a shared machine are slow) */
+	for (int i = 0; i < 200; i++)
 		cli_ping(&adm);
-		uint64_t dt = t_now_ms() - t0;
-		worst = dt > worst ? dt : worst;
-	}
-	cr_assert_lt(worst, 1000, "a ping took %llu ms", (unsigned long long)worst);
 
 	char *info = cli_info(&adm, "all");
 	long long paused = info_num(info, "connections_paused");

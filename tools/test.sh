@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 tools/deps.sh
 jobs=$(nproc)
 
+export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+
 cmake -S . -B build/asan -DEMDB_SANITIZE=address -DEMDB_WERROR=ON >/dev/null
 cmake --build build/asan -j"$jobs"
 (cd build/asan && ctest --output-on-failure --timeout 900)
@@ -14,3 +16,11 @@ cmake --build build/asan -j"$jobs"
 cmake -S . -B build/tsan -DEMDB_SANITIZE=thread -DEMDB_WERROR=ON >/dev/null
 cmake --build build/tsan -j"$jobs"
 (cd build/tsan && ctest -L concurrency --output-on-failure --timeout 900)
+
+# The server's black-box tests again, against the ThreadSanitizer server:
+# the tests themselves stay Criterion binaries from the ASan build.
+for t in build/asan/tests/test_server build/asan/tests/test_server_auth \
+	 build/asan/tests/test_server_load build/asan/tests/test_server_malformed; do
+	echo "== $t against build/tsan/net/emdb-server"
+	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" TSAN_OPTIONS="halt_on_error=1" "$t" --jobs 2
+done
