@@ -1,0 +1,473 @@
+/*
+ * main.c - emdb-bench: in-process benchmark of the emdb engine against the
+ * anchors each of its figures is a ratio to.  docs/benchmarks.md is the
+ * manual: what is measured, the goals, and the recorded results.
+ *
+ * Design
+ *   One run measures the workloads and their anchors in the same process,
+ *   on the same ID streams and thread counts, so that every ratio compares
+ *   like with like on whatever machine it runs.  The phases are ordered to
+ *   bound memory, which matters more than anything else on a small machine:
+ *   the large table (30M rows by default, ~8 GB) serves Pull, Lookup and
+ *   Prefetch and is closed before the baseline and the anchor regions (as
+ *   large again) are mapped; the Push tables are small and created one
+ *   optimizer at a time.
+ *
+ *     1. draw the ID pools (untimed)
+ *     2. large table: preload, Pull, Lookup, Prefetch at 1 and T threads
+ *     3. close it; global-lock baseline at 1 and T threads, same ID stream
+ *     4. random-access bound (region = the table's index bytes), gather
+ *        bound (region = the table's vector bytes)
+ *     5. per optimizer: Push+Update on a fresh table for each distribution,
+ *        drop it, then the bare optimizer loop on the same batches
+ *     6. print the table or the JSON lines
+ *
+ * Invariants
+ *   1. Exit status 2 for bad usage, 1 for a failure while running, 0 after
+ *      printing the figures (missed goals are figures, not failures).
+ *   2. Nothing is left running or mapped at exit.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <emdb/db.h>
+
+#include "tools/bench/anchors.h"
+#include "tools/bench/baseline.h"
+#include "tools/bench/harness.h"
+#include "tools/bench/keys.h"
+#include "tools/bench/pool.h"
+#include "tools/bench/preload.h"
+#include "tools/bench/report.h"
+#include "tools/bench/workloads.h"
+
+enum {
+	WL_PREFETCH = 1,
+	WL_PULL = 2,
+	WL_PUSH = 4,
+	WL_LOOKUP = 8,
+	WL_ALL = 15,
+};
+
+#define DEFAULT_INDEX_ROWS 30000000ull /* HypeReca-scale table for Prefetch */
+#define DEFAULT_PUSH_ROWS 2000000ull   /* per optimizer; Adam's rows are 3x wide */
+#define PREFETCH_NEW_FRAC 0.10
+#define PREFETCH_POOL_IDS (4u << 20)   /* per thread: far past the caches */
+#define PULL_POOL_IDS (2u << 20)
+#define PUSH_POOL_IDS (1u << 20)
+#define MAX_RECORDS 64
+#define MAX_OPTS 5
+
+typedef struct bench_opts {
+	unsigned workloads;
+	uint64_t rows;          /* 0: per-workload defaults */
+	uint32_t dim;
+	uint32_t batch;
+	unsigned threads;       /* 0: the core count */
+	emdb_opt_kind opts[MAX_OPTS];
+	int n_opts;
+	int dist_set;
+	keys_dist dist;
+	double seconds;
+	double new_frac;        /* Prefetch: share of never-seen IDs */
+	emdb_init_kind init;
+	int json;
+} bench_opts;
+
+static void usage(FILE *f)
+{
+	fputs("usage: emdb-bench [options]\n"
+	      "\n"
+	      "Measures the emdb engine in process, and beside each figure the anchor\n"
+	      "it is a ratio to (see docs/benchmarks.md).\n"
+	      "\n"
+	      "  --workload W    prefetch, pull, push, lookup or all (default all)\n"
+	      "  --rows N        table rows (k, M, G suffixes; default 30M for\n"
+	      "                  prefetch/pull/lookup, 2M per optimizer for push)\n"
+	      "  --dim D         row dimension (default 64)\n"
+	      "  --batch B       IDs per call (default 4096)\n"
+	      "  --threads T     threads (default: the cores online); Prefetch is\n"
+	      "                  also measured at 1 thread for the scaling ratio\n"
+	      "  --optimizer O   sgd, adagrad, adam, rowwise, ftrl, or all (default all:\n"
+	      "                  sgd, adagrad and adam) for the push workload\n"
+	      "  --dist D        zipf or uniform (default zipf; push runs both unless set)\n"
+	      "  --seconds S     time per measurement: 3 repetitions of S/3 after a\n"
+	      "                  warm-up, the best one reported (default 2)\n"
+	      "  --new F         fraction of never-seen IDs in Prefetch batches\n"
+	      "                  (default 0.10)\n"
+	      "  --init I        row initializer: uniform, normal or zeros (default\n"
+	      "                  uniform in [-0.01, 0.01])\n"
+	      "  --json          one JSON object per measurement and line on stdout\n"
+	      "  --help          this text\n",
+	      f);
+}
+
+static void bad_usage(const char *fmt, const char *arg)
+{
+	fputs("emdb-bench: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs("\nTry 'emdb-bench --help'.\n", stderr);
+	exit(2);
+}
+
+/* A positive integer with an optional k/M/G (decimal) suffix. */
+static uint64_t parse_count(const char *opt, const char *s, uint64_t lo, uint64_t hi)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+	char msg[160];
+
+	if (!*s || *s == '-')
+		goto bad;
+	v = strtoull(s, &end, 10);
+	if (end == s)
+		goto bad;
+	if (*end == 'k' || *end == 'K')
+		mul = 1000, end++;
+	else if (*end == 'M')
+		mul = 1000000, end++;
+	else if (*end == 'G')
+		mul = 1000000000, end++;
+	if (*end || v > hi / mul || v * mul < lo)
+		goto bad;
+	return v * mul;
+bad:
+	snprintf(msg, sizeof(msg), "%s: '%%s' is not a whole number in %llu..%llu",
+		 opt, (unsigned long long)lo, (unsigned long long)hi);
+	bad_usage(msg, s);
+	return 0;
+}
+
+static void parse_optimizer(bench_opts *o, const char *s)
+{
+	static const struct {
+		const char *name;
+		emdb_opt_kind kind;
+	} names[] = {
+		{ "sgd", EMDB_OPT_SGD },
+		{ "adagrad", EMDB_OPT_ADAGRAD },
+		{ "rowwise", EMDB_OPT_ROWWISE_ADAGRAD },
+		{ "adam", EMDB_OPT_ADAM },
+		{ "ftrl", EMDB_OPT_FTRL },
+	};
+
+	if (strcmp(s, "all") == 0) {
+		o->opts[0] = EMDB_OPT_SGD;
+		o->opts[1] = EMDB_OPT_ADAGRAD;
+		o->opts[2] = EMDB_OPT_ADAM;
+		o->n_opts = 3;
+		return;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i].name) == 0) {
+			o->opts[0] = names[i].kind;
+			o->n_opts = 1;
+			return;
+		}
+	bad_usage("--optimizer: '%s' is not sgd, adagrad, adam, rowwise, ftrl or all", s);
+}
+
+static void parse_args(int argc, char **argv, bench_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "workload", required_argument, NULL, 'w' },
+		{ "rows", required_argument, NULL, 'r' },
+		{ "dim", required_argument, NULL, 'd' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "optimizer", required_argument, NULL, 'o' },
+		{ "dist", required_argument, NULL, 'D' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "new", required_argument, NULL, 'n' },
+		{ "init", required_argument, NULL, 'i' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*o = (bench_opts){ .workloads = WL_ALL, .dim = 64, .batch = 4096, .seconds = 2,
+			   .new_frac = PREFETCH_NEW_FRAC, .init = EMDB_INIT_UNIFORM };
+	parse_optimizer(o, "all");
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'w':
+			if (strcmp(optarg, "prefetch") == 0)
+				o->workloads = WL_PREFETCH;
+			else if (strcmp(optarg, "pull") == 0)
+				o->workloads = WL_PULL;
+			else if (strcmp(optarg, "push") == 0)
+				o->workloads = WL_PUSH;
+			else if (strcmp(optarg, "lookup") == 0)
+				o->workloads = WL_LOOKUP;
+			else if (strcmp(optarg, "all") == 0)
+				o->workloads = WL_ALL;
+			else
+				bad_usage("--workload: '%s' is not prefetch, pull, push, lookup or all", optarg);
+			break;
+		case 'r':
+			o->rows = parse_count("--rows", optarg, 1, 1ull << 40);
+			break;
+		case 'd':
+			o->dim = (uint32_t)parse_count("--dim", optarg, 1, EMDB_DIM_MAX);
+			break;
+		case 'b':
+			o->batch = (uint32_t)parse_count("--batch", optarg, 1, 4u << 20);
+			break;
+		case 't':
+			o->threads = (unsigned)parse_count("--threads", optarg, 1, HARNESS_MAX_THREADS);
+			break;
+		case 'o':
+			parse_optimizer(o, optarg);
+			break;
+		case 'D':
+			if (strcmp(optarg, "zipf") == 0)
+				o->dist = KEYS_ZIPF;
+			else if (strcmp(optarg, "uniform") == 0)
+				o->dist = KEYS_UNIFORM;
+			else
+				bad_usage("--dist: '%s' is not zipf or uniform", optarg);
+			o->dist_set = 1;
+			break;
+		case 's': {
+			char *end;
+			o->seconds = strtod(optarg, &end);
+			if (end == optarg || *end || !(o->seconds >= 0.03 && o->seconds <= 3600))
+				bad_usage("--seconds: '%s' is not a number of seconds in 0.03..3600", optarg);
+			break;
+		}
+		case 'n': {
+			char *end;
+			o->new_frac = strtod(optarg, &end);
+			if (end == optarg || *end || !(o->new_frac >= 0 && o->new_frac <= 1))
+				bad_usage("--new: '%s' is not a fraction in 0..1", optarg);
+			break;
+		}
+		case 'i':
+			if (strcmp(optarg, "uniform") == 0)
+				o->init = EMDB_INIT_UNIFORM;
+			else if (strcmp(optarg, "normal") == 0)
+				o->init = EMDB_INIT_NORMAL;
+			else if (strcmp(optarg, "zeros") == 0)
+				o->init = EMDB_INIT_ZEROS;
+			else
+				bad_usage("--init: '%s' is not uniform, normal or zeros", optarg);
+			break;
+		case 'j':
+			o->json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			bad_usage("option '%s' needs a value", argv[optind - 1]);
+			break;
+		default:
+			bad_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
+}
+
+/* ---- phases ------------------------------------------------------------ */
+
+typedef struct bench_run {
+	const bench_opts *o;
+	unsigned threads;
+	unsigned counts[2]; /* thread counts for Prefetch: 1, then T if T > 1 */
+	int n_counts;
+	report_record recs[MAX_RECORDS];
+	int n_recs;
+} bench_run;
+
+static report_record *new_record(bench_run *r)
+{
+	if (r->n_recs == MAX_RECORDS)
+		harness_die("too many records");
+	return &r->recs[r->n_recs++];
+}
+
+static emdb_db *open_db(void)
+{
+	emdb_db *db;
+	int rc = emdb_db_open(NULL, &db);
+	if (rc != EMDB_OK)
+		preload_die_engine("emdb_db_open", rc);
+	return db;
+}
+
+/* Phases 2-4: the large table and its anchors. */
+static void run_index(bench_run *r)
+{
+	const bench_opts *o = r->o;
+	uint64_t rows = o->rows ? o->rows : DEFAULT_INDEX_ROWS;
+	keys_dist dist = o->dist_set ? o->dist : KEYS_ZIPF;
+	int want_rows = o->workloads & (WL_PULL | WL_LOOKUP);
+	int want_pf = o->workloads & WL_PREFETCH;
+	report_record *pull = NULL, *pf[2] = { NULL, NULL };
+	pool rows_pool = { 0 }, pf_pool = { 0 };
+	wl_prefetch_state pf_state = { { 0 } };
+	emdb_table_config cfg;
+	emdb_table_info info;
+	keys_source src;
+	wl_env env;
+	emdb_db *db;
+
+	keys_source_init(&src, dist, rows);
+	if (want_rows)
+		pool_init(&rows_pool, &src, r->threads, o->batch, PULL_POOL_IDS, 0, 2);
+	if (want_pf)
+		pool_init(&pf_pool, &src, r->threads, o->batch, PREFETCH_POOL_IDS,
+			  o->new_frac, 1);
+	if (dist == KEYS_ZIPF)
+		harness_log("zipf over %llu IDs: exponent %.4f, top 2.2%% drew %.1f%% of the pool",
+			    (unsigned long long)rows, src.zipf.s,
+			    100 * (want_pf ? pf_pool.share : rows_pool.share));
+
+	db = open_db();
+	preload_config(&cfg, "bench", o->dim, EMDB_OPT_SGD, o->init);
+	env = (wl_env){ .db = db, .dim = o->dim, .rows = rows, .seconds = o->seconds };
+	preload_table(db, &cfg, rows, r->threads, &env.table);
+	preload_describe(db, env.table, &info);
+
+	if (o->workloads & WL_PULL)
+		wl_pull(&env, &rows_pool, r->threads, pull = new_record(r));
+	if (o->workloads & WL_LOOKUP)
+		wl_lookup(&env, &rows_pool, r->threads, new_record(r));
+	if (want_pf)
+		for (int i = 0; i < r->n_counts; i++)
+			wl_prefetch(&env, &pf_pool, r->counts[i], &pf_state, pf[i] = new_record(r));
+	emdb_db_close(db);
+
+	if (want_pf) {
+		harness_result bl[2], ra[2];
+		double nf;
+		/* Room for what the baseline could insert at 30M IDs/s, far
+		 * above what one lock allows, or a quarter of the table. */
+		double expect = o->new_frac * 3e7 * o->seconds * 1.2 * r->n_counts;
+		baseline *b = baseline_create(&cfg, env.table, rows,
+					      (double)(rows / 4) > expect ? rows / 4 : (uint64_t)expect);
+
+		for (int i = 0; i < r->n_counts; i++)
+			baseline_measure(b, &pf_pool, r->counts[i], o->seconds, &bl[i], &nf);
+		baseline_destroy(b);
+		anchor_random_access(info.stats.bytes_index, r->counts, r->n_counts,
+				     o->seconds, ra);
+		for (int i = 0; i < r->n_counts; i++) {
+			unsigned tc = r->counts[i];
+			report_add_anchor(pf[i], "random_access_per_sec", "ratio_random_access",
+					  "random-access bound", ra[i].best, 0.25);
+			report_add_anchor(pf[i], "baseline_ids_per_sec", "ratio_baseline",
+					  "global-lock baseline", bl[i].best, tc >= 2 ? 4.0 : 0);
+			if (i > 0)
+				report_add_anchor(pf[i], "prefetch_1thread_ids_per_sec",
+						  "ratio_threads", "prefetch at 1 thread",
+						  pf[0]->res.best, 0.85 * tc);
+		}
+		pool_free(&pf_pool);
+	}
+	if (pull) {
+		harness_result g;
+		anchor_gather(info.stats.bytes_vectors / ((uint64_t)o->dim * 4), o->dim,
+			      &rows_pool, r->threads, o->seconds, &g);
+		report_add_anchor(pull, "gather_ids_per_sec", "ratio_gather", "gather bound",
+				  g.best, 0.70);
+	}
+	if (want_rows)
+		pool_free(&rows_pool);
+}
+
+/* Phase 5: Push+Update per optimizer and distribution, and the bare loop. */
+static void run_push(bench_run *r)
+{
+	const bench_opts *o = r->o;
+	uint64_t rows = o->rows ? o->rows : DEFAULT_PUSH_ROWS;
+	keys_dist dists[2] = { KEYS_ZIPF, KEYS_UNIFORM };
+	int n_dists = 2;
+	pool pools[2];
+	emdb_db *db = open_db();
+
+	if (o->dist_set) {
+		dists[0] = o->dist;
+		n_dists = 1;
+	}
+	for (int d = 0; d < n_dists; d++) {
+		keys_source src;
+		keys_source_init(&src, dists[d], rows);
+		pool_init(&pools[d], &src, r->threads, o->batch, PUSH_POOL_IDS, 0, 3 + d);
+	}
+	for (int k = 0; k < o->n_opts; k++) {
+		report_record *recs[2];
+		emdb_table_config cfg;
+		char name[EMDB_NAME_MAX];
+		wl_env env = { .db = db, .dim = o->dim, .rows = rows, .seconds = o->seconds };
+		int rc;
+
+		snprintf(name, sizeof(name), "push_%s", emdb_optimizer_name(o->opts[k]));
+		preload_config(&cfg, name, o->dim, o->opts[k], o->init);
+		preload_table(db, &cfg, rows, r->threads, &env.table);
+		for (int d = 0; d < n_dists; d++)
+			wl_push_update(&env, &pools[d], r->threads, recs[d] = new_record(r));
+		rc = emdb_table_drop(db, env.table);
+		if (rc != EMDB_OK)
+			preload_die_engine("emdb_table_drop", rc);
+		for (int d = 0; d < n_dists; d++) {
+			harness_result bare;
+			wl_bare_update(&cfg.optimizer, o->dim, rows, &pools[d], r->threads,
+				       o->seconds, &bare);
+			report_add_anchor(recs[d], "bare_loop_ids_per_sec", "ratio_bare_loop",
+					  "bare optimizer loop", bare.best, 0.70);
+		}
+		if (n_dists == 2)
+			report_add_anchor(recs[0], "uniform_ids_per_sec", "ratio_zipf_uniform",
+					  "push+update, uniform", recs[1]->res.best, 1.0);
+	}
+	for (int d = 0; d < n_dists; d++)
+		pool_free(&pools[d]);
+	emdb_db_close(db);
+}
+
+int main(int argc, char **argv)
+{
+	bench_opts o;
+	bench_run *r = calloc(1, sizeof(*r));
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	report_meta meta;
+	double t0 = harness_now(), load[1] = { -1 };
+
+	if (!r)
+		harness_die("out of memory");
+	parse_args(argc, argv, &o);
+	getloadavg(load, 1);
+	if (cores < 1)
+		cores = 1;
+	r->o = &o;
+	r->threads = o.threads ? o.threads : (unsigned)(cores < HARNESS_MAX_THREADS ? cores : HARNESS_MAX_THREADS);
+	r->counts[0] = 1;
+	r->n_counts = 1;
+	if (r->threads > 1)
+		r->counts[r->n_counts++] = r->threads;
+	harness_log("%ld cores online (load average %.2f), %u thread(s), batch %u, dim %u, "
+		    "%.2f s per measurement",
+		    cores, load[0], r->threads, o.batch, o.dim, o.seconds);
+
+	if (o.workloads & (WL_PREFETCH | WL_PULL | WL_LOOKUP))
+		run_index(r);
+	if (o.workloads & WL_PUSH)
+		run_push(r);
+
+	meta = (report_meta){ .cores = cores, .seconds = o.seconds, .json = o.json,
+			      .load1 = load[0],
+			      .init = o.init == EMDB_INIT_UNIFORM ? "uniform"
+				      : o.init == EMDB_INIT_NORMAL ? "normal" : "zeros" };
+	report_print(stdout, &meta, r->recs, r->n_recs);
+	harness_log("done in %.0f s", harness_now() - t0);
+	free(r);
+	return 0;
+}
