@@ -1,0 +1,306 @@
+/*
+ * cmd.c - the table of emdb-cli's commands, the dispatcher, and the local
+ * commands help and quit.
+ *
+ * Invariants:
+ *   1. cmds[] is the only list of commands.  The dispatcher, `help`,
+ *      `help COMMAND` and completion (complete.c) read it; none keeps a
+ *      list of its own, so a row added here is dispatched, documented
+ *      and completed at once.
+ *   2. A handler runs only with its number of arguments in range, and,
+ *      for a command that needs the server, over a connection whose role
+ *      is at least the row's: the server would refuse it too (AUTH), but
+ *      saying which role is needed before sending helps an operator more.
+ *   3. A command name is one or more words; the longest row name that
+ *      matches the first words of a line wins, matched ignoring case.
+ *
+ * State changes: `current`, the row being run (single-threaded), and
+ * s->quit (quit, exit).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tools/cli/cmd.h"
+#include "tools/cli/cmd_int.h"
+
+static const cli_cmd cmds[] = {
+	{ "ping", "", "check that the server answers, and how fast", NULL, EMDB_ROLE_READER, 0, 0,
+	  cmd_ping, { CLI_COMP_NONE } },
+	{ "info", "[SECTION]", "the server's report (INFO), all of it or one section",
+	  "SECTION is server, clients, memory, ops, tables, or all; without it,\n"
+	  "the default sections.  Lines are \"key: value\" under \"# Section\"\n"
+	  "headings; with --json an object per section, values as strings.",
+	  EMDB_ROLE_READER, 0, 1, cmd_info, { CLI_COMP_INFO_SECTION, CLI_COMP_NONE } },
+	{ "stats", "", "the database's statistics, summed over its tables",
+	  "Tables, bytes allocated now and at peak, then the sums over every\n"
+	  "table of rows, bytes, calls and IDs per operation (step is the\n"
+	  "largest step of any table).",
+	  EMDB_ROLE_READER, 0, 0, cmd_stats, { CLI_COMP_NONE } },
+	{ "config get", "PATTERN", "the settings whose name matches PATTERN",
+	  "PATTERN is a key or a glob (\"*\" for every setting, \"max_*\");\n"
+	  "tokens read <hidden>.  The keys are those of docs/server.md.",
+	  EMDB_ROLE_TRAINER, 1, 1, cmd_config_get, { CLI_COMP_CONFIG_KEY, CLI_COMP_NONE } },
+	{ "config set", "KEY VALUE", "change a setting while the server runs",
+	  "Only the keys marked run time in docs/server.md can change\n"
+	  "(max_connections, max_frame, max_memory, output_buffer_limit,\n"
+	  "max_tickets, drain_timeout_ms, log_level).  Sizes take K, M, G, T.\n"
+	  "Quote a VALUE with blanks: config set log_level \"debug\".",
+	  EMDB_ROLE_ADMIN, 2, 2, cmd_config_set, { CLI_COMP_CONFIG_KEY, CLI_COMP_NONE } },
+	{ "table create", "NAME DIM [KEY=VALUE...]", "create a table of DIM floats per row",
+	  "NAME is 1..63 of [A-Za-z0-9_.-]; DIM 1..65536.  Options:\n"
+	  "  optimizer=sgd|adagrad|rowwise_adagrad|adam|ftrl   (sgd)\n"
+	  "  lr= eps= beta1= beta2= lr_decay= initial_accumulator= beta= l1= l2=\n"
+	  "      hyperparameters of the optimizer (alpha= is lr); each optimizer\n"
+	  "      starts from its defaults (docs/engine.md) and takes only its own\n"
+	  "  init=zeros|uniform:LOW,HIGH|normal:MEAN,STD       initial values (zeros)\n"
+	  "  seed=N            the initializer's seed (0)\n"
+	  "  default=zeros|init  what lookup gives an ID the table lacks (zeros)\n"
+	  "Example: table create ads 64 optimizer=adam lr=0.001 init=uniform:-0.05,0.05",
+	  EMDB_ROLE_ADMIN, 2, -1, cmd_table_create,
+	  { CLI_COMP_NONE, CLI_COMP_NONE, CLI_COMP_TABLE_OPTION } },
+	{ "table describe", "NAME|ID", "a table's configuration and statistics",
+	  "The table is found by name first; a number that names no table is\n"
+	  "taken as a table id.",
+	  EMDB_ROLE_READER, 1, 1, cmd_table_describe, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "table list", "", "every table: id, name, dim, optimizer, rows, step", NULL,
+	  EMDB_ROLE_READER, 0, 0, cmd_table_list, { CLI_COMP_NONE } },
+	{ "table drop", "NAME|ID", "drop a table and all its rows",
+	  "The table is found as by table describe.  There is no undo.",
+	  EMDB_ROLE_ADMIN, 1, 1, cmd_table_drop, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "lookup", "TABLE ID...", "print the vectors of IDs, and whether the table holds them",
+	  "Read-only: an ID the table does not hold is not inserted and shows\n"
+	  "the table's lookup default.  IDs are unsigned 64-bit, decimal or 0x hex.",
+	  EMDB_ROLE_READER, 2, -1, cmd_lookup, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "shutdown", "", "ask the server to exit",
+	  "The server stops accepting, answers what it has received, and exits.\n"
+	  "The connection closes; a shell says so at its next command.",
+	  EMDB_ROLE_ADMIN, 0, 0, cmd_shutdown, { CLI_COMP_NONE } },
+	{ "help", "[COMMAND]", "list the commands, or explain one (help table: all table commands)",
+	  NULL, EMDB_ROLE_NONE, 0, 2, cmd_help,
+	  { CLI_COMP_COMMAND, CLI_COMP_COMMAND, CLI_COMP_COMMAND } },
+	{ "quit", "", "leave the shell", NULL, EMDB_ROLE_NONE, 0, 0, cmd_quit, { CLI_COMP_NONE } },
+	{ "exit", "", "leave the shell", NULL, EMDB_ROLE_NONE, 0, 0, cmd_quit, { CLI_COMP_NONE } },
+};
+#define N_CMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+static const cli_cmd *current;
+
+const cli_cmd *cmd_table(size_t *n)
+{
+	*n = N_CMDS;
+	return cmds;
+}
+
+const char *cmd_role_name(emdb_role role)
+{
+	switch (role) {
+	case EMDB_ROLE_NONE:
+		return "-";
+	case EMDB_ROLE_READER:
+		return "reader";
+	case EMDB_ROLE_TRAINER:
+		return "trainer";
+	case EMDB_ROLE_ADMIN:
+		return "admin";
+	}
+	return "?";
+}
+
+/* How many words of argv[argc] the name `name` takes: its word count if
+ * they all match (ignoring case), else 0.  With prefix, argv may end
+ * before name does (help's matching of "table" to "table create"). */
+static int name_match(const char *name, int argc, char *const *argv, bool prefix)
+{
+	int k = 0;
+	const char *p = name;
+	while (*p) {
+		size_t len = strcspn(p, " ");
+		if (k == argc)
+			return prefix ? k : 0;
+		if (strlen(argv[k]) != len || strncasecmp(argv[k], p, len))
+			return 0;
+		k++;
+		p += len;
+		p += *p == ' ';
+	}
+	return k;
+}
+
+const cli_cmd *cmd_find(int argc, char *const *argv, int *used)
+{
+	const cli_cmd *best = NULL;
+	int best_k = 0;
+	for (size_t i = 0; i < N_CMDS; i++) {
+		int k = name_match(cmds[i].name, argc, argv, false);
+		if (k > best_k) {
+			best = &cmds[i];
+			best_k = k;
+		}
+	}
+	*used = best_k;
+	return best;
+}
+
+static void full_usage(const cli_cmd *cmd, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s%s%s", cmd->name, cmd->synopsis[0] ? " " : "", cmd->synopsis);
+}
+
+cli_status cmd_usage(cli_session *s, const char *fmt, ...)
+{
+	char why[512], usage[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	full_usage(current, usage, sizeof(usage));
+	return session_error(s, CLI_USAGE, "USAGE", "%s; usage: %s", why, usage);
+}
+
+cli_status cmd_ok(cli_session *s)
+{
+	if (s->json) {
+		jw w;
+		jw_open(&w, stdout);
+		jw_bool(&w, "ok", true);
+		jw_close(&w);
+	} else {
+		printf("OK\n");
+	}
+	return CLI_OK;
+}
+
+/* No row named by argv: say why, naming the subcommands when the first
+ * word is a group ("table frob"). */
+static cli_status unknown(cli_session *s, int argc, char **argv)
+{
+	char subs[256];
+	size_t len = 0;
+	subs[0] = 0;
+	for (size_t i = 0; i < N_CMDS; i++) {
+		const char *sp = strchr(cmds[i].name, ' ');
+		if (sp && name_match(cmds[i].name, 1, argv, true) == 1 && len < sizeof(subs))
+			len += (size_t)snprintf(subs + len, sizeof(subs) - len, "%s%s", len ? ", " : "",
+						sp + 1);
+	}
+	if (!len)
+		return session_error(s, CLI_USAGE, "USAGE", "unknown command '%s'; try help", argv[0]);
+	if (argc == 1)
+		return session_error(s, CLI_USAGE, "USAGE", "'%s' needs a subcommand: %s", argv[0], subs);
+	return session_error(s, CLI_USAGE, "USAGE", "unknown command '%s %s'; '%s' takes %s", argv[0],
+			     argv[1], argv[0], subs);
+}
+
+cli_status cmd_run(cli_session *s, int argc, char **argv)
+{
+	int used;
+	const cli_cmd *cmd = cmd_find(argc, argv, &used);
+	if (!cmd)
+		return unknown(s, argc, argv);
+	current = cmd;
+	int nargs = argc - used;
+	if (nargs < cmd->min_args || (cmd->max_args >= 0 && nargs > cmd->max_args))
+		return cmd_usage(s, "wrong number of arguments for '%s'", cmd->name);
+	emdb_client *c = NULL;
+	if (cmd->role > EMDB_ROLE_NONE) {
+		c = session_client(s);
+		if (!c)
+			return CLI_FAIL;
+		emdb_role have = emdb_client_role(c);
+		if (have < cmd->role) /* invariant 2 */
+			return session_error(s, CLI_FAIL, "AUTH",
+					     "'%s' needs the %s role; this connection has the %s role",
+					     cmd->name, cmd_role_name(cmd->role), cmd_role_name(have));
+	}
+	return cmd->run(s, c, nargs, argv + used);
+}
+
+/* ---- help, quit ------------------------------------------------------ */
+
+static void help_json_row(jw *w, const cli_cmd *cmd, bool details)
+{
+	jw_obj(w, NULL);
+	jw_str(w, "name", cmd->name);
+	jw_str(w, "synopsis", cmd->synopsis);
+	jw_str(w, "summary", cmd->summary);
+	if (details)
+		jw_str(w, "help", cmd->help ? cmd->help : "");
+	jw_str(w, "role", cmd_role_name(cmd->role));
+	jw_obj_end(w);
+}
+
+static void help_text_row(const cli_cmd *cmd)
+{
+	char usage[256];
+	full_usage(cmd, usage, sizeof(usage));
+	printf("%s\n  %s\n", usage, cmd->summary);
+	for (const char *p = cmd->help; p && *p;) {
+		size_t len = strcspn(p, "\n");
+		printf("  %.*s\n", (int)len, p);
+		p += len;
+		p += *p == '\n';
+	}
+	if (cmd->role > EMDB_ROLE_NONE)
+		printf("  role: %s\n", cmd_role_name(cmd->role));
+}
+
+cli_status cmd_help(cli_session *s, emdb_client *c, int argc, char **argv)
+{
+	jw w;
+	if (argc == 0) {
+		if (s->json) {
+			jw_open(&w, stdout);
+			jw_bool(&w, "ok", true);
+			jw_arr(&w, "commands");
+			for (size_t i = 0; i < N_CMDS; i++)
+				help_json_row(&w, &cmds[i], false);
+			jw_arr_end(&w);
+			jw_close(&w);
+			return CLI_OK;
+		}
+		printf("Commands (help COMMAND for details; Tab completes commands and tables):\n");
+		for (size_t i = 0; i < N_CMDS; i++) {
+			char usage[256];
+			full_usage(&cmds[i], usage, sizeof(usage));
+			printf("  %-38s %s\n", usage, cmds[i].summary);
+		}
+		return CLI_OK;
+	}
+	/* Every row whose name begins with the words given: "help table"
+	 * explains each table command. */
+	const cli_cmd *hits[N_CMDS];
+	size_t n = 0;
+	for (size_t i = 0; i < N_CMDS; i++) {
+		if (name_match(cmds[i].name, argc, argv, true) == argc)
+			hits[n++] = &cmds[i];
+	}
+	if (n == 0)
+		return cmd_usage(s, "no command '%s%s%s'", argv[0], argc > 1 ? " " : "",
+				 argc > 1 ? argv[1] : "");
+	if (s->json) {
+		jw_open(&w, stdout);
+		jw_bool(&w, "ok", true);
+		jw_arr(&w, "commands");
+		for (size_t i = 0; i < n; i++)
+			help_json_row(&w, hits[i], true);
+		jw_arr_end(&w);
+		jw_close(&w);
+		return CLI_OK;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			printf("\n");
+		help_text_row(hits[i]);
+	}
+	return CLI_OK;
+}
+
+cli_status cmd_quit(cli_session *s, emdb_client *c, int argc, char **argv)
+{
+	s->quit = true;
+	if (s->json)
+		return cmd_ok(s);
+	return CLI_OK;
+}

@@ -1,0 +1,45 @@
+/*
+ * cmd_int.h - what the command handlers share: their prototypes, for the
+ * table in cmd.c, and the helpers they print with.
+ */
+#ifndef EMDB_CLI_CMD_INT_H
+#define EMDB_CLI_CMD_INT_H
+
+#include <emdb/client.h>
+
+#include "tools/cli/cmd.h"
+#include "tools/cli/out.h"
+#include "tools/cli/session.h"
+
+/* Report a usage error of the command being run: the reason, then its
+ * synopsis.  Returns CLI_USAGE. */
+cli_status cmd_usage(cli_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Print "OK" (text) or {"ok":true} (JSON): for commands with nothing
+ * else to say.  Returns CLI_OK. */
+cli_status cmd_ok(cli_session *s);
+
+/* cmd.c: local commands. */
+cli_status cmd_help(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_quit(cli_session *s, emdb_client *c, int argc, char **argv);
+
+/* cmd_server.c: the server and its settings. */
+cli_status cmd_ping(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_info(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_config_get(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_config_set(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_stats(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_shutdown(cli_session *s, emdb_client *c, int argc, char **argv);
+
+/* cmd_table.c: tables and their rows. */
+cli_status cmd_table_create(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_table_describe(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_table_list(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_table_drop(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_lookup(cli_session *s, emdb_client *c, int argc, char **argv);
+
+/* The statistics of a table (or the sums of stats), as "key: value" lines
+ * or as members of the open JSON object. */
+void cmd_put_table_stats(cli_session *s, jw *w, const emdb_table_stats *st);
+
+#endif
