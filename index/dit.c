@@ -9,8 +9,13 @@
  * which keeps the load, and so the bytes per row, within a narrow band.
  *
  * Invariants:
- *   1. Under a shard's lock, count + reserved <= max_count <= cap * MAX_LOAD,
- *      so a reserved insert never needs to grow and cannot fail.
+ *   1. count + reserved <= max_count <= cap * MAX_LOAD whenever an insert
+ *      runs, so a reserved insert never needs to grow and cannot fail.
+ *      Reserving is an atomic add on `reserved` checked against `count` and
+ *      `max_count`; only when that check fails does it take the write lock
+ *      and grow.  The check can only overestimate the fill (an inserter
+ *      publishes its count before it drops its reservation), never
+ *      underestimate it.
  *   2. An ID is in at most one slot, in shard (hash & (shards-1)), reachable
  *      from its home slot dit_range(hash, cap) without crossing an empty
  *      slot.  Slots are never emptied (no deletes yet), so probing stops at
@@ -19,8 +24,13 @@
  *      ring order from dit_sweep_start(); concurrent batches start at
  *      bit-reversed positions and so rarely contend (HypeReca 4.2).
  *
- * State changes: count and slots under the write lock in find_or_insert
- * and grow; reserved under the write lock in reserve/unreserve/insert.
+ * State changes: slots, cap, count and max_count under the write lock
+ * (find_or_insert, grow), stored atomically because reserve and the
+ * prefetch pipeline read them without it; reserved by atomic adds.
+ *
+ * Contention: a sweep tries each shard's lock without blocking and, when a
+ * concurrent batch holds it, defers that shard to a second pass, so two
+ * sweeps that meet overtake each other instead of one going to sleep.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -104,11 +114,16 @@ int dit_create(uint32_t shards, dit **out)
 	uint32_t made = 0;
 	for (; made < shards; made++) {
 		dit_shard *s = &d->sh[made];
-		s->slots = slots_new(MIN_CAP);
+		/* IDs spread evenly, so equal shards would all fill up and
+		 * resize within the same few inserts.  Starting capacities
+		 * spread over one growth step (x1.5) spread the resizes evenly
+		 * over the table's growth instead. */
+		uint64_t cap = MIN_CAP + (uint64_t)MIN_CAP / 2 * made / shards;
+		s->slots = slots_new(cap);
 		if (!s->slots)
 			break;
-		s->cap = MIN_CAP;
-		s->max_count = max_count_for(MIN_CAP);
+		s->cap = cap;
+		s->max_count = max_count_for(cap);
 		pthread_rwlock_init(&s->lock, &attr);
 	}
 	pthread_rwlockattr_destroy(&attr);
@@ -196,7 +211,7 @@ static int grow_locked(dit_shard *s, uint64_t need)
 	/* Atomic stores: prefetch_at reads these without the lock. */
 	__atomic_store_n(&s->slots, ns, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->cap, cap, __ATOMIC_RELAXED);
-	s->max_count = max_count_for(cap);
+	__atomic_store_n(&s->max_count, max_count_for(cap), __ATOMIC_SEQ_CST);
 	s->resizes++;
 	return EMDB_OK;
 }
@@ -211,12 +226,8 @@ static void unreserve_range(dit *d, const dit_plan *plan, uint32_t first, uint32
 	for (uint32_t k = 0; k < count; k++) {
 		uint32_t si = (first + k) & (d->shards - 1);
 		uint64_t g = group_size(plan, si);
-		if (!g)
-			continue;
-		dit_shard *s = &d->sh[si];
-		pthread_rwlock_wrlock(&s->lock);
-		s->reserved -= g;
-		pthread_rwlock_unlock(&s->lock);
+		if (g)
+			__atomic_sub_fetch(&d->sh[si].reserved, g, __ATOMIC_SEQ_CST);
 	}
 }
 
@@ -229,13 +240,19 @@ int dit_reserve(dit *d, const dit_plan *plan)
 		if (!g)
 			continue;
 		dit_shard *s = &d->sh[si];
+		uint64_t r = __atomic_add_fetch(&s->reserved, g, __ATOMIC_SEQ_CST);
+		uint64_t c = __atomic_load_n(&s->count, __ATOMIC_SEQ_CST);
+		if (c + r <= __atomic_load_n(&s->max_count, __ATOMIC_SEQ_CST))
+			continue;
+		/* Slow path: grow to hold everything held and promised. */
+		int rc = EMDB_OK;
 		pthread_rwlock_wrlock(&s->lock);
-		uint64_t need = s->count + s->reserved + g;
-		int rc = need > s->max_count ? grow_locked(s, need) : EMDB_OK;
-		if (rc == EMDB_OK)
-			s->reserved += g;
+		uint64_t need = s->count + __atomic_load_n(&s->reserved, __ATOMIC_SEQ_CST);
+		if (need > s->max_count)
+			rc = grow_locked(s, need);
 		pthread_rwlock_unlock(&s->lock);
 		if (rc != EMDB_OK) {
+			__atomic_sub_fetch(&s->reserved, g, __ATOMIC_SEQ_CST);
 			unreserve_range(d, plan, first, k);
 			return rc;
 		}
@@ -288,12 +305,58 @@ static void sweep_begin(sweep *w, const dit *d, const dit_plan *plan, uint32_t f
 		prefetch_at(w, g);
 }
 
+/* Find or insert the IDs of one shard's group, order[a..b).  Called with
+ * the shard's write lock held.  With `pipelined`, the sweep's prefetches
+ * already run ahead of us; otherwise (a deferred shard) prefetch locally. */
+static size_t upsert_group_locked(dit_shard *s, const uint64_t *ids, const dit_plan *plan, uint32_t a,
+				  uint32_t b, uint64_t *locs, dit_new_row_fn new_row, void *ctx, sweep *w)
+{
+	size_t added = 0;
+	dit_slot *sl = s->slots;
+	uint64_t cap = s->cap;
+
+	if (!w)
+		for (uint32_t j = a; j < b && j < a + PREFETCH_DIST; j++)
+			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j]], cap)], 0, 3);
+	for (uint32_t j = a; j < b; j++) {
+		if (w)
+			prefetch_at(w, w->g++ + PREFETCH_DIST);
+		else if (j + PREFETCH_DIST < b)
+			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j + PREFETCH_DIST]], cap)], 0, 3);
+		uint32_t p = plan->order[j];
+		uint64_t id = ids[p];
+		uint64_t i = dit_range(plan->hash[p], cap);
+		for (;;) {
+			if (sl[i].loc == LOC_NONE) {
+				uint64_t loc = new_row(ctx, id);
+				sl[i].id = id;
+				sl[i].loc = loc;
+				added++;
+				locs[p] = loc;
+				break;
+			}
+			if (sl[i].id == id) {
+				locs[p] = sl[i].loc;
+				break;
+			}
+			if (++i == cap)
+				i = 0;
+		}
+	}
+	/* Publish the count before dropping the reservation (invariant 1). */
+	__atomic_store_n(&s->count, s->count + added, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&s->reserved, b - a, __ATOMIC_SEQ_CST);
+	return added;
+}
+
 void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
 			uint64_t *locs, dit_new_row_fn new_row, void *ctx,
 			size_t *inserted)
 {
 	size_t added = 0;
 	uint32_t first = dit_sweep_start(d);
+	uint16_t deferred[4096];
+	uint32_t nd = 0;
 	sweep w;
 
 	sweep_begin(&w, d, plan, first);
@@ -303,42 +366,65 @@ void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
 		if (a == b)
 			continue;
 		dit_shard *s = &d->sh[si];
-		pthread_rwlock_wrlock(&s->lock);
-		for (uint32_t j = a; j < b; j++) {
-			prefetch_at(&w, w.g++ + PREFETCH_DIST);
-			uint32_t p = plan->order[j];
-			uint64_t id = ids[p];
-			uint64_t i = dit_range(plan->hash[p], s->cap);
-			dit_slot *sl = s->slots;
-			for (;;) {
-				if (sl[i].loc == LOC_NONE) {
-					uint64_t loc = new_row(ctx, id);
-					sl[i].id = id;
-					sl[i].loc = loc;
-					s->count++;
-					added++;
-					locs[p] = loc;
-					break;
-				}
-				if (sl[i].id == id) {
-					locs[p] = sl[i].loc;
-					break;
-				}
-				if (++i == s->cap)
-					i = 0;
-			}
+		if (pthread_rwlock_trywrlock(&s->lock) != 0) {
+			deferred[nd++] = (uint16_t)si;
+			w.g += b - a;
+			continue;
 		}
-		s->reserved -= b - a;
+		added += upsert_group_locked(s, ids, plan, a, b, locs, new_row, ctx, &w);
+		pthread_rwlock_unlock(&s->lock);
+	}
+	for (uint32_t k = 0; k < nd; k++) {
+		dit_shard *s = &d->sh[deferred[k]];
+		pthread_rwlock_wrlock(&s->lock);
+		added += upsert_group_locked(s, ids, plan, plan->start[deferred[k]], plan->start[deferred[k] + 1],
+					     locs, new_row, ctx, NULL);
 		pthread_rwlock_unlock(&s->lock);
 	}
 	if (inserted)
 		*inserted = added;
 }
 
+/* dit_find's work on one shard's group, with a read lock held. */
+static size_t find_group_locked(const dit_shard *s, const uint64_t *ids, const dit_plan *plan, uint32_t a,
+				uint32_t b, uint64_t *locs, sweep *w)
+{
+	size_t found = 0;
+	const dit_slot *sl = s->slots;
+	uint64_t cap = s->cap;
+
+	if (!w)
+		for (uint32_t j = a; j < b && j < a + PREFETCH_DIST; j++)
+			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j]], cap)], 0, 3);
+	for (uint32_t j = a; j < b; j++) {
+		if (w)
+			prefetch_at(w, w->g++ + PREFETCH_DIST);
+		else if (j + PREFETCH_DIST < b)
+			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j + PREFETCH_DIST]], cap)], 0, 3);
+		uint32_t p = plan->order[j];
+		uint64_t id = ids[p];
+		uint64_t i = dit_range(plan->hash[p], cap);
+		uint64_t loc = LOC_NONE;
+		while (sl[i].loc != LOC_NONE) {
+			if (sl[i].id == id) {
+				loc = sl[i].loc;
+				found++;
+				break;
+			}
+			if (++i == cap)
+				i = 0;
+		}
+		locs[p] = loc;
+	}
+	return found;
+}
+
 size_t dit_find(dit *d, const uint64_t *ids, const dit_plan *plan, uint64_t *locs)
 {
 	size_t found = 0;
 	uint32_t first = dit_sweep_start(d);
+	uint16_t deferred[4096];
+	uint32_t nd = 0;
 	sweep w;
 
 	sweep_begin(&w, d, plan, first);
@@ -348,25 +434,19 @@ size_t dit_find(dit *d, const uint64_t *ids, const dit_plan *plan, uint64_t *loc
 		if (a == b)
 			continue;
 		dit_shard *s = &d->sh[si];
-		pthread_rwlock_rdlock(&s->lock);
-		for (uint32_t j = a; j < b; j++) {
-			prefetch_at(&w, w.g++ + PREFETCH_DIST);
-			uint32_t p = plan->order[j];
-			uint64_t id = ids[p];
-			uint64_t i = dit_range(plan->hash[p], s->cap);
-			const dit_slot *sl = s->slots;
-			uint64_t loc = LOC_NONE;
-			while (sl[i].loc != LOC_NONE) {
-				if (sl[i].id == id) {
-					loc = sl[i].loc;
-					found++;
-					break;
-				}
-				if (++i == s->cap)
-					i = 0;
-			}
-			locs[p] = loc;
+		if (pthread_rwlock_tryrdlock(&s->lock) != 0) {
+			deferred[nd++] = (uint16_t)si;
+			w.g += b - a;
+			continue;
 		}
+		found += find_group_locked(s, ids, plan, a, b, locs, &w);
+		pthread_rwlock_unlock(&s->lock);
+	}
+	for (uint32_t k = 0; k < nd; k++) {
+		dit_shard *s = &d->sh[deferred[k]];
+		pthread_rwlock_rdlock(&s->lock);
+		found += find_group_locked(s, ids, plan, plan->start[deferred[k]], plan->start[deferred[k] + 1], locs,
+					   NULL);
 		pthread_rwlock_unlock(&s->lock);
 	}
 	return found;
