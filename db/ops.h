@@ -70,4 +70,12 @@ static inline void ops_prefetch_row(const void *p, size_t bytes)
 		__builtin_prefetch((const char *)p + o, 0, 3);
 }
 
+/* The same, for a row about to be written: fetching the lines for writing
+ * saves the second round trip a store to a shared line would cost. */
+static inline void ops_prefetch_row_w(const void *p, size_t bytes)
+{
+	for (size_t o = 0; o < bytes; o += 64)
+		__builtin_prefetch((const char *)p + o, 1, 3);
+}
+
 #endif

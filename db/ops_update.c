@@ -25,7 +25,7 @@
 	do {                                                                      \
 		for (uint32_t j = 0; j < cnt; j++) {                              \
 			if (j + OPS_PREFETCH_ROWS < cnt)                          \
-				ops_prefetch_row(table_row(t, m->locs[j + OPS_PREFETCH_ROWS]), \
+				ops_prefetch_row_w(table_row(t, m->locs[j + OPS_PREFETCH_ROWS]), \
 						 row_bytes);                      \
 			rowfn(&sc, dim, table_row(t, m->locs[j]), m->grads + (size_t)j * dim); \
 		}                                                                 \
@@ -39,7 +39,7 @@ static void apply_shard(tbl *t, gradmap *m, const emdb_opt_scalars *scp)
 	size_t row_bytes = ((size_t)dim + t->state_floats) * sizeof(float);
 
 	for (uint32_t j = 0; j < cnt && j < OPS_PREFETCH_ROWS; j++)
-		ops_prefetch_row(table_row(t, m->locs[j]), row_bytes);
+		ops_prefetch_row_w(table_row(t, m->locs[j]), row_bytes);
 	switch (t->cfg.optimizer.kind) {
 	case EMDB_OPT_SGD:
 		APPLY_LOOP(emdb_opt_sgd_row);
