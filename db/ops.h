@@ -38,8 +38,9 @@ typedef struct ops_rows {
 /* Resolving ids (inserting absent ones) into r, in two steps as
  * table_resolve_*: ops_rows_prepare groups and reserves (order and start
  * are valid afterwards, locs not yet); ops_rows_commit fills locs and cannot
- * fail; ops_rows_abort undoes prepare.  Caller holds t->update_lock for
- * reading.  Errors: NOMEM, LIMIT; nothing is inserted then. */
+ * fail; ops_rows_abort undoes prepare.  Needs no table lock (new rows are
+ * invisible until published by the index).  Errors: NOMEM, LIMIT; nothing
+ * is inserted then. */
 int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r);
 void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r);
 void ops_rows_abort(tbl *t, ops_rows *r);

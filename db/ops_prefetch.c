@@ -156,9 +156,7 @@ int emdb_prefetch(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, emdb_
 	tk->start = tk->order + n;
 
 	dit_plan plan = { .n = n, .hash = hash, .order = tk->order, .start = tk->start };
-	pthread_rwlock_rdlock(&t->update_lock);
 	rc = table_resolve(t, ids, n, &plan, tk->locs);
-	pthread_rwlock_unlock(&t->update_lock);
 	emdb_free(hash);
 	if (rc != EMDB_OK) {
 		emdb_free(tk);

@@ -7,7 +7,7 @@
  * is what lets Pull approach the gather bound of emdb-bench.
  *
  * Invariants:
- *   1. Every call holds the table's update_lock for reading while it reads
+ *   1. Every call holds the table's rows_lock for reading while it reads
  *      rows, so no row is read while an Update rewrites it (no torn rows).
  *   2. Lookup and state reads never insert: they use dit_find only.
  *   3. Pooled sums run in float32 in request order within each bag; MEAN
@@ -79,7 +79,7 @@ static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 	}
 
 	ops_rows r;
-	pthread_rwlock_rdlock(&t->update_lock);
+	pthread_rwlock_rdlock(&t->rows_lock);
 	if (tk)
 		ops_rows_from_ticket(tk, &r);
 	else
@@ -91,7 +91,7 @@ static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 			gather(t, r.locs, n, out);
 		ops_rows_done(&r);
 	}
-	pthread_rwlock_unlock(&t->update_lock);
+	pthread_rwlock_unlock(&t->rows_lock);
 	if (rc == EMDB_OK) {
 		TABLE_COUNT(t, calls_pull, 1);
 		TABLE_COUNT(t, ids_pull, n);
@@ -154,7 +154,7 @@ int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_
 
 	uint64_t *locs;
 	size_t hits = 0;
-	pthread_rwlock_rdlock(&t->update_lock);
+	pthread_rwlock_rdlock(&t->rows_lock);
 	void *m = find_rows(t, ids, n, &locs, &hits);
 	if (m) {
 		size_t bytes = (size_t)dim * sizeof(float);
@@ -177,7 +177,7 @@ int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_
 				found[i] = locs[i] != LOC_NONE;
 		}
 	}
-	pthread_rwlock_unlock(&t->update_lock);
+	pthread_rwlock_unlock(&t->rows_lock);
 	if (m) {
 		emdb_free(m);
 		TABLE_COUNT(t, calls_lookup, 1);
@@ -209,7 +209,7 @@ int emdb_read_state(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, flo
 	uint64_t *locs;
 	size_t hits;
 	size_t sf = t->state_floats;
-	pthread_rwlock_rdlock(&t->update_lock);
+	pthread_rwlock_rdlock(&t->rows_lock);
 	void *m = find_rows(t, ids, n, &locs, &hits);
 	if (m) {
 		for (size_t i = 0; i < n; i++) {
@@ -221,7 +221,7 @@ int emdb_read_state(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, flo
 				found[i] = locs[i] != LOC_NONE;
 		}
 	}
-	pthread_rwlock_unlock(&t->update_lock);
+	pthread_rwlock_unlock(&t->rows_lock);
 	emdb_free(m);
 	table_release(t);
 	return m ? EMDB_OK : EMDB_ERR_NOMEM;

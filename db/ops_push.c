@@ -14,9 +14,10 @@
  *      room in every shard the batch touches, are reserved first; if one
  *      reservation fails, the earlier ones are released, no row is inserted
  *      and no gradient is added.  Inserting and adding cannot fail.
- *   2. The call holds update_lock for reading, so no Update runs between the
- *      two sweeps and every accumulated gradient is applied by the next
- *      Update as a whole.
+ *   2. The call holds update_lock for reading, so no Update swaps the
+ *      accumulators out between the two sweeps: every gradient of a push is
+ *      applied by the same Update.  Pushes never wait for an Update to
+ *      finish applying, only for its swap.
  */
 #include <string.h>
 

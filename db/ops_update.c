@@ -2,17 +2,27 @@
  * ops_update.c - Update: apply each table's optimizer to every row that
  * holds an accumulated gradient, then clear the accumulators.
  *
- * The table's update_lock is taken for writing: the pushes that fed this
- * step have all finished, and no Pull can see a row half-updated.  Rows
- * are visited shard by shard in accumulator order with their memory
- * prefetched a few rows ahead; the optimizer kind is dispatched once per
- * shard, not per row.
+ * An Update runs in two parts.  First, holding update_lock for writing (so
+ * no push is between its reservation and its adds) and rows_lock for
+ * writing (so no reader is inside a row and the previous Update has
+ * finished), it advances the step and swaps every shard's accumulators
+ * out for the empty ones kept from last time.  Then it lets pushes go on
+ * into the fresh accumulators and, still holding rows_lock, applies the
+ * optimizer to the swapped-out rows.  So pushes for the next step overlap
+ * with this step's optimizer work, while Pulls wait for it.
+ *
+ * Rows are visited shard by shard in accumulator order with their memory
+ * prefetched for writing a few rows ahead; the optimizer kind is dispatched
+ * once per shard, not per row.
  *
  * Invariants:
  *   1. step advances by exactly one per Update, before the rule is
- *      evaluated (so the first Update runs with step 1, as torch does).
+ *      evaluated (so the first Update runs with step 1, as torch does), and
+ *      Updates apply in step order (rows_lock is taken before update_lock
+ *      is released).
  *   2. Only rows with an accumulator are written; all others stay
- *      bit-identical.  After the call no accumulator remains.
+ *      bit-identical.  Every gradient pushed before the call started is
+ *      applied by it.
  */
 #include <emdb/alloc.h>
 
@@ -26,12 +36,12 @@
 		for (uint32_t j = 0; j < cnt; j++) {                              \
 			if (j + OPS_PREFETCH_ROWS < cnt)                          \
 				ops_prefetch_row_w(table_row(t, m->locs[j + OPS_PREFETCH_ROWS]), \
-						 row_bytes);                      \
+						   row_bytes);                    \
 			rowfn(&sc, dim, table_row(t, m->locs[j]), m->grads + (size_t)j * dim); \
 		}                                                                 \
 	} while (0)
 
-static void apply_shard(tbl *t, gradmap *m, const emdb_opt_scalars *scp)
+static void apply_shard(tbl *t, const gradmap *m, const emdb_opt_scalars *scp)
 {
 	emdb_opt_scalars sc = *scp;
 	uint32_t dim = t->dim;
@@ -65,22 +75,32 @@ static uint64_t update_table(tbl *t)
 	emdb_opt_scalars sc;
 
 	pthread_rwlock_wrlock(&t->update_lock);
+	pthread_rwlock_wrlock(&t->rows_lock);
 	uint64_t step = t->step + 1;
 	__atomic_store_n(&t->step, step, __ATOMIC_RELAXED);
 	emdb_opt_scalars_for_step(&t->cfg.optimizer, step, t->dim, &sc);
 	for (uint32_t s = 0; s < t->shards; s++) {
-		/* The write lock already excludes every pusher; the mutex is
-		 * taken only so that statistics readers see a settled map. */
-		pthread_mutex_lock(&t->grads[s].mu);
-		gradmap *m = &t->grads[s].map;
-		if (m->count) {
-			apply_shard(t, m, &sc);
-			rows += m->count;
-			gradmap_clear(m);
-		}
-		pthread_mutex_unlock(&t->grads[s].mu);
+		table_grads *g = &t->grads[s];
+		pthread_mutex_lock(&g->mu);
+		gradmap tmp = g->map;
+		g->map = g->applying;
+		g->applying = tmp;
+		pthread_mutex_unlock(&g->mu);
 	}
 	pthread_rwlock_unlock(&t->update_lock);
+
+	for (uint32_t s = 0; s < t->shards; s++) {
+		table_grads *g = &t->grads[s];
+		if (!g->applying.count)
+			continue;
+		apply_shard(t, &g->applying, &sc);
+		rows += g->applying.count;
+		/* Sizes change under mu: statistics read them. */
+		pthread_mutex_lock(&g->mu);
+		gradmap_clear(&g->applying);
+		pthread_mutex_unlock(&g->mu);
+	}
+	pthread_rwlock_unlock(&t->rows_lock);
 	TABLE_COUNT(t, calls_update, 1);
 	TABLE_COUNT(t, rows_updated, rows);
 	return rows;

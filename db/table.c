@@ -50,12 +50,14 @@ int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config
 	for (uint32_t s = 0; s < t->shards; s++) {
 		pthread_mutex_init(&t->grads[s].mu, NULL);
 		gradmap_init(&t->grads[s].map, t->dim);
+		gradmap_init(&t->grads[s].applying, t->dim);
 	}
 	pthread_rwlockattr_t attr;
 	pthread_rwlockattr_init(&attr);
 	/* An Update must get in even while pulls keep arriving. */
 	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&t->update_lock, &attr);
+	pthread_rwlock_init(&t->rows_lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
 	*out = t;
 	return EMDB_OK;
@@ -73,12 +75,14 @@ static void table_free(tbl *t)
 {
 	for (uint32_t s = 0; s < t->shards; s++) {
 		gradmap_destroy(&t->grads[s].map);
+		gradmap_destroy(&t->grads[s].applying);
 		pthread_mutex_destroy(&t->grads[s].mu);
 	}
 	emdb_free(t->grads_raw);
 	dit_destroy(t->index);
 	chunk_store_destroy(&t->rows);
 	pthread_rwlock_destroy(&t->update_lock);
+	pthread_rwlock_destroy(&t->rows_lock);
 	emdb_free(t);
 }
 
@@ -163,7 +167,7 @@ void table_stats(tbl *t, emdb_table_stats *out)
 	for (uint32_t s = 0; s < t->shards; s++) {
 		pthread_mutex_lock(&t->grads[s].mu);
 		out->pending_rows += t->grads[s].map.count;
-		out->bytes_grads += gradmap_bytes(&t->grads[s].map);
+		out->bytes_grads += gradmap_bytes(&t->grads[s].map) + gradmap_bytes(&t->grads[s].applying);
 		pthread_mutex_unlock(&t->grads[s].mu);
 	}
 	uint64_t mapped = chunk_bytes_mapped(&t->rows);

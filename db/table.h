@@ -8,10 +8,17 @@
  * every ticket one more; the last table_release frees it.
  *
  * Locking, outermost first:
- *   update_lock  read by every data operation, written by Update, so an
- *                Update never overlaps a Pull/Push/Prefetch/Lookup.
+ *   update_lock  read by Push, written by Update only while it swaps the
+ *                gradient accumulators out, so a push's reservation and its
+ *                adds land in the same step.
+ *   rows_lock    read by whatever reads row contents (Pull, Lookup, state
+ *                reads), written by Update while it applies the optimizer:
+ *                no reader sees a row half-updated.  Update takes it before
+ *                it drops update_lock, so Updates apply in step order.
  *   index shard  (index/dit.c) and grads[s].mu, one at a time per batch.
  *   rows.mu      chunk creation (db/chunk.c).
+ * Prefetch takes neither of the first two: it writes only new rows, which
+ * no Update and no reader can see before the index publishes them.
  */
 #ifndef EMDB_TABLE_H
 #define EMDB_TABLE_H
@@ -28,7 +35,9 @@
 
 typedef struct table_grads {
 	pthread_mutex_t mu;
-	gradmap map;
+	gradmap map;      /* where pushes accumulate                        */
+	gradmap applying; /* swapped out by Update; touched only by the Update
+			   * holding rows_lock, sizes changed under mu      */
 } __attribute__((aligned(64))) table_grads;
 
 typedef struct table_counters {
@@ -46,6 +55,7 @@ typedef struct tbl {
 	int refs;               /* atomic */
 	emdb_table_config cfg;
 	pthread_rwlock_t update_lock;
+	pthread_rwlock_t rows_lock;
 	uint64_t step;          /* written under update_lock (write) */
 	dit *index;
 	chunk_store rows;
@@ -75,7 +85,7 @@ int table_check_batch(const tbl *t, size_t n, uint32_t dim);
  * rows for every ID to be new; it fails only with NOMEM or LIMIT, reserving
  * nothing then.  table_resolve_commit writes locs[i] for every ID,
  * inserting the absent ones, and cannot fail; table_resolve_abort gives the
- * reservation back instead.  Caller holds update_lock for reading. */
+ * reservation back instead.  No table lock is needed. */
 int table_resolve_prepare(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan);
 void table_resolve_commit(tbl *t, const uint64_t *ids, const dit_plan *plan, uint64_t *locs);
 void table_resolve_abort(tbl *t, const dit_plan *plan);

@@ -23,10 +23,14 @@
  *   on the same emdb_db, except emdb_db_close (no other call may be in
  *   flight).  The engine starts no threads of its own: the caller's threads
  *   do the work, so a server's thread pool drives it directly.
- *   emdb_update of a table excludes the other operations on that table for
- *   its duration, so a Pull sees every row either entirely before or
- *   entirely after an Update, never a torn row.  Concurrent pushes of the
- *   same ID are all summed; their float summation order is unspecified.
+ *   While emdb_update applies the optimizer, Pulls, Lookups and state reads
+ *   of that table wait, so they see every row either entirely before or
+ *   entirely after an Update, never a torn row.  Pushes wait only for the
+ *   moment an Update takes the accumulated gradients (a push that has
+ *   returned before emdb_update is called is applied by it; one that starts
+ *   later goes to the next Update), and Prefetch never waits.  Concurrent
+ *   pushes of the same ID are all summed; their float summation order is
+ *   unspecified.
  *
  * Errors
  *   Functions return EMDB_OK or a negative emdb_err code (emdb/error.h) and
