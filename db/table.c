@@ -4,7 +4,7 @@
  *
  * Invariants:
  *   1. Every ID in the index has a fully initialized row: new rows are
- *      written (initial vector, initial optimizer state) by new_row() under
+ *      written (initial vector, initial optimizer state) by init_row() under
  *      the index shard's write lock, before the ID becomes findable.
  *   2. table_resolve either inserts every absent ID of the batch or none:
  *      index room and chunk rows are reserved first (the only steps that can
@@ -110,14 +110,18 @@ int table_check_batch(const tbl *t, size_t n, uint32_t dim)
 
 static uint64_t new_row(void *ctx, uint64_t id)
 {
+	(void)id;
+	return chunk_new_row(&((tbl *)ctx)->rows);
+}
+
+static void init_row(void *ctx, uint64_t id, uint64_t loc)
+{
 	tbl *t = ctx;
-	uint64_t loc = chunk_new_row(&t->rows);
 	float *row = table_row(t, loc);
 	const emdb_table_config *c = &t->cfg;
 
 	emdb_init_row(c->init.kind, c->init.a, c->init.b, c->seed, t->id, id, t->dim, row);
 	emdb_opt_init_state(c->optimizer.kind, &c->optimizer, t->dim, row + t->dim);
-	return loc;
 }
 
 int table_resolve_prepare(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan)
@@ -134,7 +138,7 @@ int table_resolve_prepare(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan)
 
 void table_resolve_commit(tbl *t, const uint64_t *ids, const dit_plan *plan, uint64_t *locs)
 {
-	dit_find_or_insert(t->index, ids, plan, locs, new_row, t, NULL);
+	dit_find_or_insert(t->index, ids, plan, locs, new_row, init_row, t, NULL);
 	chunk_unreserve(&t->rows, plan->n);
 }
 

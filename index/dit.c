@@ -314,12 +314,29 @@ static void sweep_begin(sweep *w, const dit *d, const dit_plan *plan, uint32_t f
 /* Find or insert the IDs of one shard's group, order[a..b).  Called with
  * the shard's write lock held.  With `pipelined`, the sweep's prefetches
  * already run ahead of us; otherwise (a deferred shard) prefetch locally. */
+typedef struct row_fns {
+	dit_new_row_fn new_row;
+	dit_init_row_fn init_row;
+	void *ctx;
+} row_fns;
+
+#define INIT_RUN 64u
+
+/* Initialize the rows of the new IDs at batch positions pend[0..n). */
+static void init_pending(const row_fns *f, const uint64_t *ids, const uint64_t *locs, const uint32_t *pend,
+			 uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		f->init_row(f->ctx, ids[pend[k]], locs[pend[k]]);
+}
+
 static size_t upsert_group_locked(dit_shard *s, const uint64_t *ids, const dit_plan *plan, uint32_t a,
-				  uint32_t b, uint64_t *locs, dit_new_row_fn new_row, void *ctx, sweep *w)
+				  uint32_t b, uint64_t *locs, const row_fns *f, sweep *w)
 {
 	size_t added = 0;
 	dit_slot *sl = s->slots;
 	uint64_t cap = s->cap;
+	uint32_t pend[INIT_RUN], np = 0;
 
 	if (!w)
 		for (uint32_t j = a; j < b && j < a + PREFETCH_DIST; j++)
@@ -334,11 +351,18 @@ static size_t upsert_group_locked(dit_shard *s, const uint64_t *ids, const dit_p
 		uint64_t i = dit_range(plan->hash[p], cap);
 		for (;;) {
 			if (sl[i].loc == LOC_NONE) {
-				uint64_t loc = new_row(ctx, id);
+				uint64_t loc = f->new_row(f->ctx, id);
 				sl[i].id = id;
 				sl[i].loc = loc;
 				added++;
 				locs[p] = loc;
+				if (f->init_row) {
+					pend[np++] = p;
+					if (np == INIT_RUN) {
+						init_pending(f, ids, locs, pend, np);
+						np = 0;
+					}
+				}
 				break;
 			}
 			if (sl[i].id == id) {
@@ -349,6 +373,8 @@ static size_t upsert_group_locked(dit_shard *s, const uint64_t *ids, const dit_p
 				i = 0;
 		}
 	}
+	if (np)
+		init_pending(f, ids, locs, pend, np);
 	/* Publish the count before dropping the reservation (invariant 1). */
 	__atomic_store_n(&s->count, s->count + added, __ATOMIC_SEQ_CST);
 	__atomic_sub_fetch(&s->reserved, b - a, __ATOMIC_SEQ_CST);
@@ -356,9 +382,10 @@ static size_t upsert_group_locked(dit_shard *s, const uint64_t *ids, const dit_p
 }
 
 void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
-			uint64_t *locs, dit_new_row_fn new_row, void *ctx,
-			size_t *inserted)
+			uint64_t *locs, dit_new_row_fn new_row,
+			dit_init_row_fn init_row, void *ctx, size_t *inserted)
 {
+	const row_fns f = { new_row, init_row, ctx };
 	size_t added = 0;
 	uint32_t first = dit_sweep_start(d);
 	uint16_t deferred[4096];
@@ -377,14 +404,14 @@ void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
 			w.g += b - a;
 			continue;
 		}
-		added += upsert_group_locked(s, ids, plan, a, b, locs, new_row, ctx, &w);
+		added += upsert_group_locked(s, ids, plan, a, b, locs, &f, &w);
 		pthread_rwlock_unlock(&s->lock);
 	}
 	for (uint32_t k = 0; k < nd; k++) {
 		dit_shard *s = &d->sh[deferred[k]];
 		pthread_rwlock_wrlock(&s->lock);
 		added += upsert_group_locked(s, ids, plan, plan->start[deferred[k]], plan->start[deferred[k] + 1],
-					     locs, new_row, ctx, NULL);
+					     locs, &f, NULL);
 		pthread_rwlock_unlock(&s->lock);
 	}
 	if (inserted)

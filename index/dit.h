@@ -36,9 +36,15 @@ typedef struct dit_plan {
 } dit_plan;
 
 /* Called under the shard's write lock for each ID that is not yet held:
- * returns the location of a fresh, initialized row.  Must not fail: the
- * caller reserved rows before dit_find_or_insert. */
+ * returns the location of a fresh row.  Must not fail: the caller reserved
+ * rows before dit_find_or_insert. */
 typedef uint64_t (*dit_new_row_fn)(void *ctx, uint64_t id);
+
+/* Optional: fills the new row of `id` at `loc`.  Called, still under the
+ * shard's write lock and so before any other batch can find the ID, after
+ * the probes of a run of IDs: keeping the compute of initial values out of
+ * the probe loop keeps that loop's prefetches flowing. */
+typedef void (*dit_init_row_fn)(void *ctx, uint64_t id, uint64_t loc);
 
 /* shards: power of two, 1..4096.  Errors: INVALID, NOMEM. */
 int dit_create(uint32_t shards, dit **out);
@@ -54,11 +60,12 @@ void dit_plan_build(const dit *d, const uint64_t *ids, size_t n, dit_plan *plan)
 int dit_reserve(dit *d, const dit_plan *plan);
 void dit_unreserve(dit *d, const dit_plan *plan);
 
-/* locs[i] = location of ids[i], inserting absent IDs with new_row.
- * Releases the plan's reservation.  *inserted gets the number of new IDs. */
+/* locs[i] = location of ids[i], inserting absent IDs with new_row (then
+ * init_row, when not NULL).  Releases the plan's reservation.  *inserted
+ * (may be NULL) gets the number of new IDs. */
 void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
-			uint64_t *locs, dit_new_row_fn new_row, void *ctx,
-			size_t *inserted);
+			uint64_t *locs, dit_new_row_fn new_row,
+			dit_init_row_fn init_row, void *ctx, size_t *inserted);
 
 /* locs[i] = location of ids[i], or LOC_NONE when absent.  Never inserts.
  * Returns the number of IDs found. */

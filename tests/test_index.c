@@ -81,7 +81,7 @@ Test(index, tens_of_millions_survive_resizes)
 		dit_plan_build(d, ids, n, &pb.plan);
 		cr_assert_eq(dit_reserve(d, &pb.plan), 0);
 		size_t added = 0;
-		dit_find_or_insert(d, ids, &pb.plan, locs, new_row, NULL, &added);
+		dit_find_or_insert(d, ids, &pb.plan, locs, new_row, NULL, NULL, &added);
 		cr_assert_eq(added, n, "batch at %llu: %zu of %zu new", (unsigned long long)base, added, n);
 	}
 	dit_stats st;
@@ -130,7 +130,7 @@ Test(index, duplicates_extremes_and_single_ids)
 	next_row = 0;
 	dit_plan_build(d, ids, 6, &pb.plan);
 	cr_assert_eq(dit_reserve(d, &pb.plan), 0);
-	dit_find_or_insert(d, ids, &pb.plan, locs, new_row, NULL, &added);
+	dit_find_or_insert(d, ids, &pb.plan, locs, new_row, NULL, NULL, &added);
 	cr_assert_eq(added, 3, "three distinct IDs, %zu inserted", added);
 	cr_assert_eq(locs[0], locs[2]);
 	cr_assert_eq(locs[1], locs[4]);
@@ -202,7 +202,7 @@ Test(index, failed_reservation_changes_nothing)
 	cr_assert_eq(dit_reserve(d, &pb.plan), 0);
 	next_row = 0;
 	size_t added;
-	dit_find_or_insert(d, ids, &pb.plan, locs, new_row, NULL, &added);
+	dit_find_or_insert(d, ids, &pb.plan, locs, new_row, NULL, NULL, &added);
 	cr_assert_eq(added, N);
 	dit_get_stats(d, &st);
 	cr_assert_eq(st.count, N);
@@ -232,7 +232,7 @@ Test(index, foreach_visits_every_key)
 		ids[i] = key_of((uint64_t)i);
 	dit_plan_build(d, ids, N, &pb.plan);
 	cr_assert_eq(dit_reserve(d, &pb.plan), 0);
-	dit_find_or_insert(d, ids, &pb.plan, locs, new_row, NULL, NULL);
+	dit_find_or_insert(d, ids, &pb.plan, locs, new_row, NULL, NULL, NULL);
 	uint64_t seen = 0;
 	cr_assert_eq(dit_foreach(d, count_visit, &seen), 0);
 	cr_assert_eq(seen, N);

@@ -142,7 +142,7 @@ baseline *baseline_create(const emdb_table_config *cfg, uint32_t table_id,
 		rc = dit_reserve(b->index, &plan);
 		if (rc != EMDB_OK)
 			preload_die_engine("dit_reserve (baseline preload)", rc);
-		dit_find_or_insert(b->index, ids, &plan, locs, placeholder_row, b, NULL);
+		dit_find_or_insert(b->index, ids, &plan, locs, placeholder_row, NULL, b, NULL);
 	}
 	harness_log("preloaded the global-lock baseline: %llu IDs in %.1f s",
 		    (unsigned long long)rows, harness_now() - t0);
@@ -172,7 +172,7 @@ static uint64_t baseline_step(void *arg, unsigned t, uint64_t iter)
 		rc = dit_reserve(b->index, &plan);
 		if (rc != EMDB_OK)
 			preload_die_engine("dit_reserve (baseline)", rc);
-		dit_find_or_insert(b->index, &ids[i], &plan, &loc, new_row, b, &inserted);
+		dit_find_or_insert(b->index, &ids[i], &plan, &loc, new_row, NULL, b, &inserted);
 		added += inserted;
 		sink += loc;
 	}
