@@ -26,6 +26,8 @@
  *   1. Exit status 2 for bad usage, 1 for a failure while running, 0 after
  *      printing the figures (missed goals are figures, not failures).
  *   2. Nothing is left running or mapped at exit.
+ *   3. Without --net the run is in process, exactly as described above;
+ *      with --net, net_bench.c runs the network mode instead.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -39,6 +41,7 @@
 #include "tools/bench/baseline.h"
 #include "tools/bench/harness.h"
 #include "tools/bench/keys.h"
+#include "tools/bench/net_bench.h"
 #include "tools/bench/pool.h"
 #include "tools/bench/preload.h"
 #include "tools/bench/report.h"
@@ -75,6 +78,8 @@ typedef struct bench_opts {
 	double new_frac;        /* Prefetch: share of never-seen IDs */
 	emdb_init_kind init;
 	int json;
+	net_transport net;       /* NET_OFF: in process */
+	unsigned depth;         /* --net: requests in flight */
 } bench_opts;
 
 static void usage(FILE *f)
@@ -100,6 +105,11 @@ static void usage(FILE *f)
 	      "                  (default 0.10)\n"
 	      "  --init I        row initializer: uniform, normal or zeros (default\n"
 	      "                  uniform in [-0.01, 0.01])\n"
+	      "  --net N         tcp or unix: measure over the network instead, through\n"
+	      "                  the client library against an emdb-server (loopback or a\n"
+	      "                  Unix socket), beside the echo bound and redis-server\n"
+	      "                  (default: off, in process)\n"
+	      "  --depth N       --net: requests in flight on the connection (default 8)\n"
 	      "  --json          one JSON object per measurement and line on stdout\n"
 	      "  --help          this text\n",
 	      f);
@@ -185,13 +195,16 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		{ "new", required_argument, NULL, 'n' },
 		{ "init", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "net", required_argument, NULL, 'N' },
+		{ "depth", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	*o = (bench_opts){ .workloads = WL_ALL, .dim = 64, .batch = 4096, .seconds = 2,
-			   .new_frac = PREFETCH_NEW_FRAC, .init = EMDB_INIT_UNIFORM };
+			   .new_frac = PREFETCH_NEW_FRAC, .init = EMDB_INIT_UNIFORM,
+			   .depth = NET_DEFAULT_DEPTH };
 	parse_optimizer(o, "all");
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -260,6 +273,17 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 			break;
 		case 'j':
 			o->json = 1;
+			break;
+		case 'N':
+			if (strcmp(optarg, "tcp") == 0)
+				o->net = NET_TCP;
+			else if (strcmp(optarg, "unix") == 0)
+				o->net = NET_UNIX;
+			else
+				bad_usage("--net: '%s' is not tcp or unix", optarg);
+			break;
+		case 'P':
+			o->depth = (unsigned)parse_count("--depth", optarg, 1, 1024);
 			break;
 		case 'h':
 			usage(stdout);
@@ -444,6 +468,19 @@ int main(int argc, char **argv)
 	if (!r)
 		harness_die("out of memory");
 	parse_args(argc, argv, &o);
+	if (o.net != NET_OFF) {
+		net_bench_opts no = {
+			.transport = o.net, .depth = o.depth, .rows = o.rows, .dim = o.dim,
+			.batch = o.batch, .seconds = o.seconds,
+			.dist = o.dist_set ? o.dist : KEYS_ZIPF, .json = o.json,
+			.pull = !!(o.workloads & WL_PULL), .push = !!(o.workloads & WL_PUSH),
+			.lookup = !!(o.workloads & WL_LOOKUP),
+			.prefetch = !!(o.workloads & WL_PREFETCH),
+		};
+		free(r);
+		net_bench_run(&no);
+		return 0;
+	}
 	getloadavg(load, 1);
 	if (cores < 1)
 		cores = 1;

@@ -1,0 +1,233 @@
+/*
+ * net_bench.c - the driver and the report of emdb-bench --net
+ * (net_bench.h, docs/benchmarks.md "Network mode").
+ *
+ * Design
+ *   One run: start emdb-server and redis-server on the chosen transport,
+ *   create the table and preload ranks 1..rows into both (Redis gets the
+ *   vectors emdb returns, as packed values), then per operation measure
+ *   the client library with `depth` requests in flight, the echo bound
+ *   with the same request and response sizes and depth on the same socket
+ *   type, and, where Redis has a counterpart, Redis (MGET for Pull, MSET
+ *   for Push).  Lookup of a single ID is measured as latency, beside
+ *   Redis GET and the echo of the same sizes.
+ *
+ *   A ratio is workload / anchor for rates and workload / anchor for
+ *   latencies too (so a latency ratio should be at most its goal).
+ *
+ * Invariants
+ *   1. Every server is killed and the temporary directory removed before
+ *      the process exits, by net_server's atexit and signal handlers.
+ *   2. Missed goals are figures, not failures: the exit status is 0.
+ */
+#include "tools/bench/net_bench.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <emdb/client.h>
+
+#include "tools/bench/net_echo.h"
+#include "tools/bench/net_redis.h"
+#include "tools/bench/net_server.h"
+#include "tools/bench/net_wl.h"
+#include "tools/bench/pool.h"
+#include "tools/bench/preload.h"
+
+#define NET_POOL_IDS (256u << 10)
+
+typedef struct net_rec {
+	net_op op;
+	size_t req, resp;
+	harness_result emdb, echo, redis;
+	int has_redis;
+	const char *redis_cmd;
+	double goal_echo, goal_redis; /* 0: none */
+} net_rec;
+
+static const char *tr_name(net_transport tr)
+{
+	return tr == NET_TCP ? "tcp" : "unix";
+}
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
+
+static void print_json(const net_bench_opts *o, const net_rec *r, int n,
+		       const net_lat *lat, const net_lat *echo_lat, const net_lat *get_lat,
+		       int has_redis)
+{
+	for (int i = 0; i < n; i++) {
+		const net_rec *x = &r[i];
+		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"workload\":\"%s\",\"depth\":%u,"
+		       "\"batch\":%u,\"dim\":%u,\"rows\":%llu,\"req_bytes\":%zu,\"resp_bytes\":%zu,"
+		       "\"ids_per_sec\":%.0f,\"echo_ids_per_sec\":%.0f,\"echo_bytes_per_sec\":%.0f,"
+		       "\"ratio_echo\":%.4f",
+		       tr_name(o->transport), net_op_name(x->op), o->depth, o->batch, o->dim,
+		       (unsigned long long)o->rows, x->req, x->resp, x->emdb.best, x->echo.best,
+		       x->echo.best / o->batch * (double)(x->req + x->resp),
+		       ratio(x->emdb.best, x->echo.best));
+		if (x->has_redis)
+			printf(",\"redis_cmd\":\"%s\",\"redis_ids_per_sec\":%.0f,\"ratio_redis\":%.4f",
+			       x->redis_cmd, x->redis.best, ratio(x->emdb.best, x->redis.best));
+		printf("}\n");
+	}
+	if (lat) {
+		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"workload\":\"lookup_one\",\"dim\":%u,"
+		       "\"p50_us\":%.2f,\"p99_us\":%.2f,\"samples\":%llu,"
+		       "\"echo_p50_us\":%.2f,\"echo_p99_us\":%.2f,\"ratio_echo_p99\":%.4f",
+		       tr_name(o->transport), o->dim, lat->p50_us, lat->p99_us,
+		       (unsigned long long)lat->samples, echo_lat->p50_us, echo_lat->p99_us,
+		       ratio(lat->p99_us, echo_lat->p99_us));
+		if (has_redis)
+			printf(",\"redis_get_p50_us\":%.2f,\"redis_get_p99_us\":%.2f,"
+			       "\"ratio_redis_p99\":%.4f",
+			       get_lat->p50_us, get_lat->p99_us, ratio(lat->p99_us, get_lat->p99_us));
+		printf("}\n");
+	}
+}
+
+static const char *mark(double r, double goal, int higher_better)
+{
+	if (goal <= 0 || r <= 0)
+		return "";
+	return (higher_better ? r >= goal : r <= goal) ? " ok" : " MISSED";
+}
+
+static void print_table(const net_bench_opts *o, const net_rec *r, int n,
+			const net_lat *lat, const net_lat *echo_lat, const net_lat *get_lat,
+			int has_redis)
+{
+	printf("emdb-bench --net %s: depth %u, batch %u, dim %u, %llu rows, 1 connection\n\n",
+	       tr_name(o->transport), o->depth, o->batch, o->dim, (unsigned long long)o->rows);
+	printf("%-12s %10s %10s %10s %10s %8s %-6s %10s %8s\n", "operation", "req B", "resp B",
+	       "M IDs/s", "echo M/s", "/echo", "redis", "redis M/s", "/redis");
+	for (int i = 0; i < n; i++) {
+		const net_rec *x = &r[i];
+		double re = ratio(x->emdb.best, x->echo.best);
+		printf("%-12s %10zu %10zu %10.3f %10.3f %7.2f%s", net_op_name(x->op), x->req, x->resp,
+		       x->emdb.best / 1e6, x->echo.best / 1e6, re, mark(re, x->goal_echo, 1));
+		if (x->has_redis) {
+			double rr = ratio(x->emdb.best, x->redis.best);
+			printf(" %-6s %10.3f %7.2f%s", x->redis_cmd, x->redis.best / 1e6, rr,
+			       mark(rr, x->goal_redis, 1));
+		}
+		printf("\n");
+	}
+	printf("\n(echo goodput in GB/s, request + response bytes:");
+	for (int i = 0; i < n; i++)
+		printf(" %s %.2f", net_op_name(r[i].op),
+		       r[i].echo.best / o->batch * (double)(r[i].req + r[i].resp) / 1e9);
+	printf(")\n");
+	if (lat) {
+		printf("\nlookup of 1 ID, synchronous: p50 %.1f us, p99 %.1f us (%llu calls)\n",
+		       lat->p50_us, lat->p99_us, (unsigned long long)lat->samples);
+		printf("  echo of the same sizes:       p50 %.1f us, p99 %.1f us; p99 ratio %.2f\n",
+		       echo_lat->p50_us, echo_lat->p99_us, ratio(lat->p99_us, echo_lat->p99_us));
+		if (has_redis) {
+			double rr = ratio(lat->p99_us, get_lat->p99_us);
+			printf("  redis GET:                    p50 %.1f us, p99 %.1f us; p99 ratio %.2f (goal <= 1)%s\n",
+			       get_lat->p50_us, get_lat->p99_us, rr, mark(rr, 1.0, 0));
+		}
+	}
+	if (!has_redis)
+		printf("\nRedis anchor skipped: %s not found (tools/deps.sh installs it)\n", NET_REDIS_BIN);
+}
+
+void net_bench_run(const net_bench_opts *opts)
+{
+	net_bench_opts o = *opts;
+	net_server emdb, redis;
+	net_redis *rc = NULL;
+	emdb_client_options copt = EMDB_CLIENT_OPTIONS_INIT;
+	emdb_client *c;
+	emdb_table_config cfg;
+	net_wl w;
+	keys_source src;
+	pool p;
+	net_echo *echo;
+	net_rec recs[NET_N_OPS];
+	net_lat lat, echo_lat, get_lat;
+	int n = 0, has_redis, err;
+	net_op ops[NET_N_OPS];
+	int n_ops = 0;
+
+	if (!o.rows)
+		o.rows = NET_DEFAULT_ROWS;
+	net_servers_init();
+	net_server_start_emdb(&emdb, o.transport);
+	has_redis = net_server_start_redis(&redis, o.transport) == 0;
+	if (!has_redis)
+		harness_log("%s not found: the Redis anchor is skipped", NET_REDIS_BIN);
+	harness_log("emdb-server at %s%s", emdb.uri, has_redis ? ", redis-server beside it" : "");
+
+	copt.timeout_ms = 0;
+	err = emdb_client_connect(emdb.uri, &copt, &c);
+	if (err != EMDB_OK)
+		harness_die("connect %s: %s", emdb.uri, emdb_client_last_error());
+	preload_config(&cfg, "bench", o.dim, EMDB_OPT_SGD, EMDB_INIT_UNIFORM);
+	w = (net_wl){ .c = c, .dim = o.dim, .depth = o.depth, .seconds = o.seconds };
+	err = emdb_client_table_create(c, &cfg, &w.table);
+	if (err != EMDB_OK)
+		harness_die("table create: %s", emdb_client_last_error());
+	if (has_redis)
+		rc = net_redis_connect(&redis);
+	net_wl_preload(&w, o.rows, rc);
+
+	keys_source_init(&src, o.dist, o.rows);
+	pool_init(&p, &src, 1, o.batch, NET_POOL_IDS, 0, 7);
+	echo = net_echo_start(o.transport, net_servers_dir());
+
+	if (o.pull) {
+		ops[n_ops++] = NET_PULL;
+		ops[n_ops++] = NET_PULL_TICKET;
+	}
+	if (o.push)
+		ops[n_ops++] = NET_PUSH;
+	if (o.lookup)
+		ops[n_ops++] = NET_LOOKUP;
+	if (o.prefetch)
+		ops[n_ops++] = NET_PREFETCH;
+	for (int i = 0; i < n_ops; i++) {
+		net_rec *x = &recs[n++];
+		memset(x, 0, sizeof(*x));
+		x->op = ops[i];
+		x->req = net_op_req_bytes(x->op, o.batch, o.dim);
+		x->resp = net_op_resp_bytes(x->op, o.batch, o.dim);
+		net_wl_measure(&w, x->op, &p, &x->emdb);
+		net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, o.seconds, &x->echo);
+		if (x->op == NET_PULL || x->op == NET_PULL_TICKET || x->op == NET_PUSH)
+			x->goal_echo = 0.8;
+		if (has_redis && x->op != NET_PREFETCH) {
+			int put = x->op == NET_PUSH;
+			x->has_redis = 1;
+			x->redis_cmd = put ? "MSET" : "MGET";
+			x->goal_redis = x->op == NET_PULL || x->op == NET_PULL_TICKET ? 8 : 0;
+			net_redis_measure(rc, &p, o.dim, put, o.depth, o.seconds, &x->redis);
+		}
+		harness_log("%s: %.3fM IDs/s, echo %.3fM, redis %.3fM", net_op_name(x->op),
+			    x->emdb.best / 1e6, x->echo.best / 1e6, x->redis.best / 1e6);
+	}
+	if (o.lookup) {
+		net_wl_lookup_latency(&w, &p, &lat);
+		net_echo_latency(echo, net_op_req_bytes(NET_LOOKUP, 1, o.dim),
+				 net_op_resp_bytes(NET_LOOKUP, 1, o.dim), o.seconds, &echo_lat);
+		if (has_redis)
+			net_redis_get_latency(rc, &p, o.dim, o.seconds, &get_lat);
+	}
+	net_echo_stop(echo);
+	net_redis_close(rc);
+	emdb_client_close(c);
+	net_server_stop(&emdb);
+	if (has_redis)
+		net_server_stop(&redis);
+	pool_free(&p);
+
+	if (o.json)
+		print_json(&o, recs, n, o.lookup ? &lat : NULL, &echo_lat, &get_lat, has_redis);
+	else
+		print_table(&o, recs, n, o.lookup ? &lat : NULL, &echo_lat, &get_lat, has_redis);
+}

@@ -1,0 +1,33 @@
+/*
+ * net_bench.h - emdb-bench --net: every data-plane operation through the
+ * client library against an emdb-server on TCP loopback or a Unix socket,
+ * beside its echo bound and the Redis anchor, measured in the same run.
+ */
+#ifndef EMDB_BENCH_NET_BENCH_H
+#define EMDB_BENCH_NET_BENCH_H
+
+#include <stdint.h>
+
+#include "tools/bench/keys.h"
+#include "tools/bench/net_sock.h"
+
+#define NET_DEFAULT_ROWS 1000000ull
+#define NET_DEFAULT_DEPTH 8
+
+typedef struct net_bench_opts {
+	net_transport transport;
+	unsigned depth;
+	uint64_t rows;       /* 0: NET_DEFAULT_ROWS */
+	uint32_t dim;
+	uint32_t batch;
+	double seconds;
+	keys_dist dist;
+	int pull, push, lookup, prefetch; /* which workloads */
+	int json;
+} net_bench_opts;
+
+/* Run the network mode and print its table (or JSON lines) on stdout.
+ * Exits the process on failure, with every server it started killed. */
+void net_bench_run(const net_bench_opts *o);
+
+#endif

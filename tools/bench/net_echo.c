@@ -1,0 +1,221 @@
+/*
+ * net_echo.c - the echo anchor (net_echo.h).
+ *
+ * Design
+ *   Request frame: u32 request size, u32 response size (little-endian,
+ *   this machine's order), then padding up to the request size.  The
+ *   server reads the whole request, writes the response from a zeroed
+ *   buffer, and touches nothing else: no parsing beyond the 8 bytes, no
+ *   copy, no lookup.  One server thread per connection, like one I/O
+ *   thread of emdb-server; the client sends on the harness thread and
+ *   receives on its pipeline thread, like the client library.
+ *
+ * Invariants
+ *   1. The listener binds 127.0.0.1 or a path in the bench's temporary
+ *      directory.
+ *   2. net_echo_stop returns with every server thread joined.
+ */
+#include "tools/bench/net_echo.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define ECHO_MAX_CONNS 16
+
+struct net_echo {
+	int lfd;
+	uint16_t port;
+	char path[200];
+	pthread_t acceptor;
+	pthread_mutex_t mu;
+	pthread_t conns[ECHO_MAX_CONNS];
+	int conn_fds[ECHO_MAX_CONNS];
+	int n_conns;
+	volatile int stopping;
+};
+
+typedef struct echo_conn {
+	int fd;
+} echo_conn;
+
+static void *serve(void *arg)
+{
+	echo_conn *c = arg;
+	net_rd *r = calloc(1, sizeof(*r));
+	char *out = NULL;
+	size_t out_cap = 0;
+	uint32_t hdr[2];
+
+	if (!r)
+		harness_die("out of memory");
+	r->fd = c->fd;
+	while (net_rd_bytes(r, hdr, sizeof(hdr)) == 0) {
+		if (hdr[0] < 8 || net_rd_bytes(r, NULL, hdr[0] - 8) < 0)
+			break;
+		if (hdr[1] > out_cap) {
+			free(out);
+			out_cap = hdr[1];
+			out = calloc(1, out_cap);
+			if (!out)
+				harness_die("out of memory");
+		}
+		if (net_write_all(c->fd, out, hdr[1]) < 0)
+			break;
+	}
+	free(out);
+	free(r);
+	free(c);
+	return NULL;
+}
+
+static void *accept_loop(void *arg)
+{
+	net_echo *e = arg;
+	for (;;) {
+		int fd = accept(e->lfd, NULL, NULL);
+		echo_conn *c;
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return NULL;
+		}
+		pthread_mutex_lock(&e->mu);
+		if (e->stopping || e->n_conns == ECHO_MAX_CONNS || !(c = malloc(sizeof(*c)))) {
+			pthread_mutex_unlock(&e->mu);
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		e->conn_fds[e->n_conns] = fd;
+		if (pthread_create(&e->conns[e->n_conns], NULL, serve, c) != 0)
+			harness_die("cannot start an echo thread");
+		e->n_conns++;
+		pthread_mutex_unlock(&e->mu);
+	}
+}
+
+net_echo *net_echo_start(net_transport tr, const char *dir)
+{
+	net_echo *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		harness_die("out of memory");
+	if (tr == NET_UNIX)
+		snprintf(e->path, sizeof(e->path), "%s/echo.sock", dir);
+	e->lfd = net_listen(tr == NET_UNIX ? e->path : NULL, &e->port);
+	pthread_mutex_init(&e->mu, NULL);
+	if (pthread_create(&e->acceptor, NULL, accept_loop, e) != 0)
+		harness_die("cannot start the echo server");
+	return e;
+}
+
+void net_echo_stop(net_echo *e)
+{
+	pthread_mutex_lock(&e->mu);
+	e->stopping = 1;
+	pthread_mutex_unlock(&e->mu);
+	shutdown(e->lfd, SHUT_RDWR);
+	pthread_join(e->acceptor, NULL);
+	close(e->lfd);
+	for (int i = 0; i < e->n_conns; i++) {
+		shutdown(e->conn_fds[i], SHUT_RDWR);
+		pthread_join(e->conns[i], NULL);
+		close(e->conn_fds[i]);
+	}
+	if (e->path[0])
+		unlink(e->path);
+	pthread_mutex_destroy(&e->mu);
+	free(e);
+}
+
+static int echo_connect(net_echo *e)
+{
+	int fd = net_connect(e->port, e->path[0] ? e->path : NULL);
+	if (fd < 0)
+		harness_die("connect to the echo server: %s", strerror(errno));
+	return fd;
+}
+
+typedef struct echo_client {
+	net_pipe pipe;
+	char *req, *resp;
+	size_t req_n, resp_n;
+	uint64_t units;
+} echo_client;
+
+static int echo_recv(void *arg, net_rd *r)
+{
+	echo_client *c = arg;
+	return net_rd_bytes(r, c->resp, c->resp_n);
+}
+
+static uint64_t echo_step(void *arg, unsigned t, uint64_t iter)
+{
+	echo_client *c = arg;
+	int done = net_pipe_slot(&c->pipe);
+
+	(void)t;
+	(void)iter;
+	if (net_write_all(c->pipe.fd, c->req, c->req_n) < 0)
+		harness_die("echo: send: %s", strerror(errno));
+	return done ? c->units : 0;
+}
+
+static void client_init(echo_client *c, size_t req, size_t resp)
+{
+	uint32_t hdr[2] = { (uint32_t)req, (uint32_t)resp };
+
+	memset(c, 0, sizeof(*c));
+	c->req = calloc(1, req);
+	c->resp = malloc(resp ? resp : 1);
+	if (!c->req || !c->resp)
+		harness_die("out of memory");
+	memcpy(c->req, hdr, sizeof(hdr));
+	c->req_n = req;
+	c->resp_n = resp;
+}
+
+void net_echo_measure(net_echo *e, size_t req, size_t resp, unsigned depth,
+		      uint64_t units, double seconds, harness_result *out)
+{
+	echo_client c;
+
+	client_init(&c, req, resp);
+	c.units = units;
+	net_pipe_start(&c.pipe, echo_connect(e), depth, echo_recv, &c);
+	harness_measure(1, seconds, echo_step, &c, out);
+	net_pipe_stop(&c.pipe);
+	free(c.req);
+	free(c.resp);
+}
+
+typedef struct echo_sync {
+	echo_client c;
+	int fd;
+} echo_sync;
+
+static void echo_once(void *arg)
+{
+	echo_sync *s = arg;
+	if (net_write_all(s->fd, s->c.req, s->c.req_n) < 0 ||
+	    net_read_all(s->fd, s->c.resp, s->c.resp_n) < 0)
+		harness_die("echo: %s", strerror(errno));
+}
+
+void net_echo_latency(net_echo *e, size_t req, size_t resp, double seconds,
+		      net_lat *out)
+{
+	echo_sync s;
+
+	client_init(&s.c, req, resp);
+	s.fd = echo_connect(e);
+	net_lat_measure(echo_once, &s, seconds, out);
+	close(s.fd);
+	free(s.c.req);
+	free(s.c.resp);
+}

@@ -1,0 +1,35 @@
+/*
+ * net_echo.h - the echo anchor of emdb-bench's network mode: a server that
+ * answers each request with a response of a size the request names and
+ * does nothing else, so that a client sending frames of an operation's
+ * request size and receiving its response size, pipelined to the same
+ * depth, measures the physical bound of that operation on that socket.
+ */
+#ifndef EMDB_BENCH_NET_ECHO_H
+#define EMDB_BENCH_NET_ECHO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tools/bench/harness.h"
+#include "tools/bench/net_sock.h"
+
+typedef struct net_echo net_echo;
+
+/* Start the echo server, a thread of this process, listening on 127.0.0.1
+ * (an ephemeral port) or on a Unix socket in dir.  Stop with
+ * net_echo_stop.  Exits the process on failure. */
+net_echo *net_echo_start(net_transport tr, const char *dir);
+void net_echo_stop(net_echo *e);
+
+/* Requests of req bytes (>= 8), responses of resp bytes, `depth` in
+ * flight on one connection, for `seconds` as harness_measure times it;
+ * each response counts `units` (IDs). */
+void net_echo_measure(net_echo *e, size_t req, size_t resp, unsigned depth,
+		      uint64_t units, double seconds, harness_result *out);
+
+/* One request at a time: the latency of a round trip of these sizes. */
+void net_echo_latency(net_echo *e, size_t req, size_t resp, double seconds,
+		      net_lat *out);
+
+#endif

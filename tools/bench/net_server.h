@@ -1,0 +1,43 @@
+/*
+ * net_server.h - the servers emdb-bench's network mode measures: an
+ * emdb-server and a redis-server, started as child processes that listen
+ * on loopback (an ephemeral port) or on a Unix socket in a fresh temporary
+ * directory, and killed on every way out of the bench.
+ */
+#ifndef EMDB_BENCH_NET_SERVER_H
+#define EMDB_BENCH_NET_SERVER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tools/bench/net_sock.h"
+
+typedef struct net_server {
+	pid_t pid;
+	uint16_t port;      /* TCP: the port it listens on; 0 on Unix */
+	char sock[160];     /* Unix: the socket path; "" on TCP */
+	char uri[200];      /* emdb: the client URI */
+} net_server;
+
+/* Make the temporary directory and install the atexit and signal
+ * handlers that kill every started server and remove the directory.
+ * Call once, before starting any server. */
+void net_servers_init(void);
+
+/* The temporary directory ("/tmp/emdb-bench-XXXXXX"). */
+const char *net_servers_dir(void);
+
+/* Start emdb-server (EMDB_SERVER_BIN) on transport tr and wait until it
+ * accepts connections.  Exits the process on failure. */
+void net_server_start_emdb(net_server *s, net_transport tr);
+
+/* Start redis-server (NET_REDIS_BIN) without persistence on transport tr.
+ * Returns 0, or -1 when the binary is missing (the anchor is skipped). */
+int net_server_start_redis(net_server *s, net_transport tr);
+
+/* Kill and reap the server.  Idempotent. */
+void net_server_stop(net_server *s);
+
+#define NET_REDIS_BIN "/usr/bin/redis-server"
+
+#endif
