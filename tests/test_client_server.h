@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/server_spawn.h"
+
 typedef struct test_server {
 	pid_t pid;
 	uint16_t port;
@@ -39,25 +41,13 @@ typedef struct test_server {
 
 static inline void test_sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	server_sleep_ms(ms);
 }
 
 /* The last lines of the server's log, for failure messages. */
 static inline const char *test_server_log_tail(const test_server *s)
 {
-	static char tail[2048];
-	tail[0] = 0;
-	int fd = open(s->log, O_RDONLY);
-	if (fd < 0)
-		return tail;
-	off_t end = lseek(fd, 0, SEEK_END);
-	off_t from = end > (off_t)sizeof(tail) - 1 ? end - (off_t)sizeof(tail) + 1 : 0;
-	ssize_t k = pread(fd, tail, sizeof(tail) - 1, from);
-	tail[k > 0 ? k : 0] = 0;
-	close(fd);
-	return tail;
+	return server_log_tail(s->log);
 }
 
 /* Kill and reap the server, remove its files.  Idempotent. */
@@ -98,7 +88,7 @@ static inline void test_server_start(test_server *s, const char *const *extra)
 	snprintf(portfile, sizeof(portfile), "%s/port", s->dir);
 
 	const char *argv[48] = {
-		EMDB_SERVER_BIN, "--bind", "127.0.0.1", "--port", "0", "--port-file", portfile,
+		server_bin(), "--bind", "127.0.0.1", "--port", "0", "--port-file", portfile,
 		"--unix-socket", s->sock, "--io-threads", "2", "--log-level", "info", "--log-file", s->log,
 	};
 	int argc = 15;
@@ -106,51 +96,11 @@ static inline void test_server_start(test_server *s, const char *const *extra)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
 
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		int devnull = open("/dev/null", O_RDWR);
-		dup2(devnull, 0);
-		int logfd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (logfd >= 0) {
-			dup2(logfd, 1);
-			dup2(logfd, 2);
-		}
-		execv(EMDB_SERVER_BIN, (char *const *)argv);
-		_exit(127);
-	}
-	s->pid = pid;
-
 	/* Up to 20 s: sanitizer builds start slowly. */
-	for (int tries = 0; tries < 2000; tries++) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			s->pid = 0;
-			cr_assert_fail("emdb-server exited at start (status 0x%x): %s", st, test_server_log_tail(s));
-		}
-		FILE *f = fopen(portfile, "r");
-		unsigned port = 0;
-		char nl = 0;
-		if (f) {
-			if (fscanf(f, "%u%c", &port, &nl) < 1)
-				port = 0;
-			fclose(f);
-		}
-		struct stat sb;
-		if (port > 0 && port < 65536 && stat(s->sock, &sb) == 0) {
-			s->port = (uint16_t)port;
-			snprintf(s->tcp_uri, sizeof(s->tcp_uri), "tcp://127.0.0.1:%u", port);
-			snprintf(s->unix_uri, sizeof(s->unix_uri), "unix://%s", s->sock);
-			return;
-		}
-		test_sleep_ms(10);
-	}
-	test_server_stop(s);
-	cr_assert_fail("emdb-server did not start listening within 20 s");
+	unsigned port = server_spawn(argv, s->log, portfile, s->sock, 20000, &s->pid);
+	s->port = (uint16_t)port;
+	snprintf(s->tcp_uri, sizeof(s->tcp_uri), "tcp://127.0.0.1:%u", port);
+	snprintf(s->unix_uri, sizeof(s->unix_uri), "unix://%s", s->sock);
 #endif
 }
 

@@ -33,6 +33,7 @@
 #include <emdb/db.h>
 
 #include "protocol/proto.h"
+#include "tests/server_spawn.h"
 
 /* ---- the server process --------------------------------------------- */
 
@@ -47,9 +48,7 @@ typedef struct srv {
 
 static inline void t_sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	server_sleep_ms(ms);
 }
 
 static inline uint64_t t_now_ms(void)
@@ -146,59 +145,17 @@ static inline void srv_start(srv *s, const char *const *extra)
 	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
 	snprintf(s->portfile, sizeof(s->portfile), "%s/port", s->dir);
 
-	/* EMDB_TEST_SERVER runs another build of the server (a ThreadSanitizer
-	 * one, say) under the same tests. */
-	const char *bin = getenv("EMDB_TEST_SERVER") ? getenv("EMDB_TEST_SERVER") : EMDB_SERVER_BIN;
+	/* server_bin(): EMDB_TEST_SERVER runs another build of the server (a
+	 * ThreadSanitizer one, say) under the same tests. */
 	const char *argv[64] = {
-		bin, "--bind", "127.0.0.1", "--port", "0", "--port-file", s->portfile,
+		server_bin(), "--bind", "127.0.0.1", "--port", "0", "--port-file", s->portfile,
 		"--unix-socket", s->sock, "--io-threads", "2", "--log-file", s->log,
 	};
 	int argc = 13;
 	for (int i = 0; extra && extra[i] && argc < 62; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
-
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		int devnull = open("/dev/null", O_RDWR);
-		dup2(devnull, 0);
-		int logfd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (logfd >= 0) {
-			dup2(logfd, 1);
-			dup2(logfd, 2);
-		}
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	s->pid = pid;
-	for (int tries = 0; tries < 3000; tries++) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			s->pid = 0;
-			cr_assert_fail("emdb-server exited at start (status 0x%x): %s", st, srv_log(s));
-		}
-		FILE *f = fopen(s->portfile, "r");
-		unsigned port = 0;
-		if (f) {
-			char nl = 0;
-			if (fscanf(f, "%u%c", &port, &nl) < 2 || nl != '\n')
-				port = 0;
-			fclose(f);
-		}
-		struct stat sb;
-		if (port > 0 && port < 65536 && stat(s->sock, &sb) == 0) {
-			s->port = (uint16_t)port;
-			return;
-		}
-		t_sleep_ms(10);
-	}
-	srv_stop(s);
-	cr_assert_fail("emdb-server did not start listening within 30 s");
+	s->port = (uint16_t)server_spawn(argv, s->log, s->portfile, s->sock, 30000, &s->pid);
 #endif
 }
 

@@ -17,10 +17,12 @@ cmake -S . -B build/tsan -DEMDB_SANITIZE=thread -DEMDB_WERROR=ON >/dev/null
 cmake --build build/tsan -j"$jobs"
 (cd build/tsan && ctest -L concurrency --output-on-failure --timeout 900)
 
-# The server's black-box tests again, against the ThreadSanitizer server:
+# The server's and the client's black-box tests again, against the
+# ThreadSanitizer server (tests/server_spawn.h honours EMDB_TEST_SERVER):
 # the tests themselves stay Criterion binaries from the ASan build.
 for t in build/asan/tests/test_server build/asan/tests/test_server_auth \
-	 build/asan/tests/test_server_load build/asan/tests/test_server_malformed; do
+	 build/asan/tests/test_server_load build/asan/tests/test_server_malformed \
+	 build/asan/tests/test_client_net; do
 	echo "== $t against build/tsan/net/emdb-server"
 	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" TSAN_OPTIONS="halt_on_error=1" "$t" --jobs 2
 done
