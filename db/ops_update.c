@@ -13,7 +13,10 @@
  *
  * Rows are visited shard by shard in accumulator order with their memory
  * prefetched for writing a few rows ahead; the optimizer kind is dispatched
- * once per shard, not per row.
+ * once per shard, not per row.  A row belongs to one shard, so shards can
+ * be applied by different threads: another thread calling Update on the
+ * same table while this one applies claims shards of this pass first (it
+ * would have to wait for it anyway), and only then runs its own Update.
  *
  * Invariants:
  *   1. step advances by exactly one per Update, before the rule is
@@ -23,7 +26,13 @@
  *   2. Only rows with an accumulator are written; all others stay
  *      bit-identical.  Every gradient pushed before the call started is
  *      applied by it.
+ *   3. Each shard of a pass is applied and cleared by exactly one thread
+ *      (claimed with an atomic cursor); the owner of the pass keeps
+ *      rows_lock until every claimed shard is done and no helper is still
+ *      inside the pass, so the pass's state is reused only when idle.
  */
+#include <sched.h>
+
 #include <emdb/alloc.h>
 
 #include "db/db_int.h"
@@ -41,7 +50,7 @@
 		}                                                                 \
 	} while (0)
 
-static void apply_shard(tbl *t, const gradmap *m, const emdb_opt_scalars *scp)
+static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *scp)
 {
 	emdb_opt_scalars sc = *scp;
 	uint32_t dim = t->dim;
@@ -69,16 +78,52 @@ static void apply_shard(tbl *t, const gradmap *m, const emdb_opt_scalars *scp)
 	}
 }
 
+/* Apply and clear shard s of the pass in progress. */
+static void apply_claimed(tbl *t, uint32_t s)
+{
+	table_grads *g = &t->grads[s];
+	uint32_t cnt = g->applying.count;
+	if (cnt) {
+		apply_shard(t, &g->applying, &t->apply.sc);
+		__atomic_fetch_add(&t->apply.rows, cnt, __ATOMIC_RELAXED);
+		/* Sizes change under mu: statistics read them. */
+		pthread_mutex_lock(&g->mu);
+		gradmap_clear(&g->applying);
+		pthread_mutex_unlock(&g->mu);
+	}
+	__atomic_fetch_add(&t->apply.done, 1, __ATOMIC_RELEASE);
+}
+
+/* Claim and apply shards until none is left. */
+static void apply_claims(tbl *t)
+{
+	uint32_t s;
+	while ((s = __atomic_fetch_add(&t->apply.next, 1, __ATOMIC_ACQ_REL)) < t->shards)
+		apply_claimed(t, s);
+}
+
+/* If another thread's Update is applying, help it finish. */
+static void help_apply(tbl *t)
+{
+	table_apply *a = &t->apply;
+	if (!__atomic_load_n(&a->active, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_fetch_add(&a->helpers, 1, __ATOMIC_ACQ_REL);
+	if (__atomic_load_n(&a->active, __ATOMIC_ACQUIRE))
+		apply_claims(t);
+	__atomic_fetch_sub(&a->helpers, 1, __ATOMIC_ACQ_REL);
+}
+
 static uint64_t update_table(tbl *t)
 {
-	uint64_t rows = 0;
-	emdb_opt_scalars sc;
+	table_apply *a = &t->apply;
 
+	help_apply(t);
 	pthread_rwlock_wrlock(&t->update_lock);
+	help_apply(t); /* the pass may have opened while we waited */
 	pthread_rwlock_wrlock(&t->rows_lock);
 	uint64_t step = t->step + 1;
 	__atomic_store_n(&t->step, step, __ATOMIC_RELAXED);
-	emdb_opt_scalars_for_step(&t->cfg.optimizer, step, t->dim, &sc);
 	for (uint32_t s = 0; s < t->shards; s++) {
 		table_grads *g = &t->grads[s];
 		pthread_mutex_lock(&g->mu);
@@ -89,17 +134,20 @@ static uint64_t update_table(tbl *t)
 	}
 	pthread_rwlock_unlock(&t->update_lock);
 
-	for (uint32_t s = 0; s < t->shards; s++) {
-		table_grads *g = &t->grads[s];
-		if (!g->applying.count)
-			continue;
-		apply_shard(t, &g->applying, &sc);
-		rows += g->applying.count;
-		/* Sizes change under mu: statistics read them. */
-		pthread_mutex_lock(&g->mu);
-		gradmap_clear(&g->applying);
-		pthread_mutex_unlock(&g->mu);
-	}
+	/* Open the pass: no helper is inside (invariant 3), so its state is
+	 * ours to reset; `active` publishes it. */
+	emdb_opt_scalars_for_step(&t->cfg.optimizer, step, t->dim, &a->sc);
+	__atomic_store_n(&a->next, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->done, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->rows, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->active, 1, __ATOMIC_RELEASE);
+	apply_claims(t);
+	while (__atomic_load_n(&a->done, __ATOMIC_ACQUIRE) < t->shards)
+		sched_yield();
+	__atomic_store_n(&a->active, 0, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&a->helpers, __ATOMIC_ACQUIRE))
+		sched_yield();
+	uint64_t rows = __atomic_load_n(&a->rows, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&t->rows_lock);
 	TABLE_COUNT(t, calls_update, 1);
 	TABLE_COUNT(t, rows_updated, rows);

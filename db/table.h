@@ -31,6 +31,7 @@
 
 #include "db/chunk.h"
 #include "db/gradmap.h"
+#include "db/optim_math.h"
 #include "index/dit.h"
 
 typedef struct table_grads {
@@ -39,6 +40,17 @@ typedef struct table_grads {
 	gradmap applying; /* swapped out by Update; touched only by the Update
 			   * holding rows_lock, sizes changed under mu      */
 } __attribute__((aligned(64))) table_grads;
+
+/* The optimizer pass of the Update in progress, open to other Update
+ * callers so they apply shards beside it instead of waiting (ops_update.c). */
+typedef struct table_apply {
+	uint32_t active;        /* atomic: the pass takes helpers           */
+	uint32_t next;          /* atomic: next shard to claim              */
+	uint32_t done;          /* atomic: shards applied                   */
+	uint32_t helpers;       /* atomic: threads inside the pass          */
+	uint64_t rows;          /* atomic: rows applied                     */
+	emdb_opt_scalars sc;    /* written before active is set             */
+} table_apply;
 
 typedef struct table_counters {
 	uint64_t calls_prefetch, calls_pull, calls_push, calls_update, calls_lookup;
@@ -62,6 +74,7 @@ typedef struct tbl {
 	void *grads_raw;
 	table_grads *grads;     /* [shards], aligned */
 	table_counters ctr;     /* atomic adds */
+	table_apply apply;
 } tbl;
 
 int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config *dbc, tbl **out);

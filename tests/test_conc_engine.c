@@ -257,12 +257,14 @@ Test(concurrency, pushes_racing_updates_lose_nothing)
 	c.optimizer.lr = 1.0;
 	uint32_t t;
 	cr_assert_eq(emdb_table_create(db, &c, &t), 0);
-	pusher p[3] = { { db, t, 0 }, { db, t, 1 }, { db, t, 2 } };
-	pthread_t th[3];
+	/* Two updaters: one helps apply the other's pass (ops_update.c). */
+	pusher p[4] = { { db, t, 0 }, { db, t, 1 }, { db, t, 2 }, { db, t, 3 } };
+	pthread_t th[4];
 	pthread_create(&th[0], NULL, push_loop, &p[0]);
 	pthread_create(&th[1], NULL, push_loop, &p[1]);
 	pthread_create(&th[2], NULL, update_loop, &p[2]);
-	for (int i = 0; i < 3; i++)
+	pthread_create(&th[3], NULL, update_loop, &p[3]);
+	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);
 	cr_assert_eq(emdb_update(db, t, NULL), 0);
 	uint64_t ids[P_IDS];
