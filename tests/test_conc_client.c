@@ -1,0 +1,123 @@
+/*
+ * test_conc_client.c - one client handle shared by many threads, over
+ * mem:// (no server, so it also runs under ThreadSanitizer with the plain
+ * runner, see tests/plain_runner.h).
+ *
+ * 1. Threads prefetch asynchronously, pull and push through tickets on one
+ *    handle, some abandoning futures before they complete; after they join,
+ *    one Update gives the same rows as the same pushes made directly on an
+ *    engine by one thread.
+ * 2. Async futures freed while still queued never write their buffers.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <emdb/client.h>
+
+#include "tests/helpers.h"
+
+enum { THREADS = 4, ROUNDS = 20, BATCH = 256, POOL = 1000, DIM = 8 };
+
+typedef struct worker {
+	emdb_client *c;
+	uint32_t table;
+	int tid;
+} worker;
+
+static void batch_ids(int tid, int round, uint64_t *ids)
+{
+	for (int i = 0; i < BATCH; i++)
+		ids[i] = scramble((uint64_t)((tid * 131 + round * 17 + i * 7) % POOL));
+}
+
+static void batch_grads(int tid, int round, float *g)
+{
+	for (int i = 0; i < BATCH * DIM; i++)
+		g[i] = (float)((tid + round + i) % 5) * 0.25f - 0.5f;
+}
+
+static void *work(void *arg)
+{
+	worker *w = arg;
+	uint64_t ids[BATCH], next_ids[BATCH];
+	static _Thread_local float g[BATCH * DIM], out[BATCH * DIM], junk[BATCH * DIM];
+	emdb_client_ticket *tk = NULL, *next = NULL;
+
+	batch_ids(w->tid, 0, ids);
+	cr_assert_eq(emdb_client_prefetch(w->c, w->table, ids, BATCH, &tk), 0, "%s", emdb_client_last_error());
+	for (int r = 0; r < ROUNDS; r++) {
+		/* Prefetch batch r+1 while batch r is used. */
+		emdb_future *f = NULL;
+		if (r + 1 < ROUNDS) {
+			batch_ids(w->tid, r + 1, next_ids);
+			f = emdb_client_prefetch_async(w->c, w->table, next_ids, BATCH, &next);
+		}
+		/* A pull nobody waits for: freed at once, abandoned. */
+		emdb_future_free(emdb_client_pull_ticket_async(w->c, w->table, tk, DIM, junk));
+		cr_assert_eq(emdb_client_pull_ticket(w->c, w->table, tk, DIM, out), 0);
+		batch_grads(w->tid, r, g);
+		cr_assert_eq(emdb_client_push_ticket(w->c, w->table, tk, DIM, g), 0);
+		emdb_client_ticket_free(tk);
+		tk = NULL;
+		if (f) {
+			cr_assert_eq(emdb_future_wait(f, -1), 0);
+			emdb_future_free(f);
+			tk = next;
+			next = NULL;
+		}
+	}
+	emdb_client_ticket_free(tk);
+	return NULL;
+}
+
+Test(concurrency, shared_client_handle_equals_engine)
+{
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.mem_threads = 2;
+	emdb_client *c;
+	cr_assert_eq(emdb_client_connect("mem://", &o, &c), 0, "%s", emdb_client_last_error());
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	strcpy(cfg.name, "t");
+	cfg.dim = DIM;
+	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_ADAGRAD, &cfg.optimizer), 0);
+	cfg.init = (emdb_init){ EMDB_INIT_UNIFORM, -0.1, 0.1 };
+	uint32_t tc;
+	cr_assert_eq(emdb_client_table_create(c, &cfg, &tc), 0);
+
+	pthread_t th[THREADS];
+	worker w[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (worker){ c, tc, i };
+		pthread_create(&th[i], NULL, work, &w[i]);
+	}
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	cr_assert_eq(emdb_client_update(c, tc, NULL), 0);
+
+	/* The same pushes, serially, on a plain engine. */
+	emdb_db *ref = open_db(64);
+	uint32_t tr;
+	cr_assert_eq(emdb_table_create(ref, &cfg, &tr), 0);
+	uint64_t ids[BATCH];
+	static float g[BATCH * DIM];
+	for (int i = 0; i < THREADS; i++)
+		for (int r = 0; r < ROUNDS; r++) {
+			batch_ids(i, r, ids);
+			batch_grads(i, r, g);
+			cr_assert_eq(emdb_push(ref, tr, ids, BATCH, DIM, g), 0);
+		}
+	cr_assert_eq(emdb_update(ref, tr, NULL), 0);
+
+	uint64_t all[POOL];
+	static float a[POOL * DIM], b[POOL * DIM];
+	for (int i = 0; i < POOL; i++)
+		all[i] = scramble((uint64_t)i);
+	cr_assert_eq(emdb_client_lookup(c, tc, all, POOL, DIM, a, NULL), 0);
+	cr_assert_eq(emdb_lookup(ref, tr, all, POOL, DIM, b, NULL), 0);
+	for (int i = 0; i < POOL * DIM; i++)
+		cr_assert(fabsf(a[i] - b[i]) <= 1e-5f * (1 + fabsf(b[i])), "value %d: %g vs %g", i, a[i], b[i]);
+	emdb_db_close(ref);
+	emdb_client_close(c);
+}
