@@ -45,7 +45,7 @@
 #include "index/hash.h"
 
 #define MIN_CAP 256u
-#define PREFETCH_DIST 16u
+#define PREFETCH_DIST 24u
 
 typedef struct dit_slot {
 	uint64_t id;
