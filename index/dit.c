@@ -34,6 +34,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include <emdb/alloc.h>
@@ -314,6 +315,69 @@ static void sweep_begin(sweep *w, const dit *d, const dit_plan *plan, uint32_t f
 /* Find or insert the IDs of one shard's group, order[a..b).  Called with
  * the shard's write lock held.  With `pipelined`, the sweep's prefetches
  * already run ahead of us; otherwise (a deferred shard) prefetch locally. */
+/* The prefetches of one shard's group order[a..b): with `w`, the sweep's
+ * pipeline runs ahead across shards; without (a deferred shard), the group
+ * prefetches within itself. */
+static inline void group_prefetch_begin(const dit_slot *sl, uint64_t cap, const dit_plan *plan, uint32_t a,
+					uint32_t b, const sweep *w)
+{
+	if (!w)
+		for (uint32_t j = a; j < b && j < a + PREFETCH_DIST; j++)
+			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j]], cap)], 0, 3);
+}
+
+static inline void group_prefetch_step(const dit_slot *sl, uint64_t cap, const dit_plan *plan, uint32_t j,
+				       uint32_t b, sweep *w)
+{
+	if (w)
+		prefetch_at(w, w->g++ + PREFETCH_DIST);
+	else if (j + PREFETCH_DIST < b)
+		__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j + PREFETCH_DIST]], cap)], 0, 3);
+}
+
+/* Work on one shard's group order[a..b) with the shard's lock held. */
+typedef size_t (*group_fn)(dit_shard *s, uint32_t a, uint32_t b, sweep *w, void *arg);
+
+/* Visit every non-empty group of the plan once, in ring order from a
+ * staggered start, under the shard's write or read lock.  A shard another
+ * batch holds is deferred to the end instead of waited for.  Returns the
+ * sum of fn's results. */
+static size_t sweep_groups(dit *d, const dit_plan *plan, bool write, group_fn fn, void *arg)
+{
+	size_t total = 0;
+	uint32_t first = dit_sweep_start(d);
+	uint16_t deferred[4096];
+	uint32_t nd = 0;
+	sweep w;
+
+	sweep_begin(&w, d, plan, first);
+	for (uint32_t k = 0; k < d->shards; k++) {
+		uint32_t si = (first + k) & (d->shards - 1);
+		uint32_t a = plan->start[si], b = plan->start[si + 1];
+		if (a == b)
+			continue;
+		dit_shard *s = &d->sh[si];
+		int busy = write ? pthread_rwlock_trywrlock(&s->lock) : pthread_rwlock_tryrdlock(&s->lock);
+		if (busy) {
+			deferred[nd++] = (uint16_t)si;
+			w.g += b - a;
+			continue;
+		}
+		total += fn(s, a, b, &w, arg);
+		pthread_rwlock_unlock(&s->lock);
+	}
+	for (uint32_t k = 0; k < nd; k++) {
+		dit_shard *s = &d->sh[deferred[k]];
+		if (write)
+			pthread_rwlock_wrlock(&s->lock);
+		else
+			pthread_rwlock_rdlock(&s->lock);
+		total += fn(s, plan->start[deferred[k]], plan->start[deferred[k] + 1], NULL, arg);
+		pthread_rwlock_unlock(&s->lock);
+	}
+	return total;
+}
+
 typedef struct row_fns {
 	dit_new_row_fn new_row;
 	dit_init_row_fn init_row;
@@ -338,14 +402,9 @@ static size_t upsert_group_locked(dit_shard *s, const uint64_t *ids, const dit_p
 	uint64_t cap = s->cap;
 	uint32_t pend[INIT_RUN], np = 0;
 
-	if (!w)
-		for (uint32_t j = a; j < b && j < a + PREFETCH_DIST; j++)
-			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j]], cap)], 0, 3);
+	group_prefetch_begin(sl, cap, plan, a, b, w);
 	for (uint32_t j = a; j < b; j++) {
-		if (w)
-			prefetch_at(w, w->g++ + PREFETCH_DIST);
-		else if (j + PREFETCH_DIST < b)
-			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j + PREFETCH_DIST]], cap)], 0, 3);
+		group_prefetch_step(sl, cap, plan, j, b, w);
 		uint32_t p = plan->order[j];
 		uint64_t id = ids[p];
 		uint64_t i = dit_range(plan->hash[p], cap);
@@ -381,39 +440,25 @@ static size_t upsert_group_locked(dit_shard *s, const uint64_t *ids, const dit_p
 	return added;
 }
 
+typedef struct upsert_arg {
+	const uint64_t *ids;
+	const dit_plan *plan;
+	uint64_t *locs;
+	row_fns f;
+} upsert_arg;
+
+static size_t upsert_group(dit_shard *s, uint32_t a, uint32_t b, sweep *w, void *arg)
+{
+	upsert_arg *u = arg;
+	return upsert_group_locked(s, u->ids, u->plan, a, b, u->locs, &u->f, w);
+}
+
 void dit_find_or_insert(dit *d, const uint64_t *ids, const dit_plan *plan,
 			uint64_t *locs, dit_new_row_fn new_row,
 			dit_init_row_fn init_row, void *ctx, size_t *inserted)
 {
-	const row_fns f = { new_row, init_row, ctx };
-	size_t added = 0;
-	uint32_t first = dit_sweep_start(d);
-	uint16_t deferred[4096];
-	uint32_t nd = 0;
-	sweep w;
-
-	sweep_begin(&w, d, plan, first);
-	for (uint32_t k = 0; k < d->shards; k++) {
-		uint32_t si = (first + k) & (d->shards - 1);
-		uint32_t a = plan->start[si], b = plan->start[si + 1];
-		if (a == b)
-			continue;
-		dit_shard *s = &d->sh[si];
-		if (pthread_rwlock_trywrlock(&s->lock) != 0) {
-			deferred[nd++] = (uint16_t)si;
-			w.g += b - a;
-			continue;
-		}
-		added += upsert_group_locked(s, ids, plan, a, b, locs, &f, &w);
-		pthread_rwlock_unlock(&s->lock);
-	}
-	for (uint32_t k = 0; k < nd; k++) {
-		dit_shard *s = &d->sh[deferred[k]];
-		pthread_rwlock_wrlock(&s->lock);
-		added += upsert_group_locked(s, ids, plan, plan->start[deferred[k]], plan->start[deferred[k] + 1],
-					     locs, &f, NULL);
-		pthread_rwlock_unlock(&s->lock);
-	}
+	upsert_arg u = { ids, plan, locs, { new_row, init_row, ctx } };
+	size_t added = sweep_groups(d, plan, true, upsert_group, &u);
 	if (inserted)
 		*inserted = added;
 }
@@ -426,14 +471,9 @@ static size_t find_group_locked(const dit_shard *s, const uint64_t *ids, const d
 	const dit_slot *sl = s->slots;
 	uint64_t cap = s->cap;
 
-	if (!w)
-		for (uint32_t j = a; j < b && j < a + PREFETCH_DIST; j++)
-			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j]], cap)], 0, 3);
+	group_prefetch_begin(sl, cap, plan, a, b, w);
 	for (uint32_t j = a; j < b; j++) {
-		if (w)
-			prefetch_at(w, w->g++ + PREFETCH_DIST);
-		else if (j + PREFETCH_DIST < b)
-			__builtin_prefetch(&sl[dit_range(plan->hash[plan->order[j + PREFETCH_DIST]], cap)], 0, 3);
+		group_prefetch_step(sl, cap, plan, j, b, w);
 		uint32_t p = plan->order[j];
 		uint64_t id = ids[p];
 		uint64_t i = dit_range(plan->hash[p], cap);
@@ -452,37 +492,22 @@ static size_t find_group_locked(const dit_shard *s, const uint64_t *ids, const d
 	return found;
 }
 
+typedef struct find_arg {
+	const uint64_t *ids;
+	const dit_plan *plan;
+	uint64_t *locs;
+} find_arg;
+
+static size_t find_group(dit_shard *s, uint32_t a, uint32_t b, sweep *w, void *arg)
+{
+	find_arg *fa = arg;
+	return find_group_locked(s, fa->ids, fa->plan, a, b, fa->locs, w);
+}
+
 size_t dit_find(dit *d, const uint64_t *ids, const dit_plan *plan, uint64_t *locs)
 {
-	size_t found = 0;
-	uint32_t first = dit_sweep_start(d);
-	uint16_t deferred[4096];
-	uint32_t nd = 0;
-	sweep w;
-
-	sweep_begin(&w, d, plan, first);
-	for (uint32_t k = 0; k < d->shards; k++) {
-		uint32_t si = (first + k) & (d->shards - 1);
-		uint32_t a = plan->start[si], b = plan->start[si + 1];
-		if (a == b)
-			continue;
-		dit_shard *s = &d->sh[si];
-		if (pthread_rwlock_tryrdlock(&s->lock) != 0) {
-			deferred[nd++] = (uint16_t)si;
-			w.g += b - a;
-			continue;
-		}
-		found += find_group_locked(s, ids, plan, a, b, locs, &w);
-		pthread_rwlock_unlock(&s->lock);
-	}
-	for (uint32_t k = 0; k < nd; k++) {
-		dit_shard *s = &d->sh[deferred[k]];
-		pthread_rwlock_rdlock(&s->lock);
-		found += find_group_locked(s, ids, plan, plan->start[deferred[k]], plan->start[deferred[k] + 1], locs,
-					   NULL);
-		pthread_rwlock_unlock(&s->lock);
-	}
-	return found;
+	find_arg fa = { ids, plan, locs };
+	return sweep_groups(d, plan, false, find_group, &fa);
 }
 
 void dit_get_stats(dit *d, dit_stats *out)
