@@ -131,6 +131,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <emdb/checkpoint.h>
 #include <emdb/db.h>
 #include <emdb/error.h>
 
@@ -287,6 +288,83 @@ int emdb_client_table_describe(emdb_client *c, uint32_t table,
 int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap,
 			   size_t *n_out);
 int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints and restore (docs/checkpoint.md)                        */
+/* ------------------------------------------------------------------ */
+
+/* A checkpoint or restore runs as a job on the server, one at a time, in
+ * the background: the starting call returns the job's number at once and
+ * emdb_client_job_status / emdb_client_job_wait follow it.  Pull, Lookup,
+ * Prefetch, Push and Update are served meanwhile (docs/checkpoint.md).
+ * The server keeps the status of its last 16 jobs.
+ * Over mem:// these calls fail with UNSUPPORTED (an in-process database
+ * has no store; use emdb/checkpoint.h directly). */
+
+typedef enum emdb_job_kind {
+	EMDB_JOB_NONE = 0,
+	EMDB_JOB_CHECKPOINT_FULL = 1,
+	EMDB_JOB_CHECKPOINT_INCREMENTAL = 2,
+	EMDB_JOB_RESTORE = 3,
+} emdb_job_kind;
+
+typedef enum emdb_job_state {
+	EMDB_JOB_IDLE = 0,    /* job 0 asked and no job ever ran */
+	EMDB_JOB_RUNNING = 1,
+	EMDB_JOB_DONE = 2,
+	EMDB_JOB_FAILED = 3,
+} emdb_job_state;
+
+typedef struct emdb_job_status {
+	uint64_t job;             /* the job's number, from 1              */
+	emdb_job_kind kind;
+	emdb_job_state state;
+	emdb_progress progress;   /* emdb/checkpoint.h                     */
+	emdb_ckpt_info result;    /* DONE: the checkpoint written/restored */
+	int error;                /* FAILED: the emdb_err                  */
+	char message[1024];       /* FAILED: the reason, NUL-terminated    */
+} emdb_job_status;
+
+/* Start a checkpoint of every table (FULL or INCREMENTAL); *job (may be
+ * NULL) gets its number.  Errors: UNSUPPORTED (the server runs without a
+ * data_dir, or mem://), BUSY (a job is running: its number is in the
+ * message), INVALID (unknown kind), CLOSED, TIMEOUT, AUTH.  Role: admin. */
+int emdb_client_checkpoint_start(emdb_client *c, emdb_ckpt_kind kind, uint64_t *job);
+
+/* Start replacing every table with checkpoint `id` (0 = the latest).
+ * Errors: as emdb_client_checkpoint_start, plus INVALID (no such
+ * checkpoint).  Role: admin. */
+int emdb_client_restore_start(emdb_client *c, uint64_t id, uint64_t *job);
+
+/* The status of job `job` (0 = the newest).  Errors: INVALID (a job the
+ * server does not remember), CLOSED, TIMEOUT, AUTH.  Role: reader. */
+int emdb_client_job_status(emdb_client *c, uint64_t job, emdb_job_status *out);
+
+/* Poll the status of `job` every poll_ms (0 = 50 ms) until it is DONE or
+ * FAILED or timeout_ms passed (< 0 = no limit).  Returns EMDB_OK when it
+ * is DONE, the job's error when it FAILED (and the message becomes
+ * emdb_client_last_error()), TIMEOUT when still running; *out (may be
+ * NULL) gets the last status seen.  When `progress` is not NULL it is
+ * called with every status polled (for progress bars). */
+int emdb_client_job_wait(emdb_client *c, uint64_t job, int64_t timeout_ms, uint32_t poll_ms,
+			 void (*progress)(void *arg, const emdb_job_status *st), void *arg,
+			 emdb_job_status *out);
+
+/* Start and wait: a checkpoint, or a restore.  *info (may be NULL) gets
+ * what was written or restored. */
+int emdb_client_checkpoint(emdb_client *c, emdb_ckpt_kind kind, emdb_ckpt_info *info);
+int emdb_client_restore(emdb_client *c, uint64_t id, emdb_ckpt_info *info);
+
+/* The complete checkpoints in the server's store, oldest first.  On
+ * success *out is an array of *n entries that the caller frees with
+ * emdb_free() (a valid empty block when *n is 0).  Errors: UNSUPPORTED,
+ * NOMEM, CLOSED, TIMEOUT, AUTH.  Role: reader. */
+int emdb_client_checkpoint_list(emdb_client *c, emdb_ckpt_info **out, size_t *n);
+
+/* Delete one checkpoint.  Errors: INVALID (no such checkpoint), BUSY (an
+ * incremental checkpoint extends it, or a job is running), UNSUPPORTED,
+ * CLOSED, TIMEOUT, AUTH.  Role: admin. */
+int emdb_client_checkpoint_delete(emdb_client *c, uint64_t id);
 
 /* ------------------------------------------------------------------ */
 /* Tickets                                                             */
