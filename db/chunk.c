@@ -10,7 +10,8 @@
  *      mapped chunk and never needs to allocate.
  *   3. A chunk pointer and its directory leaf are published with release
  *      stores after they are fully set up; readers use acquire loads and
- *      take no lock.
+ *      take no lock.  A chunk's marks are published before the chunk, so
+ *      every handed-out location has them.
  *
  * State changes: chunk creation and `reserved` under mu; next_row by an
  * atomic add in chunk_new_row.
@@ -41,6 +42,7 @@ int chunk_store_init(chunk_store *cs, size_t stride_bytes, size_t chunk_bytes)
 	cs->stride = (uint32_t)stride;
 	cs->rows_per_chunk = (uint32_t)rows;
 	cs->chunk_bytes = rows * stride;
+	cs->mark_words = (uint32_t)((rows + 63) / 64);
 	pthread_mutex_init(&cs->mu, NULL);
 	return EMDB_OK;
 }
@@ -48,10 +50,14 @@ int chunk_store_init(chunk_store *cs, size_t stride_bytes, size_t chunk_bytes)
 void chunk_store_destroy(chunk_store *cs)
 {
 	uint64_t n = cs->n_chunks;
-	for (uint64_t c = 0; c < n; c++)
+	for (uint64_t c = 0; c < n; c++) {
 		emdb_unmap(cs->dir[c >> CHUNK_DIR_BITS][c & (LEAF_SIZE - 1)], cs->chunk_bytes);
-	for (uint32_t l = 0; l < (1u << CHUNK_DIR_BITS); l++)
+		emdb_free(cs->mdir[c >> CHUNK_DIR_BITS][c & (LEAF_SIZE - 1)]);
+	}
+	for (uint32_t l = 0; l < (1u << CHUNK_DIR_BITS); l++) {
 		emdb_free(cs->dir[l]);
+		emdb_free(cs->mdir[l]);
+	}
 	pthread_mutex_destroy(&cs->mu);
 	memset(cs, 0, sizeof(*cs));
 }
@@ -70,9 +76,22 @@ static int add_chunk_locked(chunk_store *cs)
 			return EMDB_ERR_NOMEM;
 		__atomic_store_n(&cs->dir[c >> CHUNK_DIR_BITS], leaf, __ATOMIC_RELEASE);
 	}
-	uint8_t *chunk = emdb_map(cs->chunk_bytes);
-	if (!chunk)
+	uint64_t **mleaf = cs->mdir[c >> CHUNK_DIR_BITS];
+	if (!mleaf) {
+		mleaf = emdb_calloc(LEAF_SIZE, sizeof(*mleaf));
+		if (!mleaf)
+			return EMDB_ERR_NOMEM;
+		__atomic_store_n(&cs->mdir[c >> CHUNK_DIR_BITS], mleaf, __ATOMIC_RELEASE);
+	}
+	uint64_t *marks = emdb_calloc((size_t)CHUNK_MARKS * cs->mark_words, sizeof(uint64_t));
+	if (!marks)
 		return EMDB_ERR_NOMEM;
+	uint8_t *chunk = emdb_map(cs->chunk_bytes);
+	if (!chunk) {
+		emdb_free(marks);
+		return EMDB_ERR_NOMEM;
+	}
+	__atomic_store_n(&mleaf[c & (LEAF_SIZE - 1)], marks, __ATOMIC_RELEASE);
 	__atomic_store_n(&leaf[c & (LEAF_SIZE - 1)], chunk, __ATOMIC_RELEASE);
 	__atomic_store_n(&cs->n_chunks, c + 1, __ATOMIC_RELEASE);
 	return EMDB_OK;
@@ -110,9 +129,16 @@ uint64_t chunk_rows(const chunk_store *cs)
 	return __atomic_load_n(&cs->next_row, __ATOMIC_RELAXED);
 }
 
+uint64_t chunk_count(const chunk_store *cs)
+{
+	return __atomic_load_n(&cs->n_chunks, __ATOMIC_ACQUIRE);
+}
+
 uint64_t chunk_bytes_mapped(const chunk_store *cs)
 {
 	uint64_t n = __atomic_load_n(&cs->n_chunks, __ATOMIC_ACQUIRE);
 	uint64_t leaves = (n + LEAF_SIZE - 1) / LEAF_SIZE;
-	return n * ((cs->chunk_bytes + 4095) & ~(uint64_t)4095) + leaves * LEAF_SIZE * sizeof(uint8_t *);
+	return n * (((cs->chunk_bytes + 4095) & ~(uint64_t)4095) +
+		    (uint64_t)CHUNK_MARKS * cs->mark_words * sizeof(uint64_t)) +
+	       leaves * LEAF_SIZE * 2 * sizeof(void *);
 }

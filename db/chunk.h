@@ -23,12 +23,16 @@
 #include "db/loc.h"
 
 #define CHUNK_DIR_BITS 12 /* two-level directory: 4096 x 4096 chunks */
+#define CHUNK_MARKS 2      /* bitmaps of one bit per row beside each chunk */
 
 typedef struct chunk_store {
 	uint32_t stride;         /* bytes per row, multiple of 16    */
 	uint32_t rows_per_chunk;
 	size_t chunk_bytes;      /* bytes mapped per chunk           */
 	uint8_t **dir[1u << CHUNK_DIR_BITS]; /* dir[c >> 12][c & 4095] */
+	uint64_t **mdir[1u << CHUNK_DIR_BITS]; /* marks of chunk c, same shape:
+						  CHUNK_MARKS bitmaps of mark_words */
+	uint32_t mark_words;     /* u64 words per bitmap             */
 	pthread_mutex_t mu;      /* guards chunk creation and reservations */
 	uint64_t next_row;       /* atomic: rows handed out          */
 	uint64_t reserved;       /* rows promised to callers (under mu) */
@@ -56,6 +60,55 @@ static inline uint8_t *chunk_row(const chunk_store *cs, uint64_t loc)
 	uint8_t *base = __atomic_load_n(&leaf[c & ((1u << CHUNK_DIR_BITS) - 1)], __ATOMIC_ACQUIRE);
 	return base + (size_t)loc_offset(loc) * cs->stride;
 }
+
+/* Row marks: CHUNK_MARKS bitmaps with one bit per row, allocated with
+ * each chunk and zero at birth (the checkpoint's dirty generations use
+ * them, db/ckpt_track.h).  Setting is atomic, so threads may mark rows
+ * sharing a word; the location must be one handed out by this store. */
+static inline uint64_t *chunk_mark_word(const chunk_store *cs, uint64_t loc, uint32_t which)
+{
+	uint32_t c = loc_chunk(loc);
+	uint64_t **leaf = __atomic_load_n(&cs->mdir[c >> CHUNK_DIR_BITS], __ATOMIC_ACQUIRE);
+	uint64_t *m = __atomic_load_n(&leaf[c & ((1u << CHUNK_DIR_BITS) - 1)], __ATOMIC_ACQUIRE);
+	return m + (size_t)which * cs->mark_words + (loc_offset(loc) >> 6);
+}
+
+static inline void chunk_mark_set(const chunk_store *cs, uint64_t loc, uint32_t which)
+{
+	uint64_t bit = 1ull << (loc_offset(loc) & 63);
+	uint64_t *w = chunk_mark_word(cs, loc, which);
+	if (!(__atomic_load_n(w, __ATOMIC_RELAXED) & bit))
+		__atomic_fetch_or(w, bit, __ATOMIC_RELAXED);
+}
+
+static inline int chunk_mark_test(const chunk_store *cs, uint64_t loc, uint32_t which)
+{
+	return (int)((__atomic_load_n(chunk_mark_word(cs, loc, which), __ATOMIC_RELAXED) >>
+		      (loc_offset(loc) & 63)) & 1);
+}
+
+/* The marks bitmap `which` of chunk c (mark_words words). */
+static inline uint64_t *chunk_marks(const chunk_store *cs, uint32_t c, uint32_t which)
+{
+	uint64_t **leaf = __atomic_load_n(&cs->mdir[c >> CHUNK_DIR_BITS], __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&leaf[c & ((1u << CHUNK_DIR_BITS) - 1)], __ATOMIC_ACQUIRE) +
+	       (size_t)which * cs->mark_words;
+}
+
+/* Row number r (allocation order) <-> location. */
+static inline uint64_t chunk_row_number(const chunk_store *cs, uint64_t loc)
+{
+	return (uint64_t)loc_chunk(loc) * cs->rows_per_chunk + loc_offset(loc);
+}
+
+static inline uint64_t chunk_loc_of(const chunk_store *cs, uint64_t r)
+{
+	return loc_pack(0, LOC_TIER_HOST, (uint32_t)(r / cs->rows_per_chunk),
+			(uint32_t)(r % cs->rows_per_chunk));
+}
+
+/* Chunks mapped so far. */
+uint64_t chunk_count(const chunk_store *cs);
 
 /* Rows handed out so far, and bytes mapped for chunks and directories. */
 uint64_t chunk_rows(const chunk_store *cs);

@@ -9,7 +9,12 @@
  *      reference; calls and tickets holding their own reference finish
  *      safely, and the memory goes when the last one lets go.
  *
- * State changes: live[], n_live and next_id under reg_lock (write).
+ *   3. db_replace_tables swaps the whole of live[] in one critical section
+ *      (restore): a reader sees the old tables or the new ones, never a
+ *      mix; ids stay never reused (next_id moves past the restored ones).
+ *
+ * State changes: live[], n_live and next_id under reg_lock (write); ck by
+ * the one checkpoint job running (db/job.c).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,6 +34,7 @@ struct emdb_db {
 	tbl **live;      /* [cfg.max_tables] */
 	uint32_t n_live;
 	uint32_t next_id;
+	db_ckpt_state ck;
 };
 
 static int check_db_config(const emdb_db_config *c)
@@ -118,7 +124,7 @@ static int find_locked(const emdb_db *db, const char *name, uint32_t id)
 	return -1;
 }
 
-static int check_table_config(const emdb_table_config *c)
+int db_check_table_config(const emdb_table_config *c)
 {
 	char why[160];
 	if (!name_ok(c->name))
@@ -147,7 +153,7 @@ int emdb_table_create(emdb_db *db, const emdb_table_config *cfg, uint32_t *out_i
 				    "emdb_table_config.size is %u: initialize with EMDB_TABLE_CONFIG_INIT", cfg->size);
 	memcpy(&c, cfg, cfg->size);
 	c.size = sizeof(c);
-	int rc = check_table_config(&c);
+	int rc = db_check_table_config(&c);
 	if (rc != EMDB_OK)
 		return rc;
 
@@ -220,6 +226,34 @@ int db_tables_snapshot(emdb_db *db, tbl ***out, uint32_t *n)
 	pthread_rwlock_unlock(&db->reg_lock);
 	*out = v;
 	return v ? EMDB_OK : EMDB_ERR_NOMEM;
+}
+
+db_ckpt_state *db_ckpt(emdb_db *db)
+{
+	return &db->ck;
+}
+
+int db_replace_tables(emdb_db *db, tbl **v, uint32_t n)
+{
+	if (n > db->cfg.max_tables)
+		return emdb__seterr(EMDB_ERR_LIMIT, "%u tables to restore, max_tables is %u", n,
+				    db->cfg.max_tables);
+	tbl **old = emdb_malloc((db->n_live ? db->n_live : 1) * sizeof(*old));
+	if (!old)
+		return EMDB_ERR_NOMEM;
+	pthread_rwlock_wrlock(&db->reg_lock);
+	uint32_t n_old = db->n_live;
+	memcpy(old, db->live, n_old * sizeof(*old));
+	memcpy(db->live, v, n * sizeof(*v));
+	db->n_live = n;
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i]->id >= db->next_id)
+			db->next_id = v[i]->id + 1;
+	pthread_rwlock_unlock(&db->reg_lock);
+	for (uint32_t i = 0; i < n_old; i++)
+		table_release(old[i]);
+	emdb_free(old);
+	return EMDB_OK;
 }
 
 int emdb_table_find(emdb_db *db, const char *name, uint32_t *out_id)

@@ -11,6 +11,10 @@
  * optimizer to the swapped-out rows.  So pushes for the next step overlap
  * with this step's optimizer work, while Pulls wait for it.
  *
+ * Before a row changes it is marked dirty for the next incremental
+ * checkpoint, and, while a checkpoint is being written, its old bytes are
+ * kept if the checkpoint still needs them (db/ckpt_track.h).
+ *
  * Rows are visited shard by shard in accumulator order with their memory
  * prefetched for writing a few rows ahead; the optimizer kind is dispatched
  * once per shard, not per row.  A row belongs to one shard, so shards can
@@ -46,7 +50,9 @@
 			if (j + OPS_PREFETCH_ROWS < cnt)                          \
 				ops_prefetch_row_w(table_row(t, m->locs[j + OPS_PREFETCH_ROWS]), \
 						   row_bytes);                    \
-			rowfn(&sc, dim, table_row(t, m->locs[j]), m->grads + (size_t)j * dim); \
+			float *row_ = table_row(t, m->locs[j]);                   \
+			ckpt_touch(&t->rows, cow, gen, m->locs[j], row_);         \
+			rowfn(&sc, dim, row_, m->grads + (size_t)j * dim);        \
 		}                                                                 \
 	} while (0)
 
@@ -56,6 +62,9 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
 	uint32_t dim = t->dim;
 	uint32_t cnt = m->count;
 	size_t row_bytes = ((size_t)dim + t->state_floats) * sizeof(float);
+	/* Stable during the pass: the switch changes them holding rows_lock. */
+	ckpt_cow *cow = t->ck.cow;
+	uint32_t gen = t->ck.gen;
 
 	for (uint32_t j = 0; j < cnt && j < OPS_PREFETCH_ROWS; j++)
 		ops_prefetch_row_w(table_row(t, m->locs[j]), row_bytes);

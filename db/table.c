@@ -142,6 +142,13 @@ void table_resolve_commit(tbl *t, const uint64_t *ids, const dit_plan *plan, uin
 	chunk_unreserve(&t->rows, plan->n);
 }
 
+void table_resolve_commit_raw(tbl *t, const uint64_t *ids, const dit_plan *plan, uint64_t *locs,
+			      size_t *inserted)
+{
+	dit_find_or_insert(t->index, ids, plan, locs, new_row, NULL, t, inserted);
+	chunk_unreserve(&t->rows, plan->n);
+}
+
 void table_resolve_abort(tbl *t, const dit_plan *plan)
 {
 	dit_unreserve(t->index, plan);

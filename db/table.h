@@ -30,6 +30,7 @@
 #include <emdb/db.h>
 
 #include "db/chunk.h"
+#include "db/ckpt_track.h"
 #include "db/gradmap.h"
 #include "db/optim_math.h"
 #include "index/dit.h"
@@ -75,6 +76,8 @@ typedef struct tbl {
 	table_grads *grads;     /* [shards], aligned */
 	table_counters ctr;     /* atomic adds */
 	table_apply apply;
+	ckpt_track ck;          /* gen and cow: written holding update_lock and
+				   rows_lock for writing; base_*: the db's job */
 } tbl;
 
 int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config *dbc, tbl **out);
@@ -102,6 +105,10 @@ int table_check_batch(const tbl *t, size_t n, uint32_t dim);
 int table_resolve_prepare(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan);
 void table_resolve_commit(tbl *t, const uint64_t *ids, const dit_plan *plan, uint64_t *locs);
 void table_resolve_abort(tbl *t, const dit_plan *plan);
+/* As table_resolve_commit, but new rows are left zero for the caller to
+ * fill (restore), not initialized. */
+void table_resolve_commit_raw(tbl *t, const uint64_t *ids, const dit_plan *plan, uint64_t *locs,
+			      size_t *inserted);
 /* prepare + commit. */
 int table_resolve(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, uint64_t *locs);
 

@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(
 	build-essential cmake pkg-config
-	librocksdb-dev rocksdb-tools zlib1g-dev libevent-dev liburing-dev libssl-dev libucx-dev
+	librocksdb-dev rocksdb-tools libxxhash-dev libevent-dev liburing-dev libssl-dev libucx-dev
 	libcriterion-dev libedit-dev
 	redis-server clang
 )

@@ -1,0 +1,413 @@
+/*
+ * ckpt_write.c - taking a checkpoint: the switch, the scan of the rows to
+ * write, writing them as row blocks into one SST file, ingesting it, and
+ * the manifest that makes the checkpoint visible.
+ *
+ * The switch holds every table's update_lock and rows_lock for writing at
+ * once, so no Update is between its steps anywhere; for each table it
+ * notes the step and the row count (rows are numbered densely in
+ * allocation order), flips the dirty generation and installs the
+ * copy-on-write store.  Nothing is copied there.  Afterwards each table's
+ * index is walked to learn the ID of every row the checkpoint wants
+ * (ids[r] by row number), and the rows are written in row-number order in
+ * blocks, each block read under rows_lock (read) with the copy kept by an
+ * Update preferred over the live row.  Then the writer's cursor moves past
+ * the block, so Updates stop keeping copies of rows already written.
+ *
+ * Invariants:
+ *   1. Every row numbered below snap_rows is in the index by the time the
+ *      scan visits its shard: a row number is taken and the row inserted
+ *      and initialized under the same shard lock, which the scan takes
+ *      after the switch.  So the rows below snap_rows are exactly the
+ *      table's rows at the switch, and a full checkpoint writes snap_rows
+ *      of them (checked).
+ *   2. A row is written with its bytes at the switch: either no Update has
+ *      touched it since (the live row, read under rows_lock), or the first
+ *      Update to touch it kept a copy first (ckpt_track.h).
+ *   3. Nothing is visible before the manifest; on any failure the
+ *      temporary file is removed, ingested rows are dropped, and the dirty
+ *      marks of the failed checkpoint are merged back so the next
+ *      incremental one still includes those rows.
+ *
+ * State changes: tables' ck fields (switch and end, holding rows_lock for
+ * writing); the store (ingest, manifest); db_ckpt(db)->last on success.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <emdb/alloc.h>
+
+#include "db/db_int.h"
+#include "db/error_int.h"
+#include "db/job_int.h"
+#include "db/store_int.h"
+
+#define BLOCK_BYTES (1u << 20)      /* target size of one row block          */
+#define SCAN_PER_LOCK (64u << 10)   /* row numbers looked at per rows_lock hold */
+
+typedef struct wtable {
+	tbl *t;
+	ckpt_cow *cow;
+	uint64_t snap_rows;
+	uint64_t step;
+	bool delta;            /* only changed rows, relative to the parent */
+	uint64_t *ids;         /* [snap_rows] by row number (mapped lazily)  */
+	uint64_t wanted;       /* rows the scan found to write              */
+	manifest_table rec;
+} wtable;
+
+typedef struct wctx {
+	emdb_job *job;
+	emdb_store *st;
+	uint64_t id;
+	wtable *w;
+	uint32_t n;
+	char *sst_path;
+	rocksdb_sstfilewriter_t *sst;
+	bool ingested;
+	uint8_t *block;
+} wctx;
+
+static int cmp_tbl(const void *a, const void *b)
+{
+	uint32_t x = (*(tbl *const *)a)->id, y = (*(tbl *const *)b)->id;
+	return x < y ? -1 : x > y;
+}
+
+/* ---- switch ---------------------------------------------------------- */
+
+static void do_switch(wctx *c, uint64_t parent)
+{
+	uint64_t t0 = job_now_ns();
+	for (uint32_t i = 0; i < c->n; i++) {
+		pthread_rwlock_wrlock(&c->w[i].t->update_lock);
+		pthread_rwlock_wrlock(&c->w[i].t->rows_lock);
+	}
+	for (uint32_t i = 0; i < c->n; i++) {
+		wtable *w = &c->w[i];
+		tbl *t = w->t;
+		w->step = t->step;
+		w->snap_rows = chunk_rows(&t->rows);
+		w->delta = parent && t->ck.base_ckpt == parent;
+		w->cow->snap_rows = w->snap_rows;
+		w->cow->base_rows = w->delta ? t->ck.base_rows : 0;
+		w->cow->full = !w->delta;
+		w->cow->old_gen = t->ck.gen;
+		t->ck.gen ^= 1;
+		t->ck.cow = w->cow;
+	}
+	for (uint32_t i = c->n; i-- > 0;) {
+		pthread_rwlock_unlock(&c->w[i].t->rows_lock);
+		pthread_rwlock_unlock(&c->w[i].t->update_lock);
+	}
+	JOB_SET(c->job, switch_ns, job_now_ns() - t0);
+}
+
+/* Detach the copy-on-write stores; on success forget the old dirty
+ * generation and move each table's base, on failure merge it back. */
+static void end_tables(wctx *c, bool ok)
+{
+	for (uint32_t i = 0; i < c->n; i++) {
+		wtable *w = &c->w[i];
+		tbl *t = w->t;
+		if (!w->cow)
+			continue;
+		pthread_rwlock_wrlock(&t->rows_lock);
+		if (t->ck.cow == w->cow) {
+			t->ck.cow = NULL;
+			uint32_t old = w->cow->old_gen, cur = t->ck.gen;
+			uint64_t chunks = chunk_count(&t->rows);
+			for (uint64_t k = 0; k < chunks; k++) {
+				uint64_t *o = chunk_marks(&t->rows, (uint32_t)k, old);
+				uint64_t *nw = chunk_marks(&t->rows, (uint32_t)k, cur);
+				for (uint32_t x = 0; x < t->rows.mark_words; x++) {
+					if (!ok && o[x])
+						__atomic_fetch_or(&nw[x], o[x], __ATOMIC_RELAXED);
+					o[x] = 0;
+				}
+			}
+			if (ok) {
+				t->ck.base_ckpt = c->id;
+				t->ck.base_rows = w->snap_rows;
+			}
+		}
+		pthread_rwlock_unlock(&t->rows_lock);
+	}
+}
+
+/* ---- scan ------------------------------------------------------------ */
+
+static int scan_visit(void *ctx, uint64_t id, uint64_t loc)
+{
+	wtable *w = ctx;
+	uint64_t r = chunk_row_number(&w->t->rows, loc);
+	if (ckpt_cow_wants(w->cow, &w->t->rows, r, loc)) {
+		w->ids[r] = id;
+		w->wanted++;
+	}
+	return 0;
+}
+
+static int scan_table(wctx *c, wtable *w)
+{
+	if (w->snap_rows) {
+		w->ids = emdb_map(w->snap_rows * sizeof(uint64_t));
+		if (!w->ids)
+			return EMDB_ERR_NOMEM;
+	}
+	dit_foreach(w->t->index, scan_visit, w);
+	if (!w->delta && w->wanted != w->snap_rows)
+		return emdb__seterr(EMDB_ERR_INTERNAL, "table '%s': %llu rows numbered, %llu found in the index",
+				    w->t->cfg.name, (unsigned long long)w->snap_rows,
+				    (unsigned long long)w->wanted);
+	size_t rf = w->t->dim + w->t->state_floats;
+	JOB_ADD(c->job, rows_total, w->wanted);
+	JOB_ADD(c->job, bytes_total, w->wanted * (8 + rf * 4));
+	return EMDB_OK;
+}
+
+/* ---- write ----------------------------------------------------------- */
+
+static int put_block(wctx *c, wtable *w, uint32_t n, uint32_t rf)
+{
+	uint64_t h = block_seal(c->block, n, rf);
+	size_t len = block_size(n, rf);
+	uint8_t key[ROW_KEY_LEN];
+	store_key_row(key, c->id, w->t->id, w->rec.blocks);
+	char *err = NULL;
+	rocksdb_sstfilewriter_put(c->sst, (const char *)key, sizeof(key), (const char *)c->block, len, &err);
+	int rc = store_rocks_err(err, "writing a row block");
+	if (rc != EMDB_OK)
+		return rc;
+	w->rec.hash = store_hash_chain(w->rec.hash, h);
+	w->rec.blocks++;
+	w->rec.rows += n;
+	w->rec.bytes += len;
+	JOB_ADD(c->job, rows_done, n);
+	JOB_ADD(c->job, bytes_done, len);
+	return EMDB_OK;
+}
+
+static int write_table(wctx *c, wtable *w)
+{
+	tbl *t = w->t;
+	uint32_t rf = t->dim + t->state_floats;
+	size_t row_bytes = (size_t)rf * 4;
+	uint32_t per_block = (uint32_t)((BLOCK_BYTES - BLOCK_HDR_LEN) / (8 + row_bytes));
+	if (per_block == 0)
+		per_block = 1;
+	uint64_t r = 0;
+	int rc = EMDB_OK;
+	while (rc == EMDB_OK && r < w->snap_rows) {
+		uint32_t n = 0;
+		uint8_t *ids = c->block + BLOCK_HDR_LEN;
+		uint8_t *rows = ids + (size_t)per_block * 8;
+		uint64_t stop = r + SCAN_PER_LOCK < w->snap_rows ? r + SCAN_PER_LOCK : w->snap_rows;
+		pthread_rwlock_rdlock(&t->rows_lock);
+		for (; r < stop && n < per_block; r++) {
+			uint64_t loc = chunk_loc_of(&t->rows, r);
+			if (!ckpt_cow_wants(w->cow, &t->rows, r, loc))
+				continue;
+			const void *src = ckpt_cow_find(w->cow, r);
+			memcpy(ids + (size_t)n * 8, &w->ids[r], 8);
+			memcpy(rows + (size_t)n * row_bytes, src ? src : table_row(t, loc), row_bytes);
+			n++;
+		}
+		__atomic_store_n(&w->cow->cursor, r, __ATOMIC_RELAXED);
+		pthread_rwlock_unlock(&t->rows_lock);
+		JOB_SET(c->job, cow_rows, __atomic_load_n(&w->cow->kept, __ATOMIC_RELAXED));
+		if (__atomic_load_n(&w->cow->failed, __ATOMIC_RELAXED))
+			return emdb__seterr(EMDB_ERR_NOMEM,
+					    "table '%s': no memory to keep rows Updates changed during the checkpoint",
+					    t->cfg.name);
+		if (!n)
+			continue;
+		if (n < per_block) /* ids are followed directly by rows */
+			memmove(ids + (size_t)n * 8, rows, (size_t)n * row_bytes);
+		rc = put_block(c, w, n, rf);
+	}
+	return rc;
+}
+
+/* ---- the job --------------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int open_sst(wctx *c)
+{
+	size_t n = strlen(c->st->tmp_dir) + 48;
+	c->sst_path = emdb_malloc(n);
+	if (!c->sst_path)
+		return EMDB_ERR_NOMEM;
+	snprintf(c->sst_path, n, "%s/ckpt-%llu.sst", c->st->tmp_dir, (unsigned long long)c->id);
+	rocksdb_envoptions_t *env = rocksdb_envoptions_create();
+	c->sst = rocksdb_sstfilewriter_create(env, c->st->rows_opts);
+	rocksdb_envoptions_destroy(env);
+	char *err = NULL;
+	rocksdb_sstfilewriter_open(c->sst, c->sst_path, &err);
+	return store_rocks_err(err, "creating the checkpoint's SST file");
+}
+
+/* Sync, ingest, manifest.  The SST writer syncs the file in finish. */
+static int publish(wctx *c, const manifest *m)
+{
+	int rc = EMDB_OK;
+	if (m->info.rows) {
+		char *err = NULL;
+		rocksdb_sstfilewriter_finish(c->sst, &err);
+		rc = store_rocks_err(err, "finishing the checkpoint's SST file");
+		if (rc == EMDB_OK)
+			rc = store_ingest(c->st, c->sst_path);
+		c->ingested = rc == EMDB_OK;
+	}
+	if (rc == EMDB_OK)
+		rc = store_publish(c->st, m);
+	return rc;
+}
+
+static int prepare(wctx *c, emdb_job *job, manifest *parent)
+{
+	db_ckpt_state *ck = db_ckpt(job->db);
+	memset(parent, 0, sizeof(*parent));
+	if (job->kind == EMDB_CKPT_INCREMENTAL) {
+		if (!ck->last || memcmp(ck->store_uuid, c->st->hdr.uuid, 16) != 0)
+			return emdb__seterr(EMDB_ERR_INVALID,
+					    "no previous checkpoint of this database in this store to extend: take a full checkpoint first");
+		int rc = store_manifest(c->st, ck->last, parent);
+		if (rc != EMDB_OK)
+			return rc == EMDB_ERR_INVALID
+				       ? emdb__seterr(EMDB_ERR_INVALID,
+						      "the previous checkpoint (%llu) was deleted: take a full checkpoint first",
+						      (unsigned long long)ck->last)
+				       : rc;
+	}
+	tbl **v;
+	int rc = db_tables_snapshot(job->db, &v, &c->n);
+	if (rc != EMDB_OK)
+		return rc;
+	qsort(v, c->n, sizeof(*v), cmp_tbl);
+	c->w = emdb_calloc(c->n ? c->n : 1, sizeof(*c->w));
+	c->block = emdb_malloc(BLOCK_BYTES + 4096);
+	rc = c->w && c->block ? EMDB_OK : EMDB_ERR_NOMEM;
+	for (uint32_t i = 0; i < c->n; i++) {
+		if (c->w)
+			c->w[i].t = v[i];
+		else
+			table_release(v[i]);
+	}
+	emdb_free(v);
+	for (uint32_t i = 0; rc == EMDB_OK && i < c->n; i++) {
+		tbl *t = c->w[i].t;
+		c->w[i].cow = ckpt_cow_create(0, 0, 0, true, ((size_t)t->dim + t->state_floats) * 4);
+		if (!c->w[i].cow)
+			rc = EMDB_ERR_NOMEM;
+	}
+	if (rc == EMDB_OK)
+		rc = store_take_id(c->st, &c->id);
+	return rc;
+}
+
+static void cleanup(wctx *c, bool ok)
+{
+	if (c->w)
+		end_tables(c, ok);
+	if (c->sst)
+		rocksdb_sstfilewriter_destroy(c->sst);
+	if (c->sst_path)
+		unlink(c->sst_path);
+	if (!ok && c->ingested)
+		store_drop_rows(c->st, c->id);
+	for (uint32_t i = 0; c->w && i < c->n; i++) {
+		wtable *w = &c->w[i];
+		if (w->ids)
+			emdb_unmap(w->ids, w->snap_rows * sizeof(uint64_t));
+		ckpt_cow_destroy(w->cow);
+		table_release(w->t);
+	}
+	emdb_free(c->w);
+	emdb_free(c->block);
+	emdb_free(c->sst_path);
+}
+
+static void fill_record(wtable *w)
+{
+	manifest_table *rec = &w->rec;
+	rec->id = w->t->id;
+	rec->flags = w->delta ? 0 : MANIFEST_TABLE_FULL;
+	rec->step = w->step;
+	rec->rows_total = w->snap_rows; /* invariant 1: rows are dense */
+	rec->state_floats = w->t->state_floats;
+	rec->cfg = w->t->cfg;
+}
+
+int ckpt_write_run(emdb_job *job, emdb_ckpt_info *info)
+{
+	wctx c;
+	manifest parent, m;
+	memset(&c, 0, sizeof(c));
+	memset(&m, 0, sizeof(m));
+	c.job = job;
+	c.st = job->st;
+	JOB_SET(job, phase, EMDB_PHASE_SWITCH);
+	int rc = prepare(&c, job, &parent);
+	if (rc == EMDB_OK) {
+		JOB_SET(job, ckpt_id, c.id);
+		do_switch(&c, parent.info.id);
+	}
+	uint64_t t0 = job_now_ns();
+	uint64_t created = now_ms();
+	JOB_SET(job, phase, EMDB_PHASE_SCAN);
+	for (uint32_t i = 0; rc == EMDB_OK && i < c.n; i++)
+		rc = scan_table(&c, &c.w[i]);
+	JOB_SET(job, phase, EMDB_PHASE_WRITE);
+	if (rc == EMDB_OK)
+		rc = open_sst(&c);
+	for (uint32_t i = 0; rc == EMDB_OK && i < c.n; i++) {
+		rc = write_table(&c, &c.w[i]);
+		fill_record(&c.w[i]);
+	}
+	JOB_SET(job, phase, EMDB_PHASE_SYNC);
+	if (rc == EMDB_OK) {
+		m.tables = emdb_calloc(c.n ? c.n : 1, sizeof(*m.tables));
+		if (!m.tables)
+			rc = EMDB_ERR_NOMEM;
+	}
+	if (rc == EMDB_OK) {
+		emdb_ckpt_info *in = &m.info;
+		in->id = c.id;
+		in->kind = (emdb_ckpt_kind)job->kind;
+		in->parent = parent.info.id;
+		in->base = parent.info.id ? parent.info.base : c.id;
+		in->created_ms = created;
+		in->tables = c.n;
+		for (uint32_t i = 0; i < c.n; i++) {
+			m.tables[i] = c.w[i].rec;
+			in->rows += m.tables[i].rows;
+			in->rows_total += m.tables[i].rows_total;
+			in->bytes += m.tables[i].bytes;
+			if (m.tables[i].step > in->max_step)
+				in->max_step = m.tables[i].step;
+		}
+		in->duration_ms = (job_now_ns() - t0) / 1000000;
+		rc = publish(&c, &m);
+	}
+	if (rc == EMDB_OK) {
+		db_ckpt_state *ck = db_ckpt(job->db);
+		ck->last = c.id;
+		memcpy(ck->store_uuid, c.st->hdr.uuid, 16);
+		*info = m.info;
+	}
+	cleanup(&c, rc == EMDB_OK);
+	manifest_free(&m);
+	manifest_free(&parent);
+	return rc;
+}
