@@ -81,6 +81,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include <emdb/checkpoint.h>
 #include <emdb/db.h>
 #include <emdb/error.h>
 
@@ -118,8 +119,7 @@
 #define PROTO_OP_RANGE_CONN 0x0000    /* connection and server          */
 #define PROTO_OP_RANGE_TABLE 0x0100   /* tables and statistics          */
 #define PROTO_OP_RANGE_DATA 0x0200    /* data plane                     */
-#define PROTO_OP_RANGE_PERSIST 0x0300 /* reserved: CHECKPOINT (FULL/INCREMENTAL),
-					 CHECKPOINT_LIST, CHECKPOINT_DELETE, RESTORE */
+#define PROTO_OP_RANGE_PERSIST 0x0300 /* checkpoints, restore and their jobs */
 #define PROTO_OP_RANGE_HOTSET 0x0400  /* reserved: hot-set report, RESHARD, EXPIRE */
 #define PROTO_OP_RANGE_CLUSTER 0x0500 /* reserved: cluster view and membership */
 #define PROTO_OP_RANGE_NODE 0x0600    /* reserved: node-to-node row exchange */
@@ -158,7 +158,12 @@ typedef enum proto_role {
 	X(PUSH, 0x0203, PROTO_ROLE_TRAINER)               \
 	X(UPDATE, 0x0204, PROTO_ROLE_TRAINER)             \
 	X(LOOKUP, 0x0205, PROTO_ROLE_READER)              \
-	X(READ_STATE, 0x0206, PROTO_ROLE_TRAINER)
+	X(READ_STATE, 0x0206, PROTO_ROLE_TRAINER)         \
+	X(CHECKPOINT, 0x0300, PROTO_ROLE_ADMIN)           \
+	X(RESTORE, 0x0301, PROTO_ROLE_ADMIN)              \
+	X(JOB_STATUS, 0x0302, PROTO_ROLE_READER)          \
+	X(CHECKPOINT_LIST, 0x0303, PROTO_ROLE_READER)     \
+	X(CHECKPOINT_DELETE, 0x0304, PROTO_ROLE_ADMIN)
 
 typedef enum proto_op {
 	/* Only in a response with status < 0 and an error body: the peer
@@ -242,8 +247,9 @@ int proto_err_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, int sta
 		     const char *msg, size_t *len);
 int proto_err_decode(const proto_hdr *h, const uint8_t *body, proto_str *msg);
 
-/* Empty bodies: requests SHUTDOWN, TABLE_LIST, STATS; responses (status 0)
- * CONFIG_SET, SHUTDOWN, TABLE_DROP, TICKET_FREE, PUSH.  The decoder checks
+/* Empty bodies: requests SHUTDOWN, TABLE_LIST, STATS, CHECKPOINT_LIST;
+ * responses (status 0) CONFIG_SET, SHUTDOWN, TABLE_DROP, TICKET_FREE, PUSH,
+ * CHECKPOINT_DELETE.  The decoder checks
  * that the opcode has an empty body in that direction and body_len is 0. */
 int proto_empty_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, bool response,
 		       size_t *len);
@@ -648,6 +654,117 @@ int proto_read_state_resp_decode(const proto_hdr *h, const uint8_t *body,
 				 proto_read_state_resp *m);
 
 /* ------------------------------------------------------------------ */
+/* Persistence: checkpoints, restore, jobs                             */
+/* ------------------------------------------------------------------ */
+
+/* A checkpoint or a restore runs on the server as a numbered job (from 1);
+ * CHECKPOINT and RESTORE answer with its number at once and JOB_STATUS
+ * follows it.  JOB_STATUS kind and state carry these values (the same as
+ * emdb_job_kind and emdb_job_state of emdb/client.h). */
+enum {
+	PROTO_JOB_NONE = 0,
+	PROTO_JOB_CHECKPOINT_FULL = 1,        /* EMDB_CKPT_FULL        */
+	PROTO_JOB_CHECKPOINT_INCREMENTAL = 2, /* EMDB_CKPT_INCREMENTAL */
+	PROTO_JOB_RESTORE = 3,
+};
+enum {
+	PROTO_JOB_IDLE = 0, /* job 0 asked and no job ever ran */
+	PROTO_JOB_RUNNING = 1,
+	PROTO_JOB_DONE = 2,
+	PROTO_JOB_FAILED = 3,
+};
+
+/* A checkpoint's description (emdb_ckpt_info of emdb/checkpoint.h)
+ * crosses the wire as an 80-byte record with the struct's own layout,
+ * field by field.  Values are carried as sent: kind is not judged. */
+#define PROTO_CKPT_INFO_SIZE 80
+
+/* CHECKPOINT: kind (EMDB_CKPT_FULL or EMDB_CKPT_INCREMENTAL, judged by
+ * the server) -> the job's number. */
+typedef struct proto_checkpoint_req {
+	uint32_t kind;
+} proto_checkpoint_req;
+
+typedef struct proto_checkpoint_resp {
+	uint64_t job;
+} proto_checkpoint_resp;
+
+int proto_checkpoint_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_checkpoint_req *m, size_t *len);
+int proto_checkpoint_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_checkpoint_req *m);
+int proto_checkpoint_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_checkpoint_resp *m, size_t *len);
+int proto_checkpoint_resp_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_checkpoint_resp *m);
+
+/* RESTORE: checkpoint id, 0 = the latest -> the job's number. */
+typedef struct proto_restore_req {
+	uint64_t ckpt;
+} proto_restore_req;
+
+typedef struct proto_restore_resp {
+	uint64_t job;
+} proto_restore_resp;
+
+int proto_restore_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_restore_req *m,
+			     size_t *len);
+int proto_restore_req_decode(const proto_hdr *h, const uint8_t *body, proto_restore_req *m);
+int proto_restore_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+			      const proto_restore_resp *m, size_t *len);
+int proto_restore_resp_decode(const proto_hdr *h, const uint8_t *body, proto_restore_resp *m);
+
+/* JOB_STATUS: job number, 0 = the newest -> its status.  kind, state,
+ * progress.phase and the result's kind are carried as sent (u32); message
+ * is at most PROTO_ERRMSG_MAX bytes, set when state is FAILED. */
+typedef struct proto_job_status_req {
+	uint64_t job;
+} proto_job_status_req;
+
+typedef struct proto_job_status_resp {
+	uint64_t job;
+	uint32_t kind;           /* PROTO_JOB_NONE .. PROTO_JOB_RESTORE */
+	uint32_t state;          /* PROTO_JOB_IDLE .. PROTO_JOB_FAILED  */
+	emdb_progress progress;
+	emdb_ckpt_info result;   /* DONE: the checkpoint written or restored */
+	int32_t error;           /* FAILED: the emdb_err                      */
+	proto_str message;       /* FAILED: the reason                        */
+} proto_job_status_resp;
+
+int proto_job_status_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_job_status_req *m, size_t *len);
+int proto_job_status_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_job_status_req *m);
+int proto_job_status_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_job_status_resp *m, size_t *len);
+int proto_job_status_resp_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_job_status_resp *m);
+
+/* CHECKPOINT_LIST: (empty request) -> the complete checkpoints, oldest
+ * first.  The decoder points ckpts into the body: the records have
+ * emdb_ckpt_info's layout (checked at compile time), so they are used in
+ * place like TABLE_LIST's entries. */
+typedef struct proto_checkpoint_list_resp {
+	uint32_t n;
+	const emdb_ckpt_info *ckpts;
+} proto_checkpoint_list_resp;
+
+int proto_checkpoint_list_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				      const proto_checkpoint_list_resp *m, size_t *len);
+int proto_checkpoint_list_resp_decode(const proto_hdr *h, const uint8_t *body,
+				      proto_checkpoint_list_resp *m);
+
+/* CHECKPOINT_DELETE: checkpoint id.  Empty response. */
+typedef struct proto_checkpoint_delete_req {
+	uint64_t ckpt;
+} proto_checkpoint_delete_req;
+
+int proto_checkpoint_delete_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				       const proto_checkpoint_delete_req *m, size_t *len);
+int proto_checkpoint_delete_req_decode(const proto_hdr *h, const uint8_t *body,
+				       proto_checkpoint_delete_req *m);
+
+/* ------------------------------------------------------------------ */
 /* Any message                                                         */
 /* ------------------------------------------------------------------ */
 
@@ -685,6 +802,14 @@ typedef union proto_msg {
 	proto_lookup_resp lookup_resp;
 	proto_read_state_req read_state_req;
 	proto_read_state_resp read_state_resp;
+	proto_checkpoint_req checkpoint_req;
+	proto_checkpoint_resp checkpoint_resp;
+	proto_restore_req restore_req;
+	proto_restore_resp restore_resp;
+	proto_job_status_req job_status_req;
+	proto_job_status_resp job_status_resp;
+	proto_checkpoint_list_resp checkpoint_list_resp;
+	proto_checkpoint_delete_req checkpoint_delete_req;
 } proto_msg;
 
 /* Decode any body: the decoder of h's opcode and direction (error body

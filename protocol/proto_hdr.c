@@ -179,11 +179,13 @@ bool proto__body_empty(uint16_t op, bool response)
 		return true;
 	case PROTO_OP_TABLE_LIST:
 	case PROTO_OP_STATS:
+	case PROTO_OP_CHECKPOINT_LIST:
 		return !response;
 	case PROTO_OP_CONFIG_SET:
 	case PROTO_OP_TABLE_DROP:
 	case PROTO_OP_TICKET_FREE:
 	case PROTO_OP_PUSH:
+	case PROTO_OP_CHECKPOINT_DELETE:
 		return response;
 	}
 	return false;

@@ -37,6 +37,9 @@ int proto_msg_decode(const proto_hdr *h, const uint8_t *body, proto_msg *m)
 		CASE_(UPDATE, update)
 		CASE_(LOOKUP, lookup)
 		CASE_(READ_STATE, read_state)
+		CASE_(CHECKPOINT, checkpoint)
+		CASE_(RESTORE, restore)
+		CASE_(JOB_STATUS, job_status)
 	case PROTO_OP_CONFIG_SET:
 		return proto_config_set_req_decode(h, body, &m->config_set_req);
 	case PROTO_OP_TABLE_DROP:
@@ -49,6 +52,10 @@ int proto_msg_decode(const proto_hdr *h, const uint8_t *body, proto_msg *m)
 		return proto_ticket_free_req_decode(h, body, &m->ticket_free_req);
 	case PROTO_OP_PUSH:
 		return proto_push_req_decode(h, body, &m->push_req);
+	case PROTO_OP_CHECKPOINT_LIST:
+		return proto_checkpoint_list_resp_decode(h, body, &m->checkpoint_list_resp);
+	case PROTO_OP_CHECKPOINT_DELETE:
+		return proto_checkpoint_delete_req_decode(h, body, &m->checkpoint_delete_req);
 	}
 #undef CASE_
 	assert(!proto_op_known(h->opcode));
@@ -97,6 +104,9 @@ int proto_msg_encode(uint8_t *buf, size_t cap, const proto_hdr *h, const proto_m
 		CASE_(UPDATE, update)
 		CASE_(LOOKUP, lookup)
 		CASE_(READ_STATE, read_state)
+		CASE_(CHECKPOINT, checkpoint)
+		CASE_(RESTORE, restore)
+		CASE_(JOB_STATUS, job_status)
 	case PROTO_OP_CONFIG_SET:
 		return proto_config_set_req_encode(buf, cap, id, &m->config_set_req, len);
 	case PROTO_OP_TABLE_DROP:
@@ -109,6 +119,10 @@ int proto_msg_encode(uint8_t *buf, size_t cap, const proto_hdr *h, const proto_m
 		return proto_ticket_free_req_encode(buf, cap, id, &m->ticket_free_req, len);
 	case PROTO_OP_PUSH:
 		return proto_push_req_encode(buf, cap, id, &m->push_req, len);
+	case PROTO_OP_CHECKPOINT_LIST:
+		return proto_checkpoint_list_resp_encode(buf, cap, id, &m->checkpoint_list_resp, len);
+	case PROTO_OP_CHECKPOINT_DELETE:
+		return proto_checkpoint_delete_req_encode(buf, cap, id, &m->checkpoint_delete_req, len);
 	}
 #undef CASE_
 	return emdb__seterr(EMDB_ERR_INVALID, "no encoder for opcode 0x%04x", h->opcode);

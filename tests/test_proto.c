@@ -83,9 +83,9 @@ static const proto_sample *find_sample(proto_sample *all, size_t n, const char *
 }
 
 #define SAMPLES()                                        \
-	proto_sample all[64];                            \
-	size_t n_all = proto_samples(all, 64);           \
-	cr_assert(n_all <= 64);                          \
+	proto_sample all[PROTO_SAMPLES_MAX];             \
+	size_t n_all = proto_samples(all, PROTO_SAMPLES_MAX); \
+	cr_assert(n_all <= PROTO_SAMPLES_MAX);           \
 	uint8_t *buf = (uint8_t *)bufmem;                \
 	(void)buf
 
@@ -105,7 +105,7 @@ Test(proto, every_sample_round_trips_bit_for_bit)
 {
 	SAMPLES();
 	uint8_t *buf2 = (uint8_t *)bufmem2;
-	bool seen_req[0x300] = { 0 }, seen_resp[0x300] = { 0 };
+	bool seen_req[0x400] = { 0 }, seen_resp[0x400] = { 0 };
 	for (size_t i = 0; i < n_all; i++) {
 		const proto_sample *s = &all[i];
 		size_t need = 0, len = enc(s, buf, sizeof(bufmem));
@@ -129,7 +129,7 @@ Test(proto, every_sample_round_trips_bit_for_bit)
 			     "%s: %s", s->name, emdb_last_error());
 		cr_assert_eq(len2, len, "%s", s->name);
 		cr_assert_eq(memcmp(buf, buf2, len), 0, "%s: bytes differ", s->name);
-		if (s->h.opcode < 0x300 && s->h.status == 0)
+		if (s->h.opcode < 0x400 && s->h.status == 0)
 			(proto_hdr_is_response(&s->h) ? seen_resp : seen_req)[s->h.opcode] = true;
 	}
 #define CHECK_SEEN_(name, value, role)                                                 \
@@ -447,7 +447,7 @@ Test(proto, malformed_headers_are_refused_with_the_right_code)
 	cr_assert_eq(hdr_with(GOOD, 0x02, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
 	cr_assert(strstr(emdb_last_error(), "flag"), "%s", emdb_last_error());
 	cr_assert_eq(hdr_with(GOOD, 0x81, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
-	uint16_t unknown[] = { 0x0000, 0x0008, 0x00FF, 0x0105, 0x0207, 0x0300, 0x0400,
+	uint16_t unknown[] = { 0x0000, 0x0008, 0x00FF, 0x0105, 0x0207, 0x0305, 0x0400,
 			       0x0500, 0x0600, 0xF000, 0xFFFF };
 	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
 		cr_assert_eq(hdr_with(GOOD, 0, unknown[i], 0, 0, 64), EMDB_ERR_PROTOCOL, "op %x",
@@ -796,6 +796,129 @@ Test(proto, encoders_refuse_what_decoders_would)
 }
 
 /* ------------------------------------------------------------------ */
+/* Persistence bodies                                                   */
+/* ------------------------------------------------------------------ */
+
+Test(proto, persistence_bodies_carry_their_fields)
+{
+	SAMPLES();
+	proto_msg m;
+	size_t len = ENC("checkpoint_req_incremental");
+	cr_assert_eq(len, PROTO_HDR_SIZE + 8);
+	dec(buf, len, &m);
+	cr_assert_eq(m.checkpoint_req.kind, EMDB_CKPT_INCREMENTAL);
+	len = ENC("checkpoint_resp");
+	dec(buf, len, &m);
+	cr_assert_eq(m.checkpoint_resp.job, 3);
+	len = ENC("restore_req");
+	cr_assert_eq(len, PROTO_HDR_SIZE + 8);
+	dec(buf, len, &m);
+	cr_assert_eq(m.restore_req.ckpt, 0);
+	len = ENC("checkpoint_delete_req");
+	dec(buf, len, &m);
+	cr_assert_eq(m.checkpoint_delete_req.ckpt, 4);
+
+	len = ENC("job_status_resp_idle");
+	cr_assert_eq(len, PROTO_HDR_SIZE + 176, "the fixed part is 176 bytes");
+	len = ENC("job_status_resp_failed");
+	cr_assert_eq(len, PROTO_HDR_SIZE + 176 + 40, "a 33-byte message and 7 of padding");
+	dec(buf, len, &m);
+	const proto_job_status_resp *js = &m.job_status_resp;
+	cr_assert_eq(js->job, 5);
+	cr_assert_eq(js->kind, PROTO_JOB_CHECKPOINT_INCREMENTAL);
+	cr_assert_eq(js->state, PROTO_JOB_FAILED);
+	cr_assert_eq(js->progress.phase, EMDB_PHASE_FAILED);
+	cr_assert_eq(js->progress.elapsed_ns, 1000);
+	cr_assert_eq(js->error, EMDB_ERR_IO);
+	cr_assert(str_eq(js->message, proto_cstr("IO error: No space left on device")));
+	cr_assert_eq((const uint8_t *)js->message.p, buf + PROTO_HDR_SIZE + 176);
+	len = ENC("job_status_resp_done");
+	dec(buf, len, &m);
+	cr_assert_eq(memcmp(&js->result, &sample_ckpts[1], sizeof(emdb_ckpt_info)), 0);
+	cr_assert_eq(js->progress.bytes_total, 1ull << 33);
+	cr_assert_eq(js->progress.ckpt_id, 5);
+	cr_assert_eq(js->message.len, 0);
+	/* The record sits at body offset 88 with emdb_ckpt_info's layout. */
+	cr_assert_eq(memcmp(BODY(len) + 88, &sample_ckpts[1], PROTO_CKPT_INFO_SIZE), 0);
+
+	len = ENC("checkpoint_list_resp");
+	cr_assert_eq(len, PROTO_HDR_SIZE + 8 + 2 * 80);
+	dec(buf, len, &m);
+	cr_assert_eq(m.checkpoint_list_resp.n, 2);
+	cr_assert_eq((const uint8_t *)m.checkpoint_list_resp.ckpts, buf + PROTO_HDR_SIZE + 8,
+		     "records are used in place");
+	cr_assert_eq(memcmp(m.checkpoint_list_resp.ckpts, sample_ckpts, sizeof(sample_ckpts)), 0);
+	len = ENC("checkpoint_list_resp_empty");
+	dec(buf, len, &m);
+	cr_assert_eq(m.checkpoint_list_resp.n, 0);
+	cr_assert_null(m.checkpoint_list_resp.ckpts);
+}
+
+Test(proto, malformed_persistence_bodies_are_refused)
+{
+	SAMPLES();
+	size_t len = ENC("checkpoint_req");
+	uint8_t *b = BODY(len);
+	b[5] = 1;
+	EXPECT_PROTOCOL(body_rc(buf, len), "reserved");
+
+	len = ENC("job_status_resp_running");
+	b = BODY(len);
+	b[20] = 1; /* the word after phase */
+	EXPECT_PROTOCOL(body_rc(buf, len), "reserved");
+
+	len = ENC("job_status_resp_failed");
+	b = BODY(len);
+	put32(b + 172, 41); /* 41 bytes of message claimed, 40 left */
+	EXPECT_PROTOCOL(body_rc(buf, len), "message needs 41 bytes at offset 176");
+	put32(b + 172, PROTO_ERRMSG_MAX + 1);
+	EXPECT_PROTOCOL(body_rc(buf, len), "more than 1024");
+	put32(b + 172, 33);
+	b[176 + 33] = 'x';
+	EXPECT_PROTOCOL(body_rc(buf, len), "padding");
+
+	len = ENC("checkpoint_list_resp");
+	b = BODY(len);
+	put32(b, 3); /* 3 records claimed, 2 sent */
+	EXPECT_PROTOCOL(body_rc(buf, len), "checkpoints needs 240 bytes at offset 8");
+	put32(b, 1);
+	EXPECT_PROTOCOL(body_rc(buf, len), "80 bytes trail");
+	put32(b, 0xFFFFFFFFu);
+	EXPECT_PROTOCOL(body_rc(buf, len), "checkpoints needs");
+	put32(b, 2);
+	b[6] = 1;
+	EXPECT_PROTOCOL(body_rc(buf, len), "reserved");
+
+	/* Empty bodies stay empty. */
+	len = ENC("checkpoint_list_req");
+	memset(buf + len, 0, 8);
+	EXPECT_PROTOCOL(body_as(buf, 8), "trail");
+	len = ENC("checkpoint_delete_resp");
+	memset(buf + len, 0, 8);
+	EXPECT_PROTOCOL(body_as(buf, 8), "trail");
+
+	/* A JOB_STATUS request body read as its response is too short. */
+	len = ENC("job_status_req");
+	buf[5] = PROTO_FLAG_RESPONSE;
+	EXPECT_PROTOCOL(body_rc(buf, len), "needs");
+
+	/* Encoders refuse what the decoders would. */
+	size_t got = 1;
+	proto_job_status_resp js = { .job = 1, .message = { NULL, 3 } };
+	cr_assert_eq(proto_job_status_resp_encode(buf, sizeof(bufmem), 1, &js, &got), EMDB_ERR_INVALID);
+	cr_assert_eq(got, 0);
+	char big[PROTO_ERRMSG_MAX + 1];
+	memset(big, 'e', sizeof(big));
+	js.message = (proto_str){ big, sizeof(big) };
+	cr_assert_eq(proto_job_status_resp_encode(buf, sizeof(bufmem), 1, &js, &got), EMDB_ERR_INVALID);
+	proto_checkpoint_list_resp cl = { 1, NULL };
+	cr_assert_eq(proto_checkpoint_list_resp_encode(buf, sizeof(bufmem), 1, &cl, &got),
+		     EMDB_ERR_INVALID);
+	cr_assert_eq(proto_empty_encode(buf, sizeof(bufmem), 1, PROTO_OP_CHECKPOINT, true, &got),
+		     EMDB_ERR_INVALID);
+}
+
+/* ------------------------------------------------------------------ */
 /* Roles                                                                */
 /* ------------------------------------------------------------------ */
 
@@ -803,9 +926,10 @@ Test(proto, roles_nest_as_the_issue_says)
 {
 	uint16_t reader_ops[] = { PROTO_OP_HELLO, PROTO_OP_AUTH, PROTO_OP_PING, PROTO_OP_INFO,
 				  PROTO_OP_STATS, PROTO_OP_TABLE_LIST, PROTO_OP_TABLE_DESCRIBE,
-				  PROTO_OP_LOOKUP };
+				  PROTO_OP_LOOKUP, PROTO_OP_JOB_STATUS, PROTO_OP_CHECKPOINT_LIST };
 	uint16_t admin_ops[] = { PROTO_OP_TABLE_CREATE, PROTO_OP_TABLE_DROP, PROTO_OP_CONFIG_SET,
-				 PROTO_OP_SHUTDOWN };
+				 PROTO_OP_SHUTDOWN, PROTO_OP_CHECKPOINT, PROTO_OP_RESTORE,
+				 PROTO_OP_CHECKPOINT_DELETE };
 	int n_reader = 0, n_trainer = 0, n_admin = 0, n_none = 0;
 	for (uint32_t op = 0; op <= 0xFFFF; op++) {
 		n_none += proto_op_allowed(PROTO_ROLE_NONE, (uint16_t)op);
@@ -818,12 +942,12 @@ Test(proto, roles_nest_as_the_issue_says)
 	cr_assert_eq(n_none, 2);
 	cr_assert(proto_op_allowed(PROTO_ROLE_NONE, PROTO_OP_HELLO));
 	cr_assert(proto_op_allowed(PROTO_ROLE_NONE, PROTO_OP_AUTH));
-	cr_assert_eq(n_reader, 8);
-	for (size_t i = 0; i < 8; i++)
+	cr_assert_eq(n_reader, 10);
+	for (size_t i = 0; i < 10; i++)
 		cr_assert(proto_op_allowed(PROTO_ROLE_READER, reader_ops[i]));
-	cr_assert_eq(n_admin, 19);
-	cr_assert_eq(n_trainer, 15);
-	for (size_t i = 0; i < 4; i++) {
+	cr_assert_eq(n_admin, 24);
+	cr_assert_eq(n_trainer, 17);
+	for (size_t i = 0; i < 7; i++) {
 		cr_assert(!proto_op_allowed(PROTO_ROLE_TRAINER, admin_ops[i]));
 		cr_assert(proto_op_allowed(PROTO_ROLE_ADMIN, admin_ops[i]));
 	}
@@ -833,7 +957,8 @@ Test(proto, roles_nest_as_the_issue_says)
 	cr_assert(!proto_op_allowed((proto_role)7, PROTO_OP_PING));
 	cr_assert_str_eq(proto_op_name(PROTO_OP_READ_STATE), "READ_STATE");
 	cr_assert_str_eq(proto_op_name(0), "NONE");
-	cr_assert_str_eq(proto_op_name(0x0300), "UNKNOWN");
+	cr_assert_str_eq(proto_op_name(0x0300), "CHECKPOINT");
+	cr_assert_str_eq(proto_op_name(0x0305), "UNKNOWN");
 	cr_assert_str_eq(proto_role_name(PROTO_ROLE_TRAINER), "trainer");
 }
 

@@ -10,7 +10,9 @@
  *      proto_reader in chunks whose sizes come from the input itself;
  *      every frame it yields is decoded the same way;
  *   3. each body that decodes is re-encoded with proto_msg_encode and must
- *      give back exactly the same bytes (the encoding is canonical); where
+ *      give back exactly the same bytes (the encoding is canonical); the
+ *      decoders that hand out pointers into the body (CHECKPOINT_LIST's
+ *      records, JOB_STATUS's message) must point inside it; where
  *      the message has a scatter-gather encoder (*_req_iov) or an in-place
  *      one (*_resp_begin), that one must give the same bytes too, and a
  *      CONFIG_GET response is walked with its iterator.
@@ -139,6 +141,26 @@ static void alt_encoders_check(const proto_hdr *h, const proto_msg *m, const uin
 	free(out);
 }
 
+/* Pointers a decoder hands out must lie inside the body it was given. */
+static void in_place_check(const proto_hdr *h, const uint8_t *body, const proto_msg *m)
+{
+	const uint8_t *p = NULL;
+	size_t n = 0;
+	if (!proto_hdr_is_response(h) || h->status < 0)
+		return;
+	if (h->opcode == PROTO_OP_CHECKPOINT_LIST) {
+		p = (const uint8_t *)m->checkpoint_list_resp.ckpts;
+		n = (size_t)m->checkpoint_list_resp.n * PROTO_CKPT_INFO_SIZE;
+		if (n && p != body + 8)
+			die("checkpoint records not in place", h, 0);
+	} else if (h->opcode == PROTO_OP_JOB_STATUS) {
+		p = (const uint8_t *)m->job_status_resp.message.p;
+		n = m->job_status_resp.message.len;
+	}
+	if (n && (p < body || p + n > body + h->body_len))
+		die("pointer outside the body", h, 0);
+}
+
 /* Decode body under h; if it decodes, it must re-encode to the same bytes. */
 static void body_check(const proto_hdr *h, const uint8_t *body)
 {
@@ -148,6 +170,7 @@ static void body_check(const proto_hdr *h, const uint8_t *body)
 		return;
 	if (rc != EMDB_OK)
 		die("body decoder", h, rc);
+	in_place_check(h, body, &m);
 	size_t len = PROTO_HDR_SIZE + (size_t)h->body_len, got = 0;
 	uint8_t *out = malloc(len);
 	if (!out)

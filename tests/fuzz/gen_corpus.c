@@ -28,8 +28,8 @@ static void put(const char *dir, const char *name, const void *p, size_t n)
 
 int main(int argc, char **argv)
 {
-	proto_sample all[64];
-	size_t n = proto_samples(all, 64), len;
+	proto_sample all[PROTO_SAMPLES_MAX];
+	size_t n = proto_samples(all, PROTO_SAMPLES_MAX), len;
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s DIR\n", argv[0]);
 		return 2;

@@ -10,6 +10,8 @@
 
 #include "protocol/proto.h"
 
+#define PROTO_SAMPLES_MAX 96 /* room for every sample below */
+
 typedef struct proto_sample {
 	const char *name; /* file-name friendly */
 	proto_hdr h;      /* opcode, flags, status, id; body_len unused */
@@ -27,6 +29,10 @@ static const proto_kv sample_kv[3] = {
 };
 static proto_table_entry sample_tables[3] = {
 	{ 1, 0, "ads" }, { 2, 0, "user.id-v2_x" }, { 9, 0, "a" },
+};
+static const emdb_ckpt_info sample_ckpts[2] = {
+	{ 4, EMDB_CKPT_FULL, 3, 0, 4, 1767225600123ull, 1500, 1000, 123456, 123456, 1ull << 33 },
+	{ 5, EMDB_CKPT_INCREMENTAL, 3, 4, 4, 1767225660456ull, 20, 1010, 77, 123500, 4096 },
 };
 
 static inline emdb_table_config sample_cfg(const char *name)
@@ -47,7 +53,7 @@ static inline emdb_table_config sample_cfg(const char *name)
 /* Fill out[0..cap) and return how many samples there are. */
 static inline size_t proto_samples(proto_sample *out, size_t cap)
 {
-	proto_sample s[64];
+	proto_sample s[PROTO_SAMPLES_MAX];
 	size_t n = 0;
 	memset(s, 0, sizeof(s));
 #define REQ_(nm, op) \
@@ -153,6 +159,46 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = RESP_("error_none", NONE);
 	s[n - 1].h.status = EMDB_ERR_PROTOCOL;
 	m->err = (proto_str){ "protocol error: bad magic", 25 };
+	m = REQ_("checkpoint_req", CHECKPOINT);
+	m->checkpoint_req.kind = EMDB_CKPT_FULL;
+	m = REQ_("checkpoint_req_incremental", CHECKPOINT);
+	m->checkpoint_req.kind = EMDB_CKPT_INCREMENTAL;
+	m = RESP_("checkpoint_resp", CHECKPOINT);
+	m->checkpoint_resp.job = 3;
+	m = REQ_("restore_req", RESTORE);
+	m->restore_req.ckpt = 0;
+	m = RESP_("restore_resp", RESTORE);
+	m->restore_resp.job = 4;
+	m = REQ_("job_status_req", JOB_STATUS);
+	m->job_status_req.job = 3;
+	m = RESP_("job_status_resp_running", JOB_STATUS);
+	m->job_status_resp = (proto_job_status_resp){
+		.job = 3, .kind = PROTO_JOB_CHECKPOINT_FULL, .state = PROTO_JOB_RUNNING,
+		.progress = { EMDB_PHASE_WRITE, 500, 1000, 64000, 128000, 2000000000ull, 350000, 12, 4 },
+	};
+	m = RESP_("job_status_resp_done", JOB_STATUS);
+	m->job_status_resp = (proto_job_status_resp){
+		.job = 4, .kind = PROTO_JOB_RESTORE, .state = PROTO_JOB_DONE,
+		.progress = { EMDB_PHASE_DONE, 123500, 123500, 1ull << 33, 1ull << 33, 9000000000ull, 0, 0, 5 },
+		.result = sample_ckpts[1],
+	};
+	m = RESP_("job_status_resp_failed", JOB_STATUS);
+	m->job_status_resp = (proto_job_status_resp){
+		.job = 5, .kind = PROTO_JOB_CHECKPOINT_INCREMENTAL, .state = PROTO_JOB_FAILED,
+		.progress = { EMDB_PHASE_FAILED, 0, 0, 0, 0, 1000, 0, 0, 0 },
+		.error = EMDB_ERR_IO, .message = { "IO error: No space left on device", 33 },
+	};
+	m = RESP_("job_status_resp_idle", JOB_STATUS);
+	m = REQ_("checkpoint_list_req", CHECKPOINT_LIST);
+	m = RESP_("checkpoint_list_resp", CHECKPOINT_LIST);
+	m->checkpoint_list_resp = (proto_checkpoint_list_resp){ 2, sample_ckpts };
+	m = RESP_("checkpoint_list_resp_empty", CHECKPOINT_LIST);
+	m = REQ_("checkpoint_delete_req", CHECKPOINT_DELETE);
+	m->checkpoint_delete_req.ckpt = 4;
+	m = RESP_("checkpoint_delete_resp", CHECKPOINT_DELETE);
+	m = RESP_("error_checkpoint_busy", CHECKPOINT);
+	s[n - 1].h.status = EMDB_ERR_BUSY;
+	m->err = (proto_str){ "job 3 (full checkpoint) is running", 34 };
 #undef REQ_
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {
