@@ -168,6 +168,8 @@ static int table_decode(const uint8_t *p, uint32_t i, manifest_table *t)
 	c.dim = get32(p + 56);
 	t->state_floats = get32(p + 60);
 	if (t->id == 0 || (t->flags & ~MANIFEST_TABLE_FULL) || !zeros(p + 236, 20) ||
+	    !zeros(p + 64 + strnlen((const char *)p + 64, EMDB_NAME_MAX), EMDB_NAME_MAX -
+		   strnlen((const char *)p + 64, EMDB_NAME_MAX)) ||
 	    p[64 + EMDB_NAME_MAX - 1] != 0 || t->rows > t->rows_total)
 		return emdb__seterr(EMDB_ERR_CORRUPT, "manifest: table record %u is malformed", i);
 	memcpy(c.name, p + 64, EMDB_NAME_MAX);
@@ -229,8 +231,6 @@ int manifest_decode(const uint8_t *p, size_t len, manifest *m)
 	uint32_t n = get32(p + 56);
 	if (n > (len - manifest_size(0)) / MANIFEST_TABLE_LEN || manifest_size(n) != len)
 		return emdb__seterr(EMDB_ERR_CORRUPT, "manifest: %zu bytes cannot hold %u tables", len, n);
-	if (get64(p + len - 8) != XXH3_64bits(p, len - 8))
-		return emdb__seterr(EMDB_ERR_CORRUPT, "manifest: checksum mismatch");
 	emdb_ckpt_info *in = &m->info;
 	in->kind = (emdb_ckpt_kind)get32(p + 12);
 	in->id = get64(p + 16);
@@ -266,6 +266,11 @@ int manifest_decode(const uint8_t *p, size_t len, manifest *m)
 		in->bytes += t->bytes;
 		if (t->step > in->max_step)
 			in->max_step = t->step;
+	}
+	/* Checked last, so that fuzzing reaches the field checks above. */
+	if (get64(p + len - 8) != XXH3_64bits(p, len - 8)) {
+		manifest_free(m);
+		return emdb__seterr(EMDB_ERR_CORRUPT, "manifest: checksum mismatch");
 	}
 	return EMDB_OK;
 }
