@@ -33,6 +33,11 @@ typedef enum cl_op {
 	CL_UPDATE, /* table 0 = every table */
 	CL_LOOKUP,
 	CL_READ_STATE,
+	CL_CHECKPOINT,      /* start a checkpoint job */
+	CL_RESTORE,         /* start a restore job */
+	CL_JOB_STATUS,
+	CL_CKPT_LIST,
+	CL_CKPT_DELETE,
 } cl_op;
 
 /* A request's arguments and where its results go: the caller's pointers,
@@ -54,6 +59,7 @@ typedef struct cl_args {
 	uint32_t per_row;        /* READ_STATE */
 	const char *s1, *s2;     /* name / section / pattern / key, value */
 	const emdb_table_config *cfg;
+	uint64_t arg;            /* CHECKPOINT kind; RESTORE, CKPT_DELETE checkpoint; JOB_STATUS job */
 
 	float *out;              /* PULL, LOOKUP, READ_STATE */
 	uint8_t *found;          /* LOOKUP, READ_STATE; may be NULL */
@@ -67,6 +73,9 @@ typedef struct cl_args {
 	size_t *n_out;           /* TABLE_LIST, CONFIG_GET */
 	char **text;             /* INFO */
 	emdb_client_kv **kv;     /* CONFIG_GET */
+	uint64_t *job_out;       /* CHECKPOINT, RESTORE; may be NULL */
+	emdb_job_status *job;    /* JOB_STATUS */
+	emdb_ckpt_info **ckpts;  /* CKPT_LIST (with n_out) */
 } cl_args;
 
 /* Future states.  A future moves only forward:

@@ -208,9 +208,27 @@ static int check_args(emdb_client *c, const cl_args *a)
 		if (!a->s1 || !a->s2)
 			return cl_seterr(EMDB_ERR_INVALID, "%s: key or value is NULL", w);
 		break;
+	case CL_CHECKPOINT:
+		if (a->arg != EMDB_CKPT_FULL && a->arg != EMDB_CKPT_INCREMENTAL)
+			return cl_seterr(EMDB_ERR_INVALID,
+					 "%s: unknown checkpoint kind %llu (EMDB_CKPT_FULL or EMDB_CKPT_INCREMENTAL)",
+					 w, (unsigned long long)a->arg);
+		break;
+	case CL_JOB_STATUS:
+		if (!a->job)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", w);
+		break;
+	case CL_CKPT_LIST:
+		if (!a->ckpts || !a->n_out)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: out or n is NULL", w);
+		*a->ckpts = NULL;
+		*a->n_out = 0;
+		break;
 	case CL_PING:
 	case CL_SHUTDOWN:
 	case CL_TABLE_DROP:
+	case CL_RESTORE:
+	case CL_CKPT_DELETE:
 		break;
 	}
 	return EMDB_OK;

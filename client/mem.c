@@ -265,6 +265,15 @@ static int exec(emdb_client *c, emdb_future *f, char *msg, size_t msglen)
 		if (msg[0])
 			return rc;
 		break;
+	case CL_CHECKPOINT:
+	case CL_RESTORE:
+	case CL_JOB_STATUS:
+	case CL_CKPT_LIST:
+	case CL_CKPT_DELETE:
+		snprintf(msg, msglen,
+			 "%s: a mem:// database has no checkpoint store: call emdb/checkpoint.h (emdb_store_open, emdb_checkpoint, emdb_restore) on the database directly",
+			 a->what);
+		return EMDB_ERR_UNSUPPORTED;
 	}
 	if (rc == EMDB_ERR_NOMEM && !emdb_last_error()[0])
 		snprintf(msg, msglen, "%s: out of memory", a->what);

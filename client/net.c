@@ -245,6 +245,11 @@ static uint16_t wire_op(cl_op op)
 	case CL_UPDATE: return PROTO_OP_UPDATE;
 	case CL_LOOKUP: return PROTO_OP_LOOKUP;
 	case CL_READ_STATE: return PROTO_OP_READ_STATE;
+	case CL_CHECKPOINT: return PROTO_OP_CHECKPOINT;
+	case CL_RESTORE: return PROTO_OP_RESTORE;
+	case CL_JOB_STATUS: return PROTO_OP_JOB_STATUS;
+	case CL_CKPT_LIST: return PROTO_OP_CHECKPOINT_LIST;
+	case CL_CKPT_DELETE: return PROTO_OP_CHECKPOINT_DELETE;
 	}
 	return PROTO_OP_NONE;
 }
@@ -275,6 +280,10 @@ static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uin
 		proto_table_drop_req drop;
 		proto_table_describe_req describe;
 		proto_update_req update;
+		proto_checkpoint_req ckpt;
+		proto_restore_req restore;
+		proto_job_status_req job;
+		proto_checkpoint_delete_req del;
 	} m;
 
 	*heap = NULL;
@@ -388,6 +397,25 @@ static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uin
 		case CL_UPDATE:
 			m.update.table = a->table;
 			rc = proto_update_req_encode(buf, cap, id, &m.update, &len);
+			break;
+		case CL_CHECKPOINT:
+			m.ckpt.kind = (uint32_t)a->arg;
+			rc = proto_checkpoint_req_encode(buf, cap, id, &m.ckpt, &len);
+			break;
+		case CL_RESTORE:
+			m.restore.ckpt = a->arg;
+			rc = proto_restore_req_encode(buf, cap, id, &m.restore, &len);
+			break;
+		case CL_JOB_STATUS:
+			m.job.job = a->arg;
+			rc = proto_job_status_req_encode(buf, cap, id, &m.job, &len);
+			break;
+		case CL_CKPT_LIST:
+			rc = proto_empty_encode(buf, cap, id, PROTO_OP_CHECKPOINT_LIST, false, &len);
+			break;
+		case CL_CKPT_DELETE:
+			m.del.ckpt = a->arg;
+			rc = proto_checkpoint_delete_req_encode(buf, cap, id, &m.del, &len);
 			break;
 		default:
 			snprintf(msg, msglen, "%s: no wire encoding", a->what);
@@ -702,6 +730,27 @@ static char *put_str(char *p, proto_str s)
 	return p + s.len + 1;
 }
 
+/* A JOB_STATUS response as emdb_job_status (whose enums have the wire's
+ * values); the message is cut to fit. */
+static void job_status_out(const proto_job_status_resp *r, emdb_job_status *out)
+{
+	_Static_assert((int)EMDB_JOB_RESTORE == (int)PROTO_JOB_RESTORE &&
+			       (int)EMDB_JOB_FAILED == (int)PROTO_JOB_FAILED &&
+			       (int)EMDB_JOB_CHECKPOINT_FULL == (int)EMDB_CKPT_FULL &&
+			       (int)EMDB_JOB_CHECKPOINT_INCREMENTAL == (int)EMDB_CKPT_INCREMENTAL,
+		       "emdb_job_kind/state must keep the wire's values");
+	memset(out, 0, sizeof(*out));
+	out->job = r->job;
+	out->kind = (emdb_job_kind)r->kind;
+	out->state = (emdb_job_state)r->state;
+	out->progress = r->progress;
+	out->result = r->result;
+	out->error = r->error;
+	size_t n = r->message.len < sizeof(out->message) ? r->message.len : sizeof(out->message) - 1;
+	if (n)
+		memcpy(out->message, r->message.p, n);
+}
+
 /* Decode a buffered body of f's opcode into f's outputs.  Returns the
  * operation's result. */
 static int decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const uint8_t *body, char *msg,
@@ -785,7 +834,29 @@ static int decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const
 		if (a->rows)
 			*a->rows = m.update_resp.rows;
 		break;
-	default: /* PING, CONFIG_SET, SHUTDOWN, TABLE_DROP, PUSH: nothing to deliver */
+	case CL_CHECKPOINT:
+		if (a->job_out)
+			*a->job_out = m.checkpoint_resp.job;
+		break;
+	case CL_RESTORE:
+		if (a->job_out)
+			*a->job_out = m.restore_resp.job;
+		break;
+	case CL_JOB_STATUS:
+		job_status_out(&m.job_status_resp, a->job);
+		break;
+	case CL_CKPT_LIST: {
+		size_t k = m.checkpoint_list_resp.n;
+		emdb_ckpt_info *out = emdb_malloc(k ? k * sizeof(*out) : 1);
+		if (!out)
+			goto nomem;
+		if (k)
+			memcpy(out, m.checkpoint_list_resp.ckpts, k * sizeof(*out));
+		*a->ckpts = out;
+		*a->n_out = k;
+		break;
+	}
+	default: /* PING, CONFIG_SET, SHUTDOWN, TABLE_DROP, PUSH, CKPT_DELETE: nothing to deliver */
 		break;
 	}
 	return EMDB_OK;

@@ -72,6 +72,12 @@ static const key_def keys[] = {
 	{ "shards", T_U32, OFF(shards), 1, 4096, 0, "engine: index shards per table (power of two)" },
 	{ "chunk_bytes", T_SIZE, OFF(chunk_bytes), 64u << 10, 1ull << 34, 0, "engine: bytes per row chunk" },
 	{ "max_tables", T_U32, OFF(max_tables), 1, 1u << 20, 0, "engine: tables alive at once" },
+	{ "data_dir", T_STR, OFF(data_dir), 0, 0, 0, "checkpoint store (RocksDB) directory, created when missing; empty: persistence off" },
+	{ "restore", T_STR, OFF(restore), 0, 0, 0, "at start, before listening: restore 'latest' or a checkpoint id from data_dir" },
+	{ "checkpoint_keep", T_U32, OFF(checkpoint_keep), 0, 1u << 30, F_RUNTIME, "after each checkpoint keep the newest N (and what they need); 0: keep all" },
+	{ "checkpoint_every_steps", T_U32, OFF(checkpoint_every_steps), 0, UINT32_MAX, F_RUNTIME, "automatic checkpoint after N UPDATE requests; 0: off" },
+	{ "checkpoint_every_seconds", T_U32, OFF(checkpoint_every_seconds), 0, 100u * 365 * 86400, F_RUNTIME, "automatic checkpoint every N seconds; 0: off" },
+	{ "checkpoint_full_every", T_U32, OFF(checkpoint_full_every), 1, 1u << 30, F_RUNTIME, "every Nth automatic checkpoint is full, the others incremental" },
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -96,6 +102,7 @@ void config_defaults(net_config *c)
 	c->shards = 64;
 	c->chunk_bytes = 2ull << 20;
 	c->max_tables = 1024;
+	c->checkpoint_full_every = 8;
 }
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -355,6 +362,19 @@ int config_validate(const net_config *c, char *err, size_t errlen)
 	if (c->shards & (c->shards - 1)) {
 		errf(err, errlen, "shards must be a power of two, not %u", c->shards);
 		return -1;
+	}
+	if (c->restore[0] && !c->data_dir[0]) {
+		errf(err, errlen, "restore '%s' needs data_dir: the checkpoint store to restore from",
+		     c->restore);
+		return -1;
+	}
+	if (c->restore[0] && strcmp(c->restore, "latest") != 0) {
+		uint64_t id;
+		if (parse_u64(c->restore, false, &id) < 0 || id == 0) {
+			errf(err, errlen, "restore must be \"latest\" or a checkpoint id (1, 2, ...), not '%s'",
+			     c->restore);
+			return -1;
+		}
 	}
 	if (c->max_frame % 8) {
 		errf(err, errlen, "max_frame must be a multiple of 8, not %llu",

@@ -61,6 +61,13 @@ typedef struct net_config {
 	uint32_t shards;
 	uint64_t chunk_bytes;
 	uint32_t max_tables;
+	/* persistence (net/persist.h) */
+	char data_dir[CONFIG_PATH_MAX];     /* checkpoint store; "" = off    */
+	char restore[32];                   /* at start: "", "latest" or an id */
+	uint32_t checkpoint_keep;           /* 0 = keep all                 */
+	uint32_t checkpoint_every_steps;    /* UPDATEs; 0 = off             */
+	uint32_t checkpoint_every_seconds;  /* 0 = off                      */
+	uint32_t checkpoint_full_every;     /* every Nth automatic one is full */
 } net_config;
 
 /* Fill *c with the documented defaults. */

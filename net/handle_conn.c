@@ -129,7 +129,7 @@ int handle_info(conn *c, const proto_hdr *h, const uint8_t *body)
 	rc = info_build(c->srv, section, &text, &len);
 	if (rc)
 		return rc == EMDB_ERR_INVALID
-			       ? handle_fail(rc, "unknown INFO section '%s' (try server, clients, memory, ops, tables or all)",
+			       ? handle_fail(rc, "unknown INFO section '%s' (try server, clients, memory, ops, tables, persistence or all)",
 					     section)
 			       : rc;
 	proto_info_resp r = { .text = { text, (uint32_t)len } };

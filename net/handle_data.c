@@ -19,7 +19,8 @@
  *   3. A reply never exceeds max_frame; the check happens before any
  *      memory is reserved for it.
  *
- * State changes: the engine (rows, gradients, steps), c->tickets.
+ * State changes: the engine (rows, gradients, steps), c->tickets, the
+ * step count of the automatic checkpoints (UPDATE, net/persist.h).
  */
 #include <stdio.h>
 
@@ -29,6 +30,7 @@
 #include "net/conn.h"
 #include "net/handle_int.h"
 #include "net/loop.h"
+#include "net/persist.h"
 #include "net/server.h"
 
 /* Reserve the reply laid out by a *_resp_begin function: ask its size with
@@ -228,6 +230,7 @@ int handle_update(conn *c, const proto_hdr *h, const uint8_t *body)
 	}
 	proto_update_resp_encode(p, len, h->id, &r, &len);
 	obuf_commit(&c->out, len);
+	persist_note_step(c->srv->persist);
 	return HANDLED_OK;
 }
 

@@ -1,6 +1,6 @@
 /*
  * net/handle_int.h - what the handler files (handle_conn.c,
- * handle_table.c, handle_data.c) share with handle.c.
+ * handle_table.c, handle_data.c, handle_persist.c) share with handle.c.
  *
  * A handler decodes its body in place, does its work and queues its reply.
  * It returns
@@ -50,6 +50,11 @@ HANDLER_(push)
 HANDLER_(update)
 HANDLER_(lookup)
 HANDLER_(read_state)
+HANDLER_(checkpoint)
+HANDLER_(restore)
+HANDLER_(job_status)
+HANDLER_(checkpoint_list)
+HANDLER_(checkpoint_delete)
 #undef HANDLER_
 
 /* Record the message for the error reply and return status. */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <emdb/alloc.h>
@@ -23,6 +24,7 @@
 
 #include "net/info.h"
 #include "net/loop.h"
+#include "net/persist.h"
 #include "net/server.h"
 #include "net/stats.h"
 #include "protocol/proto.h"
@@ -187,12 +189,105 @@ static void sec_tables(server *s, sbuf *b)
 	emdb_free(ids);
 }
 
+static const char *job_state_name(uint32_t state)
+{
+	switch (state) {
+	case PROTO_JOB_RUNNING: return "running";
+	case PROTO_JOB_DONE: return "done";
+	case PROTO_JOB_FAILED: return "failed";
+	}
+	return "idle";
+}
+
+static const char *job_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case PROTO_JOB_CHECKPOINT_FULL: return "checkpoint_full";
+	case PROTO_JOB_CHECKPOINT_INCREMENTAL: return "checkpoint_incremental";
+	case PROTO_JOB_RESTORE: return "restore";
+	}
+	return "none";
+}
+
+/* The job under way, with its rate and an estimate of the time left. */
+static void put_running_job(sbuf *b, const persist_job_status *j)
+{
+	const emdb_progress *p = &j->progress;
+	double secs = (double)p->elapsed_ns / 1e9;
+	double rate = secs > 0 ? (double)p->bytes_done / 1e6 / secs : 0;
+	double left = -1;
+	if (p->bytes_total > p->bytes_done && p->bytes_done && secs > 0)
+		left = secs * (double)(p->bytes_total - p->bytes_done) / (double)p->bytes_done;
+	else if (p->rows_total > p->rows_done && p->rows_done && secs > 0)
+		left = secs * (double)(p->rows_total - p->rows_done) / (double)p->rows_done;
+	const char *phase = emdb_job_phase_name(p->phase);
+	put(b, "job_phase: %s\n", phase ? phase : "?");
+	put(b, "job_rows_done: %" PRIu64 "\n", p->rows_done);
+	put(b, "job_rows_total: %" PRIu64 "\n", p->rows_total);
+	put(b, "job_mb_done: %.1f\n", (double)p->bytes_done / 1e6);
+	put(b, "job_mb_total: %.1f\n", (double)p->bytes_total / 1e6);
+	put(b, "job_mb_per_second: %.1f\n", rate);
+	if (left >= 0)
+		put(b, "job_seconds_left: %.1f\n", left);
+	else
+		put(b, "job_seconds_left: unknown\n");
+	put(b, "job_switch_ms: %.3f\n", (double)p->switch_ns / 1e6);
+	put(b, "job_cow_rows: %" PRIu64 "\n", p->cow_rows);
+}
+
+static void sec_persistence(server *s, sbuf *b)
+{
+	persist_report r;
+	persist_report_get(s->persist, &r);
+	put(b, "# Persistence\n");
+	put(b, "enabled: %s\n", r.enabled ? "yes" : "no");
+	put(b, "data_dir: %s\n", r.data_dir);
+	if (!r.enabled)
+		return;
+	put(b, "checkpoints: %zu\n", r.checkpoints);
+	if (r.have_last) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+		uint64_t age = now_ms > r.last.created_ms ? now_ms - r.last.created_ms : 0;
+		const char *kind = emdb_ckpt_kind_name(r.last.kind);
+		put(b, "last_checkpoint_id: %" PRIu64 "\n", r.last.id);
+		put(b, "last_checkpoint_kind: %s\n", kind ? kind : "?");
+		put(b, "last_checkpoint_age_seconds: %.1f\n", (double)age / 1e3);
+		put(b, "last_checkpoint_rows: %" PRIu64 "\n", r.last.rows_total);
+	}
+	if (r.have_job) {
+		const persist_job_status *j = &r.job;
+		put(b, "job: %" PRIu64 "\n", j->job);
+		put(b, "job_kind: %s\n", job_kind_name(j->kind));
+		put(b, "job_state: %s\n", job_state_name(j->state));
+		if (j->state == PROTO_JOB_RUNNING) {
+			put_running_job(b, j);
+		} else if (j->state == PROTO_JOB_DONE) {
+			put(b, "job_checkpoint: %" PRIu64 "\n", j->result.id);
+			put(b, "job_rows: %" PRIu64 "\n",
+			    j->kind == PROTO_JOB_RESTORE ? j->result.rows_total : j->result.rows);
+			put(b, "job_seconds: %.3f\n", (double)j->progress.elapsed_ns / 1e9);
+			put(b, "job_switch_ms: %.3f\n", (double)j->progress.switch_ns / 1e6);
+		} else {
+			put(b, "job_error: %s\n", emdb_err_name(j->error));
+			put(b, "job_message: %s\n", j->message);
+		}
+	}
+	put(b, "checkpoint_every_steps: %" PRIu64 "\n", r.settings.every_steps);
+	put(b, "checkpoint_every_seconds: %u\n", r.settings.every_seconds);
+	put(b, "checkpoint_full_every: %u\n", r.settings.full_every);
+	put(b, "checkpoint_keep: %u\n", r.settings.keep);
+	put(b, "steps_since_checkpoint: %" PRIu64 "\n", r.steps_since);
+	put(b, "automatic_checkpoints: %" PRIu64 "\n", r.auto_checkpoints);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(server *, sbuf *);
 } sections[] = {
 	{ "server", sec_server }, { "clients", sec_clients }, { "memory", sec_memory },
-	{ "ops", sec_ops },       { "tables", sec_tables },
+	{ "ops", sec_ops },       { "tables", sec_tables },   { "persistence", sec_persistence },
 };
 
 int info_build(server *s, const char *section, char **out, size_t *len)

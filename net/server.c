@@ -11,13 +11,16 @@
  *      frame and is closed at once.
  *   3. Shutdown happens once: the first SIGTERM/SIGINT or SHUTDOWN stops
  *      accepting and drains; later requests only log.  The engine is
- *      closed only after every I/O thread has ended.
+ *      closed only after every I/O thread has ended and after the
+ *      checkpoint job thread ended and the store closed (persist_close
+ *      waits for a running job).
  *   4. The values in rt always equal the ones in cfg; both are written
  *      together under cfg_lock by server_config_set.
  *   5. With no token configured every loopback client is admin and every
  *      other client is refused; the log says so at start.
  *
- * State changes: server_start (listeners, threads), on_accept (n_conns),
+ * State changes: server_create (engine, store, restore at start),
+ * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
  * server_config_set (cfg, rt, memory limit, log level).
  */
@@ -41,6 +44,17 @@
 #include "net/stats.h"
 #include "protocol/proto.h"
 
+static persist_settings persist_settings_of(const net_config *c)
+{
+	persist_settings ps = {
+		.keep = c->checkpoint_keep,
+		.every_steps = c->checkpoint_every_steps,
+		.every_seconds = c->checkpoint_every_seconds,
+		.full_every = c->checkpoint_full_every,
+	};
+	return ps;
+}
+
 static void publish_runtime(server *s)
 {
 	atomic_store(&s->rt.max_connections, s->cfg.max_connections);
@@ -50,6 +64,10 @@ static void publish_runtime(server *s)
 	atomic_store(&s->rt.drain_timeout_ms, s->cfg.drain_timeout_ms);
 	emdb_alloc_set_limit((size_t)s->cfg.max_memory);
 	log_set_level((log_level)s->cfg.log_level);
+	if (s->persist) {
+		persist_settings ps = persist_settings_of(&s->cfg);
+		persist_configure(s->persist, &ps);
+	}
 }
 
 int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
@@ -80,6 +98,18 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 		return -1;
 	}
 	publish_runtime(s);
+	/* The store, then the restore at start: all before any listener, so
+	 * that no client ever sees the database half restored. */
+	persist_settings ps = persist_settings_of(cfg);
+	if (persist_open(s->db, cfg->data_dir, &ps, &s->persist, err, errlen) != EMDB_OK ||
+	    persist_restore_at_start(s->persist, cfg->restore, err, errlen) != EMDB_OK ||
+	    persist_start(s->persist, err, errlen) != EMDB_OK) {
+		persist_close(s->persist);
+		emdb_db_close(s->db);
+		pthread_mutex_destroy(&s->cfg_lock);
+		emdb_free(s);
+		return -1;
+	}
 	*out = s;
 	return 0;
 }
@@ -346,6 +376,7 @@ void server_destroy(server *s)
 		event_base_free(s->base);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
+	persist_close(s->persist); /* before the engine it checkpoints */
 	emdb_db_close(s->db);
 	pthread_mutex_destroy(&s->cfg_lock);
 	emdb_free(s);

@@ -3,7 +3,9 @@
  * listeners, the I/O threads, and the orderly shutdown.
  *
  * Life cycle (main thread):
- *   server_create(cfg)  opens the engine and applies the memory limit;
+ *   server_create(cfg)  opens the engine, applies the memory limit, opens
+ *                       the checkpoint store and restores from it when
+ *                       asked (net/persist.h), starts the job thread;
  *   server_start        binds the listeners, writes the port file, starts
  *                       the I/O threads;
  *   server_run          accepts connections and hands them to the I/O
@@ -11,7 +13,8 @@
  *                       SHUTDOWN request; then stops accepting, drains the
  *                       threads (requests received are answered, replies
  *                       flushed, within drain_timeout_ms) and joins them;
- *   server_destroy      closes the engine, removes the Unix socket.
+ *   server_destroy      waits for a running checkpoint job, closes the
+ *                       store, closes the engine, removes the Unix socket.
  *
  * Threads: the main thread accepts and handles signals; each I/O thread
  * serves its own connections and calls the engine directly.  The fields
@@ -30,6 +33,7 @@
 
 #include "net/config.h"
 #include "net/loop.h"
+#include "net/persist.h"
 
 #define EMDB_SERVER_NAME "emdb 0.1.0"
 
@@ -48,6 +52,7 @@ typedef struct listener listener;
 struct server {
 	/* any thread */
 	emdb_db *db;
+	persist *persist;          /* never NULL once created (off without data_dir) */
 	server_runtime rt;
 	uint32_t max_batch;        /* fixed at start */
 	bool auth_required;        /* some token is configured */

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#define STATS_OPS 20     /* dense op indexes, see stats_op_index      */
+#define STATS_OPS 32     /* dense op indexes, see stats_op_index      */
 #define STATS_BUCKETS 40 /* bucket b: latency in [2^b, 2^(b+1)) ns   */
 
 typedef struct op_counter {

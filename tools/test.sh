@@ -22,7 +22,7 @@ cmake --build build/tsan -j"$jobs"
 # the tests themselves stay Criterion binaries from the ASan build.
 for t in build/asan/tests/test_server build/asan/tests/test_server_auth \
 	 build/asan/tests/test_server_load build/asan/tests/test_server_malformed \
-	 build/asan/tests/test_client_net; do
+	 build/asan/tests/test_server_ckpt build/asan/tests/test_client_net; do
 	echo "== $t against build/tsan/net/emdb-server"
 	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" TSAN_OPTIONS="halt_on_error=1" "$t" --jobs 2
 done

@@ -1,0 +1,73 @@
+/*
+ * net/persist_int.h - the layout of the server's persistence, shared by
+ * persist.c (life cycle, the calls of the handlers, INFO) and
+ * persist_job.c (accepting, running and logging jobs; the job thread and
+ * the automatic checkpoints).  Private to those two files.
+ */
+#ifndef EMDB_NET_PERSIST_INT_H
+#define EMDB_NET_PERSIST_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <emdb/checkpoint.h>
+#include <emdb/db.h>
+
+#include "net/persist.h"
+
+struct persist {
+	emdb_db *db;
+	emdb_store *st;             /* NULL: persistence is off */
+	char dir[1024];
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;        /* job thread: a job was queued, steps are due, stop, new settings */
+	pthread_t thread;
+	bool started;
+
+	/* under lock */
+	bool stopping;
+	persist_job_status jobs[PERSIST_JOBS_KEPT]; /* job n in slot (n - 1) % PERSIST_JOBS_KEPT */
+	uint64_t next_job;          /* the next job's number, from 1 */
+	emdb_job *cur;              /* the accepted job, until it ended; NULL: none */
+	uint64_t cur_no;            /* its number; 0 when cur is NULL */
+	bool cur_auto;              /* started by the automatic trigger */
+	persist_settings set;
+	bool have_base;             /* a checkpoint this process took or restored: an
+				       incremental one has something to extend */
+	bool force_full;            /* the last incremental failed: the next automatic one is full */
+	uint32_t chain;             /* incremental checkpoints since the last full one */
+	uint64_t last_ckpt_ns;      /* monotonic: the last checkpoint's start, or the open */
+	uint64_t auto_count;        /* automatic checkpoints started */
+
+	_Atomic uint64_t steps;     /* UPDATEs since the last checkpoint started */
+	_Atomic uint64_t steps_due; /* set.every_steps, for persist_note_step */
+};
+
+/* The slot of job `no` (>= 1). */
+static inline persist_job_status *persist__slot(persist *p, uint64_t no)
+{
+	return &p->jobs[(no - 1) % PERSIST_JOBS_KEPT];
+}
+
+/* "full checkpoint", "incremental checkpoint", "restore". */
+const char *persist__kind_name(uint32_t kind);
+
+/* Accept a job (caller holds the lock): prepare it, number it, fill its
+ * slot (RUNNING, phase pending) and wake the job thread.  kind is a
+ * PROTO_JOB_* value; ckpt is the checkpoint to restore.  Errors: BUSY,
+ * INVALID, NOMEM, with the reason in err. */
+int persist__queue_locked(persist *p, uint32_t kind, uint64_t ckpt, bool automatic,
+			  uint64_t *no, char *err, size_t errlen);
+
+/* Run the accepted job to its end on the calling thread (caller holds the
+ * lock, which is released while the job runs), log it, apply retention,
+ * and record its status.  Returns the job's result. */
+int persist__run_locked(persist *p);
+
+/* The job thread. */
+void *persist__thread(void *arg);
+
+#endif
