@@ -142,7 +142,7 @@ Test(progress, narrow_drops_the_bar_then_the_tail)
 	const char *s = line(&p, 200);
 	cr_assert_not_null(strchr(s, '['));
 	has(s, "left");
-	/* "write  500/1000 rows   50%  0.0 MB/s  0:05 left" is 48 columns. */
+	/* "write  500/1000 rows  50%  0.0 MB/s  0:05 left" is 46 columns. */
 	s = line(&p, 50);
 	cr_assert_null(strchr(s, '['), "no room for a bar: \"%s\"", s);
 	has(s, "0:05 left");

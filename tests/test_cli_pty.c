@@ -4,15 +4,19 @@
  * Tab completion of a command, of a table name and of a table option
  * (checked by running the completed line), the list Tab shows when a word
  * is ambiguous, `help table`, errors, the history file and its recall in
- * a later session, a lost server and the reconnection, ^D and quit.
+ * a later session, a lost server and the reconnection, ^D and quit, and
+ * the progress bar of a checkpoint: drawn in place, erased before the
+ * result.
  *
  * Every test kills its shell (SIGKILL if still running) and its server in
  * .fini, which Criterion runs after a failed assertion too; both also die
  * with the test process (PR_SET_PDEATHSIG).
  */
+#define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -21,9 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
+
+#include <emdb/client.h>
 
 #include "tests/test_client_server.h"
 
@@ -57,13 +64,35 @@ static void term_stop(term *t)
 	t->len = t->mark = 0;
 }
 
-static void setup(void)
+static void setup_dir(void)
 {
 	tm = (term){ .fd = -1 };
 	strcpy(tm.dir, "/tmp/emdb-cli-pty-XXXXXX");
 	cr_assert_not_null(mkdtemp(tm.dir));
 	snprintf(tm.hist, sizeof(tm.hist), "%s/history", tm.dir);
+}
+
+static void setup(void)
+{
+	setup_dir();
 	test_server_start(&srv, NULL);
+}
+
+/* As setup, with a server that keeps checkpoints in tm.dir/data. */
+static void setup_persist(void)
+{
+	setup_dir();
+	char data[128];
+	snprintf(data, sizeof(data), "%s/data", tm.dir);
+	const char *const flags[] = { "--data-dir", data, NULL };
+	test_server_start(&srv, flags);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
 }
 
 static void teardown(void)
@@ -71,11 +100,13 @@ static void teardown(void)
 	term_stop(&tm);
 	test_server_stop(&srv);
 	if (tm.dir[0]) {
-		char home_hist[128];
-		snprintf(home_hist, sizeof(home_hist), "%s/.emdb_history", tm.dir);
-		unlink(home_hist);
+		char path[128];
+		snprintf(path, sizeof(path), "%s/.emdb_history", tm.dir);
+		unlink(path);
 		snprintf(tm.hist, sizeof(tm.hist), "%s/history", tm.dir);
 		unlink(tm.hist);
+		snprintf(path, sizeof(path), "%s/data", tm.dir);
+		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 		rmdir(tm.dir);
 		tm.dir[0] = 0;
 	}
@@ -416,6 +447,54 @@ Test(cli_pty, unreachable_at_start, .init = setup, .fini = teardown)
 	term_expect(&tm, "(not connected)> ");
 	term_run(&tm, "help ping\r", "check that the server answers");
 	term_expect(&tm, "(not connected)> ");
+	term_send(&tm, "quit\r");
+	term_exits_ok(&tm);
+}
+
+/* The bar of a checkpoint: redrawn in place ("\r", the line, erase to the
+ * end) while the job runs and erased before the result is printed. */
+Test(cli_pty, checkpoint_progress_bar, .init = setup_persist, .fini = teardown)
+{
+	/* Enough rows that the job is still running at the first poll. */
+	enum { ROWS = 200000 };
+	emdb_client *c;
+	cr_assert_eq(emdb_client_connect(srv.tcp_uri, NULL, &c), 0, "%s", emdb_client_last_error());
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	strcpy(cfg.name, "big");
+	cfg.dim = 32;
+	uint32_t t;
+	cr_assert_eq(emdb_client_table_create(c, &cfg, &t), 0, "%s", emdb_client_last_error());
+	uint64_t *ids = malloc(ROWS * sizeof(*ids));
+	cr_assert_not_null(ids);
+	for (uint64_t i = 0; i < ROWS; i++)
+		ids[i] = i + 1;
+	emdb_client_ticket *tk = NULL;
+	cr_assert_eq(emdb_client_prefetch(c, t, ids, ROWS, &tk), 0, "%s", emdb_client_last_error());
+	emdb_client_ticket_free(tk);
+	free(ids);
+	emdb_client_close(c);
+
+	term_start(&tm, NULL);
+	term_expect(&tm, prompt());
+	/* "checkpoint l<Tab>" completes to the subcommand. */
+	term_run(&tm, "checkpoint l\t\r", "(no checkpoints)");
+	term_expect(&tm, prompt());
+
+	size_t from = tm.mark;
+	term_run(&tm, "checkpoint\r", "checkpoint 1 (full): 1 tables, 200000 rows, ");
+	term_expect(&tm, prompt());
+	const char *out = tm.buf + from;
+	const char *result = strstr(out, "checkpoint 1 (full)");
+	const char *bar = strstr(out, " rows");
+	cr_assert(bar && bar < result, "no bar before the result:\n%s", printable(out));
+	cr_assert_not_null(strstr(out, "\033[K"), "the bar erases its line:\n%s", printable(out));
+	/* Erased right before the result: "\r<ESC>[K" then the result. */
+	const char *clear = result - 4;
+	cr_assert(clear > out && !strncmp(clear, "\r\033[K", 4),
+		  "the result does not follow an erased line:\n%s", printable(out));
+
+	term_run(&tm, "restore la\t\r", "restored checkpoint 1 (full): 1 tables, 200000 rows");
+	term_expect(&tm, prompt());
 	term_send(&tm, "quit\r");
 	term_exits_ok(&tm);
 }

@@ -29,9 +29,10 @@ static const cli_cmd cmds[] = {
 	{ "ping", "", "check that the server answers, and how fast", NULL, EMDB_ROLE_READER, 0, 0,
 	  cmd_ping, { CLI_COMP_NONE } },
 	{ "info", "[SECTION]", "the server's report (INFO), all of it or one section",
-	  "SECTION is server, clients, memory, ops, tables, or all; without it,\n"
-	  "the default sections.  Lines are \"key: value\" under \"# Section\"\n"
-	  "headings; with --json an object per section, values as strings.",
+	  "SECTION is server, clients, memory, ops, tables, persistence, or all;\n"
+	  "without it, the default sections.  Lines are \"key: value\" under\n"
+	  "\"# Section\" headings; with --json an object per section, values as\n"
+	  "strings.",
 	  EMDB_ROLE_READER, 0, 1, cmd_info, { CLI_COMP_INFO_SECTION, CLI_COMP_NONE } },
 	{ "stats", "", "the database's statistics, summed over its tables",
 	  "Tables, bytes allocated now and at peak, then the sums over every\n"
@@ -73,6 +74,37 @@ static const cli_cmd cmds[] = {
 	  "Read-only: an ID the table does not hold is not inserted and shows\n"
 	  "the table's lookup default.  IDs are unsigned 64-bit, decimal or 0x hex.",
 	  EMDB_ROLE_READER, 2, -1, cmd_lookup, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "checkpoint", "[full|incremental] [--no-wait]", "write a checkpoint of every table",
+	  "full (the default) writes every row; incremental only the rows created\n"
+	  "or updated since the server's previous checkpoint or restore.  Training\n"
+	  "goes on meanwhile; Updates pause only for the switch (milliseconds).\n"
+	  "Waits for the job, with a progress bar when stderr is a terminal, then\n"
+	  "prints the checkpoint's id, tables, rows, MB, seconds, MB/s and the\n"
+	  "pause.  --no-wait prints the job's number at once (follow it with job).\n"
+	  "The server needs --data-dir.",
+	  EMDB_ROLE_ADMIN, 0, 2, cmd_checkpoint,
+	  { CLI_COMP_CKPT_KIND, CLI_COMP_CKPT_KIND, CLI_COMP_NONE } },
+	{ "checkpoint list", "", "the checkpoints in the server's store, oldest first",
+	  "ID, kind, parent (what an incremental extends), created (local time),\n"
+	  "tables, rows and MB written in it, and its largest table step.",
+	  EMDB_ROLE_READER, 0, 0, cmd_checkpoint_list, { CLI_COMP_NONE } },
+	{ "checkpoint delete", "ID", "delete a checkpoint from the store",
+	  "Refused (BUSY) while an incremental checkpoint extends it: delete\n"
+	  "that one first.",
+	  EMDB_ROLE_ADMIN, 1, 1, cmd_checkpoint_delete, { CLI_COMP_NONE } },
+	{ "restore", "ID|latest [--no-wait]", "replace every table with a checkpoint",
+	  "Loads the checkpoint (an incremental with its chain), checks it, and\n"
+	  "only then replaces every table at once: tables created since go too.\n"
+	  "On any failure the tables stay as they were.  Waits with a progress\n"
+	  "bar, as checkpoint does; --no-wait prints the job's number at once.",
+	  EMDB_ROLE_ADMIN, 1, 2, cmd_restore,
+	  { CLI_COMP_CKPT_ID, CLI_COMP_CKPT_ID, CLI_COMP_NONE } },
+	{ "job", "[N]", "how a checkpoint or restore job goes, or how it ended",
+	  "N is the number checkpoint --no-wait printed; without it, the newest\n"
+	  "job.  Kind, state, phase, rows and MB done of the totals, seconds,\n"
+	  "then the checkpoint written or restored, or the error.  The server\n"
+	  "remembers its last 16 jobs.",
+	  EMDB_ROLE_READER, 0, 1, cmd_job, { CLI_COMP_NONE } },
 	{ "shutdown", "", "ask the server to exit",
 	  "The server stops accepting, answers what it has received, and exits.\n"
 	  "The connection closes; a shell says so at its next command.",

@@ -38,6 +38,13 @@ cli_status cmd_table_list(cli_session *s, emdb_client *c, int argc, char **argv)
 cli_status cmd_table_drop(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_lookup(cli_session *s, emdb_client *c, int argc, char **argv);
 
+/* cmd_persist.c: checkpoints, restore, jobs. */
+cli_status cmd_checkpoint(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_checkpoint_list(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_checkpoint_delete(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_restore(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_job(cli_session *s, emdb_client *c, int argc, char **argv);
+
 /* The statistics of a table (or the sums of stats), as "key: value" lines
  * or as members of the open JSON object. */
 void cmd_put_table_stats(cli_session *s, jw *w, const emdb_table_stats *st);

@@ -23,7 +23,10 @@
 #include "tools/cli/words.h"
 
 static const char *const info_sections[] = { "server", "clients", "memory", "ops",
-					     "tables", "all", NULL };
+					     "tables", "persistence", "all", NULL };
+
+static const char *const ckpt_kinds[] = { "full", "incremental", "--no-wait", NULL };
+static const char *const ckpt_ids[] = { "latest", "--no-wait", NULL };
 
 static void add(cli_matches *m, const char *word, size_t len)
 {
@@ -52,6 +55,12 @@ static void add_if_prefix(cli_matches *m, const char *word, const char *cur, boo
 	size_t n = strlen(cur);
 	if (nocase ? !strncasecmp(word, cur, n) : !strncmp(word, cur, n))
 		add(m, word, strlen(word));
+}
+
+static void add_words(cli_matches *m, const char *const *words, const char *cur)
+{
+	for (; *words; words++)
+		add_if_prefix(m, *words, cur, true);
 }
 
 /* Word i of a command name: its start, and its length in *len; NULL when
@@ -143,8 +152,17 @@ void complete_line(cli_session *s, const char *line, cli_matches *m)
 		break;
 	}
 	case CLI_COMP_INFO_SECTION:
-		for (const char *const *c = info_sections; *c; c++)
-			add_if_prefix(m, *c, cur, true);
+		add_words(m, info_sections, cur);
+		break;
+	case CLI_COMP_CKPT_KIND:
+		/* "checkpoint l<Tab>": the row "checkpoint" matched, yet
+		 * "list" and "delete" are words of other rows. */
+		if (ai == 0)
+			add_command_words(m, w.v, k, cur);
+		add_words(m, ckpt_kinds, cur);
+		break;
+	case CLI_COMP_CKPT_ID:
+		add_words(m, ckpt_ids, cur);
 		break;
 	}
 done:

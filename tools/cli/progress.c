@@ -134,7 +134,7 @@ size_t progress_line(char *buf, size_t cap, const cli_progress *p, int width)
 	piece_rate(rate, p);
 	piece_left(left, p);
 	if (frac >= 0)
-		snprintf(pct, sizeof(pct), "  %3u%%", (unsigned)(frac * 100));
+		snprintf(pct, sizeof(pct), " %3u%%", (unsigned)(frac * 100));
 
 	size_t text = strlen(head) + strlen(pct) + strlen(rate) + strlen(left);
 	if (frac >= 0 && text + 3 + BAR_MIN <= room) {
