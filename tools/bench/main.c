@@ -27,7 +27,8 @@
  *      printing the figures (missed goals are figures, not failures).
  *   2. Nothing is left running or mapped at exit.
  *   3. Without --net the run is in process, exactly as described above;
- *      with --net, net_bench.c runs the network mode instead.
+ *      with --net, net_bench.c runs the network mode instead, and with
+ *      --workload checkpoint, ckpt_bench.c runs the checkpoint workload.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@
 
 #include "tools/bench/anchors.h"
 #include "tools/bench/baseline.h"
+#include "tools/bench/ckpt_bench.h"
 #include "tools/bench/harness.h"
 #include "tools/bench/keys.h"
 #include "tools/bench/net_bench.h"
@@ -52,7 +54,8 @@ enum {
 	WL_PULL = 2,
 	WL_PUSH = 4,
 	WL_LOOKUP = 8,
-	WL_ALL = 15,
+	WL_ALL = 15,     /* the in-memory workloads; checkpoint only when named */
+	WL_CKPT = 16,
 };
 
 #define DEFAULT_INDEX_ROWS 30000000ull /* HypeReca-scale table for Prefetch */
@@ -72,6 +75,7 @@ typedef struct bench_opts {
 	unsigned threads;       /* 0: the core count */
 	emdb_opt_kind opts[MAX_OPTS];
 	int n_opts;
+	int opt_set;            /* --optimizer given */
 	int dist_set;
 	keys_dist dist;
 	double seconds;
@@ -80,6 +84,8 @@ typedef struct bench_opts {
 	int json;
 	net_transport net;       /* NET_OFF: in process */
 	unsigned depth;         /* --net: requests in flight */
+	const char *dir;        /* checkpoint: parent of the data directory */
+	uint64_t pause_rows;    /* checkpoint: rows of the Update-pause table */
 } bench_opts;
 
 static void usage(FILE *f)
@@ -89,15 +95,18 @@ static void usage(FILE *f)
 	      "Measures the emdb engine in process, and beside each figure the anchor\n"
 	      "it is a ratio to (see docs/benchmarks.md).\n"
 	      "\n"
-	      "  --workload W    prefetch, pull, push, lookup or all (default all)\n"
+	      "  --workload W    prefetch, pull, push, lookup, all (default: the four),\n"
+	      "                  or checkpoint (only when named: disk I/O of several GB)\n"
 	      "  --rows N        table rows (k, M, G suffixes; default 30M for\n"
-	      "                  prefetch/pull/lookup, 2M per optimizer for push)\n"
+	      "                  prefetch/pull/lookup, 2M per optimizer for push,\n"
+	      "                  5M for checkpoint)\n"
 	      "  --dim D         row dimension (default 64)\n"
 	      "  --batch B       IDs per call (default 4096)\n"
 	      "  --threads T     threads (default: the cores online); Prefetch is\n"
 	      "                  also measured at 1 thread for the scaling ratio\n"
 	      "  --optimizer O   sgd, adagrad, adam, rowwise, ftrl, or all (default all:\n"
-	      "                  sgd, adagrad and adam) for the push workload\n"
+	      "                  sgd, adagrad and adam) for the push workload; one of\n"
+	      "                  them for checkpoint (default adam)\n"
 	      "  --dist D        zipf or uniform (default zipf; push runs both unless set)\n"
 	      "  --seconds S     time per measurement: 3 repetitions of S/3 after a\n"
 	      "                  warm-up, the best one reported (default 2)\n"
@@ -110,6 +119,10 @@ static void usage(FILE *f)
 	      "                  Unix socket), beside the echo bound and redis-server\n"
 	      "                  (default: off, in process)\n"
 	      "  --depth N       --net: requests in flight on the connection (default 8)\n"
+	      "  --dir D         checkpoint: make the data directory under D (default /tmp);\n"
+	      "                  it is removed at the end\n"
+	      "  --pause-rows N  checkpoint: rows of the Update-pause table, dim 16 SGD\n"
+	      "                  (default 10M)\n"
 	      "  --json          one JSON object per measurement and line on stdout\n"
 	      "  --help          this text\n",
 	      f);
@@ -197,6 +210,8 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		{ "json", no_argument, NULL, 'j' },
 		{ "net", required_argument, NULL, 'N' },
 		{ "depth", required_argument, NULL, 'P' },
+		{ "dir", required_argument, NULL, 'R' },
+		{ "pause-rows", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -220,8 +235,11 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 				o->workloads = WL_LOOKUP;
 			else if (strcmp(optarg, "all") == 0)
 				o->workloads = WL_ALL;
+			else if (strcmp(optarg, "checkpoint") == 0)
+				o->workloads = WL_CKPT;
 			else
-				bad_usage("--workload: '%s' is not prefetch, pull, push, lookup or all", optarg);
+				bad_usage("--workload: '%s' is not prefetch, pull, push, lookup, all "
+					  "or checkpoint", optarg);
 			break;
 		case 'r':
 			o->rows = parse_count("--rows", optarg, 1, 1ull << 40);
@@ -237,6 +255,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 			break;
 		case 'o':
 			parse_optimizer(o, optarg);
+			o->opt_set = 1;
 			break;
 		case 'D':
 			if (strcmp(optarg, "zipf") == 0)
@@ -285,6 +304,12 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		case 'P':
 			o->depth = (unsigned)parse_count("--depth", optarg, 1, 1024);
 			break;
+		case 'R':
+			o->dir = optarg;
+			break;
+		case 'Q':
+			o->pause_rows = parse_count("--pause-rows", optarg, 1, 1ull << 40);
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -297,6 +322,24 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 	}
 	if (optind < argc)
 		bad_usage("unexpected argument '%s'", argv[optind]);
+	if (o->workloads == WL_CKPT && o->net != NET_OFF)
+		bad_usage("%s: the checkpoint workload runs in process only", "--net");
+	if (o->workloads == WL_CKPT && o->opt_set && o->n_opts != 1)
+		bad_usage("--optimizer: the checkpoint workload takes one optimizer, not '%s'", "all");
+}
+
+/* --workload checkpoint: its own driver and report (ckpt_bench.c). */
+static void run_checkpoint(const bench_opts *o, unsigned threads, int argc, char **argv)
+{
+	ckpt_bench_opts co = {
+		.rows = o->rows, .dim = o->dim,
+		.opt = o->opt_set ? o->opts[0] : EMDB_OPT_ADAM,
+		.pause_rows = o->pause_rows, .batch = o->batch, .seconds = o->seconds,
+		.threads = threads, .dir = o->dir, .json = o->json,
+		.argc = argc, .argv = argv,
+	};
+
+	ckpt_bench_run(&co);
 }
 
 /* ---- phases ------------------------------------------------------------ */
@@ -315,15 +358,6 @@ static report_record *new_record(bench_run *r)
 	if (r->n_recs == MAX_RECORDS)
 		harness_die("too many records");
 	return &r->recs[r->n_recs++];
-}
-
-static emdb_db *open_db(void)
-{
-	emdb_db *db;
-	int rc = emdb_db_open(NULL, &db);
-	if (rc != EMDB_OK)
-		preload_die_engine("emdb_db_open", rc);
-	return db;
 }
 
 /* Phases 2-4: the large table and its anchors. */
@@ -354,7 +388,7 @@ static void run_index(bench_run *r)
 			    (unsigned long long)rows, src.zipf.s,
 			    100 * (want_pf ? pf_pool.share : rows_pool.share));
 
-	db = open_db();
+	db = preload_db_open();
 	preload_config(&cfg, "bench", o->dim, EMDB_OPT_SGD, o->init);
 	env = (wl_env){ .db = db, .dim = o->dim, .rows = rows, .seconds = o->seconds };
 	preload_table(db, &cfg, rows, r->threads, &env.table);
@@ -415,7 +449,7 @@ static void run_push(bench_run *r)
 	keys_dist dists[2] = { KEYS_ZIPF, KEYS_UNIFORM };
 	int n_dists = 2;
 	pool pools[2];
-	emdb_db *db = open_db();
+	emdb_db *db = preload_db_open();
 
 	if (o->dist_set) {
 		dists[0] = o->dist;
@@ -486,6 +520,11 @@ int main(int argc, char **argv)
 		cores = 1;
 	r->o = &o;
 	r->threads = o.threads ? o.threads : (unsigned)(cores < HARNESS_MAX_THREADS ? cores : HARNESS_MAX_THREADS);
+	if (o.workloads == WL_CKPT) {
+		run_checkpoint(&o, r->threads, argc, argv);
+		free(r);
+		return 0;
+	}
 	r->counts[0] = 1;
 	r->n_counts = 1;
 	if (r->threads > 1)

@@ -113,6 +113,15 @@ void preload_table(emdb_db *db, const emdb_table_config *cfg, uint64_t rows,
 	*table = c.table;
 }
 
+emdb_db *preload_db_open(void)
+{
+	emdb_db *db;
+	int rc = emdb_db_open(NULL, &db);
+	if (rc != EMDB_OK)
+		preload_die_engine("emdb_db_open", rc);
+	return db;
+}
+
 void preload_describe(emdb_db *db, uint32_t table, emdb_table_info *out)
 {
 	int rc = emdb_table_describe(db, table, out);

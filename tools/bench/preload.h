@@ -29,6 +29,9 @@ void preload_config(emdb_table_config *cfg, const char *name, uint32_t dim,
 void preload_table(emdb_db *db, const emdb_table_config *cfg, uint64_t rows,
 		   unsigned threads, uint32_t *table);
 
+/* emdb_db_open with the defaults, exiting the process on error. */
+emdb_db *preload_db_open(void);
+
 /* emdb_table_describe, exiting the process on error. */
 void preload_describe(emdb_db *db, uint32_t table, emdb_table_info *out);
 

@@ -42,8 +42,7 @@
 
 #define BARE_PREFETCH_ROWS 8u
 
-/* Gradient of position i of thread t's batches: uniform in [-0.01, 0.01]. */
-static float *grads_new(size_t batch, uint32_t dim, unsigned t)
+float *wl_grads_new(size_t batch, uint32_t dim, unsigned t)
 {
 	size_t n = batch * dim;
 	float *g = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
@@ -88,7 +87,7 @@ void wl_push_update(const wl_env *e, const pool *p, unsigned threads,
 
 	c.tk = preload_tickets(e->db, e->table, p);
 	for (unsigned t = 0; t < threads; t++)
-		c.grads[t] = grads_new(p->batch, e->dim, t);
+		c.grads[t] = wl_grads_new(p->batch, e->dim, t);
 	report_record_init(rec, "push", threads, (uint32_t)p->batch, e->dim, e->rows, p->dist);
 	rec->zipf_s = p->zipf_s;
 	rec->zipf_share = p->share;
@@ -213,7 +212,7 @@ void wl_bare_update(const emdb_optimizer *opt, uint32_t dim, uint64_t rows,
 	for (size_t i = 0; i < total; i++)
 		c.rowp[i] = (float *)(j.base + keys_perm_apply(&perm, p->ranks[i] - 1) * stride);
 	for (unsigned t = 0; t < threads; t++)
-		c.grads[t] = grads_new(p->batch, dim, t);
+		c.grads[t] = wl_grads_new(p->batch, dim, t);
 
 	harness_measure(threads, seconds, bare_step, &c, out);
 	harness_log("bare optimizer loop %s %s, %u thread(s): %.2fM IDs/s",

@@ -6,6 +6,7 @@
 #ifndef EMDB_BENCH_WORKLOADS_H
 #define EMDB_BENCH_WORKLOADS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <emdb/db.h>
@@ -46,6 +47,11 @@ void wl_prefetch(const wl_env *e, const pool *p, unsigned threads,
  * followed by emdb_update, on `threads` threads. */
 void wl_push_update(const wl_env *e, const pool *p, unsigned threads,
 		    report_record *rec);
+
+/* Gradients for batches of `batch` IDs: batch * dim floats uniform in
+ * [-0.01, 0.01], a fixed sequence per t (small, so that weights and state
+ * stay in normal float range over millions of updates).  free() them. */
+float *wl_grads_new(size_t batch, uint32_t dim, unsigned t);
 
 /* The bare optimizer loop over the same batches: the rows of p's ranks,
  * placed in a region of `rows` rows laid out as the engine lays them out,
