@@ -180,6 +180,18 @@ static void full_usage(const cli_cmd *cmd, char *buf, size_t cap)
 	snprintf(buf, cap, "%s%s%s", cmd->name, cmd->synopsis[0] ? " " : "", cmd->synopsis);
 }
 
+int cmd_usage_width(void)
+{
+	int wide = 0;
+	for (size_t i = 0; i < N_CMDS; i++) {
+		char usage[256];
+		full_usage(&cmds[i], usage, sizeof(usage));
+		int len = (int)strlen(usage);
+		wide = len > wide ? len : wide;
+	}
+	return wide;
+}
+
 cli_status cmd_usage(cli_session *s, const char *fmt, ...)
 {
 	char why[512], usage[256];
@@ -293,10 +305,11 @@ cli_status cmd_help(cli_session *s, emdb_client *c, int argc, char **argv)
 			return CLI_OK;
 		}
 		printf("Commands (help COMMAND for details; Tab completes commands and tables):\n");
+		int wide = cmd_usage_width();
 		for (size_t i = 0; i < N_CMDS; i++) {
 			char usage[256];
 			full_usage(&cmds[i], usage, sizeof(usage));
-			printf("  %-38s %s\n", usage, cmds[i].summary);
+			printf("  %-*s  %s\n", wide, usage, cmds[i].summary);
 		}
 		return CLI_OK;
 	}

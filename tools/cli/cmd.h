@@ -56,6 +56,9 @@ const cli_cmd *cmd_find(int argc, char *const *argv, int *used);
  * error is reported through the session.  Returns its status. */
 cli_status cmd_run(cli_session *s, int argc, char **argv);
 
+/* The widest "NAME SYNOPSIS" of the rows, for aligning lists of them. */
+int cmd_usage_width(void);
+
 /* The name of a role: "reader", ...; "-" for NONE. */
 const char *cmd_role_name(emdb_role role);
 

@@ -52,11 +52,12 @@ static void usage(FILE *f)
 		CLI_DEFAULT_URI);
 	size_t n;
 	const cli_cmd *cmds = cmd_table(&n);
+	int wide = cmd_usage_width();
 	for (size_t i = 0; i < n; i++) {
 		char u[256];
 		snprintf(u, sizeof(u), "%s%s%s", cmds[i].name, cmds[i].synopsis[0] ? " " : "",
 			 cmds[i].synopsis);
-		fprintf(f, "  %-34s %s\n", u, cmds[i].summary);
+		fprintf(f, "  %-*s  %s\n", wide, u, cmds[i].summary);
 	}
 }
 
