@@ -32,6 +32,7 @@
 #include "db/error_int.h"
 #include "db/job_int.h"
 #include "db/store_int.h"
+#include "db/store_readahead.h"
 
 #define MAX_CHAIN 100000
 
@@ -40,6 +41,7 @@ typedef struct rctx {
 	emdb_store *st;
 	manifest *chain;   /* [len], oldest (the full one) first */
 	uint32_t len;
+	store_ra *ra;      /* page-cache hints ahead of the reads */
 	tbl **out;         /* [final.tables] */
 	uint32_t n_out;
 	/* batch scratch, sized for the largest block */
@@ -179,6 +181,7 @@ static int load_link(rctx *c, tbl *t, uint64_t ck, const manifest_table *rec)
 		hash = store_hash_chain(hash, b.hash);
 		JOB_ADD(c->job, rows_done, b.n);
 		JOB_ADD(c->job, bytes_done, vlen);
+		store_ra_consumed(c->ra, ck, vlen);
 	}
 	char *err = NULL;
 	rocksdb_iter_get_error(it, &err);
@@ -264,6 +267,13 @@ int ckpt_restore_run(emdb_job *job, emdb_ckpt_info *info)
 		rc = check_names(fin);
 	}
 	if (rc == EMDB_OK) {
+		uint64_t ids[64];
+		uint32_t k = 0;
+		for (uint32_t l = 0; l < c.len && k < 64; l++)
+			ids[k++] = c.chain[l].info.id;
+		c.ra = store_ra_open(c.st, ids, k);
+	}
+	if (rc == EMDB_OK) {
 		c.out = emdb_calloc(fin->info.tables ? fin->info.tables : 1, sizeof(*c.out));
 		if (!c.out)
 			rc = EMDB_ERR_NOMEM;
@@ -290,6 +300,7 @@ int ckpt_restore_run(emdb_job *job, emdb_ckpt_info *info)
 		for (uint32_t i = 0; i < c.n_out; i++)
 			table_release(c.out[i]);
 	}
+	store_ra_close(c.ra);
 	emdb_free(c.out);
 	for (uint32_t l = 0; l < c.len; l++)
 		manifest_free(&c.chain[l]);

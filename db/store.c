@@ -220,6 +220,9 @@ int emdb_store_open(const char *dir, emdb_store **out)
 	rocksdb_options_set_create_missing_column_families(st->opts, 1);
 	rocksdb_options_set_keep_log_file_num(st->opts, 4);
 	rocksdb_options_set_max_log_file_size(st->opts, 8u << 20);
+	/* Restore reads row files front to back: let the kernel read ahead
+	 * (RocksDB's default advises random access, which turns that off). */
+	rocksdb_options_set_advise_random_on_open(st->opts, 0);
 	st->meta_opts = rocksdb_options_create();
 	st->rows_opts = rocksdb_options_create();
 	/* Rows are floats: compression gains little and costs bandwidth. */
