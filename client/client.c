@@ -206,17 +206,15 @@ uint32_t emdb_client_ticket_table(const emdb_client_ticket *t)
 
 /* ---- server and tables --------------------------------------------- */
 
-#define ARGS(op_, what_) cl_args a = { .op = (op_), .what = (what_) }
-
 int emdb_client_ping(emdb_client *c)
 {
-	ARGS(CL_PING, "emdb_client_ping");
+	CL_ARGS(CL_PING, "emdb_client_ping");
 	return cl_call(c, &a);
 }
 
 int emdb_client_info(emdb_client *c, const char *section, char **text)
 {
-	ARGS(CL_INFO, "emdb_client_info");
+	CL_ARGS(CL_INFO, "emdb_client_info");
 	a.s1 = section ? section : "";
 	a.text = text;
 	return cl_call(c, &a);
@@ -224,7 +222,7 @@ int emdb_client_info(emdb_client *c, const char *section, char **text)
 
 int emdb_client_config_get(emdb_client *c, const char *pattern, emdb_client_kv **kv, size_t *n)
 {
-	ARGS(CL_CONFIG_GET, "emdb_client_config_get");
+	CL_ARGS(CL_CONFIG_GET, "emdb_client_config_get");
 	a.s1 = pattern;
 	a.kv = kv;
 	a.n_out = n;
@@ -233,7 +231,7 @@ int emdb_client_config_get(emdb_client *c, const char *pattern, emdb_client_kv *
 
 int emdb_client_config_set(emdb_client *c, const char *key, const char *value)
 {
-	ARGS(CL_CONFIG_SET, "emdb_client_config_set");
+	CL_ARGS(CL_CONFIG_SET, "emdb_client_config_set");
 	a.s1 = key;
 	a.s2 = value;
 	return cl_call(c, &a);
@@ -241,13 +239,13 @@ int emdb_client_config_set(emdb_client *c, const char *key, const char *value)
 
 int emdb_client_shutdown(emdb_client *c)
 {
-	ARGS(CL_SHUTDOWN, "emdb_client_shutdown");
+	CL_ARGS(CL_SHUTDOWN, "emdb_client_shutdown");
 	return cl_call(c, &a);
 }
 
 int emdb_client_table_create(emdb_client *c, const emdb_table_config *cfg, uint32_t *out_id)
 {
-	ARGS(CL_TABLE_CREATE, "emdb_client_table_create");
+	CL_ARGS(CL_TABLE_CREATE, "emdb_client_table_create");
 	a.cfg = cfg;
 	a.id_out = out_id;
 	return cl_call(c, &a);
@@ -255,14 +253,14 @@ int emdb_client_table_create(emdb_client *c, const emdb_table_config *cfg, uint3
 
 int emdb_client_table_drop(emdb_client *c, uint32_t table)
 {
-	ARGS(CL_TABLE_DROP, "emdb_client_table_drop");
+	CL_ARGS(CL_TABLE_DROP, "emdb_client_table_drop");
 	a.table = table;
 	return cl_call(c, &a);
 }
 
 int emdb_client_table_find(emdb_client *c, const char *name, uint32_t *out_id)
 {
-	ARGS(CL_TABLE_FIND, "emdb_client_table_find");
+	CL_ARGS(CL_TABLE_FIND, "emdb_client_table_find");
 	a.s1 = name;
 	a.id_out = out_id;
 	return cl_call(c, &a);
@@ -270,7 +268,7 @@ int emdb_client_table_find(emdb_client *c, const char *name, uint32_t *out_id)
 
 int emdb_client_table_describe(emdb_client *c, uint32_t table, emdb_table_info *out)
 {
-	ARGS(CL_TABLE_DESCRIBE, "emdb_client_table_describe");
+	CL_ARGS(CL_TABLE_DESCRIBE, "emdb_client_table_describe");
 	a.table = table;
 	a.info = out;
 	return cl_call(c, &a);
@@ -278,7 +276,7 @@ int emdb_client_table_describe(emdb_client *c, uint32_t table, emdb_table_info *
 
 int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap, size_t *n_out)
 {
-	ARGS(CL_TABLE_LIST, "emdb_client_table_list");
+	CL_ARGS(CL_TABLE_LIST, "emdb_client_table_list");
 	a.list_ids = ids;
 	a.list_cap = cap;
 	a.n_out = n_out;
@@ -287,7 +285,7 @@ int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap, size_t *n_
 
 int emdb_client_stats(emdb_client *c, emdb_db_stats *out)
 {
-	ARGS(CL_STATS, "emdb_client_stats");
+	CL_ARGS(CL_STATS, "emdb_client_stats");
 	a.stats = out;
 	return cl_call(c, &a);
 }
@@ -300,7 +298,7 @@ int emdb_client_stats(emdb_client *c, emdb_db_stats *out)
 static cl_args prefetch_args(uint32_t table, const uint64_t *ids, size_t n, emdb_client_ticket **out,
 			     const char *what)
 {
-	ARGS(CL_PREFETCH, what);
+	CL_ARGS(CL_PREFETCH, what);
 	a.table = table;
 	a.ids = ids;
 	a.n = n;
@@ -312,7 +310,7 @@ static cl_args pull_args(uint32_t table, const uint64_t *ids, size_t n, const em
 			 bool bags, const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim,
 			 float *out, const char *what)
 {
-	ARGS(CL_PULL, what);
+	CL_ARGS(CL_PULL, what);
 	a.table = table;
 	a.ids = t ? NULL : ids;
 	a.n = t ? t->count : n;
@@ -338,7 +336,7 @@ static cl_args push_args(uint32_t table, const uint64_t *ids, size_t n, const em
 
 static cl_args update_args(uint32_t table, bool all, uint64_t *rows, const char *what)
 {
-	ARGS(CL_UPDATE, what);
+	CL_ARGS(CL_UPDATE, what);
 	a.table = all ? 0 : table;
 	a.all = all;
 	a.rows = rows;
@@ -348,7 +346,7 @@ static cl_args update_args(uint32_t table, bool all, uint64_t *rows, const char 
 static cl_args lookup_args(uint32_t table, const uint64_t *ids, size_t n, uint32_t dim, float *out,
 			   uint8_t *found, const char *what)
 {
-	ARGS(CL_LOOKUP, what);
+	CL_ARGS(CL_LOOKUP, what);
 	a.table = table;
 	a.ids = ids;
 	a.n = n;
@@ -450,7 +448,7 @@ int emdb_client_lookup(emdb_client *c, uint32_t table, const uint64_t *ids, size
 int emdb_client_read_state(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
 			   uint32_t per_row, float *state, uint8_t *found)
 {
-	ARGS(CL_READ_STATE, "emdb_client_read_state");
+	CL_ARGS(CL_READ_STATE, "emdb_client_read_state");
 	a.table = table;
 	a.ids = ids;
 	a.n = n;

@@ -78,6 +78,9 @@ typedef struct cl_args {
 	emdb_ckpt_info **ckpts;  /* CKPT_LIST (with n_out) */
 } cl_args;
 
+/* Declare `cl_args a` for operation op_ of public function what_. */
+#define CL_ARGS(op_, what_) cl_args a = { .op = (op_), .what = (what_) }
+
 /* Future states.  A future moves only forward:
  *   NEW -> QUEUED -> RUNNING -> DONE, or NEW -> QUEUED -> DONE (timed out
  *   or abandoned while queued), or NEW -> DONE (refused at submission).

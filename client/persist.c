@@ -29,12 +29,11 @@
 
 #include "client/client_int.h"
 
-#define ARGS(op_, what_) cl_args a = { .op = (op_), .what = (what_) }
 #define POLL_MS_DEFAULT 50
 
 int emdb_client_checkpoint_start(emdb_client *c, emdb_ckpt_kind kind, uint64_t *job)
 {
-	ARGS(CL_CHECKPOINT, "emdb_client_checkpoint_start");
+	CL_ARGS(CL_CHECKPOINT, "emdb_client_checkpoint_start");
 	a.arg = (uint64_t)(uint32_t)kind;
 	a.job_out = job;
 	return cl_call(c, &a);
@@ -42,7 +41,7 @@ int emdb_client_checkpoint_start(emdb_client *c, emdb_ckpt_kind kind, uint64_t *
 
 int emdb_client_restore_start(emdb_client *c, uint64_t id, uint64_t *job)
 {
-	ARGS(CL_RESTORE, "emdb_client_restore_start");
+	CL_ARGS(CL_RESTORE, "emdb_client_restore_start");
 	a.arg = id;
 	a.job_out = job;
 	return cl_call(c, &a);
@@ -50,7 +49,7 @@ int emdb_client_restore_start(emdb_client *c, uint64_t id, uint64_t *job)
 
 int emdb_client_job_status(emdb_client *c, uint64_t job, emdb_job_status *out)
 {
-	ARGS(CL_JOB_STATUS, "emdb_client_job_status");
+	CL_ARGS(CL_JOB_STATUS, "emdb_client_job_status");
 	a.arg = job;
 	a.job = out;
 	return cl_call(c, &a);
@@ -149,7 +148,7 @@ int emdb_client_restore(emdb_client *c, uint64_t id, emdb_ckpt_info *info)
 
 int emdb_client_checkpoint_list(emdb_client *c, emdb_ckpt_info **out, size_t *n)
 {
-	ARGS(CL_CKPT_LIST, "emdb_client_checkpoint_list");
+	CL_ARGS(CL_CKPT_LIST, "emdb_client_checkpoint_list");
 	a.ckpts = out;
 	a.n_out = n;
 	return cl_call(c, &a);
@@ -157,7 +156,7 @@ int emdb_client_checkpoint_list(emdb_client *c, emdb_ckpt_info **out, size_t *n)
 
 int emdb_client_checkpoint_delete(emdb_client *c, uint64_t id)
 {
-	ARGS(CL_CKPT_DELETE, "emdb_client_checkpoint_delete");
+	CL_ARGS(CL_CKPT_DELETE, "emdb_client_checkpoint_delete");
 	a.arg = id;
 	return cl_call(c, &a);
 }

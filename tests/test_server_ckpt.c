@@ -225,6 +225,21 @@ static void ids_from(uint64_t *ids, size_t n, uint64_t first)
 		ids[i] = scramble(first + i);
 }
 
+/* Table "big": BIG_ROWS rows of dim 64, tens of MB, so that a full
+ * checkpoint of it takes long enough to be caught running. */
+#define BIG_ROWS 100000
+
+static uint32_t big_table(emdb_client *c, emdb_opt_kind opt)
+{
+	uint32_t t = create_table(c, "big", 64, opt, 1);
+	uint64_t *ids = emdb_malloc(BIG_ROWS * sizeof(*ids));
+	cr_assert_not_null(ids);
+	ids_from(ids, BIG_ROWS, 1);
+	insert(c, t, ids, BIG_ROWS);
+	emdb_free(ids);
+	return t;
+}
+
 /* ---- every optimizer, FULL, bit for bit ------------------------------ */
 
 #define N_OPT 5
@@ -735,13 +750,8 @@ Test(server_ckpt, busy_invalid_and_unknown_jobs, .init = start_persist, .fini = 
 	FAILS(emdb_client_job_wait(c, 0, 1000, 10, NULL, NULL, NULL), EMDB_ERR_INVALID, "no job");
 
 	/* Enough rows that a full checkpoint outlasts a few requests. */
-	uint32_t t = create_table(c, "big", 64, EMDB_OPT_ADAM, 1);
-	size_t n = 100000;
-	uint64_t *ids = emdb_malloc(n * sizeof(*ids));
-	cr_assert_not_null(ids);
-	ids_from(ids, n, 1);
-	insert(c, t, ids, n);
-	emdb_free(ids);
+	size_t n = BIG_ROWS;
+	uint32_t t = big_table(c, EMDB_OPT_ADAM);
 
 	uint64_t job = 0, other = 0;
 	OK(emdb_client_checkpoint_start(c, EMDB_CKPT_FULL, &job));
@@ -779,13 +789,8 @@ Test(server_ckpt, shutdown_waits_for_the_running_job, .init = start_persist, .fi
      .timeout = 180)
 {
 	emdb_client *c = connect_uri(srv.tcp_uri);
-	uint32_t t = create_table(c, "big", 64, EMDB_OPT_ADAGRAD, 1);
-	size_t n = 100000;
-	uint64_t *ids = emdb_malloc(n * sizeof(*ids));
-	cr_assert_not_null(ids);
-	ids_from(ids, n, 1);
-	insert(c, t, ids, n);
-	emdb_free(ids);
+	size_t n = BIG_ROWS;
+	uint32_t t = big_table(c, EMDB_OPT_ADAGRAD);
 	uint64_t job;
 	OK(emdb_client_checkpoint_start(c, EMDB_CKPT_FULL, &job));
 	shutdown_and_reap(&srv, c);

@@ -19,10 +19,12 @@ cmake --build build/tsan -j"$jobs"
 
 # The server's and the client's black-box tests again, against the
 # ThreadSanitizer server (tests/server_spawn.h honours EMDB_TEST_SERVER):
-# the tests themselves stay Criterion binaries from the ASan build.
+# the tests themselves stay Criterion binaries from the ASan build.  The
+# suppressions are for the uninstrumented librocksdb (tests/tsan.supp).
 for t in build/asan/tests/test_server build/asan/tests/test_server_auth \
 	 build/asan/tests/test_server_load build/asan/tests/test_server_malformed \
 	 build/asan/tests/test_server_ckpt build/asan/tests/test_client_net; do
 	echo "== $t against build/tsan/net/emdb-server"
-	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" TSAN_OPTIONS="halt_on_error=1" "$t" --jobs 2
+	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" \
+		TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/tests/tsan.supp" "$t" --jobs 2
 done
