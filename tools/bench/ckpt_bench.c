@@ -9,23 +9,24 @@
  *     1. the checkpointed table (rows x dim, the optimizer asked for),
  *        preloaded, then every row pushed and updated once so that weights
  *        and optimizer state are all nonzero
- *     2. FULL checkpoint, timed, twice; then the disk bounds on a file of
- *        exactly its bytes, in the same directory, three times
- *     3. twice: every file of the store dropped from the page cache,
- *        restore of the last full checkpoint into a fresh emdb_db, timed,
- *        checked against the original on a sample of rows, closed
- *     4. 1% of the rows changed, INCREMENTAL checkpoint; 10% more (other
+ *     2. three rounds of: a FULL checkpoint, timed; the disk bounds on a
+ *        file of exactly its bytes in the same directory; every file of
+ *        the store dropped from the page cache, then the restore of that
+ *        checkpoint into a fresh emdb_db, timed, checked against the
+ *        original on a sample of rows, closed
+ *     3. 1% of the rows changed, INCREMENTAL checkpoint; 10% more (other
  *        rows) changed, INCREMENTAL again
- *     5. Pull alone, Pull while a FULL checkpoint runs, Pull alone
- *     6. the table and its store closed and removed; the Update-pause
+ *     4. Pull alone, Pull while a FULL checkpoint runs, Pull alone
+ *     5. the table and its store closed and removed; the Update-pause
  *        table (pause_rows x dim 16, SGD) with its own store: a push and
  *        Update loop while a FULL and an INCREMENTAL checkpoint run
  *
- *   Each of the figures of phases 2 and 3 is the best of its repetitions,
- *   as everywhere in emdb-bench: on a shared virtual machine other tenants
- *   and the host only ever slow a run down.
+ *   Each figure of the rounds is the best of its three, as everywhere in
+ *   emdb-bench: on a shared virtual machine other tenants and the host only
+ *   ever slow a run down.  Rounds interleave a job and the bound it is
+ *   divided by, so a slow minute of the machine does not fall on one side.
  *
- *   Memory peaks in phase 3 at the table twice (the original and the
+ *   Memory peaks during a restore at the table twice (the original and the
  *   restored copy), plus what the page cache keeps.  MB are 1e6 bytes.
  *
  * Invariants
@@ -49,8 +50,7 @@
 #include "tools/bench/wl_ckpt.h"
 
 #define VERIFY_ROWS 4096u
-#define BOUND_REPS 3 /* the disk bounds: best of 3 */
-#define JOB_REPS 2   /* full checkpoint and restore: best of 2 */
+#define ROUNDS 3 /* full checkpoint, disk bounds, restore: best of 3 */
 #define POOL_IDS (1u << 20)
 #define MAX_FIGS 24
 
@@ -197,7 +197,7 @@ static void job_fig(ckpt_fig *f, const ckpt_run *c, uint64_t rows)
 	f->rows = rows;
 }
 
-/* What phases 1-5 measured. */
+/* What phases 1-4 measured. */
 typedef struct table_results {
 	emdb_table_info info;
 	ckpt_run full, rest, inc[2];
@@ -266,7 +266,7 @@ static void table_figs(const ckpt_bench_opts *o, const table_results *t, ckpt_re
 		 0, 0);
 }
 
-/* Phases 1-5 on the checkpointed table. */
+/* Phases 1-4 on the checkpointed table. */
 static void run_table(const ckpt_bench_opts *o, const char *dir, table_results *t)
 {
 	char path[4200];
@@ -276,7 +276,7 @@ static void run_table(const ckpt_bench_opts *o, const char *dir, table_results *
 	keys_perm perm;
 	pool p;
 	uint64_t changed[2] = { o->rows / 100 ? o->rows / 100 : 1, o->rows / 10 ? o->rows / 10 : 1 };
-	uint64_t last_full;
+	uint64_t full_id;
 	uint32_t table;
 	emdb_db *db = preload_db_open(), *copy;
 	emdb_store *st;
@@ -288,18 +288,15 @@ static void run_table(const ckpt_bench_opts *o, const char *dir, table_results *
 	preload_describe(db, table, &t->info);
 	st = open_store(dir, "store", path, sizeof(path));
 
-	for (int i = 0; i < JOB_REPS; i++) {
+	for (int i = 0; i < ROUNDS; i++) {
 		wl_ckpt_take(db, st, EMDB_CKPT_FULL, &run);
 		if (i == 0 || run.seconds < t->full.seconds)
 			t->full = run;
-	}
-	last_full = run.info.id;
-	ckpt_disk_bounds(dir, t->full.info.bytes, BOUND_REPS, &t->bw);
-
-	for (int i = 0; i < JOB_REPS; i++) {
+		full_id = run.info.id;
+		ckpt_disk_bound_rep(dir, run.info.bytes, &t->bw);
 		harness_log("dropped %.2f GB of store files from the page cache",
 			    (double)ckpt_tree_drop_cache(path) / 1e9);
-		copy = wl_ckpt_restore(st, last_full, &run);
+		copy = wl_ckpt_restore(st, full_id, &run);
 		wl_ckpt_verify(db, copy, table, o->rows, VERIFY_ROWS);
 		emdb_db_close(copy);
 		if (i == 0 || run.seconds < t->rest.seconds)
@@ -321,7 +318,7 @@ static void run_table(const ckpt_bench_opts *o, const char *dir, table_results *
 	ckpt_tree_remove(path);
 }
 
-/* Phase 6: the Update pause. */
+/* Phase 5: the Update pause. */
 static void run_pause(const ckpt_bench_opts *o, const char *dir, ckpt_report *rep)
 {
 	static const char *keys[CKPT_PAUSE_CKPTS][3] = {

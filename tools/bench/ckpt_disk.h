@@ -29,18 +29,20 @@ void ckpt_tree_remove(const char *path);
 uint64_t ckpt_tree_drop_cache(const char *path);
 
 typedef struct ckpt_disk_bw {
-	uint64_t bytes;
+	uint64_t bytes;      /* file size; 0 before the first repetition  */
+	int reps;
 	double write_s;      /* writes and the fdatasync, best repetition */
 	double read_s;       /* reads from the disk, best repetition      */
 	double write_mbs;    /* bytes / write_s, 1e6 bytes per MB        */
 	double read_mbs;
 } ckpt_disk_bw;
 
-/* The sequential bounds of the disk holding dir, best of `reps`: a new
+/* One repetition of the sequential bounds of the disk holding dir: a new
  * file of `bytes` written in 1 MiB blocks of incompressible data and
  * fdatasync'ed (timed together), dropped from the page cache, read back in
- * 1 MiB blocks (timed), then unlinked.  Exits the process on any I/O
- * error. */
-void ckpt_disk_bounds(const char *dir, uint64_t bytes, int reps, ckpt_disk_bw *out);
+ * 1 MiB blocks (timed), then unlinked.  *best (zeroed before the first
+ * call) keeps the best write and the best read over the repetitions.
+ * Exits the process on any I/O error. */
+void ckpt_disk_bound_rep(const char *dir, uint64_t bytes, ckpt_disk_bw *best);
 
 #endif
