@@ -12,12 +12,17 @@
  * equal at any step, and an in-process engine training one row the same
  * way (the mirror) gives the exact bytes of every step.  A row from
  * another step, a torn row or a missing row shows as a difference.
+ * A second test has clients pushing, updating and pulling through the
+ * server while checkpoints run: every Pull sees one step, and every
+ * checkpoint restores to exactly its step.
  * Servers listen on loopback and a Unix socket (tests/test_client_server.h)
  * and are killed by the test, also when it fails.
  */
 #define _XOPEN_SOURCE 700
 #include <criterion/criterion.h>
 #include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +232,128 @@ Test(server_crash, sigkill_during_checkpoints_leaves_one_complete_checkpoint,
 	OK(emdb_client_checkpoint(c, EMDB_CKPT_INCREMENTAL, &info));
 	OK(emdb_client_restore(c, 0, NULL));
 	cr_assert_eq(check_state(c, t, m, ids), step);
+	emdb_client_close(c);
+	free(ids);
+	emdb_db_close(m->db);
+	free(m);
+}
+
+/* ---- clients training and reading while checkpoints run ---------------- */
+
+typedef struct live {
+	const char *uri;
+	uint32_t t;
+	const uint64_t *ids;
+	const mirror *m;
+	atomic_int stop;
+	atomic_int bad;      /* a pull saw rows of different steps or a torn row */
+	atomic_uint step;    /* steps the trainer finished */
+	atomic_ulong pulls;
+} live;
+
+static void *live_trainer(void *arg)
+{
+	live *l = arg;
+	emdb_client *c = NULL;
+	if (emdb_client_connect(l->uri, NULL, &c) != EMDB_OK) {
+		atomic_store(&l->bad, 2);
+		return NULL;
+	}
+	enum { B = 20000 };
+	float *g = malloc((size_t)B * DIM * 4);
+	for (uint32_t s = atomic_load(&l->step) + 1; s <= STEPS_MAX && !atomic_load(&l->stop); s++) {
+		float one[DIM];
+		grad_of(s, one);
+		for (int i = 0; i < B; i++)
+			memcpy(g + (size_t)i * DIM, one, sizeof(one));
+		for (uint64_t b = 0; b < ROWS; b += B)
+			if (emdb_client_push(c, l->t, l->ids + b, B, DIM, g) != EMDB_OK)
+				atomic_store(&l->bad, 3);
+		if (emdb_client_update(c, l->t, NULL) != EMDB_OK)
+			atomic_store(&l->bad, 4);
+		atomic_store(&l->step, s);
+	}
+	free(g);
+	emdb_client_close(c);
+	return NULL;
+}
+
+static void *live_reader(void *arg)
+{
+	live *l = arg;
+	emdb_client *c = NULL;
+	if (emdb_client_connect(l->uri, NULL, &c) != EMDB_OK) {
+		atomic_store(&l->bad, 2);
+		return NULL;
+	}
+	enum { N = 512 };
+	uint64_t ids[N];
+	float *v = malloc((size_t)N * DIM * 4);
+	uint64_t x = 99;
+	while (!atomic_load(&l->stop)) {
+		for (int i = 0; i < N; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			ids[i] = l->ids[(x >> 33) % ROWS];
+		}
+		if (emdb_client_pull(c, l->t, ids, N, DIM, v) != EMDB_OK) {
+			atomic_store(&l->bad, 5);
+			break;
+		}
+		/* one Pull sees one step: all rows equal, and equal to a step */
+		for (int i = 1; i < N; i++)
+			if (memcmp(v, v + (size_t)i * DIM, DIM * 4) != 0)
+				atomic_store(&l->bad, 1);
+		bool known = false;
+		for (uint32_t s = 0; s <= STEPS_MAX && !known; s++)
+			known = memcmp(v, l->m->state[s], DIM * 4) == 0;
+		if (!known)
+			atomic_store(&l->bad, 1);
+		atomic_fetch_add(&l->pulls, 1);
+	}
+	free(v);
+	emdb_client_close(c);
+	return NULL;
+}
+
+Test(server_crash, clients_pull_and_push_while_checkpoints_run, .init = setup, .fini = teardown,
+     .timeout = 600)
+{
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	strcpy(cfg.name, "live");
+	cfg.dim = DIM;
+	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_ADAGRAD, &cfg.optimizer), 0);
+	mirror *m = calloc(1, sizeof(*m));
+	mirror_init(m, &cfg);
+	uint64_t *ids = all_ids();
+	start(false);
+	emdb_client *c = connect_to();
+	live l = { .uri = srv.unix_uri, .ids = ids, .m = m };
+	OK(emdb_client_table_create(c, &cfg, &l.t));
+	server_step(c, l.t, 1, ids);
+	atomic_store(&l.step, 1);
+
+	pthread_t th[2];
+	pthread_create(&th[0], NULL, live_trainer, &l);
+	pthread_create(&th[1], NULL, live_reader, &l);
+	enum { CKPTS = 6 };
+	emdb_ckpt_info info[CKPTS];
+	for (int k = 0; k < CKPTS; k++) {
+		unsigned before = atomic_load(&l.step);
+		OK(emdb_client_checkpoint(c, k % 3 ? EMDB_CKPT_INCREMENTAL : EMDB_CKPT_FULL, &info[k]));
+		for (int w = 0; w < 2000 && atomic_load(&l.step) < before + 2 && atomic_load(&l.step) < STEPS_MAX; w++)
+			test_sleep_ms(5);
+	}
+	atomic_store(&l.stop, 1);
+	pthread_join(th[0], NULL);
+	pthread_join(th[1], NULL);
+	cr_assert_eq(atomic_load(&l.bad), 0, "a client saw a torn or mixed state (code %d)", atomic_load(&l.bad));
+	cr_assert_gt(atomic_load(&l.pulls), 0);
+	for (int k = 0; k < CKPTS; k++) {
+		emdb_ckpt_info got;
+		OK(emdb_client_restore(c, info[k].id, &got));
+		cr_assert_eq(check_state(c, l.t, m, ids), info[k].max_step, "checkpoint %llu",
+			     (unsigned long long)info[k].id);
+	}
 	emdb_client_close(c);
 	free(ids);
 	emdb_db_close(m->db);
