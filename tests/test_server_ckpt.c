@@ -26,6 +26,7 @@
 
 static test_server srv, srv2;
 static char data_dir[64];
+static char exit_log[64]; /* expect_exit's log, removed by stop_all */
 
 #define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
 #define FAILS(call, code, needle)                                                          \
@@ -83,6 +84,10 @@ static void stop_all(void)
 	if (data_dir[0]) {
 		nftw(data_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 		data_dir[0] = 0;
+	}
+	if (exit_log[0]) {
+		unlink(exit_log);
+		exit_log[0] = 0;
 	}
 }
 
@@ -576,8 +581,8 @@ Test(server_ckpt, restore_latest_at_start_on_the_same_data_dir, .init = start_pe
 	test_server_stop(&srv2);
 
 	/* A checkpoint that is not there: the server says so and exits 1. */
-	char log[128];
-	snprintf(log, sizeof(log), "/tmp/emdb-ckpt-test-%d.log", (int)getpid());
+	const char *log = exit_log;
+	snprintf(exit_log, sizeof(exit_log), "/tmp/emdb-ckpt-test-%d.log", (int)getpid());
 	const char *const bad[] = { server_bin(), "--bind", "127.0.0.1", "--port", "0", "--data-dir",
 				    data_dir, "--restore", "77", NULL };
 	expect_exit(bad, log, 1);
@@ -586,7 +591,6 @@ Test(server_ckpt, restore_latest_at_start_on_the_same_data_dir, .init = start_pe
 				       "latest", NULL };
 	expect_exit(no_dir, log, 1);
 	cr_assert(strstr(server_log_tail(log), "data_dir"), "%s", server_log_tail(log));
-	unlink(log);
 
 	snap_free(&at_full);
 	snap_free(&at_incr);
