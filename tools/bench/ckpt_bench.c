@@ -24,7 +24,13 @@
  *   Each figure of the rounds is the best of its three, as everywhere in
  *   emdb-bench: on a shared virtual machine other tenants and the host only
  *   ever slow a run down.  Rounds interleave a job and the bound it is
- *   divided by, so a slow minute of the machine does not fall on one side.
+ *   divided by, so a slow minute of the machine does not fall on one side,
+ *   and the store's files are dropped from the page cache before each timed
+ *   write or read, so that the job and its bound both fill the page cache
+ *   from memory just freed: on a virtual machine whose host takes free
+ *   memory back, writing into memory the host must fault in again is
+ *   several times slower than writing into memory just freed, and which
+ *   one a side got would decide the ratio.
  *
  *   Memory peaks during a restore at the table twice (the original and the
  *   restored copy), plus what the page cache keeps.  MB are 1e6 bytes.
@@ -289,10 +295,12 @@ static void run_table(const ckpt_bench_opts *o, const char *dir, table_results *
 	st = open_store(dir, "store", path, sizeof(path));
 
 	for (int i = 0; i < ROUNDS; i++) {
+		ckpt_tree_drop_cache(path);
 		wl_ckpt_take(db, st, EMDB_CKPT_FULL, &run);
 		if (i == 0 || run.seconds < t->full.seconds)
 			t->full = run;
 		full_id = run.info.id;
+		ckpt_tree_drop_cache(path);
 		ckpt_disk_bound_rep(dir, run.info.bytes, &t->bw);
 		harness_log("dropped %.2f GB of store files from the page cache",
 			    (double)ckpt_tree_drop_cache(path) / 1e9);

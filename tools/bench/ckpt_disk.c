@@ -143,10 +143,10 @@ static void write_all(int fd, const char *buf, size_t n, const char *path)
 
 /* One repetition: *write_s and *read_s of a file of `bytes` at path. */
 static void bound_once(const char *path, uint64_t bytes, uint64_t *buf, double *write_s,
-		       double *read_s)
+		       double *read_s, double *write_cpu)
 {
 	uint64_t left, got = 0;
-	double t0;
+	double t0, cpu0 = harness_cpu_thread();
 	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
 
 	if (fd < 0)
@@ -161,6 +161,7 @@ static void bound_once(const char *path, uint64_t bytes, uint64_t *buf, double *
 	if (fdatasync(fd) != 0)
 		harness_die("fdatasync %s: %s", path, strerror(errno));
 	*write_s = harness_now() - t0;
+	*write_cpu = harness_cpu_thread() - cpu0;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	close(fd);
 
@@ -191,18 +192,18 @@ void ckpt_disk_bound_rep(const char *dir, uint64_t bytes, ckpt_disk_bw *best)
 	char path[4200];
 	uint64_t *buf = aligned_alloc(4096, BLOCK);
 	keys_rng r = { 0xd15c + (uint64_t)best->reps };
-	double w, rd;
+	double w, rd, cpu;
 
 	if (!buf)
 		harness_die("out of memory");
 	for (size_t i = 0; i < BLOCK / sizeof(uint64_t); i++)
 		buf[i] = keys_rng_next(&r);
 	snprintf(path, sizeof(path), "%s/disk-bound", dir);
-	bound_once(path, bytes, buf, &w, &rd);
+	bound_once(path, bytes, buf, &w, &rd, &cpu);
 	free(buf);
-	harness_log("disk bounds on %.2f GB: write %.0f MB/s (%.2f s with the sync), read "
-		    "%.0f MB/s (%.2f s)", (double)bytes / 1e9, (double)bytes / w / 1e6, w,
-		    (double)bytes / rd / 1e6, rd);
+	harness_log("disk bounds on %.2f GB: write %.0f MB/s (%.2f s with the sync, CPU "
+		    "%.2f s), read %.0f MB/s (%.2f s)", (double)bytes / 1e9,
+		    (double)bytes / w / 1e6, w, cpu, (double)bytes / rd / 1e6, rd);
 	if (!best->reps || w < best->write_s)
 		best->write_s = w;
 	if (!best->reps || rd < best->read_s)

@@ -28,6 +28,10 @@ typedef struct harness_result {
 /* Seconds since an arbitrary point, CLOCK_MONOTONIC. */
 double harness_now(void);
 
+/* CPU seconds (user + system) of the calling thread, and of the process. */
+double harness_cpu_thread(void);
+double harness_cpu_process(void);
+
 /* Run fn on `threads` threads: a warm-up of min(0.25 s, seconds / 8), then
  * HARNESS_REPS repetitions of seconds / HARNESS_REPS each.  A repetition's
  * aggregate rate is the units of all threads over the time from the first

@@ -26,8 +26,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include "tools/bench/harness.h"
 #include "tools/bench/preload.h"
@@ -36,37 +34,22 @@
 #define TOUCH_BATCH 65536u
 #define TOUCH_STEP 1000000ull /* rows between Updates: bounds the accumulators */
 
-double wl_ckpt_cpu_thread(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-double wl_ckpt_cpu_process(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
 static void run_job(emdb_job *job, ckpt_run *out)
 {
 	double cpu_t, cpu_p;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	cpu_t = wl_ckpt_cpu_thread();
-	cpu_p = wl_ckpt_cpu_process();
+	cpu_t = harness_cpu_thread();
+	cpu_p = harness_cpu_process();
 	out->t0 = harness_now();
 	rc = emdb_job_run(job, &out->info);
 	out->t1 = harness_now();
 	if (rc != EMDB_OK)
 		preload_die_engine("emdb_job_run", rc);
 	out->seconds = out->t1 - out->t0;
-	out->cpu_thread = wl_ckpt_cpu_thread() - cpu_t;
-	out->cpu_process = wl_ckpt_cpu_process() - cpu_p;
+	out->cpu_thread = harness_cpu_thread() - cpu_t;
+	out->cpu_process = harness_cpu_process() - cpu_p;
 	emdb_job_progress(job, &out->prog);
 	emdb_job_free(job);
 }

@@ -25,9 +25,6 @@ typedef struct ckpt_run {
 	double cpu_process; /* CPU seconds of the whole process meanwhile (user + system) */
 } ckpt_run;
 
-/* CPU seconds of the calling thread, and of the whole process. */
-double wl_ckpt_cpu_thread(void);
-double wl_ckpt_cpu_process(void);
 
 /* A checkpoint of db into st, timed. */
 void wl_ckpt_take(emdb_db *db, emdb_store *st, emdb_ckpt_kind kind, ckpt_run *out);

@@ -86,7 +86,7 @@ typedef struct puller {
  * and the share of a core this thread got into *core (may be NULL). */
 static double pull_for(puller *u, double until, atomic_int *stop, double *core)
 {
-	double t0 = harness_now(), t = t0, cpu0 = wl_ckpt_cpu_thread();
+	double t0 = harness_now(), t = t0, cpu0 = harness_cpu_thread();
 	uint64_t ids = 0;
 
 	while (t < until && !(stop && atomic_load_explicit(stop, memory_order_relaxed))) {
@@ -98,7 +98,7 @@ static double pull_for(puller *u, double until, atomic_int *stop, double *core)
 		t = harness_now();
 	}
 	if (core)
-		*core = t > t0 ? (wl_ckpt_cpu_thread() - cpu0) / (t - t0) : 0;
+		*core = t > t0 ? (harness_cpu_thread() - cpu0) / (t - t0) : 0;
 	return t > t0 ? (double)ids / (t - t0) : 0;
 }
 
