@@ -34,11 +34,14 @@
 #define TOUCH_BATCH 65536u
 #define TOUCH_STEP 1000000ull /* rows between Updates: bounds the accumulators */
 
-static void run_job(emdb_job *job, ckpt_run *out)
+/* Run the job that `prep` (its preparing call) gave with status prep_rc. */
+static void run_job(int prep_rc, const char *prep, emdb_job *job, ckpt_run *out)
 {
 	double cpu_t, cpu_p;
 	int rc;
 
+	if (prep_rc != EMDB_OK)
+		preload_die_engine(prep, prep_rc);
 	memset(out, 0, sizeof(*out));
 	cpu_t = harness_cpu_thread();
 	cpu_p = harness_cpu_process();
@@ -59,9 +62,7 @@ void wl_ckpt_take(emdb_db *db, emdb_store *st, emdb_ckpt_kind kind, ckpt_run *ou
 	emdb_job *job;
 	int rc = emdb_job_checkpoint(db, st, kind, &job);
 
-	if (rc != EMDB_OK)
-		preload_die_engine("emdb_job_checkpoint", rc);
-	run_job(job, out);
+	run_job(rc, "emdb_job_checkpoint", job, out);
 	harness_log("%s checkpoint %llu: %llu rows, %.1f MB in %.2f s (%.0f MB/s; CPU %.2f s "
 		    "on its thread, %.2f s in the process), switch %.3f ms, %llu rows copied "
 		    "on write", emdb_ckpt_kind_name(kind), (unsigned long long)out->info.id,
@@ -76,9 +77,8 @@ emdb_db *wl_ckpt_restore(emdb_store *st, uint64_t id, ckpt_run *out)
 	emdb_db *db = preload_db_open();
 	emdb_job *job;
 	int rc = emdb_job_restore(db, st, id, &job);
-	if (rc != EMDB_OK)
-		preload_die_engine("emdb_job_restore", rc);
-	run_job(job, out);
+
+	run_job(rc, "emdb_job_restore", job, out);
 	harness_log("restore of checkpoint %llu: %llu rows, %.1f MB in %.2f s (%.0f MB/s; CPU "
 		    "%.2f s on its thread, %.2f s in the process)",
 		    (unsigned long long)out->info.id, (unsigned long long)out->info.rows_total,
