@@ -16,13 +16,17 @@
  *      the end, equal what the manifests say.  Anything else is CORRUPT.
  *   3. Links are applied oldest first, so a row written by several links
  *      ends with the bytes of the newest: the state at the last link.
- *   4. Rows are inserted in the order they were written (row-number
- *      order), so a restored table numbers its rows densely from 0, and
- *      its dirty tracking starts clean with the restored checkpoint as
- *      base: the next incremental checkpoint extends it.
+ *   4. Rows are inserted by the readers in any interleaving but each gets
+ *      the next row number, so a restored table numbers its rows densely
+ *      from 0, and its dirty tracking starts clean with the restored
+ *      checkpoint as base: the next incremental checkpoint extends it.
+ *   5. The readers of one link work on disjoint block ranges (a link holds
+ *      each ID once) and are joined before the next link starts, so
+ *      invariant 3 holds with several readers.
  *
  * State changes: the database's tables (swap) and db_ckpt(db)->last.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,22 +36,17 @@
 #include "db/error_int.h"
 #include "db/job_int.h"
 #include "db/store_int.h"
-#include "db/store_readahead.h"
 
 #define MAX_CHAIN 100000
+#define READERS 2 /* threads reading one link: the caller and one more */
 
 typedef struct rctx {
 	emdb_job *job;
 	emdb_store *st;
 	manifest *chain;   /* [len], oldest (the full one) first */
 	uint32_t len;
-	store_ra *ra;      /* page-cache hints ahead of the reads */
 	tbl **out;         /* [final.tables] */
 	uint32_t n_out;
-	/* batch scratch, sized for the largest block */
-	uint64_t *ids, *locs, *hash;
-	uint32_t *order, *start;
-	size_t cap;
 } rctx;
 
 static int load_chain(rctx *c, uint64_t id)
@@ -99,89 +98,130 @@ static const manifest_table *find_rec(const manifest *m, uint32_t id)
 	return NULL;
 }
 
-static int grow_scratch(rctx *c, size_t n, uint32_t shards)
+/* One reader of a link: a range of its blocks, with its own scratch. */
+typedef struct rworker {
+	rctx *c;
+	tbl *t;
+	uint64_t ck;
+	const manifest_table *rec;
+	uint64_t b0, b1;       /* blocks [b0, b1) */
+	bool last;             /* also checks nothing follows b1 */
+	uint64_t *hashes;      /* [rec->blocks], shared, own indices only */
+	uint64_t rows, bytes, got;
+	int rc;
+	char msg[512];
+	uint64_t *ids, *locs, *hash;
+	uint32_t *order, *start;
+	size_t cap;
+} rworker;
+
+static int grow_scratch(rworker *w, size_t n, uint32_t shards)
 {
-	if (n <= c->cap)
+	if (n <= w->cap)
 		return EMDB_OK;
-	emdb_free(c->ids);
-	emdb_free(c->locs);
-	emdb_free(c->hash);
-	emdb_free(c->order);
-	emdb_free(c->start);
-	c->ids = emdb_malloc(n * 8);
-	c->locs = emdb_malloc(n * 8);
-	c->hash = emdb_malloc(n * 8);
-	c->order = emdb_malloc(n * 4);
-	c->start = emdb_malloc(((size_t)shards + 1) * 4);
-	c->cap = c->ids && c->locs && c->hash && c->order && c->start ? n : 0;
-	return c->cap ? EMDB_OK : EMDB_ERR_NOMEM;
+	emdb_free(w->ids);
+	emdb_free(w->locs);
+	emdb_free(w->hash);
+	emdb_free(w->order);
+	emdb_free(w->start);
+	w->ids = emdb_malloc(n * 8);
+	w->locs = emdb_malloc(n * 8);
+	w->hash = emdb_malloc(n * 8);
+	w->order = emdb_malloc(n * 4);
+	w->start = emdb_malloc(((size_t)shards + 1) * 4);
+	w->cap = w->ids && w->locs && w->hash && w->order && w->start ? n : 0;
+	return w->cap ? EMDB_OK : EMDB_ERR_NOMEM;
+}
+
+static void free_scratch(rworker *w)
+{
+	emdb_free(w->ids);
+	emdb_free(w->locs);
+	emdb_free(w->hash);
+	emdb_free(w->order);
+	emdb_free(w->start);
+	w->cap = 0;
 }
 
 /* Load one block's rows into t. */
-static int load_block(rctx *c, tbl *t, const block_view *b)
+static int load_block(rworker *w, tbl *t, const block_view *b)
 {
-	int rc = grow_scratch(c, b->n, t->shards);
+	int rc = grow_scratch(w, b->n, t->shards);
 	if (rc != EMDB_OK)
 		return rc;
-	memcpy(c->ids, b->ids, (size_t)b->n * 8);
-	dit_plan plan = { 0, c->hash, c->order, c->start };
-	rc = table_resolve_prepare(t, c->ids, b->n, &plan);
+	memcpy(w->ids, b->ids, (size_t)b->n * 8);
+	dit_plan plan = { 0, w->hash, w->order, w->start };
+	rc = table_resolve_prepare(t, w->ids, b->n, &plan);
 	if (rc != EMDB_OK)
 		return rc;
-	table_resolve_commit_raw(t, c->ids, &plan, c->locs, NULL);
+	table_resolve_commit_raw(t, w->ids, &plan, w->locs, NULL);
 	size_t row_bytes = (size_t)b->row_floats * 4;
 	for (uint32_t i = 0; i < b->n; i++)
-		memcpy(table_row(t, c->locs[i]), b->rows + i * row_bytes, row_bytes);
+		memcpy(table_row(t, w->locs[i]), b->rows + i * row_bytes, row_bytes);
 	return EMDB_OK;
 }
 
-/* Read the blocks link `ck` wrote for table rec->id, checking them. */
-static int load_link(rctx *c, tbl *t, uint64_t ck, const manifest_table *rec)
+/* Check one block and load it: EMDB_OK, or an error with its message. */
+static int take_block(rworker *w, const char *k, size_t klen, const char *v, size_t vlen, uint64_t want)
 {
+	uint64_t kc, kb;
+	uint32_t kt;
+	block_view b;
+	uint32_t rf = w->t->dim + w->t->state_floats;
+	unsigned long long ck = (unsigned long long)w->ck;
+	int rc = store_key_row_decode((const uint8_t *)k, klen, &kc, &kt, &kb);
+	if (rc == EMDB_OK && (kc != w->ck || kt != w->rec->id || kb != want))
+		return emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u: block %llu is missing", ck,
+				    w->rec->id, (unsigned long long)want);
+	if (rc == EMDB_OK && block_decode((const uint8_t *)v, vlen, &b) != EMDB_OK) {
+		char why[256];
+		snprintf(why, sizeof(why), "%s", emdb_last_error());
+		return emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u, block %llu: %s", ck,
+				    w->rec->id, (unsigned long long)want, why);
+	}
+	if (rc == EMDB_OK && b.row_floats != rf)
+		return emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u: rows of %u floats, table has %u",
+				    ck, w->rec->id, b.row_floats, rf);
+	if (rc == EMDB_OK)
+		rc = load_block(w, w->t, &b);
+	if (rc == EMDB_OK) {
+		w->hashes[want] = b.hash;
+		w->rows += b.n;
+		w->bytes += vlen;
+		JOB_ADD(w->c->job, rows_done, b.n);
+		JOB_ADD(w->c->job, bytes_done, vlen);
+	}
+	return rc;
+}
+
+static void *read_range(void *arg)
+{
+	rworker *w = arg;
 	uint8_t lo[ROW_KEY_LEN], hi[ROW_KEY_LEN];
-	store_key_row(lo, ck, rec->id, 0);
-	store_key_row(hi, ck, rec->id + 1, 0);
+	store_key_row(lo, w->ck, w->rec->id, w->b0);
+	if (w->last)
+		store_key_row(hi, w->ck, w->rec->id + 1, 0);
+	else
+		store_key_row(hi, w->ck, w->rec->id, w->b1);
 	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
 	rocksdb_readoptions_set_verify_checksums(ro, 1);
 	rocksdb_readoptions_set_fill_cache(ro, 0);
 	rocksdb_readoptions_set_readahead_size(ro, 8u << 20);
 	rocksdb_readoptions_set_iterate_upper_bound(ro, (const char *)hi, sizeof(hi));
-	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(c->st->db, ro, STORE_CF_ROWS(c->st));
-	uint64_t blocks = 0, rows = 0, bytes = 0, hash = 0;
-	uint32_t rf = t->dim + t->state_floats;
+	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(w->c->st->db, ro, STORE_CF_ROWS(w->c->st));
 	int rc = EMDB_OK;
 	for (rocksdb_iter_seek(it, (const char *)lo, sizeof(lo)); rc == EMDB_OK && rocksdb_iter_valid(it);
 	     rocksdb_iter_next(it)) {
 		size_t klen, vlen;
 		const char *k = rocksdb_iter_key(it, &klen);
 		const char *v = rocksdb_iter_value(it, &vlen);
-		uint64_t kc, kb;
-		uint32_t kt;
-		block_view b;
-		rc = store_key_row_decode((const uint8_t *)k, klen, &kc, &kt, &kb);
-		if (rc == EMDB_OK && (kc != ck || kt != rec->id || kb != blocks))
-			rc = emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u: block %llu is missing",
-					  (unsigned long long)ck, rec->id, (unsigned long long)blocks);
-		if (rc == EMDB_OK && block_decode((const uint8_t *)v, vlen, &b) != EMDB_OK) {
-			char why[256];
-			snprintf(why, sizeof(why), "%s", emdb_last_error());
-			rc = emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u, block %llu: %s",
-					  (unsigned long long)ck, rec->id, (unsigned long long)blocks, why);
-		}
-		if (rc == EMDB_OK && b.row_floats != rf)
-			rc = emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u: rows of %u floats, table has %u",
-					  (unsigned long long)ck, rec->id, b.row_floats, rf);
+		if (w->b0 + w->got == w->b1)
+			rc = emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u: more blocks than the %llu of its manifest",
+					  (unsigned long long)w->ck, w->rec->id, (unsigned long long)w->rec->blocks);
+		else
+			rc = take_block(w, k, klen, v, vlen, w->b0 + w->got);
 		if (rc == EMDB_OK)
-			rc = load_block(c, t, &b);
-		if (rc != EMDB_OK)
-			break;
-		blocks++;
-		rows += b.n;
-		bytes += vlen;
-		hash = store_hash_chain(hash, b.hash);
-		JOB_ADD(c->job, rows_done, b.n);
-		JOB_ADD(c->job, bytes_done, vlen);
-		store_ra_consumed(c->ra, ck, vlen);
+			w->got++;
 	}
 	char *err = NULL;
 	rocksdb_iter_get_error(it, &err);
@@ -191,13 +231,62 @@ static int load_link(rctx *c, tbl *t, uint64_t ck, const manifest_table *rec)
 		rocksdb_free(err);
 	rocksdb_iter_destroy(it);
 	rocksdb_readoptions_destroy(ro);
-	if (rc == EMDB_OK && (blocks != rec->blocks || rows != rec->rows || bytes != rec->bytes ||
-			      hash != rec->hash))
+	if (rc == EMDB_OK && w->b0 + w->got != w->b1)
+		rc = emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u: block %llu is missing",
+				  (unsigned long long)w->ck, w->rec->id, (unsigned long long)(w->b0 + w->got));
+	w->rc = rc;
+	if (rc != EMDB_OK)
+		snprintf(w->msg, sizeof(w->msg), "%s", emdb_last_error());
+	return NULL;
+}
+
+/* Read the blocks link `ck` wrote for table rec->id, checking them: the
+ * block range is split between the calling thread and READERS-1 threads
+ * of the job, so that one reads while another loads (the files are read
+ * synchronously) and the CPU work of loading runs on every core. */
+static int load_link(rctx *c, tbl *t, uint64_t ck, const manifest_table *rec)
+{
+	uint32_t nw = rec->blocks >= 2 * READERS ? READERS : 1;
+	rworker w[READERS];
+	pthread_t th[READERS];
+	bool started[READERS] = { false };
+	uint64_t *hashes = emdb_malloc((rec->blocks ? rec->blocks : 1) * 8);
+	if (!hashes)
+		return EMDB_ERR_NOMEM;
+	memset(w, 0, sizeof(w));
+	for (uint32_t i = 0; i < nw; i++) {
+		w[i] = (rworker){ .c = c, .t = t, .ck = ck, .rec = rec, .hashes = hashes };
+		w[i].b0 = rec->blocks * i / nw;
+		w[i].b1 = rec->blocks * (i + 1) / nw;
+		w[i].last = i == nw - 1;
+	}
+	for (uint32_t i = 1; i < nw; i++)
+		started[i] = pthread_create(&th[i], NULL, read_range, &w[i]) == 0;
+	read_range(&w[0]);
+	for (uint32_t i = 1; i < nw; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			read_range(&w[i]);
+	}
+	int rc = EMDB_OK;
+	uint64_t rows = 0, bytes = 0, hash = 0;
+	for (uint32_t i = 0; i < nw; i++) {
+		if (rc == EMDB_OK && w[i].rc != EMDB_OK)
+			rc = emdb__seterr(w[i].rc, "%s", w[i].msg);
+		rows += w[i].rows;
+		bytes += w[i].bytes;
+		free_scratch(&w[i]);
+	}
+	for (uint64_t b = 0; rc == EMDB_OK && b < rec->blocks; b++)
+		hash = store_hash_chain(hash, hashes[b]);
+	emdb_free(hashes);
+	if (rc == EMDB_OK && (rows != rec->rows || bytes != rec->bytes || hash != rec->hash))
 		rc = emdb__seterr(EMDB_ERR_CORRUPT,
-				  "checkpoint %llu, table %u: found %llu blocks with %llu rows, the manifest says %llu with %llu (or their checksums differ)",
-				  (unsigned long long)ck, rec->id, (unsigned long long)blocks,
-				  (unsigned long long)rows, (unsigned long long)rec->blocks,
-				  (unsigned long long)rec->rows);
+				  "checkpoint %llu, table %u: found %llu rows in %llu bytes, the manifest says %llu in %llu (or their checksums differ)",
+				  (unsigned long long)ck, rec->id, (unsigned long long)rows,
+				  (unsigned long long)bytes, (unsigned long long)rec->rows,
+				  (unsigned long long)rec->bytes);
 	return rc;
 }
 
@@ -266,13 +355,7 @@ int ckpt_restore_run(emdb_job *job, emdb_ckpt_info *info)
 		}
 		rc = check_names(fin);
 	}
-	if (rc == EMDB_OK) {
-		uint64_t ids[64];
-		uint32_t k = 0;
-		for (uint32_t l = 0; l < c.len && k < 64; l++)
-			ids[k++] = c.chain[l].info.id;
-		c.ra = store_ra_open(c.st, ids, k);
-	}
+
 	if (rc == EMDB_OK) {
 		c.out = emdb_calloc(fin->info.tables ? fin->info.tables : 1, sizeof(*c.out));
 		if (!c.out)
@@ -300,15 +383,9 @@ int ckpt_restore_run(emdb_job *job, emdb_ckpt_info *info)
 		for (uint32_t i = 0; i < c.n_out; i++)
 			table_release(c.out[i]);
 	}
-	store_ra_close(c.ra);
 	emdb_free(c.out);
 	for (uint32_t l = 0; l < c.len; l++)
 		manifest_free(&c.chain[l]);
 	emdb_free(c.chain);
-	emdb_free(c.ids);
-	emdb_free(c.locs);
-	emdb_free(c.hash);
-	emdb_free(c.order);
-	emdb_free(c.start);
 	return rc;
 }

@@ -50,8 +50,8 @@
  * Jobs
  *   Checkpoints and restores are jobs: emdb_job_checkpoint or
  *   emdb_job_restore prepares one, emdb_job_run does its work on the
- *   calling thread (a restore also reads its files ahead on one thread of
- *   its own, joined before it returns), and emdb_job_progress
+ *   calling thread (a restore also reads and loads rows on one more thread
+ *   of its own, joined before it returns), and emdb_job_progress
  *   can be read from any thread meanwhile.  One job runs at a time per
  *   emdb_db: emdb_job_run fails with BUSY while another is running.
  *
