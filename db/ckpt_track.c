@@ -5,8 +5,8 @@
  *
  * Invariants:
  *   1. A row is kept at most once per checkpoint, and only when the
- *      checkpoint wants it (ckpt_cow_wants) and the writer has not passed it
- *      (row number >= cursor): so the first copy is the value at the switch,
+ *      checkpoint wants it (ckpt_cow_wants) and its writer has not passed it
+ *      (row number >= that writer's cursor): so the first copy is the value at the switch,
  *      the only value the checkpoint may write.
  *   2. Copies never move once made (slabs are never reallocated), so the
  *      writer may hold pointers to them while Updates keep adding others.
@@ -36,6 +36,7 @@ ckpt_cow *ckpt_cow_create(uint64_t snap_rows, uint64_t base_rows, uint32_t old_g
 	cow->old_gen = old_gen;
 	cow->full = full;
 	cow->row_bytes = row_bytes;
+	cow->split = UINT64_MAX;
 	for (int i = 0; i < COW_STRIPES; i++)
 		pthread_mutex_init(&cow->st[i].mu, NULL);
 	return cow;
@@ -114,7 +115,8 @@ static float *carve_locked(cow_stripe *s, size_t bytes)
 void ckpt_cow_keep_slow(ckpt_cow *cow, const chunk_store *cs, uint64_t loc, const void *row)
 {
 	uint64_t r = chunk_row_number(cs, loc);
-	if (r < __atomic_load_n(&cow->cursor, __ATOMIC_RELAXED) || !ckpt_cow_wants(cow, cs, r, loc))
+	uint64_t cursor = __atomic_load_n(&cow->cursor[r >= cow->split], __ATOMIC_RELAXED);
+	if (r < cursor || !ckpt_cow_wants(cow, cs, r, loc))
 		return;
 	cow_stripe *s = &cow->st[r % COW_STRIPES];
 	pthread_mutex_lock(&s->mu);

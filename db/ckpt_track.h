@@ -13,7 +13,8 @@
  * and never move), so they need no mark.
  *
  * Copy on write: between the switch and the moment the checkpoint's
- * writer has passed a row (row number below `cursor`), an Update that is
+ * writer has passed a row (row number below its writer's cursor; a table's
+ * rows may be split at `split` between two writers), an Update that is
  * about to change a row the checkpoint will write first keeps its bytes
  * (ckpt_cow_keep); the writer takes the kept copy instead of the live row.
  * Both sides hold the table's rows_lock (Update's pass for writing, the
@@ -47,7 +48,10 @@ typedef struct cow_stripe {
 typedef struct ckpt_cow {
 	uint64_t snap_rows;   /* rows numbered below this are in the checkpoint */
 	uint64_t base_rows;   /* INCREMENTAL: rows from here on are new        */
-	uint64_t cursor;      /* atomic: rows below are written by the writer  */
+	uint64_t split;       /* rows from here on are written by writer 1     */
+	uint64_t cursor[2];   /* atomic: writer 0 has passed the rows below
+				 cursor[0] (of those below split), writer 1
+				 those below cursor[1] (from split on)       */
 	uint32_t old_gen;     /* INCREMENTAL: the frozen dirty generation      */
 	bool full;            /* every row below snap_rows is written          */
 	size_t row_bytes;     /* vector + optimizer state                      */

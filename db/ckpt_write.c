@@ -11,8 +11,11 @@
  * index is walked to learn the ID of every row the checkpoint wants
  * (ids[r] by row number), and the rows are written in row-number order in
  * blocks, each block read under rows_lock (read) with the copy kept by an
- * Update preferred over the live row.  Then the writer's cursor moves past
- * the block, so Updates stop keeping copies of rows already written.
+ * Update preferred over the live row (ckpt_segment.c).  A table of four
+ * blocks or more is split in two segments at a block boundary, written at
+ * once by the job's thread and one more into two SST files: the work is
+ * CPU-bound (copies in RocksDB and in the kernel), and one core wrote at
+ * half the disk's speed.  All files are ingested in one call.
  *
  * Invariants:
  *   1. Every row numbered below snap_rows is in the index by the time the
@@ -25,14 +28,14 @@
  *      touched it since (the live row, read under rows_lock), or the first
  *      Update to touch it kept a copy first (ckpt_track.h).
  *   3. Nothing is visible before the manifest; on any failure the
- *      temporary file is removed, ingested rows are dropped, and the dirty
+ *      temporary files are removed, ingested rows are dropped, and the dirty
  *      marks of the failed checkpoint are merged back so the next
  *      incremental one still includes those rows.
  *
  * State changes: tables' ck fields (switch and end, holding rows_lock for
  * writing); the store (ingest, manifest); db_ckpt(db)->last on success.
  */
-#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,10 +47,9 @@
 #include "db/db_int.h"
 #include "db/error_int.h"
 #include "db/job_int.h"
+#include "db/ckpt_segment.h"
 #include "db/store_int.h"
 
-#define BLOCK_BYTES (1u << 20)      /* target size of one row block          */
-#define SCAN_PER_LOCK (64u << 10)   /* row numbers looked at per rows_lock hold */
 
 typedef struct wtable {
 	tbl *t;
@@ -66,10 +68,9 @@ typedef struct wctx {
 	uint64_t id;
 	wtable *w;
 	uint32_t n;
-	char *sst_path;
-	rocksdb_sstfilewriter_t *sst;
+	ckpt_seg *segs;        /* [2 * n]: the segments written so far */
+	uint32_t n_segs;
 	bool ingested;
-	uint8_t *block;
 } wctx;
 
 static int cmp_tbl(const void *a, const void *b)
@@ -172,64 +173,70 @@ static int scan_table(wctx *c, wtable *w)
 
 /* ---- write ----------------------------------------------------------- */
 
-static int put_block(wctx *c, wtable *w, uint32_t n, uint32_t rf)
+/* The row from which the second writer takes over, so that the first one
+ * writes exactly `target` wanted rows (whole blocks). */
+static uint64_t find_split(const wtable *w, uint64_t target)
 {
-	uint64_t h = block_seal(c->block, n, rf);
-	size_t len = block_size(n, rf);
-	uint8_t key[ROW_KEY_LEN];
-	store_key_row(key, c->id, w->t->id, w->rec.blocks);
-	char *err = NULL;
-	rocksdb_sstfilewriter_put(c->sst, (const char *)key, sizeof(key), (const char *)c->block, len, &err);
-	int rc = store_rocks_err(err, "writing a row block");
-	if (rc != EMDB_OK)
-		return rc;
-	w->rec.hash = store_hash_chain(w->rec.hash, h);
-	w->rec.blocks++;
-	w->rec.rows += n;
-	w->rec.bytes += len;
-	JOB_ADD(c->job, rows_done, n);
-	JOB_ADD(c->job, bytes_done, len);
-	return EMDB_OK;
+	if (!w->delta)
+		return target; /* every row is wanted */
+	uint64_t seen = 0;
+	for (uint64_t r = 0; r < w->snap_rows; r++) {
+		if (ckpt_cow_wants(w->cow, &w->t->rows, r, chunk_loc_of(&w->t->rows, r)) && ++seen == target)
+			return r + 1;
+	}
+	return w->snap_rows;
 }
 
+/* Write one table: as one segment, or as two segments on two threads
+ * (the job's and one more) when it has at least 4 blocks. */
 static int write_table(wctx *c, wtable *w)
 {
 	tbl *t = w->t;
-	uint32_t rf = t->dim + t->state_floats;
-	size_t row_bytes = (size_t)rf * 4;
-	uint32_t per_block = (uint32_t)((BLOCK_BYTES - BLOCK_HDR_LEN) / (8 + row_bytes));
-	if (per_block == 0)
-		per_block = 1;
-	uint64_t r = 0;
-	int rc = EMDB_OK;
-	while (rc == EMDB_OK && r < w->snap_rows) {
-		uint32_t n = 0;
-		uint8_t *ids = c->block + BLOCK_HDR_LEN;
-		uint8_t *rows = ids + (size_t)per_block * 8;
-		uint64_t stop = r + SCAN_PER_LOCK < w->snap_rows ? r + SCAN_PER_LOCK : w->snap_rows;
-		pthread_rwlock_rdlock(&t->rows_lock);
-		for (; r < stop && n < per_block; r++) {
-			uint64_t loc = chunk_loc_of(&t->rows, r);
-			if (!ckpt_cow_wants(w->cow, &t->rows, r, loc))
-				continue;
-			const void *src = ckpt_cow_find(w->cow, r);
-			memcpy(ids + (size_t)n * 8, &w->ids[r], 8);
-			memcpy(rows + (size_t)n * row_bytes, src ? src : table_row(t, loc), row_bytes);
-			n++;
-		}
-		__atomic_store_n(&w->cow->cursor, r, __ATOMIC_RELAXED);
+	uint32_t per_block = ckpt_rows_per_block(t->dim + t->state_floats);
+	uint64_t blocks = (w->wanted + per_block - 1) / per_block;
+	uint64_t *hashes = emdb_malloc((blocks ? blocks : 1) * 8);
+	if (!hashes)
+		return EMDB_ERR_NOMEM;
+	uint32_t nseg = blocks >= 4 ? 2 : 1;
+	ckpt_seg *sg = &c->segs[c->n_segs];
+	c->n_segs += nseg;
+	for (uint32_t i = 0; i < nseg; i++)
+		sg[i] = (ckpt_seg){ .job = c->job, .st = c->st, .ckpt = c->id, .t = t, .cow = w->cow,
+				    .ids = w->ids, .r0 = 0, .r1 = w->snap_rows, .which = i,
+				    .hashes = hashes };
+	if (nseg == 2) {
+		uint64_t k = blocks / 2, split = find_split(w, k * per_block);
+		pthread_rwlock_wrlock(&t->rows_lock);
+		w->cow->split = split;
+		__atomic_store_n(&w->cow->cursor[1], split, __ATOMIC_RELAXED);
 		pthread_rwlock_unlock(&t->rows_lock);
-		JOB_SET(c->job, cow_rows, __atomic_load_n(&w->cow->kept, __ATOMIC_RELAXED));
-		if (__atomic_load_n(&w->cow->failed, __ATOMIC_RELAXED))
-			return emdb__seterr(EMDB_ERR_NOMEM,
-					    "table '%s': no memory to keep rows Updates changed during the checkpoint",
-					    t->cfg.name);
-		if (!n)
-			continue;
-		if (n < per_block) /* ids are followed directly by rows */
-			memmove(ids + (size_t)n * 8, rows, (size_t)n * row_bytes);
-		rc = put_block(c, w, n, rf);
+		sg[0].r1 = sg[1].r0 = split;
+		sg[1].first_block = k;
 	}
+	pthread_t th;
+	bool threaded = nseg == 2 && pthread_create(&th, NULL, ckpt_seg_write, &sg[1]) == 0;
+	ckpt_seg_write(&sg[0]);
+	if (threaded)
+		pthread_join(th, NULL);
+	else if (nseg == 2)
+		ckpt_seg_write(&sg[1]);
+	int rc = EMDB_OK;
+	for (uint32_t i = 0; i < nseg; i++) {
+		if (rc == EMDB_OK && sg[i].rc != EMDB_OK)
+			rc = emdb__seterr(sg[i].rc, "%s", sg[i].msg);
+		w->rec.blocks += sg[i].blocks;
+		w->rec.rows += sg[i].rows;
+		w->rec.bytes += sg[i].bytes;
+	}
+	if (rc == EMDB_OK && (w->rec.blocks != blocks || w->rec.rows != w->wanted ||
+			      (nseg == 2 && sg[0].blocks != sg[1].first_block)))
+		rc = emdb__seterr(EMDB_ERR_INTERNAL,
+				  "table '%s': wrote %llu rows in %llu blocks, expected %llu in %llu",
+				  t->cfg.name, (unsigned long long)w->rec.rows, (unsigned long long)w->rec.blocks,
+				  (unsigned long long)w->wanted, (unsigned long long)blocks);
+	for (uint64_t b = 0; rc == EMDB_OK && b < blocks; b++)
+		w->rec.hash = store_hash_chain(w->rec.hash, hashes[b]);
+	emdb_free(hashes);
 	return rc;
 }
 
@@ -242,33 +249,22 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int open_sst(wctx *c)
-{
-	size_t n = strlen(c->st->tmp_dir) + 48;
-	c->sst_path = emdb_malloc(n);
-	if (!c->sst_path)
-		return EMDB_ERR_NOMEM;
-	snprintf(c->sst_path, n, "%s/ckpt-%llu.sst", c->st->tmp_dir, (unsigned long long)c->id);
-	rocksdb_envoptions_t *env = rocksdb_envoptions_create();
-	c->sst = rocksdb_sstfilewriter_create(env, c->st->rows_opts);
-	rocksdb_envoptions_destroy(env);
-	char *err = NULL;
-	rocksdb_sstfilewriter_open(c->sst, c->sst_path, &err);
-	return store_rocks_err(err, "creating the checkpoint's SST file");
-}
-
-/* Sync, ingest, manifest.  The SST writer syncs the file in finish. */
+/* Ingest every segment file at once, then the manifest. */
 static int publish(wctx *c, const manifest *m)
 {
 	int rc = EMDB_OK;
-	if (m->info.rows) {
-		char *err = NULL;
-		rocksdb_sstfilewriter_finish(c->sst, &err);
-		rc = store_rocks_err(err, "finishing the checkpoint's SST file");
-		if (rc == EMDB_OK)
-			rc = store_ingest(c->st, c->sst_path);
+	const char **paths = emdb_malloc((c->n_segs ? c->n_segs : 1) * sizeof(*paths));
+	if (!paths)
+		return EMDB_ERR_NOMEM;
+	size_t n = 0;
+	for (uint32_t i = 0; i < c->n_segs; i++)
+		if (c->segs[i].path)
+			paths[n++] = c->segs[i].path;
+	if (n) {
+		rc = store_ingest(c->st, paths, n);
 		c->ingested = rc == EMDB_OK;
 	}
+	emdb_free(paths);
 	if (rc == EMDB_OK)
 		rc = store_publish(c->st, m);
 	return rc;
@@ -296,8 +292,8 @@ static int prepare(wctx *c, emdb_job *job, manifest *parent)
 		return rc;
 	qsort(v, c->n, sizeof(*v), cmp_tbl);
 	c->w = emdb_calloc(c->n ? c->n : 1, sizeof(*c->w));
-	c->block = emdb_malloc(BLOCK_BYTES + 4096);
-	rc = c->w && c->block ? EMDB_OK : EMDB_ERR_NOMEM;
+	c->segs = emdb_calloc(2 * (size_t)(c->n ? c->n : 1), sizeof(*c->segs));
+	rc = c->w && c->segs ? EMDB_OK : EMDB_ERR_NOMEM;
 	for (uint32_t i = 0; i < c->n; i++) {
 		if (c->w)
 			c->w[i].t = v[i];
@@ -320,10 +316,8 @@ static void cleanup(wctx *c, bool ok)
 {
 	if (c->w)
 		end_tables(c, ok);
-	if (c->sst)
-		rocksdb_sstfilewriter_destroy(c->sst);
-	if (c->sst_path)
-		unlink(c->sst_path);
+	for (uint32_t i = 0; i < c->n_segs; i++)
+		ckpt_seg_cleanup(&c->segs[i]);
 	if (!ok && c->ingested)
 		store_drop_rows(c->st, c->id);
 	for (uint32_t i = 0; c->w && i < c->n; i++) {
@@ -334,8 +328,7 @@ static void cleanup(wctx *c, bool ok)
 		table_release(w->t);
 	}
 	emdb_free(c->w);
-	emdb_free(c->block);
-	emdb_free(c->sst_path);
+	emdb_free(c->segs);
 }
 
 static void fill_record(wtable *w)
@@ -369,8 +362,6 @@ int ckpt_write_run(emdb_job *job, emdb_ckpt_info *info)
 	for (uint32_t i = 0; rc == EMDB_OK && i < c.n; i++)
 		rc = scan_table(&c, &c.w[i]);
 	JOB_SET(job, phase, EMDB_PHASE_WRITE);
-	if (rc == EMDB_OK)
-		rc = open_sst(&c);
 	for (uint32_t i = 0; rc == EMDB_OK && i < c.n; i++) {
 		rc = write_table(&c, &c.w[i]);
 		fill_record(&c.w[i]);

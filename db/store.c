@@ -525,15 +525,14 @@ int emdb_store_retain(emdb_store *st, uint32_t keep, uint32_t *deleted)
 	return rc;
 }
 
-int store_ingest(emdb_store *st, const char *path)
+int store_ingest(emdb_store *st, const char *const *paths, size_t n)
 {
 	rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
 	rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
-	const char *files[1] = { path };
 	char *err = NULL;
-	rocksdb_ingest_external_file_cf(st->db, STORE_CF_ROWS(st), files, 1, io, &err);
+	rocksdb_ingest_external_file_cf(st->db, STORE_CF_ROWS(st), (const char *const *)paths, n, io, &err);
 	rocksdb_ingestexternalfileoptions_destroy(io);
-	return store_rocks_err(err, "ingesting the checkpoint's SST file");
+	return store_rocks_err(err, "ingesting the checkpoint's SST files");
 }
 
 const char *emdb_ckpt_kind_name(emdb_ckpt_kind kind)

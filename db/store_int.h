@@ -54,7 +54,8 @@ int store_manifest(emdb_store *st, uint64_t id, manifest *m);
  * written). */
 int store_drop_rows(emdb_store *st, uint64_t id);
 
-/* Move the finished SST file at path into the rows column family. */
-int store_ingest(emdb_store *st, const char *path);
+/* Move the finished SST files paths[0..n) into the rows column family,
+ * all at once or none. */
+int store_ingest(emdb_store *st, const char *const *paths, size_t n);
 
 #endif
