@@ -12,7 +12,11 @@
  *   2. The segment's cursor moves past a row only after the row was copied
  *      under rows_lock, so an Update keeps a copy of exactly the rows not
  *      yet copied (ckpt_track.h).
- *   3. The kernel is asked to start writing the file back every
+ *   3. The helper writer runs at nice 19: serving threads come first and
+ *      it takes the CPU they leave; the job's own thread, at normal
+ *      priority, claims segments too, so the checkpoint waits on a starved
+ *      helper at most for the one segment (1/64 of a big table) it holds.
+ *   4. The kernel is asked to start writing the file back every
  *      SYNC_EVERY bytes, so the disk works while rows are encoded instead
  *      of all at the final sync (which SstFileWriter's finish does).
  *
@@ -22,7 +26,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <emdb/alloc.h>
@@ -162,6 +168,12 @@ void *ckpt_seg_write(void *arg)
 		close(io.fd);
 	emdb_free(io.block);
 	return NULL;
+}
+
+void ckpt_seg_lower_priority(void)
+{
+	/* Linux applies a thread id's nice value to that thread alone. */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
 }
 
 void ckpt_seg_cleanup(ckpt_seg *s)

@@ -2,7 +2,8 @@
  * ckpt_segment.h - writing one segment of a table into its own SST file:
  * the rows numbered r0 .. r1-1 that the checkpoint wants, as row blocks
  * with consecutive numbers from first_block.  A table is written as one
- * segment, or as two written at once by two threads (ckpt_write.c).
+ * segment, or as up to COW_SEGS_MAX that the job's thread and a helper
+ * claim one after another (ckpt_write.c).
  */
 #ifndef EMDB_CKPT_SEGMENT_H
 #define EMDB_CKPT_SEGMENT_H
@@ -25,7 +26,7 @@ typedef struct ckpt_seg {
 	ckpt_cow *cow;
 	const uint64_t *ids;   /* by row number, for the rows wanted */
 	uint64_t r0, r1;
-	uint32_t which;        /* the cow cursor this writer advances */
+	uint32_t which;        /* the segment's number: its cow cursor */
 	uint64_t first_block;
 	uint64_t *hashes;      /* the table's block hashes, by block number */
 	/* out */
@@ -38,8 +39,11 @@ typedef struct ckpt_seg {
 /* Rows per block of a table with rows of row_floats floats. */
 uint32_t ckpt_rows_per_block(uint32_t row_floats);
 
-/* Write the segment; sets rc (and msg).  Usable as a thread's body. */
+/* Write the segment; sets rc (and msg). */
 void *ckpt_seg_write(void *seg);
+/* Lower the calling thread's priority (nice 19): for the helper writer,
+ * so that serving threads get the CPU when they want it. */
+void ckpt_seg_lower_priority(void);
 
 /* Remove the segment's temporary file (if still there) and free path. */
 void ckpt_seg_cleanup(ckpt_seg *s);

@@ -36,7 +36,8 @@ ckpt_cow *ckpt_cow_create(uint64_t snap_rows, uint64_t base_rows, uint32_t old_g
 	cow->old_gen = old_gen;
 	cow->full = full;
 	cow->row_bytes = row_bytes;
-	cow->split = UINT64_MAX;
+	cow->nseg = 1;
+	cow->bound[1] = UINT64_MAX;
 	for (int i = 0; i < COW_STRIPES; i++)
 		pthread_mutex_init(&cow->st[i].mu, NULL);
 	return cow;
@@ -115,8 +116,7 @@ static float *carve_locked(cow_stripe *s, size_t bytes)
 void ckpt_cow_keep_slow(ckpt_cow *cow, const chunk_store *cs, uint64_t loc, const void *row)
 {
 	uint64_t r = chunk_row_number(cs, loc);
-	uint64_t cursor = __atomic_load_n(&cow->cursor[r >= cow->split], __ATOMIC_RELAXED);
-	if (r < cursor || !ckpt_cow_wants(cow, cs, r, loc))
+	if (r < ckpt_cow_cursor(cow, r) || !ckpt_cow_wants(cow, cs, r, loc))
 		return;
 	cow_stripe *s = &cow->st[r % COW_STRIPES];
 	pthread_mutex_lock(&s->mu);

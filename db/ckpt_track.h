@@ -13,8 +13,9 @@
  * and never move), so they need no mark.
  *
  * Copy on write: between the switch and the moment the checkpoint's
- * writer has passed a row (row number below its writer's cursor; a table's
- * rows may be split at `split` between two writers), an Update that is
+ * writer has passed a row (row number below the cursor of the segment
+ * holding it: a table's rows may be cut into segments written one by one
+ * or at once by two writers), an Update that is
  * about to change a row the checkpoint will write first keeps its bytes
  * (ckpt_cow_keep); the writer takes the kept copy instead of the live row.
  * Both sides hold the table's rows_lock (Update's pass for writing, the
@@ -34,6 +35,7 @@
 #include "db/chunk.h"
 
 #define COW_STRIPES 64
+#define COW_SEGS_MAX 64
 
 typedef struct cow_stripe {
 	pthread_mutex_t mu;   /* Update's pass threads; the writer needs none */
@@ -48,10 +50,10 @@ typedef struct cow_stripe {
 typedef struct ckpt_cow {
 	uint64_t snap_rows;   /* rows numbered below this are in the checkpoint */
 	uint64_t base_rows;   /* INCREMENTAL: rows from here on are new        */
-	uint64_t split;       /* rows from here on are written by writer 1     */
-	uint64_t cursor[2];   /* atomic: writer 0 has passed the rows below
-				 cursor[0] (of those below split), writer 1
-				 those below cursor[1] (from split on)       */
+	uint32_t nseg;        /* segments: rows bound[i] .. bound[i+1]-1     */
+	uint64_t bound[COW_SEGS_MAX + 1];
+	uint64_t cursor[COW_SEGS_MAX]; /* atomic: segment i's writer has passed
+					  the rows below cursor[i]           */
 	uint32_t old_gen;     /* INCREMENTAL: the frozen dirty generation      */
 	bool full;            /* every row below snap_rows is written          */
 	size_t row_bytes;     /* vector + optimizer state                      */
@@ -71,6 +73,20 @@ typedef struct ckpt_track {
 ckpt_cow *ckpt_cow_create(uint64_t snap_rows, uint64_t base_rows, uint32_t old_gen, bool full,
 			  size_t row_bytes);
 void ckpt_cow_destroy(ckpt_cow *cow);
+
+/* The cursor of the segment holding row r. */
+static inline uint64_t ckpt_cow_cursor(const ckpt_cow *cow, uint64_t r)
+{
+	uint32_t lo = 0, hi = cow->nseg; /* bound[lo] <= r < bound[hi] */
+	while (hi - lo > 1) {
+		uint32_t mid = (lo + hi) / 2;
+		if (r >= cow->bound[mid])
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return __atomic_load_n(&cow->cursor[lo], __ATOMIC_RELAXED);
+}
 
 /* Will the checkpoint write row r? */
 static inline bool ckpt_cow_wants(const ckpt_cow *cow, const chunk_store *cs, uint64_t r, uint64_t loc)

@@ -12,10 +12,11 @@
  * (ids[r] by row number), and the rows are written in row-number order in
  * blocks, each block read under rows_lock (read) with the copy kept by an
  * Update preferred over the live row (ckpt_segment.c).  A table of four
- * blocks or more is split in two segments at a block boundary, written at
- * once by the job's thread and one more into two SST files: the work is
- * CPU-bound (copies in RocksDB and in the kernel), and one core wrote at
- * half the disk's speed.  All files are ingested in one call.
+ * blocks or more is cut into up to 64 segments at block boundaries, each
+ * its own SST file, which the job's thread and one helper thread (at
+ * lower priority) claim one after another: the work is CPU-bound (copies
+ * in RocksDB and in the kernel), and one core wrote at half the disk's
+ * speed.  All files are ingested in one call.
  *
  * Invariants:
  *   1. Every row numbered below snap_rows is in the index by the time the
@@ -68,7 +69,7 @@ typedef struct wctx {
 	uint64_t id;
 	wtable *w;
 	uint32_t n;
-	ckpt_seg *segs;        /* [2 * n]: the segments written so far */
+	ckpt_seg *segs;        /* [COW_SEGS_MAX * n]: the segments written so far */
 	uint32_t n_segs;
 	bool ingested;
 } wctx;
@@ -173,22 +174,55 @@ static int scan_table(wctx *c, wtable *w)
 
 /* ---- write ----------------------------------------------------------- */
 
-/* The row from which the second writer takes over, so that the first one
- * writes exactly `target` wanted rows (whole blocks). */
-static uint64_t find_split(const wtable *w, uint64_t target)
+/* Cut a table into nseg segments of whole blocks: bound[i] is the first
+ * row of segment i, first[i] its first block. */
+static void cut_segments(const wtable *w, uint32_t per_block, uint64_t blocks, uint32_t nseg,
+			 uint64_t *bound, uint64_t *first)
 {
-	if (!w->delta)
-		return target; /* every row is wanted */
-	uint64_t seen = 0;
-	for (uint64_t r = 0; r < w->snap_rows; r++) {
-		if (ckpt_cow_wants(w->cow, &w->t->rows, r, chunk_loc_of(&w->t->rows, r)) && ++seen == target)
-			return r + 1;
+	for (uint32_t i = 0; i < nseg; i++)
+		first[i] = blocks * i / nseg;
+	bound[0] = 0;
+	bound[nseg] = w->snap_rows;
+	if (!w->delta) { /* every row is wanted */
+		for (uint32_t i = 1; i < nseg; i++)
+			bound[i] = first[i] * per_block;
+		return;
 	}
-	return w->snap_rows;
+	uint64_t seen = 0;
+	uint32_t i = 1;
+	for (uint64_t r = 0; r < w->snap_rows && i < nseg; r++) {
+		if (!ckpt_cow_wants(w->cow, &w->t->rows, r, chunk_loc_of(&w->t->rows, r)))
+			continue;
+		if (seen++ == first[i] * per_block)
+			bound[i++] = r;
+	}
+	while (i < nseg)
+		bound[i++] = w->snap_rows;
 }
 
-/* Write one table: as one segment, or as two segments on two threads
- * (the job's and one more) when it has at least 4 blocks. */
+typedef struct seg_claims {
+	ckpt_seg *sg;
+	uint32_t n;
+	uint32_t next; /* atomic */
+} seg_claims;
+
+static void write_claims(seg_claims *q)
+{
+	uint32_t i;
+	while ((i = __atomic_fetch_add(&q->next, 1, __ATOMIC_RELAXED)) < q->n)
+		ckpt_seg_write(&q->sg[i]);
+}
+
+static void *helper(void *arg)
+{
+	ckpt_seg_lower_priority();
+	write_claims(arg);
+	return NULL;
+}
+
+/* Write one table: a table of four blocks or more as up to COW_SEGS_MAX
+ * segments of whole blocks, each its own SST file, claimed one after
+ * another by the job's thread and a helper thread. */
 static int write_table(wctx *c, wtable *w)
 {
 	tbl *t = w->t;
@@ -197,39 +231,45 @@ static int write_table(wctx *c, wtable *w)
 	uint64_t *hashes = emdb_malloc((blocks ? blocks : 1) * 8);
 	if (!hashes)
 		return EMDB_ERR_NOMEM;
-	uint32_t nseg = blocks >= 4 ? 2 : 1;
+	/* Segments of 8 blocks or more, two at least from 4 blocks on. */
+	uint32_t nseg = blocks < 4 ? 1 : blocks < 16 ? 2 : blocks / 8 < COW_SEGS_MAX ? (uint32_t)(blocks / 8) : COW_SEGS_MAX;
+	uint64_t bound[COW_SEGS_MAX + 1], first[COW_SEGS_MAX];
+	cut_segments(w, per_block, blocks, nseg, bound, first);
 	ckpt_seg *sg = &c->segs[c->n_segs];
 	c->n_segs += nseg;
 	for (uint32_t i = 0; i < nseg; i++)
 		sg[i] = (ckpt_seg){ .job = c->job, .st = c->st, .ckpt = c->id, .t = t, .cow = w->cow,
-				    .ids = w->ids, .r0 = 0, .r1 = w->snap_rows, .which = i,
-				    .hashes = hashes };
-	if (nseg == 2) {
-		uint64_t k = blocks / 2, split = find_split(w, k * per_block);
-		pthread_rwlock_wrlock(&t->rows_lock);
-		w->cow->split = split;
-		__atomic_store_n(&w->cow->cursor[1], split, __ATOMIC_RELAXED);
-		pthread_rwlock_unlock(&t->rows_lock);
-		sg[0].r1 = sg[1].r0 = split;
-		sg[1].first_block = k;
+				    .ids = w->ids, .r0 = bound[i], .r1 = bound[i + 1], .which = i,
+				    .first_block = first[i], .hashes = hashes };
+	/* Publish the segments to Updates (they read them under rows_lock). */
+	pthread_rwlock_wrlock(&t->rows_lock);
+	for (uint32_t i = 0; i < nseg; i++) {
+		w->cow->bound[i] = bound[i];
+		__atomic_store_n(&w->cow->cursor[i], bound[i], __ATOMIC_RELAXED);
 	}
+	w->cow->bound[nseg] = UINT64_MAX;
+	w->cow->nseg = nseg;
+	pthread_rwlock_unlock(&t->rows_lock);
+
+	seg_claims q = { sg, nseg, 0 };
 	pthread_t th;
-	bool threaded = nseg == 2 && pthread_create(&th, NULL, ckpt_seg_write, &sg[1]) == 0;
-	ckpt_seg_write(&sg[0]);
+	bool threaded = nseg > 1 && pthread_create(&th, NULL, helper, &q) == 0;
+	write_claims(&q);
 	if (threaded)
 		pthread_join(th, NULL);
-	else if (nseg == 2)
-		ckpt_seg_write(&sg[1]);
 	int rc = EMDB_OK;
 	for (uint32_t i = 0; i < nseg; i++) {
 		if (rc == EMDB_OK && sg[i].rc != EMDB_OK)
 			rc = emdb__seterr(sg[i].rc, "%s", sg[i].msg);
+		if (rc == EMDB_OK && i + 1 < nseg && sg[i].blocks != first[i + 1] - first[i])
+			rc = emdb__seterr(EMDB_ERR_INTERNAL, "table '%s': segment %u wrote %llu blocks, not %llu",
+					  t->cfg.name, i, (unsigned long long)sg[i].blocks,
+					  (unsigned long long)(first[i + 1] - first[i]));
 		w->rec.blocks += sg[i].blocks;
 		w->rec.rows += sg[i].rows;
 		w->rec.bytes += sg[i].bytes;
 	}
-	if (rc == EMDB_OK && (w->rec.blocks != blocks || w->rec.rows != w->wanted ||
-			      (nseg == 2 && sg[0].blocks != sg[1].first_block)))
+	if (rc == EMDB_OK && (w->rec.blocks != blocks || w->rec.rows != w->wanted))
 		rc = emdb__seterr(EMDB_ERR_INTERNAL,
 				  "table '%s': wrote %llu rows in %llu blocks, expected %llu in %llu",
 				  t->cfg.name, (unsigned long long)w->rec.rows, (unsigned long long)w->rec.blocks,
@@ -292,7 +332,7 @@ static int prepare(wctx *c, emdb_job *job, manifest *parent)
 		return rc;
 	qsort(v, c->n, sizeof(*v), cmp_tbl);
 	c->w = emdb_calloc(c->n ? c->n : 1, sizeof(*c->w));
-	c->segs = emdb_calloc(2 * (size_t)(c->n ? c->n : 1), sizeof(*c->segs));
+	c->segs = emdb_calloc(COW_SEGS_MAX * (size_t)(c->n ? c->n : 1), sizeof(*c->segs));
 	rc = c->w && c->segs ? EMDB_OK : EMDB_ERR_NOMEM;
 	for (uint32_t i = 0; i < c->n; i++) {
 		if (c->w)

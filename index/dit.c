@@ -263,6 +263,25 @@ int dit_reserve(dit *d, const dit_plan *plan)
 	return EMDB_OK;
 }
 
+int dit_presize(dit *d, uint64_t n)
+{
+	/* The hash spreads IDs evenly: a shard's share exceeds the mean by a
+	 * few standard deviations at most (sqrt of the mean). */
+	uint64_t mean = n / d->shards;
+	uint64_t per = mean + mean / 32 + 64;
+	for (uint32_t i = 0; i < d->shards; i++) {
+		dit_shard *s = &d->sh[i];
+		int rc = EMDB_OK;
+		pthread_rwlock_wrlock(&s->lock);
+		if (per > s->max_count)
+			rc = grow_locked(s, per);
+		pthread_rwlock_unlock(&s->lock);
+		if (rc != EMDB_OK)
+			return rc;
+	}
+	return EMDB_OK;
+}
+
 void dit_unreserve(dit *d, const dit_plan *plan)
 {
 	unreserve_range(d, plan, 0, d->shards);

@@ -60,6 +60,11 @@ void dit_plan_build(const dit *d, const uint64_t *ids, size_t n, dit_plan *plan)
 int dit_reserve(dit *d, const dit_plan *plan);
 void dit_unreserve(dit *d, const dit_plan *plan);
 
+/* Grow every shard now so that about n IDs in all (spread by the hash)
+ * fit without a resize: for a bulk load of known size (restore).  Errors:
+ * NOMEM (shards grown so far stay grown, which is harmless). */
+int dit_presize(dit *d, uint64_t n);
+
 /* locs[i] = location of ids[i], inserting absent IDs with new_row (then
  * init_row, when not NULL).  Releases the plan's reservation.  *inserted
  * (may be NULL) gets the number of new IDs. */

@@ -90,6 +90,8 @@ static void *inserter(void *arg)
 		g[i] = 0.25f;
 	uint64_t next = 0;
 	while (!atomic_load(&s->stop)) {
+		if (next >= 1000000) /* from here on existing rows only: lookups stay one batch */
+			next = 0;
 		for (int i = 0; i < 256; i++)
 			ids[i] = rid(next++);
 		emdb_ticket *t = NULL;
@@ -99,7 +101,8 @@ static void *inserter(void *arg)
 		}
 		if (next % 2048 == 0)
 			emdb_update(s->db, s->grow, NULL);
-		atomic_store(&s->inserted, next);
+		if (next > atomic_load(&s->inserted))
+			atomic_store(&s->inserted, next);
 	}
 	return NULL;
 }
