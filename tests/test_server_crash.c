@@ -8,9 +8,11 @@
  * store lists, and every row and optimizer slot bit-identical to the state
  * the table had at that step.
  *
- * Every row receives the same gradients at every step, so all rows are
- * equal at any step, and an in-process engine training one row the same
- * way (the mirror) gives the exact bytes of every step.  A row from
+ * Rows come in cohorts that join at fixed steps (so the table grows from
+ * 40k to 130k rows, and the checkpoints the kills land in have different
+ * sizes); every row of a cohort receives the same gradients, so an
+ * in-process engine training one row per cohort the same way (the mirror)
+ * gives the exact bytes of every row at every step.  A row from
  * another step, a torn row or a missing row shows as a difference.
  * A second test has clients pushing, updating and pulling through the
  * server while checkpoints run: every Pull sees one step, and every
@@ -65,13 +67,43 @@ static void teardown(void)
 		nftw(data_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* The mirror: one row trained exactly like every row of the server's table;
- * state[s] holds its vector and optimizer state after step s. */
+/* Rows come in cohorts: cohort k is first pushed at step first_step[k]
+ * and from then on at every step with every other row; so the table grows
+ * between checkpoints and the state at step S is a function of S alone. */
+#define COHORTS_MAX 12
+typedef struct cohorts {
+	uint32_t n;
+	uint32_t first_step[COHORTS_MAX];
+	uint64_t size[COHORTS_MAX];
+	uint64_t *ids[COHORTS_MAX];
+} cohorts;
+
+static void cohorts_init(cohorts *co, uint32_t n, uint64_t size0, uint64_t grow, uint32_t every)
+{
+	co->n = n;
+	for (uint32_t k = 0; k < n; k++) {
+		co->first_step[k] = 1 + every * k;
+		co->size[k] = size0 + grow * k;
+		co->ids[k] = malloc(co->size[k] * sizeof(uint64_t));
+		for (uint64_t i = 0; i < co->size[k]; i++)
+			co->ids[k][i] = scramble((uint64_t)k * 10000000 + i);
+	}
+}
+
+static void cohorts_free(cohorts *co)
+{
+	for (uint32_t k = 0; k < co->n; k++)
+		free(co->ids[k]);
+}
+
+/* The mirror: one row per cohort, trained exactly like that cohort's rows
+ * on the server; state[k][s] holds row k's vector and optimizer state
+ * after step s. */
 typedef struct mirror {
 	emdb_db *db;
 	uint32_t t;
 	uint32_t sf;
-	float state[STEPS_MAX + 1][DIM * 3];
+	float state[COHORTS_MAX][STEPS_MAX + 1][DIM * 3];
 } mirror;
 
 static void grad_of(uint32_t step, float *g)
@@ -80,20 +112,25 @@ static void grad_of(uint32_t step, float *g)
 		g[i] = (float)((int)((step * 7 + (uint32_t)i) % 11) - 5) / 8.0f;
 }
 
-static void mirror_init(mirror *m, const emdb_table_config *cfg)
+static void mirror_init(mirror *m, const emdb_table_config *cfg, const cohorts *co)
 {
 	emdb_db_open(NULL, &m->db);
 	cr_assert_eq(emdb_table_create(m->db, cfg, &m->t), 0);
 	m->sf = emdb_optimizer_state_floats(cfg->optimizer.kind, DIM);
-	uint64_t id = 1;
 	float g[DIM];
-	cr_assert_eq(emdb_lookup(m->db, m->t, &id, 1, DIM, m->state[0], NULL), 0);
 	for (uint32_t s = 1; s <= STEPS_MAX; s++) {
 		grad_of(s, g);
-		cr_assert_eq(emdb_push(m->db, m->t, &id, 1, DIM, g), 0);
+		for (uint32_t k = 0; k < co->n; k++) {
+			uint64_t id = k + 1;
+			if (co->first_step[k] <= s)
+				cr_assert_eq(emdb_push(m->db, m->t, &id, 1, DIM, g), 0);
+		}
 		cr_assert_eq(emdb_update(m->db, m->t, NULL), 0);
-		cr_assert_eq(emdb_lookup(m->db, m->t, &id, 1, DIM, m->state[s], NULL), 0);
-		cr_assert_eq(emdb_read_state(m->db, m->t, &id, 1, m->state[s] + DIM, NULL), 0);
+		for (uint32_t k = 0; k < co->n; k++) {
+			uint64_t id = k + 1;
+			cr_assert_eq(emdb_lookup(m->db, m->t, &id, 1, DIM, m->state[k][s], NULL), 0);
+			cr_assert_eq(emdb_read_state(m->db, m->t, &id, 1, m->state[k][s] + DIM, NULL), 0);
+		}
 	}
 }
 
@@ -104,16 +141,9 @@ static emdb_client *connect_to(void)
 	return c;
 }
 
-static uint64_t *all_ids(void)
-{
-	uint64_t *ids = malloc(ROWS * sizeof(uint64_t));
-	for (uint64_t i = 0; i < ROWS; i++)
-		ids[i] = scramble(i);
-	return ids;
-}
-
-/* One training step on the server: the step's gradient to every row. */
-static void server_step(emdb_client *c, uint32_t t, uint32_t step, const uint64_t *ids)
+/* One training step on the server: the step's gradient to every row of
+ * every cohort started by then. */
+static void server_step(emdb_client *c, uint32_t t, uint32_t step, const cohorts *co)
 {
 	enum { B = 20000 };
 	static float g[B * DIM];
@@ -121,35 +151,55 @@ static void server_step(emdb_client *c, uint32_t t, uint32_t step, const uint64_
 	grad_of(step, one);
 	for (int i = 0; i < B; i++)
 		memcpy(g + (size_t)i * DIM, one, sizeof(one));
-	for (uint64_t b = 0; b < ROWS; b += B)
-		OK(emdb_client_push(c, t, ids + b, B, DIM, g));
+	for (uint32_t k = 0; k < co->n; k++) {
+		if (co->first_step[k] > step)
+			continue;
+		for (uint64_t b = 0; b < co->size[k]; b += B) {
+			size_t n = co->size[k] - b < B ? co->size[k] - b : B;
+			OK(emdb_client_push(c, t, co->ids[k] + b, n, DIM, g));
+		}
+	}
 	OK(emdb_client_update(c, t, NULL));
 }
 
-/* The server's table must be exactly the mirror at its step; returns it. */
-static uint64_t check_state(emdb_client *c, uint32_t t, const mirror *m, const uint64_t *ids)
+/* The server's table must be exactly the mirror at its step: every row of
+ * the cohorts started by then, each equal to its cohort's mirror row, and
+ * no row of a later cohort.  Returns the step. */
+static uint64_t check_state(emdb_client *c, uint32_t t, const mirror *m, const cohorts *co)
 {
 	emdb_table_info ti;
 	OK(emdb_client_table_describe(c, t, &ti));
-	cr_assert_eq(ti.stats.rows, ROWS, "restored %llu rows", (unsigned long long)ti.stats.rows);
-	uint64_t step = ti.stats.step;
+	uint64_t step = ti.stats.step, want_rows = 0;
 	cr_assert_leq(step, STEPS_MAX);
-	float *v = malloc((size_t)ROWS * DIM * 4), *st = malloc((size_t)ROWS * m->sf * 4);
-	uint8_t *found = malloc(ROWS);
-	OK(emdb_client_lookup(c, t, ids, ROWS, DIM, v, found));
-	OK(emdb_client_read_state(c, t, ids, ROWS, m->sf, st, NULL));
-	for (uint64_t i = 0; i < ROWS; i++) {
-		cr_assert(found[i], "row %llu missing", (unsigned long long)i);
-		cr_assert_eq(memcmp(v + i * DIM, m->state[step], DIM * 4), 0,
-			     "row %llu is not the step-%llu vector", (unsigned long long)i,
-			     (unsigned long long)step);
-		cr_assert_eq(memcmp(st + i * m->sf, m->state[step] + DIM, m->sf * 4), 0,
-			     "row %llu's optimizer state is not step %llu's", (unsigned long long)i,
-			     (unsigned long long)step);
+	for (uint32_t k = 0; k < co->n; k++)
+		if (co->first_step[k] <= step)
+			want_rows += co->size[k];
+	cr_assert_eq(ti.stats.rows, want_rows, "step %llu: %llu rows, expected %llu",
+		     (unsigned long long)step, (unsigned long long)ti.stats.rows, (unsigned long long)want_rows);
+	for (uint32_t k = 0; k < co->n; k++) {
+		uint64_t n = co->size[k];
+		bool alive = co->first_step[k] <= step;
+		float *v = malloc((size_t)n * DIM * 4), *st = malloc((size_t)n * (m->sf ? m->sf : 1) * 4);
+		uint8_t *found = malloc(n);
+		OK(emdb_client_lookup(c, t, co->ids[k], n, DIM, v, found));
+		if (alive)
+			OK(emdb_client_read_state(c, t, co->ids[k], n, m->sf, st, NULL));
+		for (uint64_t i = 0; i < n; i++) {
+			cr_assert_eq(found[i], alive, "cohort %u row %llu: found %d at step %llu", k,
+				     (unsigned long long)i, found[i], (unsigned long long)step);
+			if (!alive)
+				continue;
+			cr_assert_eq(memcmp(v + i * DIM, m->state[k][step], DIM * 4), 0,
+				     "cohort %u row %llu is not its step-%llu vector", k, (unsigned long long)i,
+				     (unsigned long long)step);
+			cr_assert_eq(memcmp(st + i * m->sf, m->state[k][step] + DIM, m->sf * 4), 0,
+				     "cohort %u row %llu's optimizer state is not step %llu's", k,
+				     (unsigned long long)i, (unsigned long long)step);
+		}
+		free(v);
+		free(st);
+		free(found);
 	}
-	free(v);
-	free(st);
-	free(found);
 	return step;
 }
 
@@ -169,17 +219,16 @@ Test(server_crash, sigkill_during_checkpoints_leaves_one_complete_checkpoint,
 	cfg.dim = DIM;
 	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_ADAM, &cfg.optimizer), 0);
 	cfg.init.kind = EMDB_INIT_ZEROS;
+	cohorts co;
+	cohorts_init(&co, 10, 40000, 2000, 3); /* 40k rows, then 2k, 4k, ... more every 3 steps */
 	mirror *m = calloc(1, sizeof(*m));
-	mirror_init(m, &cfg);
-	uint64_t *ids = all_ids();
+	mirror_init(m, &cfg, &co);
 
 	start(false);
 	emdb_client *c = connect_to();
 	uint32_t t;
 	OK(emdb_client_table_create(c, &cfg, &t));
-	float zero[DIM] = { 0 };
-	(void)zero;
-	server_step(c, t, 1, ids);
+	server_step(c, t, 1, &co);
 	OK(emdb_client_checkpoint(c, EMDB_CKPT_FULL, NULL));
 	uint64_t step = 1;
 	/* Kill delays in ms after the checkpoint request: from "not started"
@@ -189,7 +238,7 @@ Test(server_crash, sigkill_during_checkpoints_leaves_one_complete_checkpoint,
 	unsigned phases = 0;
 	for (int r = 0; r < ROUNDS; r++) {
 		for (int k = 0; k < 2; k++)
-			server_step(c, t, (uint32_t)++step, ids);
+			server_step(c, t, (uint32_t)++step, &co);
 		uint64_t job = 0;
 		OK(emdb_client_checkpoint_start(c, r % 3 == 2 ? EMDB_CKPT_FULL : EMDB_CKPT_INCREMENTAL, &job));
 		test_sleep_ms(delay_ms[r]);
@@ -216,7 +265,7 @@ Test(server_crash, sigkill_during_checkpoints_leaves_one_complete_checkpoint,
 		cr_assert_gt(n, 0);
 		uint64_t newest_step = list[n - 1].max_step;
 		emdb_free(list);
-		uint64_t got = check_state(c, t, m, ids);
+		uint64_t got = check_state(c, t, m, &co);
 		cr_assert_eq(got, newest_step, "round %d: restored step %llu, newest checkpoint holds %llu",
 			     r, (unsigned long long)got, (unsigned long long)newest_step);
 		cr_assert(got == step || got + 2 == step || got < step,
@@ -227,13 +276,13 @@ Test(server_crash, sigkill_during_checkpoints_leaves_one_complete_checkpoint,
 	cr_assert_gt(killed_running, 0, "no kill landed while a checkpoint was running");
 	cr_log_info("kills during a running checkpoint: %d, phases 0x%x", killed_running, phases);
 	/* The store is still healthy: a last checkpoint, a clean restore. */
-	server_step(c, t, (uint32_t)++step, ids);
+	server_step(c, t, (uint32_t)++step, &co);
 	emdb_ckpt_info info;
 	OK(emdb_client_checkpoint(c, EMDB_CKPT_INCREMENTAL, &info));
 	OK(emdb_client_restore(c, 0, NULL));
-	cr_assert_eq(check_state(c, t, m, ids), step);
+	cr_assert_eq(check_state(c, t, m, &co), step);
 	emdb_client_close(c);
-	free(ids);
+	cohorts_free(&co);
 	emdb_db_close(m->db);
 	free(m);
 }
@@ -243,7 +292,7 @@ Test(server_crash, sigkill_during_checkpoints_leaves_one_complete_checkpoint,
 typedef struct live {
 	const char *uri;
 	uint32_t t;
-	const uint64_t *ids;
+	const cohorts *co;
 	const mirror *m;
 	atomic_int stop;
 	atomic_int bad;      /* a pull saw rows of different steps or a torn row */
@@ -267,7 +316,7 @@ static void *live_trainer(void *arg)
 		for (int i = 0; i < B; i++)
 			memcpy(g + (size_t)i * DIM, one, sizeof(one));
 		for (uint64_t b = 0; b < ROWS; b += B)
-			if (emdb_client_push(c, l->t, l->ids + b, B, DIM, g) != EMDB_OK)
+			if (emdb_client_push(c, l->t, l->co->ids[0] + b, B, DIM, g) != EMDB_OK)
 				atomic_store(&l->bad, 3);
 		if (emdb_client_update(c, l->t, NULL) != EMDB_OK)
 			atomic_store(&l->bad, 4);
@@ -293,7 +342,7 @@ static void *live_reader(void *arg)
 	while (!atomic_load(&l->stop)) {
 		for (int i = 0; i < N; i++) {
 			x = x * 6364136223846793005ull + 1442695040888963407ull;
-			ids[i] = l->ids[(x >> 33) % ROWS];
+			ids[i] = l->co->ids[0][(x >> 33) % ROWS];
 		}
 		if (emdb_client_pull(c, l->t, ids, N, DIM, v) != EMDB_OK) {
 			atomic_store(&l->bad, 5);
@@ -305,7 +354,7 @@ static void *live_reader(void *arg)
 				atomic_store(&l->bad, 1);
 		bool known = false;
 		for (uint32_t s = 0; s <= STEPS_MAX && !known; s++)
-			known = memcmp(v, l->m->state[s], DIM * 4) == 0;
+			known = memcmp(v, l->m->state[0][s], DIM * 4) == 0;
 		if (!known)
 			atomic_store(&l->bad, 1);
 		atomic_fetch_add(&l->pulls, 1);
@@ -322,14 +371,15 @@ Test(server_crash, clients_pull_and_push_while_checkpoints_run, .init = setup, .
 	strcpy(cfg.name, "live");
 	cfg.dim = DIM;
 	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_ADAGRAD, &cfg.optimizer), 0);
+	cohorts co;
+	cohorts_init(&co, 1, ROWS, 0, 1);
 	mirror *m = calloc(1, sizeof(*m));
-	mirror_init(m, &cfg);
-	uint64_t *ids = all_ids();
+	mirror_init(m, &cfg, &co);
 	start(false);
 	emdb_client *c = connect_to();
-	live l = { .uri = srv.unix_uri, .ids = ids, .m = m };
+	live l = { .uri = srv.unix_uri, .co = &co, .m = m };
 	OK(emdb_client_table_create(c, &cfg, &l.t));
-	server_step(c, l.t, 1, ids);
+	server_step(c, l.t, 1, &co);
 	atomic_store(&l.step, 1);
 
 	pthread_t th[2];
@@ -351,11 +401,11 @@ Test(server_crash, clients_pull_and_push_while_checkpoints_run, .init = setup, .
 	for (int k = 0; k < CKPTS; k++) {
 		emdb_ckpt_info got;
 		OK(emdb_client_restore(c, info[k].id, &got));
-		cr_assert_eq(check_state(c, l.t, m, ids), info[k].max_step, "checkpoint %llu",
+		cr_assert_eq(check_state(c, l.t, m, &co), info[k].max_step, "checkpoint %llu",
 			     (unsigned long long)info[k].id);
 	}
 	emdb_client_close(c);
-	free(ids);
+	cohorts_free(&co);
 	emdb_db_close(m->db);
 	free(m);
 }
