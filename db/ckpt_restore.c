@@ -38,7 +38,7 @@
 #include "db/store_int.h"
 
 #define MAX_CHAIN 100000
-#define READERS 3 /* threads reading one link: the caller and two more */
+#define READERS 4 /* threads reading one link: the caller and three more */
 
 typedef struct rctx {
 	emdb_job *job;
