@@ -23,8 +23,9 @@
  *   on the same emdb_db, except emdb_db_close (no other call may be in
  *   flight).  The engine starts no threads of its own: the caller's threads
  *   do the work, so a server's thread pool drives it directly.  (One
- *   exception: a restore (emdb/checkpoint.h) reads and loads rows on one
- *   more thread of its own, which lives only while the restore runs.)
+ *   exception: checkpoint and restore jobs (emdb/checkpoint.h) use helper
+ *   threads of their own, one for a checkpoint and three for a restore,
+ *   which live only while the job runs.)
  *   While emdb_update applies the optimizer, Pulls, Lookups and state reads
  *   of that table wait, so they see every row either entirely before or
  *   entirely after an Update, never a torn row.  Pushes wait only for the
