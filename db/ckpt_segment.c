@@ -132,7 +132,6 @@ static int write_rows(ckpt_seg *s, seg_io *io)
 		}
 		__atomic_store_n(&s->cow->cursor[s->which], r, __ATOMIC_RELAXED);
 		pthread_rwlock_unlock(&t->rows_lock);
-		JOB_SET(s->job, cow_rows, __atomic_load_n(&s->cow->kept, __ATOMIC_RELAXED));
 		if (__atomic_load_n(&s->cow->failed, __ATOMIC_RELAXED))
 			return emdb__seterr(EMDB_ERR_NOMEM,
 					    "table '%s': no memory to keep rows Updates changed during the checkpoint",

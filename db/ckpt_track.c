@@ -25,17 +25,13 @@
 
 #define SLAB_BYTES (1u << 20)
 
-ckpt_cow *ckpt_cow_create(uint64_t snap_rows, uint64_t base_rows, uint32_t old_gen, bool full,
-			  size_t row_bytes)
+ckpt_cow *ckpt_cow_create(size_t row_bytes, uint64_t *kept)
 {
 	ckpt_cow *cow = emdb_calloc(1, sizeof(*cow));
 	if (!cow)
 		return NULL;
-	cow->snap_rows = snap_rows;
-	cow->base_rows = base_rows;
-	cow->old_gen = old_gen;
-	cow->full = full;
 	cow->row_bytes = row_bytes;
+	cow->kept = kept;
 	cow->nseg = 1;
 	cow->bound[1] = UINT64_MAX;
 	for (int i = 0; i < COW_STRIPES; i++)
@@ -133,7 +129,7 @@ void ckpt_cow_keep_slow(ckpt_cow *cow, const chunk_store *cs, uint64_t loc, cons
 		s->keys[j] = r + 1;
 		s->vals[j] = copy;
 		s->count++;
-		__atomic_fetch_add(&cow->kept, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(cow->kept, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return;
@@ -154,9 +150,4 @@ const void *ckpt_cow_find(const ckpt_cow *cow, uint64_t r)
 		j = (j + 1) & (s->cap - 1);
 	}
 	return NULL;
-}
-
-size_t ckpt_cow_bytes(const ckpt_cow *cow)
-{
-	return (size_t)__atomic_load_n(&cow->kept, __ATOMIC_RELAXED) * ((cow->row_bytes + 15) & ~(size_t)15);
 }

@@ -49,15 +49,16 @@ typedef struct cow_stripe {
 
 typedef struct ckpt_cow {
 	uint64_t snap_rows;   /* rows numbered below this are in the checkpoint */
-	uint64_t base_rows;   /* INCREMENTAL: rows from here on are new        */
+	uint64_t base_rows;   /* rows from here on are new since the parent:
+				 0 for a table written whole                 */
 	uint32_t nseg;        /* segments: rows bound[i] .. bound[i+1]-1     */
 	uint64_t bound[COW_SEGS_MAX + 1];
 	uint64_t cursor[COW_SEGS_MAX]; /* atomic: segment i's writer has passed
 					  the rows below cursor[i]           */
-	uint32_t old_gen;     /* INCREMENTAL: the frozen dirty generation      */
-	bool full;            /* every row below snap_rows is written          */
+	uint32_t old_gen;     /* the frozen dirty generation                   */
 	size_t row_bytes;     /* vector + optimizer state                      */
-	uint64_t kept;        /* atomic: rows copied                           */
+	uint64_t *kept;       /* atomic: rows copied, summed over the job's
+				 tables (its progress counter)               */
 	int failed;           /* atomic: a copy could not be allocated         */
 	cow_stripe st[COW_STRIPES];
 } ckpt_cow;
@@ -69,9 +70,9 @@ typedef struct ckpt_track {
 	ckpt_cow *cow;        /* the running checkpoint's, or NULL             */
 } ckpt_track;
 
-/* NULL on NOMEM. */
-ckpt_cow *ckpt_cow_create(uint64_t snap_rows, uint64_t base_rows, uint32_t old_gen, bool full,
-			  size_t row_bytes);
+/* A store for rows of row_bytes, counting its copies into *kept; the
+ * switch fills in the rest.  NULL on NOMEM. */
+ckpt_cow *ckpt_cow_create(size_t row_bytes, uint64_t *kept);
 void ckpt_cow_destroy(ckpt_cow *cow);
 
 /* The cursor of the segment holding row r. */
@@ -93,7 +94,7 @@ static inline bool ckpt_cow_wants(const ckpt_cow *cow, const chunk_store *cs, ui
 {
 	if (r >= cow->snap_rows)
 		return false;
-	if (cow->full || r >= cow->base_rows)
+	if (r >= cow->base_rows)
 		return true;
 	return chunk_mark_test(cs, loc, cow->old_gen) != 0;
 }
@@ -111,8 +112,5 @@ static inline void ckpt_touch(const chunk_store *cs, ckpt_cow *cow, uint32_t gen
 
 /* The kept copy of row r, or NULL.  Caller holds rows_lock (read). */
 const void *ckpt_cow_find(const ckpt_cow *cow, uint64_t r);
-
-/* Bytes the kept copies take. */
-size_t ckpt_cow_bytes(const ckpt_cow *cow);
 
 #endif

@@ -97,7 +97,6 @@ static void do_switch(wctx *c, uint64_t parent)
 		w->delta = parent && t->ck.base_ckpt == parent;
 		w->cow->snap_rows = w->snap_rows;
 		w->cow->base_rows = w->delta ? t->ck.base_rows : 0;
-		w->cow->full = !w->delta;
 		w->cow->old_gen = t->ck.gen;
 		t->ck.gen ^= 1;
 		t->ck.cow = w->cow;
@@ -343,7 +342,7 @@ static int prepare(wctx *c, emdb_job *job, manifest *parent)
 	emdb_free(v);
 	for (uint32_t i = 0; rc == EMDB_OK && i < c->n; i++) {
 		tbl *t = c->w[i].t;
-		c->w[i].cow = ckpt_cow_create(0, 0, 0, true, ((size_t)t->dim + t->state_floats) * 4);
+		c->w[i].cow = ckpt_cow_create(((size_t)t->dim + t->state_floats) * 4, &job->cow_rows);
 		if (!c->w[i].cow)
 			rc = EMDB_ERR_NOMEM;
 	}

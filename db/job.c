@@ -97,10 +97,9 @@ void emdb_job_free(emdb_job *job)
 	emdb_free(job);
 }
 
-int emdb_checkpoint(emdb_db *db, emdb_store *st, emdb_ckpt_kind kind, emdb_ckpt_info *info)
+/* The rest of a one-call job: run it if it was prepared, then free it. */
+static int run_once(int rc, emdb_job *j, emdb_ckpt_info *info)
 {
-	emdb_job *j;
-	int rc = emdb_job_checkpoint(db, st, kind, &j);
 	if (rc == EMDB_OK) {
 		rc = emdb_job_run(j, info);
 		emdb_job_free(j);
@@ -108,15 +107,18 @@ int emdb_checkpoint(emdb_db *db, emdb_store *st, emdb_ckpt_kind kind, emdb_ckpt_
 	return rc;
 }
 
+int emdb_checkpoint(emdb_db *db, emdb_store *st, emdb_ckpt_kind kind, emdb_ckpt_info *info)
+{
+	emdb_job *j = NULL;
+	int rc = emdb_job_checkpoint(db, st, kind, &j);
+	return run_once(rc, j, info);
+}
+
 int emdb_restore(emdb_db *db, emdb_store *st, uint64_t id, emdb_ckpt_info *info)
 {
-	emdb_job *j;
+	emdb_job *j = NULL;
 	int rc = emdb_job_restore(db, st, id, &j);
-	if (rc == EMDB_OK) {
-		rc = emdb_job_run(j, info);
-		emdb_job_free(j);
-	}
-	return rc;
+	return run_once(rc, j, info);
 }
 
 const char *emdb_job_phase_name(emdb_job_phase phase)
