@@ -4,6 +4,7 @@
  * restore atomicity, corruption, deletion and retention, and the layout
  * as RocksDB's own ldb tool reads it.
  */
+#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
 #include <dirent.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <emdb/db.h>
 
 #include "tests/helpers.h"
+#include "tests/tmpdir.h"
 
 /* ---- fixtures -------------------------------------------------------- */
 
@@ -30,9 +32,7 @@ static char *make_tmpdir(void)
 
 static void rm_rf(const char *d)
 {
-	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(tmpdir_remove(d), 0, "%s is still there", d);
 }
 
 static emdb_store *open_store(const char *dir)

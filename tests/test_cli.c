@@ -11,12 +11,11 @@
  * its stdout and stderr captured; a run that takes longer than 30 s is
  * killed and fails the test.
  */
-#define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
+#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,6 +32,7 @@
 #include <emdb/client.h>
 
 #include "tests/test_client_server.h"
+#include "tests/tmpdir.h"
 
 static test_server srv;
 
@@ -1184,17 +1184,9 @@ static void cli_fails(const char *const *args, int code, const char *name)
  * assertion too) and, should the start itself fail, at exit. */
 static char data_dir[64];
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void data_dir_remove(void)
 {
-	if (data_dir[0])
-		nftw(data_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(data_dir);
 	data_dir[0] = 0;
 }
 

@@ -12,11 +12,10 @@
  * .fini, which Criterion runs after a failed assertion too; both also die
  * with the test process (PR_SET_PDEATHSIG).
  */
-#define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
+#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -33,6 +32,7 @@
 #include <emdb/client.h>
 
 #include "tests/test_client_server.h"
+#include "tests/tmpdir.h"
 
 typedef struct term {
 	pid_t pid;
@@ -88,13 +88,6 @@ static void setup_persist(void)
 	test_server_start(&srv, flags);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void teardown(void)
 {
 	term_stop(&tm);
@@ -106,7 +99,7 @@ static void teardown(void)
 		snprintf(tm.hist, sizeof(tm.hist), "%s/history", tm.dir);
 		unlink(tm.hist);
 		snprintf(path, sizeof(path), "%s/data", tm.dir);
-		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		tmpdir_remove(path);
 		rmdir(tm.dir);
 		tm.dir[0] = 0;
 	}

@@ -6,6 +6,7 @@
  * stop for the length of a checkpoint.  Runs under ThreadSanitizer too
  * (tests/plain_runner.h).
  */
+#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <emdb/db.h>
 
 #include "tests/helpers.h"
+#include "tests/tmpdir.h"
 
 #define ROWS 20000
 #define DIM 8
@@ -201,7 +203,5 @@ Test(conc_ckpt, checkpoints_while_training_are_consistent)
 		check_restored(st, ids[k], s.tab, s.grow);
 	emdb_db_close(s.db);
 	emdb_store_close(st);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(tmpdir_remove(dir), 0, "%s is still there", dir);
 }

@@ -12,7 +12,6 @@
  */
 #define _XOPEN_SOURCE 700
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 
 #include "tests/helpers.h"
 #include "tests/test_client_server.h"
+#include "tests/tmpdir.h"
 
 static test_server srv, srv2;
 static char data_dir[64];
@@ -40,13 +40,6 @@ static char exit_log[64]; /* expect_exit's log, removed by stop_all */
 
 /* ---- fixtures ------------------------------------------------------- */
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static void make_data_dir(void)
 {
@@ -82,7 +75,7 @@ static void stop_all(void)
 	test_server_stop(&srv);
 	test_server_stop(&srv2);
 	if (data_dir[0]) {
-		nftw(data_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		tmpdir_remove(data_dir);
 		data_dir[0] = 0;
 	}
 	if (exit_log[0]) {

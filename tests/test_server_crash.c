@@ -22,7 +22,6 @@
  */
 #define _XOPEN_SOURCE 700
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,6 +34,7 @@
 
 #include "tests/helpers.h"
 #include "tests/test_client_server.h"
+#include "tests/tmpdir.h"
 
 #define ROWS 60000
 #define DIM 32
@@ -46,13 +46,6 @@ static char data_dir[64];
 
 #define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static void setup(void)
 {
@@ -64,7 +57,7 @@ static void teardown(void)
 {
 	test_server_stop(&srv);
 	if (data_dir[0])
-		nftw(data_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		tmpdir_remove(data_dir);
 }
 
 /* Rows come in cohorts: cohort k is first pushed at step first_step[k]
