@@ -25,7 +25,6 @@ struct emdb_store {
 	rocksdb_options_t *opts;
 	rocksdb_options_t *rows_opts; /* rows CF; also the SST writer's */
 	rocksdb_options_t *meta_opts;
-	rocksdb_block_based_table_options_t *rows_bbto;
 	rocksdb_column_family_handle_t *cf[3]; /* default, meta, rows */
 	rocksdb_writeoptions_t *wsync;
 	rocksdb_readoptions_t *ropts;
