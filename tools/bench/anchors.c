@@ -1,5 +1,5 @@
 /*
- * anchors.c - the random-access and gather bounds.
+ * anchors.c - the random-access, gather and fresh-memory bounds.
  *
  * Design
  *   These loops are what the hardware gives to code that knows every
@@ -66,6 +66,82 @@ void *anchor_region(size_t bytes, unsigned threads)
 			    (double)bytes / 1e9, emdb_last_error());
 	harness_parallel(threads, touch_part, &j);
 	return j.p;
+}
+
+/* ---- fresh-memory bound ------------------------------------------------ */
+
+#define FRESH_BYTES (256u << 20) /* per thread and repetition */
+
+typedef struct fresh_job {
+	uint8_t *region[HARNESS_MAX_THREADS];
+	size_t stride;
+	double secs[HARNESS_MAX_THREADS];
+} fresh_job;
+
+static void fresh_fill(void *arg, unsigned t)
+{
+	fresh_job *j = arg;
+	size_t rows = FRESH_BYTES / j->stride;
+	double t0 = harness_now();
+
+	for (size_t r = 0; r < rows; r++) {
+		float *row = (float *)(j->region[t] + r * j->stride);
+		for (size_t c = 0; c < j->stride / sizeof(float); c++)
+			row[c] = (float)(r + c);
+	}
+	j->secs[t] = harness_now() - t0;
+}
+
+/* One thread count's 3 repetitions; the regions go to keep[] for the
+ * caller to unmap. */
+static void fresh_measure(fresh_job *j, unsigned threads, uint8_t **keep, harness_result *out)
+{
+	size_t rows = FRESH_BYTES / j->stride;
+
+	memset(out, 0, sizeof(*out));
+	out->threads = threads;
+	for (int rep = 0; rep < HARNESS_REPS; rep++) {
+		double slowest = 0;
+		for (unsigned t = 0; t < threads; t++) {
+			*keep++ = j->region[t] = emdb_map(FRESH_BYTES);
+			if (!j->region[t])
+				harness_die("cannot map 256 MiB for the fresh-memory bound: %s",
+					    emdb_last_error());
+		}
+		harness_parallel(threads, fresh_fill, j);
+		for (unsigned t = 0; t < threads; t++)
+			if (j->secs[t] > slowest)
+				slowest = j->secs[t];
+		out->reps[rep] = (double)rows * threads / slowest;
+		out->units += (uint64_t)rows * threads;
+		if (out->reps[rep] > out->best) {
+			out->best = out->reps[rep];
+			for (unsigned t = 0; t < threads; t++)
+				out->per_thread[t] = (double)rows / j->secs[t];
+		}
+	}
+	harness_set_median(out);
+	harness_log("fresh-memory bound, %u thread(s): %.2fM rows/s of %zu bytes (%.2f GB/s)", threads,
+		    out->best / 1e6, j->stride, out->best * (double)j->stride / 1e9);
+}
+
+void anchor_fresh_rows(size_t stride, const unsigned *threads, int n_threads, harness_result *out)
+{
+	fresh_job j = { .stride = stride };
+	size_t n_keep = 0, used = 0;
+
+	for (int i = 0; i < n_threads; i++)
+		n_keep += (size_t)HARNESS_REPS * threads[i];
+	uint8_t **keep = calloc(n_keep, sizeof(*keep));
+	if (!keep)
+		harness_die("out of memory");
+	for (int i = 0; i < n_threads; i++) {
+		fresh_measure(&j, threads[i], keep + used, &out[i]);
+		used += (size_t)HARNESS_REPS * threads[i];
+	}
+	for (size_t k = 0; k < n_keep; k++)
+		emdb_unmap(keep[k], FRESH_BYTES);
+	free(keep);
 }
 
 /* ---- random-access bound ---------------------------------------------- */

@@ -165,7 +165,7 @@ void harness_measure(unsigned threads, double seconds, harness_step_fn fn,
 {
 	rep_shared sh = { .fn = fn, .ctx = ctx };
 	rep_worker *ws;
-	double per[HARNESS_MAX_THREADS], sorted[HARNESS_REPS];
+	double per[HARNESS_MAX_THREADS];
 	double warm = seconds / 8 < 0.25 ? seconds / 8 : 0.25;
 	uint64_t units;
 
@@ -190,6 +190,14 @@ void harness_measure(unsigned threads, double seconds, harness_step_fn fn,
 			memcpy(out->per_thread, per, sizeof(double) * threads);
 		}
 	}
+	harness_set_median(out);
+	free(ws);
+}
+
+void harness_set_median(harness_result *out)
+{
+	double sorted[HARNESS_REPS];
+
 	memcpy(sorted, out->reps, sizeof(sorted));
 	for (int i = 1; i < HARNESS_REPS; i++)
 		for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
@@ -198,7 +206,6 @@ void harness_measure(unsigned threads, double seconds, harness_step_fn fn,
 			sorted[j - 1] = x;
 		}
 	out->median = sorted[HARNESS_REPS / 2];
-	free(ws);
 }
 
 /* ---- one-shot parallel jobs ------------------------------------------- */

@@ -40,6 +40,9 @@ double harness_cpu_process(void);
 void harness_measure(unsigned threads, double seconds, harness_step_fn fn,
 		     void *ctx, harness_result *out);
 
+/* Set out->median from out->reps. */
+void harness_set_median(harness_result *out);
+
 /* Run fn(ctx, t) once on each of `threads` threads and wait for all: for
  * parallel set-up (drawing pools, preloading tables). */
 typedef void (*harness_job_fn)(void *ctx, unsigned t);
