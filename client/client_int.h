@@ -148,6 +148,10 @@ uint64_t cl_now_ns(void);
 void cl_complete_locked(emdb_future *f, int rc, const char *msg);
 /* The same, taking the lock. */
 void cl_complete(emdb_future *f, int rc, const char *msg);
+/* Wait, holding c->lock, until f is DONE or the monotonic time `limit`;
+ * a QUEUED f past its deadline is unlinked and completed with TIMEOUT.
+ * Returns f->rc or EMDB_FUTURE_PENDING. */
+int cl_wait_locked(emdb_future *f, uint64_t limit);
 /* Run f synchronously to completion on a stack future and return its
  * result (the thread's message set on failure). */
 int cl_call(emdb_client *c, cl_args *a);

@@ -5,8 +5,8 @@
  *
  * A request is an emdb_future whatever the transport.  The transport moves
  * it NEW -> QUEUED (in mem.c's work queue or net.c's table of requests
- * sent) -> RUNNING (a worker executes it, or the receiver writes its
- * outputs) -> DONE, and whoever completes it signals its condition
+ * sent) -> RUNNING (a worker executes it, or the thread reading the
+ * socket writes its outputs) -> DONE, and whoever completes it signals its condition
  * variable.  Waiters sleep on that variable with the handle's lock.
  *
  * Invariants:
@@ -88,9 +88,7 @@ void cl_complete(emdb_future *f, int rc, const char *msg)
 	pthread_mutex_unlock(&f->c->lock);
 }
 
-/* Wait under c->lock until f is DONE or the monotonic time `limit`.
- * Returns f->rc or EMDB_FUTURE_PENDING. */
-static int wait_locked(emdb_future *f, uint64_t limit)
+int cl_wait_locked(emdb_future *f, uint64_t limit)
 {
 	emdb_client *c = f->c;
 	while (f->state != FUT_DONE) {
@@ -248,7 +246,7 @@ int cl_call(emdb_client *c, cl_args *a)
 	} else {
 		c->tr->submit(c, &f);
 		pthread_mutex_lock(&c->lock);
-		wait_locked(&f, UINT64_MAX);
+		cl_wait_locked(&f, UINT64_MAX);
 		pthread_mutex_unlock(&c->lock);
 	}
 	rc = observe(&f);
@@ -285,7 +283,7 @@ int emdb_future_wait(emdb_future *f, int64_t timeout_ms)
 	if (timeout_ms >= 0 && timeout_ms < ((int64_t)1 << 40)) /* beyond: forever */
 		limit = cl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	pthread_mutex_lock(&f->c->lock);
-	int rc = wait_locked(f, limit);
+	int rc = cl_wait_locked(f, limit);
 	pthread_mutex_unlock(&f->c->lock);
 	if (rc == EMDB_FUTURE_PENDING)
 		return rc;

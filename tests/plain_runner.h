@@ -51,6 +51,8 @@ static int plain_n;
 #define cr_assert_geq(a, b, ...) cr_assert((a) >= (b), __VA_ARGS__)
 #define cr_assert_lt(a, b, ...) cr_assert((a) < (b), __VA_ARGS__)
 #define cr_assert_leq(a, b, ...) cr_assert((a) <= (b), __VA_ARGS__)
+#define cr_assert_not_null(p, ...) cr_assert((p) != NULL, __VA_ARGS__)
+#define cr_assert_fail(...) PLAIN_FAIL_(__VA_ARGS__)
 
 int main(void)
 {

@@ -15,7 +15,11 @@
 #ifndef EMDB_TEST_SERVER_SPAWN_H
 #define EMDB_TEST_SERVER_SPAWN_H
 
+#ifdef EMDB_PLAIN_RUNNER
+#include "tests/plain_runner.h"
+#else
 #include <criterion/criterion.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -1,14 +1,18 @@
 /*
  * test_conc_client.c - one client handle shared by many threads, over
- * mem:// (no server, so it also runs under ThreadSanitizer with the plain
- * runner, see tests/plain_runner.h).
+ * mem:// and over unix:// to an emdb-server of the same build (plain
+ * runner under ThreadSanitizer, see tests/plain_runner.h; the server is
+ * then the TSan one too).
  *
  * 1. Threads prefetch asynchronously, pull and push through tickets on one
  *    handle, some abandoning futures before they complete; after they join,
  *    one Update gives the same rows as the same pushes made directly on an
- *    engine by one thread.
+ *    engine by one thread.  Over a socket this mixes synchronous calls that
+ *    read their own responses with the receiving thread, handing the
+ *    socket's read side back and forth (client/net.c, invariant 2).
  * 2. Async futures freed while still queued never write their buffers.
  */
+#define _GNU_SOURCE /* nftw in tests/tmpdir.h */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -17,6 +21,8 @@
 #include <emdb/client.h>
 
 #include "tests/helpers.h"
+#include "tests/server_spawn.h"
+#include "tests/tmpdir.h"
 
 enum { THREADS = 4, ROUNDS = 20, BATCH = 256, POOL = 1000, DIM = 8 };
 
@@ -72,12 +78,10 @@ static void *work(void *arg)
 	return NULL;
 }
 
-Test(concurrency, shared_client_handle_equals_engine)
+/* Test 1 on handle c: the workers, one Update, then every row against
+ * the same pushes on a plain engine. */
+static void shared_handle_equals_engine(emdb_client *c)
 {
-	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
-	o.mem_threads = 2;
-	emdb_client *c;
-	cr_assert_eq(emdb_client_connect("mem://", &o, &c), 0, "%s", emdb_client_last_error());
 	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
 	strcpy(cfg.name, "t");
 	cfg.dim = DIM;
@@ -119,5 +123,44 @@ Test(concurrency, shared_client_handle_equals_engine)
 	for (int i = 0; i < POOL * DIM; i++)
 		cr_assert(fabsf(a[i] - b[i]) <= 1e-5f * (1 + fabsf(b[i])), "value %d: %g vs %g", i, a[i], b[i]);
 	emdb_db_close(ref);
+}
+
+Test(concurrency, shared_client_handle_equals_engine)
+{
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.mem_threads = 2;
+	emdb_client *c;
+	cr_assert_eq(emdb_client_connect("mem://", &o, &c), 0, "%s", emdb_client_last_error());
+	shared_handle_equals_engine(c);
 	emdb_client_close(c);
 }
+
+#ifdef EMDB_SERVER_BIN
+/* The same over a Unix socket.  The server dies with this process if an
+ * assertion aborts it (server_spawn: PR_SET_PDEATHSIG). */
+Test(concurrency, shared_net_handle_equals_engine)
+{
+	char dir[] = "/tmp/emdb-conc-client-XXXXXX", sock[64], log[64], portfile[64], uri[80];
+	cr_assert_not_null(mkdtemp(dir), "mkdtemp");
+	snprintf(sock, sizeof(sock), "%s/emdb.sock", dir);
+	snprintf(log, sizeof(log), "%s/server.log", dir);
+	snprintf(portfile, sizeof(portfile), "%s/port", dir);
+	const char *argv[] = { server_bin(), "--bind", "127.0.0.1", "--port", "0", "--port-file", portfile,
+			       "--unix-socket", sock, "--io-threads", "2", "--log-file", log, NULL };
+	pid_t pid;
+	server_spawn(argv, log, portfile, sock, 20000, &pid);
+
+	emdb_client *c;
+	snprintf(uri, sizeof(uri), "unix://%s", sock);
+	cr_assert_eq(emdb_client_connect(uri, NULL, &c), 0, "%s", emdb_client_last_error());
+	shared_handle_equals_engine(c);
+	emdb_client_close(c);
+	kill(pid, SIGTERM);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "emdb-server ended with status 0x%x: %s", st,
+		  server_log_tail(log));
+	tmpdir_remove(dir);
+}
+#endif

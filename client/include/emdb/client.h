@@ -88,7 +88,10 @@
  *   future is waited on, polled and freed by one thread at a time; one
  *   ticket may be used by many threads at once, and is freed once, after
  *   the last request using it completed.  A tcp:// or unix:// handle runs
- *   one receiving thread; a mem:// handle runs options.mem_threads worker
+ *   one receiving thread for asynchronous calls; a synchronous call that
+ *   finds no other thread reading the socket reads its own response (and
+ *   any other response that arrives before it), which saves two thread
+ *   hand-offs per call; a mem:// handle runs options.mem_threads worker
  *   threads for asynchronous calls (its synchronous calls run on the
  *   caller's thread).  emdb_client_close stops and joins them.
  *
