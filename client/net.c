@@ -76,6 +76,7 @@
 #define NET_FLAT_MAX 2048            /* small requests are encoded on the stack */
 #define NET_BODY_MAX (256u << 20)    /* largest non-vector body we buffer */
 #define NET_HELLO_BODY_MAX 65536u
+#define NET_AHEAD 16384u             /* small reads fill a buffer this large */
 
 typedef struct net_state {
 	int fd;
@@ -93,8 +94,12 @@ typedef struct net_state {
 	uint64_t *orphans;                /* ticket handles to release */
 	size_t n_orphans, cap_orphans;
 	uint32_t max_body;                /* the server's, from HELLO */
-	uint8_t *rxbuf;                   /* receiver: bodies to decode */
+	uint8_t *rxbuf;                   /* reader: bodies to decode */
 	size_t rxcap;
+	/* Reader: bytes received ahead of what was asked for (recv_full),
+	 * ahead[ahead_off .. ahead_len). */
+	size_t ahead_off, ahead_len;
+	uint8_t ahead[NET_AHEAD];
 } net_state;
 
 /* ---- socket I/O ---------------------------------------------------- */
@@ -142,19 +147,48 @@ static int send_all(net_state *n, proto_iov *v, uint64_t deadline, size_t *sent,
 	return EMDB_OK;
 }
 
+/* Copy up to len bytes received ahead into p; returns how many. */
+static size_t take_ahead(net_state *n, uint8_t *p, size_t len)
+{
+	size_t k = n->ahead_len - n->ahead_off;
+	if (k > len)
+		k = len;
+	memcpy(p, n->ahead + n->ahead_off, k);
+	n->ahead_off += k;
+	return k;
+}
+
 /* Read exactly len bytes.  `idle`: the first byte may take forever (we are
  * between frames).  Otherwise each wait for more bytes lasts at most
  * stall_ms (0 = no limit) and never goes past deadline (0 = none).
- * Returns EMDB_OK, CLOSED (EOF or error) or TIMEOUT; msg says which. */
+ * Returns EMDB_OK, CLOSED (EOF or error) or TIMEOUT; msg says which.
+ *
+ * Bytes come from the read-ahead buffer first.  A read smaller than half
+ * of it refills it with whatever the socket holds, so that a small
+ * response (a header, a Lookup's few fields and floats) costs one recv,
+ * not one per field; a larger one goes straight into buf. */
 static int recv_full(net_state *n, void *buf, size_t len, bool idle, uint32_t stall_ms,
 		     uint64_t deadline, char *msg, size_t msglen)
 {
 	uint8_t *p = buf;
+	size_t got = take_ahead(n, p, len);
+	if (got) {
+		p += got;
+		len -= got;
+		idle = false;
+	}
 	while (len) {
-		ssize_t k = recv(n->fd, p, len, 0);
+		bool small = len < NET_AHEAD / 2;
+		ssize_t k = small ? recv(n->fd, n->ahead, NET_AHEAD, 0) : recv(n->fd, p, len, 0);
 		if (k > 0) {
-			p += k;
-			len -= (size_t)k;
+			size_t used = (size_t)k;
+			if (small) {
+				n->ahead_off = 0;
+				n->ahead_len = (size_t)k;
+				used = take_ahead(n, p, len);
+			}
+			p += used;
+			len -= used;
 			idle = false;
 			continue;
 		}
@@ -952,6 +986,8 @@ static bool is_vector_op(cl_op op)
  * before the monotonic time `deadline` (0: wait for ever). */
 static bool wait_readable(net_state *n, uint64_t deadline)
 {
+	if (n->ahead_off < n->ahead_len)
+		return true;
 	for (;;) {
 		struct pollfd pf = { .fd = n->fd, .events = POLLIN };
 		int w = ms_until(deadline);
