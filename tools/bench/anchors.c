@@ -14,7 +14,10 @@
  *   sides get the same page size (transparent huge pages where allowed, the
  *   difference between a TLB hit and a page walk per access), and are
  *   written page by page first so that no measured access faults or reads
- *   the shared zero page.
+ *   the shared zero page.  The fresh-memory bound is the exception: the
+ *   first write of never-touched memory, as the engine fills a new chunk,
+ *   is what it measures (on a VM whose host backs guest memory lazily it
+ *   costs far more than the write itself).
  *
  * Invariants
  *   1. Every access falls inside its region.
