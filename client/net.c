@@ -1199,6 +1199,8 @@ static int dial(net_state *n, const cl_uri *u, uint64_t deadline)
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: socket: %s", strerror(errno));
+		int sndbuf = EMDB_CLIENT_UNIX_SNDBUF;
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)); /* best effort */
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 			if (errno != EINPROGRESS && errno != EAGAIN) {
 				int e = errno;

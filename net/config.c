@@ -61,6 +61,7 @@ static const key_def keys[] = {
 	{ "max_frame", T_SIZE, OFF(max_frame), 4096, 0xFFFFFFF8ull, F_RUNTIME, "largest frame body in either direction, bytes" },
 	{ "max_batch", T_U32, OFF(max_batch), 1, 1u << 30, 0, "most IDs one request may carry" },
 	{ "max_memory", T_SIZE, OFF(max_memory), 0, UINT64_MAX, F_RUNTIME, "bytes the engine and buffers may use; 0: unlimited" },
+	{ "unix_send_buffer", T_SIZE, OFF(unix_send_buffer), 0, 1u << 30, 0, "SO_SNDBUF of each Unix-socket connection, bytes (the kernel caps it at net.core.wmem_max); 0: the kernel's default" },
 	{ "output_buffer_limit", T_SIZE, OFF(output_buffer_limit), 4096, UINT64_MAX, F_RUNTIME, "per connection: unsent reply bytes above which its requests wait" },
 	{ "max_tickets", T_U32, OFF(max_tickets), 1, 1u << 30, F_RUNTIME, "live Prefetch tickets per connection" },
 	{ "drain_timeout_ms", T_U32, OFF(drain_timeout_ms), 0, 3600000, F_RUNTIME, "on shutdown, how long replies may take to flush" },
@@ -96,6 +97,7 @@ void config_defaults(net_config *c)
 	c->max_batch = 4u << 20;
 	c->max_memory = 0;
 	c->output_buffer_limit = 16ull << 20;
+	c->unix_send_buffer = 4u << 20;
 	c->max_tickets = 65536;
 	c->drain_timeout_ms = 5000;
 	c->log_level = LOG_INFO;

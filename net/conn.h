@@ -103,6 +103,9 @@ int conn_on_read(conn *c, ssize_t n);
 int conn_out_iov(conn *c, struct iovec *iov, int max);
 /* n > 0 reply bytes were sent, or < 0 -errno.  Returns 0, or -1: close. */
 int conn_on_written(conn *c, ssize_t n);
+/* n > 0 reply bytes went out by a backend's conn_send_now: only the
+ * bookkeeping of conn_on_written, nothing that runs frames or closes. */
+void conn_out_sent(conn *c, size_t n);
 
 /* For the handlers: replies.  All return EMDB_OK, or NOMEM when the reply
  * cannot be buffered (the connection is then marked closing). */

@@ -16,7 +16,8 @@
  *       conn_read_space gives right before each receive, and reports with
  *       conn_on_read(c, n) (n > 0 bytes, 0 end of stream, -errno);
  *     - sends while conn_wants_write(c), the iovecs of conn_out_iov, and
- *       reports with conn_on_written(c, n) (n > 0 bytes, -errno);
+ *       reports with conn_on_written(c, n) (n > 0 bytes, -errno), or,
+ *       for a send started by conn_send_now, with conn_out_sent(c, n);
  *     - when one of those returns -1, or the core calls conn_close, stops
  *       all I/O on the connection, closes its descriptor and calls
  *       conn_destroy exactly once, as soon as no operation of its is in
@@ -63,6 +64,11 @@ typedef struct io_backend {
 	int (*conn_open)(conn *c);
 	/* What the connection wants changed: re-arm.  May close c. */
 	void (*conn_update)(conn *c);
+	/* Start sending the pending replies now, from inside frame
+	 * processing, so the peer reads reply i while reply i+1 is being
+	 * built.  Never closes c and never runs frames: a failed send is
+	 * left for the next conn_update to find. */
+	void (*conn_send_now)(conn *c);
 	/* Stop I/O; conn_destroy(c) follows, now or after completions. */
 	void (*conn_close)(conn *c);
 } io_backend;

@@ -163,6 +163,35 @@ static void ur_conn_close(conn *c)
 		submit_cancel(u, uc, OP_SEND);
 }
 
+/* Queue a SENDMSG of the pending replies.  Returns 0, or -1 when the
+ * submission queue has no room. */
+static int start_send(conn *c)
+{
+	ur_conn *uc = c->be;
+	struct io_uring_sqe *sqe = get_sqe(c->t->be_state);
+	if (!sqe)
+		return -1;
+	int n = conn_out_iov(c, uc->iov, IOV_MAX_SEND);
+	memset(&uc->mh, 0, sizeof(uc->mh));
+	uc->mh.msg_iov = uc->iov;
+	uc->mh.msg_iovlen = (size_t)n;
+	io_uring_prep_sendmsg(sqe, c->fd, &uc->mh, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)uc | OP_SEND);
+	uc->send_busy = true;
+	return 0;
+}
+
+/* conn_send_now: queue the send and submit it at once; the kernel tries
+ * it inline.  Its completion comes through the loop as any other. */
+static void ur_conn_send_now(conn *c)
+{
+	ur_conn *uc = c->be;
+	ur_thread *u = c->t->be_state;
+	if (uc->closed || uc->send_busy || !conn_wants_write(c) || start_send(c) < 0)
+		return;
+	io_uring_submit(&u->ring);
+}
+
 /* Start what c wants and is not already in flight.  May close c. */
 static void sync_conn(conn *c)
 {
@@ -170,19 +199,9 @@ static void sync_conn(conn *c)
 	ur_thread *u = c->t->be_state;
 	if (uc->closed)
 		return;
-	if (!uc->send_busy && conn_wants_write(c)) {
-		struct io_uring_sqe *sqe = get_sqe(u);
-		if (!sqe) {
-			conn_close(c);
-			return;
-		}
-		int n = conn_out_iov(c, uc->iov, IOV_MAX_SEND);
-		memset(&uc->mh, 0, sizeof(uc->mh));
-		uc->mh.msg_iov = uc->iov;
-		uc->mh.msg_iovlen = (size_t)n;
-		io_uring_prep_sendmsg(sqe, c->fd, &uc->mh, MSG_NOSIGNAL);
-		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)uc | OP_SEND);
-		uc->send_busy = true;
+	if (!uc->send_busy && conn_wants_write(c) && start_send(c) < 0) {
+		conn_close(c);
+		return;
 	}
 	if (!uc->recv_busy && conn_wants_read(c)) {
 		uint8_t *p;
@@ -340,5 +359,6 @@ const io_backend io_backend_uring = {
 	.destroy = ur_destroy,
 	.conn_open = ur_conn_open,
 	.conn_update = ur_conn_update,
+	.conn_send_now = ur_conn_send_now,
 	.conn_close = ur_conn_close,
 };

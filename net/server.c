@@ -127,6 +127,24 @@ static void refuse(int fd, int status, const char *msg)
 	close(fd);
 }
 
+/* unix_send_buffer on a Unix-socket connection (TCP sizes its own).  The
+ * kernel caps the request at net.core.wmem_max and reports twice what
+ * it granted; a cap is logged once. */
+static void size_send_buffer(server *s, int fd)
+{
+	int domain = 0, want = (int)s->cfg.unix_send_buffer, got = 0;
+	socklen_t len = sizeof(domain);
+	if (!want || getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX)
+		return;
+	len = sizeof(got);
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)) != 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &got, &len) != 0)
+		return;
+	if (got / 2 < want && !atomic_exchange(&s->sndbuf_capped, true))
+		log_warn("unix_send_buffer %d: the kernel grants %d bytes (raise net.core.wmem_max)",
+			 want, got / 2);
+}
+
 static void on_accept(void *arg, int fd, bool loopback, const char *peer)
 {
 	server *s = arg;
@@ -143,6 +161,7 @@ static void on_accept(void *arg, int fd, bool loopback, const char *peer)
 		return;
 	}
 	atomic_fetch_add(&s->conns_total, 1);
+	size_send_buffer(s, fd);
 	new_conn nc = { .fd = fd, .loopback = loopback };
 	snprintf(nc.peer, sizeof(nc.peer), "%s", peer);
 	io_thread *t = &s->threads[s->rr++ % s->n_threads];

@@ -64,6 +64,7 @@ struct server {
 	_Atomic uint64_t n_conns;  /* accepted and not yet destroyed */
 	_Atomic uint64_t conns_total, conns_rejected, next_conn_id;
 	_Atomic bool shutting_down;
+	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
 
 	/* behind cfg_lock, any thread */
 	pthread_mutex_t cfg_lock;

@@ -2,8 +2,9 @@
  * test_server_load.c - emdb-server under load and at its limits: 64
  * clients pipelining mixed operations at once (on both I/O backends), a
  * client that never reads its replies while another on the same I/O
- * thread is served, frames of tens of MiB, max_connections and
- * max_memory refusals that change nothing.
+ * thread is served, a burst of big replies on one Unix socket (on both
+ * backends), frames of tens of MiB, max_connections and max_memory
+ * refusals that change nothing.
  */
 #include <pthread.h>
 
@@ -218,6 +219,85 @@ Test(load, many_clients_pipelined_libevent)
 Test(load, many_clients_pipelined_uring)
 {
 	many_clients("uring");
+}
+
+/* A burst of Pulls with 512 KiB replies, sent in one write on a Unix
+ * socket: the server hands each reply to the socket as soon as it is
+ * built (net/conn.c invariant 6), while later ones are appended behind
+ * it.  Every reply arrives whole, in order, holding the rows asked for. */
+static void big_replies(const char *backend)
+{
+	const char *extra[] = { "--io-backend", backend, NULL };
+	srv_start(&S, extra);
+	cli adm, c;
+	cli_ready(&adm, &S);
+	enum { DIMB = 64, NB = 8192, PER = 2048, BURST = 24 };
+	uint32_t t = cli_create_table(&adm, "big", DIMB);
+	static uint64_t ids[NB], req_ids[BURST][PER];
+	static float grads[NB * DIMB];
+	for (int i = 0; i < NB; i++) {
+		ids[i] = (uint64_t)i * 7919 + 1;
+		for (int j = 0; j < DIMB; j++)
+			grads[i * DIMB + j] = (float)(i % 1009) + (float)j / 64.0f;
+	}
+	proto_push_req ps = { .table = t, .dim = DIMB, .n_ids = NB, .ids = ids,
+			      .n_rows = NB, .grads = grads };
+	proto_frame_free(cli_ok(&adm, CLI_SEND(&adm, proto_push_req_encode, &ps)));
+	proto_update_req up = { t };
+	proto_frame_free(cli_ok(&adm, CLI_SEND(&adm, proto_update_req_encode, &up)));
+	proto_lookup_req lk = { .table = t, .dim = DIMB, .n = NB, .ids = ids };
+	proto_frame *ref = cli_ok(&adm, CLI_SEND(&adm, proto_lookup_req_encode, &lk));
+	proto_lookup_resp lr;
+	cr_assert_eq(proto_lookup_resp_decode(&ref->hdr, ref->body, &lr), 0);
+
+	/* the burst: request k asks for rows k*97, k*97+1, ... (mod NB) */
+	size_t cap = 0, len = 0, one;
+	proto_pull_req pl = { .table = t, .dim = DIMB, .n_ids = PER };
+	for (int k = 0; k < BURST; k++) {
+		for (int i = 0; i < PER; i++)
+			req_ids[k][i] = ids[(k * 97 + i) % NB];
+		pl.ids = req_ids[k];
+		proto_pull_req_encode(NULL, 0, 0, &pl, &one);
+		cap += one;
+	}
+	uint8_t *buf = malloc(cap);
+	cr_assert_not_null(buf);
+	cli_unix(&c, &S);
+	cli_hello(&c, NULL);
+	uint64_t first = c.next_id;
+	for (int k = 0; k < BURST; k++) {
+		pl.ids = req_ids[k];
+		cr_assert_eq(proto_pull_req_encode(buf + len, cap - len, c.next_id++, &pl, &one), 0);
+		len += one;
+	}
+	cr_assert_eq(cli_send_raw(&c, buf, len), 0);
+	free(buf);
+	for (int k = 0; k < BURST; k++) {
+		proto_frame *f = cli_ok(&c, first + (uint64_t)k);
+		proto_pull_resp pv;
+		cr_assert_eq(proto_pull_resp_decode(&f->hdr, f->body, &pv), 0);
+		cr_assert_eq(pv.n_rows, PER);
+		for (int i = 0; i < PER; i++) {
+			const float *want = lr.vecs + (size_t)((k * 97 + i) % NB) * DIMB;
+			cr_assert(memcmp(pv.vecs + (size_t)i * DIMB, want, DIMB * sizeof(float)) == 0,
+				  "reply %d, row %d differs", k, i);
+		}
+		proto_frame_free(f);
+	}
+	proto_frame_free(ref);
+	cli_close(&c);
+	srv_shutdown_clean(&S, &adm);
+	cli_close(&adm);
+}
+
+Test(load, burst_of_big_replies_libevent)
+{
+	big_replies("libevent");
+}
+
+Test(load, burst_of_big_replies_uring)
+{
+	big_replies("uring");
 }
 
 /* A client that sends big requests and never reads stops being read from;

@@ -84,6 +84,7 @@ typedef struct bench_opts {
 	int json;
 	net_transport net;       /* NET_OFF: in process */
 	unsigned depth;         /* --net: requests in flight */
+	unsigned backends;      /* --net: NET_BACKEND_* */
 	const char *dir;        /* checkpoint: parent of the data directory */
 	uint64_t pause_rows;    /* checkpoint: rows of the Update-pause table */
 } bench_opts;
@@ -119,6 +120,9 @@ static void usage(FILE *f)
 	      "                  Unix socket), beside the echo bound and redis-server\n"
 	      "                  (default: off, in process)\n"
 	      "  --depth N       --net: requests in flight on the connection (default 8)\n"
+	      "  --io-backend B  --net: emdb-server's io_backend, libevent, uring, or both\n"
+	      "                  (a server of each, measured side by side against the\n"
+	      "                  same anchors; default libevent)\n"
 	      "  --dir D         checkpoint: make the data directory under D (default /tmp);\n"
 	      "                  it is removed at the end\n"
 	      "  --pause-rows N  checkpoint: rows of the Update-pause table, dim 16 SGD\n"
@@ -210,6 +214,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		{ "json", no_argument, NULL, 'j' },
 		{ "net", required_argument, NULL, 'N' },
 		{ "depth", required_argument, NULL, 'P' },
+		{ "io-backend", required_argument, NULL, 'B' },
 		{ "dir", required_argument, NULL, 'R' },
 		{ "pause-rows", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -219,7 +224,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 
 	*o = (bench_opts){ .workloads = WL_ALL, .dim = 64, .batch = 4096, .seconds = 2,
 			   .new_frac = PREFETCH_NEW_FRAC, .init = EMDB_INIT_UNIFORM,
-			   .depth = NET_DEFAULT_DEPTH };
+			   .depth = NET_DEFAULT_DEPTH, .backends = NET_BACKEND_LIBEVENT };
 	parse_optimizer(o, "all");
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -303,6 +308,16 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 			break;
 		case 'P':
 			o->depth = (unsigned)parse_count("--depth", optarg, 1, 1024);
+			break;
+		case 'B':
+			if (strcmp(optarg, "libevent") == 0)
+				o->backends = NET_BACKEND_LIBEVENT;
+			else if (strcmp(optarg, "uring") == 0)
+				o->backends = NET_BACKEND_URING;
+			else if (strcmp(optarg, "both") == 0)
+				o->backends = NET_BACKEND_LIBEVENT | NET_BACKEND_URING;
+			else
+				bad_usage("--io-backend: '%s' is not libevent, uring or both", optarg);
 			break;
 		case 'R':
 			o->dir = optarg;
@@ -517,7 +532,8 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &o);
 	if (o.net != NET_OFF) {
 		net_bench_opts no = {
-			.transport = o.net, .depth = o.depth, .rows = o.rows, .dim = o.dim,
+			.transport = o.net, .backends = o.backends, .depth = o.depth,
+			.rows = o.rows, .dim = o.dim,
 			.batch = o.batch, .seconds = o.seconds,
 			.dist = o.dist_set ? o.dist : KEYS_ZIPF, .json = o.json,
 			.pull = !!(o.workloads & WL_PULL), .push = !!(o.workloads & WL_PUSH),

@@ -3,14 +3,16 @@
  * (net_bench.h, docs/benchmarks.md "Network mode").
  *
  * Design
- *   One run: start emdb-server and redis-server on the chosen transport,
- *   create the table and preload ranks 1..rows into both (Redis gets the
- *   vectors emdb returns, as packed values), then per operation measure
- *   the client library with `depth` requests in flight, the echo bound
- *   with the same request and response sizes and depth on the same socket
- *   type, and, where Redis has a counterpart, Redis (MGET for Pull, MSET
- *   for Push).  Lookup of a single ID is measured as latency, beside
- *   Redis GET and the echo of the same sizes.
+ *   One run: start emdb-server (one per chosen I/O backend, each with its
+ *   own copy of the table) and redis-server on the chosen transport,
+ *   create the table and preload ranks 1..rows into each (Redis gets the
+ *   vectors the first emdb returns, as packed values), then per operation
+ *   measure the echo bound with the same request and response sizes and
+ *   depth on the same socket type; where Redis has a counterpart, Redis
+ *   (MGET for Pull, MSET for Push); and, against those same anchors, each
+ *   emdb-server through the client library with `depth` requests in
+ *   flight.  Lookup of a single ID is measured as latency, beside Redis
+ *   GET and the echo of the same sizes.
  *
  *   A ratio is workload / anchor for rates and workload / anchor for
  *   latencies too (so a latency ratio should be at most its goal).
@@ -23,9 +25,11 @@
 #include "tools/bench/net_bench.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <emdb/alloc.h>
 #include <emdb/client.h>
 
 #include "tools/bench/net_echo.h"
@@ -39,12 +43,21 @@
 
 typedef struct net_rec {
 	net_op op;
+	const char *backend; /* emdb-server's io_backend */
 	size_t req, resp;
 	harness_result emdb, echo, redis;
 	int has_redis;
 	const char *redis_cmd;
 	double goal_echo, goal_redis; /* 0: none */
 } net_rec;
+
+/* One emdb-server of the run, with its connection and table. */
+typedef struct net_side {
+	const char *backend;
+	net_server srv;
+	net_wl w;
+	net_lat lat; /* single-ID Lookup */
+} net_side;
 
 static const char *tr_name(net_transport tr)
 {
@@ -56,17 +69,19 @@ static double ratio(double a, double b)
 	return b > 0 ? a / b : 0;
 }
 
+/* n_sides is 0 when single-ID Lookup latency was not measured. */
 static void print_json(const net_bench_opts *o, const net_rec *r, int n,
-		       const net_lat *lat, const net_lat *echo_lat, const net_lat *get_lat,
-		       int has_redis)
+		       const net_side *sides, int n_sides, const net_lat *echo_lat,
+		       const net_lat *get_lat, int has_redis)
 {
 	for (int i = 0; i < n; i++) {
 		const net_rec *x = &r[i];
-		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"workload\":\"%s\",\"depth\":%u,"
+		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"io_backend\":\"%s\","
+		       "\"workload\":\"%s\",\"depth\":%u,"
 		       "\"batch\":%u,\"dim\":%u,\"rows\":%llu,\"req_bytes\":%zu,\"resp_bytes\":%zu,"
 		       "\"ids_per_sec\":%.0f,\"echo_ids_per_sec\":%.0f,\"echo_bytes_per_sec\":%.0f,"
 		       "\"ratio_echo\":%.4f",
-		       tr_name(o->transport), net_op_name(x->op), o->depth, o->batch, o->dim,
+		       tr_name(o->transport), x->backend, net_op_name(x->op), o->depth, o->batch, o->dim,
 		       (unsigned long long)o->rows, x->req, x->resp, x->emdb.best, x->echo.best,
 		       x->echo.best / o->batch * (double)(x->req + x->resp),
 		       ratio(x->emdb.best, x->echo.best));
@@ -75,11 +90,13 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 			       x->redis_cmd, x->redis.best, ratio(x->emdb.best, x->redis.best));
 		printf("}\n");
 	}
-	if (lat) {
-		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"workload\":\"lookup_one\",\"dim\":%u,"
+	for (int b = 0; b < n_sides; b++) {
+		const net_lat *lat = &sides[b].lat;
+		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"io_backend\":\"%s\","
+		       "\"workload\":\"lookup_one\",\"dim\":%u,"
 		       "\"p50_us\":%.2f,\"p99_us\":%.2f,\"samples\":%llu,"
 		       "\"echo_p50_us\":%.2f,\"echo_p99_us\":%.2f,\"ratio_echo_p99\":%.4f",
-		       tr_name(o->transport), o->dim, lat->p50_us, lat->p99_us,
+		       tr_name(o->transport), sides[b].backend, o->dim, lat->p50_us, lat->p99_us,
 		       (unsigned long long)lat->samples, echo_lat->p50_us, echo_lat->p99_us,
 		       ratio(lat->p99_us, echo_lat->p99_us));
 		if (has_redis)
@@ -90,6 +107,11 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 	}
 }
 
+static int n_backends(const net_bench_opts *o)
+{
+	return (o->backends & NET_BACKEND_LIBEVENT ? 1 : 0) + (o->backends & NET_BACKEND_URING ? 1 : 0);
+}
+
 static const char *mark(double r, double goal, int higher_better)
 {
 	if (goal <= 0 || r <= 0)
@@ -98,17 +120,18 @@ static const char *mark(double r, double goal, int higher_better)
 }
 
 static void print_table(const net_bench_opts *o, const net_rec *r, int n,
-			const net_lat *lat, const net_lat *echo_lat, const net_lat *get_lat,
-			int has_redis)
+			const net_side *sides, int n_sides, const net_lat *echo_lat,
+			const net_lat *get_lat, int has_redis)
 {
 	printf("emdb-bench --net %s: depth %u, batch %u, dim %u, %llu rows, 1 connection\n\n",
 	       tr_name(o->transport), o->depth, o->batch, o->dim, (unsigned long long)o->rows);
-	printf("%-12s %10s %10s %10s %10s %8s %-6s %10s %8s\n", "operation", "req B", "resp B",
-	       "M IDs/s", "echo M/s", "/echo", "redis", "redis M/s", "/redis");
+	printf("%-12s %-8s %10s %10s %10s %10s %8s %-6s %10s %8s\n", "operation", "backend",
+	       "req B", "resp B", "M IDs/s", "echo M/s", "/echo", "redis", "redis M/s", "/redis");
 	for (int i = 0; i < n; i++) {
 		const net_rec *x = &r[i];
 		double re = ratio(x->emdb.best, x->echo.best);
-		printf("%-12s %10zu %10zu %10.3f %10.3f %7.2f%s", net_op_name(x->op), x->req, x->resp,
+		printf("%-12s %-8s %10zu %10zu %10.3f %10.3f %7.2f%s", net_op_name(x->op), x->backend,
+		       x->req, x->resp,
 		       x->emdb.best / 1e6, x->echo.best / 1e6, re, mark(re, x->goal_echo, 1));
 		if (x->has_redis) {
 			double rr = ratio(x->emdb.best, x->redis.best);
@@ -118,13 +141,14 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 		printf("\n");
 	}
 	printf("\n(echo goodput in GB/s, request + response bytes:");
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i += n_backends(o))
 		printf(" %s %.2f", net_op_name(r[i].op),
 		       r[i].echo.best / o->batch * (double)(r[i].req + r[i].resp) / 1e9);
 	printf(")\n");
-	if (lat) {
-		printf("\nlookup of 1 ID, synchronous: p50 %.1f us, p99 %.1f us (%llu calls)\n",
-		       lat->p50_us, lat->p99_us, (unsigned long long)lat->samples);
+	for (int b = 0; b < n_sides; b++) {
+		const net_lat *lat = &sides[b].lat;
+		printf("\nlookup of 1 ID, synchronous, %s: p50 %.1f us, p99 %.1f us (%llu calls)\n",
+		       sides[b].backend, lat->p50_us, lat->p99_us, (unsigned long long)lat->samples);
 		printf("  echo of the same sizes:       p50 %.1f us, p99 %.1f us; p99 ratio %.2f\n",
 		       echo_lat->p50_us, echo_lat->p99_us, ratio(lat->p99_us, echo_lat->p99_us));
 		if (has_redis) {
@@ -137,49 +161,77 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 		printf("\nRedis anchor skipped: %s not found (tools/deps.sh installs it)\n", NET_REDIS_BIN);
 }
 
+/* emdb-server's unix_send_buffer, for the echo anchor's sockets. */
+static int server_send_buffer(emdb_client *c)
+{
+	emdb_client_kv *kv;
+	size_t n;
+	int v = 0;
+
+	if (emdb_client_config_get(c, "unix_send_buffer", &kv, &n) != EMDB_OK)
+		harness_die("config get unix_send_buffer: %s", emdb_client_last_error());
+	if (n == 1)
+		v = atoi(kv[0].value);
+	emdb_free(kv);
+	return v;
+}
+
+static void side_start(net_side *sd, const net_bench_opts *o, net_redis *rc)
+{
+	emdb_client_options copt = EMDB_CLIENT_OPTIONS_INIT;
+	emdb_table_config cfg;
+	emdb_client *c;
+	int err;
+
+	net_server_start_emdb(&sd->srv, o->transport, sd->backend);
+	harness_log("emdb-server (%s) at %s", sd->backend, sd->srv.uri);
+	copt.timeout_ms = 0;
+	err = emdb_client_connect(sd->srv.uri, &copt, &c);
+	if (err != EMDB_OK)
+		harness_die("connect %s: %s", sd->srv.uri, emdb_client_last_error());
+	preload_config(&cfg, "bench", o->dim, EMDB_OPT_SGD, EMDB_INIT_UNIFORM);
+	sd->w = (net_wl){ .c = c, .dim = o->dim, .depth = o->depth, .seconds = o->seconds };
+	err = emdb_client_table_create(c, &cfg, &sd->w.table);
+	if (err != EMDB_OK)
+		harness_die("table create: %s", emdb_client_last_error());
+	net_wl_preload(&sd->w, o->rows, rc);
+}
+
 void net_bench_run(const net_bench_opts *opts)
 {
 	net_bench_opts o = *opts;
-	net_server emdb, redis;
+	net_server redis;
 	net_redis *rc = NULL;
-	emdb_client_options copt = EMDB_CLIENT_OPTIONS_INIT;
-	emdb_client *c;
-	emdb_table_config cfg;
-	net_wl w;
+	net_side sides[2];
 	keys_source src;
 	pool p;
 	net_echo *echo;
-	net_rec recs[NET_N_OPS];
-	net_lat lat, echo_lat, get_lat;
-	int n = 0, has_redis, err;
+	net_rec recs[2 * NET_N_OPS];
+	net_lat echo_lat, get_lat;
+	int n = 0, has_redis, n_sides = 0;
 	net_op ops[NET_N_OPS];
 	int n_ops = 0;
 
 	if (!o.rows)
 		o.rows = NET_DEFAULT_ROWS;
+	memset(sides, 0, sizeof(sides));
+	if (o.backends & NET_BACKEND_LIBEVENT)
+		sides[n_sides++].backend = "libevent";
+	if (o.backends & NET_BACKEND_URING)
+		sides[n_sides++].backend = "uring";
 	net_servers_init();
-	net_server_start_emdb(&emdb, o.transport);
 	has_redis = net_server_start_redis(&redis, o.transport) == 0;
 	if (!has_redis)
 		harness_log("%s not found: the Redis anchor is skipped", NET_REDIS_BIN);
-	harness_log("emdb-server at %s%s", emdb.uri, has_redis ? ", redis-server beside it" : "");
-
-	copt.timeout_ms = 0;
-	err = emdb_client_connect(emdb.uri, &copt, &c);
-	if (err != EMDB_OK)
-		harness_die("connect %s: %s", emdb.uri, emdb_client_last_error());
-	preload_config(&cfg, "bench", o.dim, EMDB_OPT_SGD, EMDB_INIT_UNIFORM);
-	w = (net_wl){ .c = c, .dim = o.dim, .depth = o.depth, .seconds = o.seconds };
-	err = emdb_client_table_create(c, &cfg, &w.table);
-	if (err != EMDB_OK)
-		harness_die("table create: %s", emdb_client_last_error());
 	if (has_redis)
 		rc = net_redis_connect(&redis);
-	net_wl_preload(&w, o.rows, rc);
+	for (int b = 0; b < n_sides; b++)
+		side_start(&sides[b], &o, b == 0 ? rc : NULL); /* Redis is loaded once */
 
 	keys_source_init(&src, o.dist, o.rows);
 	pool_init(&p, &src, 1, o.batch, NET_POOL_IDS, 0, 7);
-	echo = net_echo_start(o.transport, net_servers_dir());
+	echo = net_echo_start(o.transport, net_servers_dir(),
+			      o.transport == NET_UNIX ? server_send_buffer(sides[0].w.c) : 0);
 
 	if (o.pull) {
 		ops[n_ops++] = NET_PULL;
@@ -192,12 +244,11 @@ void net_bench_run(const net_bench_opts *opts)
 	if (o.prefetch)
 		ops[n_ops++] = NET_PREFETCH;
 	for (int i = 0; i < n_ops; i++) {
-		net_rec *x = &recs[n++];
+		net_rec *x = &recs[n];
 		memset(x, 0, sizeof(*x));
 		x->op = ops[i];
 		x->req = net_op_req_bytes(x->op, o.batch, o.dim);
 		x->resp = net_op_resp_bytes(x->op, o.batch, o.dim);
-		net_wl_measure(&w, x->op, &p, &x->emdb);
 		net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, o.seconds, &x->echo);
 		if (x->op == NET_PULL || x->op == NET_PULL_TICKET || x->op == NET_PUSH)
 			x->goal_echo = 0.8;
@@ -208,11 +259,21 @@ void net_bench_run(const net_bench_opts *opts)
 			x->goal_redis = x->op == NET_PULL || x->op == NET_PULL_TICKET ? 8 : 0;
 			net_redis_measure(rc, &p, o.dim, put, o.depth, o.seconds, &x->redis);
 		}
-		harness_log("%s: %.3fM IDs/s, echo %.3fM, redis %.3fM", net_op_name(x->op),
-			    x->emdb.best / 1e6, x->echo.best / 1e6, x->redis.best / 1e6);
+		/* The anchors once per operation, each backend against them. */
+		for (int b = 0; b < n_sides; b++) {
+			net_rec *y = &recs[n++];
+			if (b)
+				*y = *x;
+			y->backend = sides[b].backend;
+			net_wl_measure(&sides[b].w, y->op, &p, &y->emdb);
+			harness_log("%s (%s): %.3fM IDs/s, echo %.3fM, redis %.3fM",
+				    net_op_name(y->op), y->backend, y->emdb.best / 1e6,
+				    y->echo.best / 1e6, y->redis.best / 1e6);
+		}
 	}
 	if (o.lookup) {
-		net_wl_lookup_latency(&w, &p, &lat);
+		for (int b = 0; b < n_sides; b++)
+			net_wl_lookup_latency(&sides[b].w, &p, &sides[b].lat);
 		net_echo_latency(echo, net_op_req_bytes(NET_LOOKUP, 1, o.dim),
 				 net_op_resp_bytes(NET_LOOKUP, 1, o.dim), o.seconds, &echo_lat);
 		if (has_redis)
@@ -220,14 +281,18 @@ void net_bench_run(const net_bench_opts *opts)
 	}
 	net_echo_stop(echo);
 	net_redis_close(rc);
-	emdb_client_close(c);
-	net_server_stop(&emdb);
+	for (int b = 0; b < n_sides; b++) {
+		emdb_client_close(sides[b].w.c);
+		net_server_stop(&sides[b].srv);
+	}
 	if (has_redis)
 		net_server_stop(&redis);
 	pool_free(&p);
 
 	if (o.json)
-		print_json(&o, recs, n, o.lookup ? &lat : NULL, &echo_lat, &get_lat, has_redis);
+		print_json(&o, recs, n, sides, o.lookup ? n_sides : 0, &echo_lat, &get_lat,
+			   has_redis);
 	else
-		print_table(&o, recs, n, o.lookup ? &lat : NULL, &echo_lat, &get_lat, has_redis);
+		print_table(&o, recs, n, sides, o.lookup ? n_sides : 0, &echo_lat, &get_lat,
+			    has_redis);
 }

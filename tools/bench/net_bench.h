@@ -14,8 +14,11 @@
 #define NET_DEFAULT_ROWS 1000000ull
 #define NET_DEFAULT_DEPTH 8
 
+enum { NET_BACKEND_LIBEVENT = 1, NET_BACKEND_URING = 2 };
+
 typedef struct net_bench_opts {
 	net_transport transport;
+	unsigned backends;   /* NET_BACKEND_* bits: one emdb-server each */
 	unsigned depth;
 	uint64_t rows;       /* 0: NET_DEFAULT_ROWS */
 	uint32_t dim;

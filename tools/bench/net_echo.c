@@ -8,7 +8,9 @@
  *   buffer, and touches nothing else: no parsing beyond the 8 bytes, no
  *   copy, no lookup.  One server thread per connection, like one I/O
  *   thread of emdb-server; the client sends on the harness thread and
- *   receives on its pipeline thread, like the client library.
+ *   receives on its pipeline thread, like the client library.  Socket
+ *   buffers as emdb's: the server side gets emdb-server's
+ *   unix_send_buffer, the client side the client library's.
  *
  * Invariants
  *   1. The listener binds 127.0.0.1 or a path in the bench's temporary
@@ -36,6 +38,7 @@ struct net_echo {
 	pthread_t conns[ECHO_MAX_CONNS];
 	int conn_fds[ECHO_MAX_CONNS];
 	int n_conns;
+	int sndbuf; /* SO_SNDBUF of accepted connections, 0: the kernel's */
 	volatile int stopping;
 };
 
@@ -91,6 +94,8 @@ static void *accept_loop(void *arg)
 			continue;
 		}
 		c->fd = fd;
+		if (e->sndbuf)
+			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &e->sndbuf, sizeof(e->sndbuf));
 		e->conn_fds[e->n_conns] = fd;
 		if (pthread_create(&e->conns[e->n_conns], NULL, serve, c) != 0)
 			harness_die("cannot start an echo thread");
@@ -99,12 +104,13 @@ static void *accept_loop(void *arg)
 	}
 }
 
-net_echo *net_echo_start(net_transport tr, const char *dir)
+net_echo *net_echo_start(net_transport tr, const char *dir, int sndbuf)
 {
 	net_echo *e = calloc(1, sizeof(*e));
 
 	if (!e)
 		harness_die("out of memory");
+	e->sndbuf = sndbuf;
 	if (tr == NET_UNIX)
 		snprintf(e->path, sizeof(e->path), "%s/echo.sock", dir);
 	e->lfd = net_listen(tr == NET_UNIX ? e->path : NULL, &e->port);

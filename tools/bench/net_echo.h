@@ -17,9 +17,10 @@
 typedef struct net_echo net_echo;
 
 /* Start the echo server, a thread of this process, listening on 127.0.0.1
- * (an ephemeral port) or on a Unix socket in dir.  Stop with
- * net_echo_stop.  Exits the process on failure. */
-net_echo *net_echo_start(net_transport tr, const char *dir);
+ * (an ephemeral port) or on a Unix socket in dir; its connections get
+ * SO_SNDBUF sndbuf (0: the kernel's default).  Stop with net_echo_stop.
+ * Exits the process on failure. */
+net_echo *net_echo_start(net_transport tr, const char *dir, int sndbuf);
 void net_echo_stop(net_echo *e);
 
 /* Requests of req bytes (>= 8), responses of resp bytes, `depth` in

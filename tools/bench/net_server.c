@@ -185,17 +185,22 @@ static void wait_up(net_server *s, const char *what, const char *log, const char
 	harness_die("%s did not start listening within 20 s; see %s", what, log);
 }
 
-void net_server_start_emdb(net_server *s, net_transport tr)
+void net_server_start_emdb(net_server *s, net_transport tr, const char *backend)
 {
 #ifndef EMDB_SERVER_BIN
 	(void)s;
 	(void)tr;
+	(void)backend;
 	harness_die("emdb-server is not part of this build");
 #else
-	const char *log = add_file("emdb-server.log");
-	const char *portfile = add_file("emdb.port");
-	const char *argv[24] = { EMDB_SERVER_BIN, "--log-level", "warn", "--log-file", log };
-	int argc = 5;
+	char name[64];
+	snprintf(name, sizeof(name), "emdb-%s.log", backend);
+	const char *log = add_file(name);
+	snprintf(name, sizeof(name), "emdb-%s.port", backend);
+	const char *portfile = add_file(name);
+	const char *argv[24] = { EMDB_SERVER_BIN, "--log-level", "warn", "--log-file", log,
+				 "--io-backend", backend };
+	int argc = 7;
 
 	memset(s, 0, sizeof(*s));
 	if (tr == NET_TCP) {
@@ -206,7 +211,8 @@ void net_server_start_emdb(net_server *s, net_transport tr)
 		argv[argc++] = "--port-file";
 		argv[argc++] = portfile;
 	} else {
-		snprintf(s->sock, sizeof(s->sock), "%s", add_file("emdb.sock"));
+		snprintf(name, sizeof(name), "emdb-%s.sock", backend);
+		snprintf(s->sock, sizeof(s->sock), "%s", add_file(name));
 		argv[argc++] = "--bind";
 		argv[argc++] = "";
 		argv[argc++] = "--unix-socket";

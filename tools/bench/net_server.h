@@ -27,9 +27,11 @@ void net_servers_init(void);
 /* The temporary directory ("/tmp/emdb-bench-XXXXXX"). */
 const char *net_servers_dir(void);
 
-/* Start emdb-server (EMDB_SERVER_BIN) on transport tr and wait until it
- * accepts connections.  Exits the process on failure. */
-void net_server_start_emdb(net_server *s, net_transport tr);
+/* Start emdb-server (EMDB_SERVER_BIN) with I/O backend `backend`
+ * ("libevent" or "uring") on transport tr and wait until it accepts
+ * connections.  Servers of different backends may run side by side.
+ * Exits the process on failure. */
+void net_server_start_emdb(net_server *s, net_transport tr, const char *backend);
 
 /* Start redis-server (NET_REDIS_BIN) without persistence on transport tr.
  * Returns 0, or -1 when the binary is missing (the anchor is skipped). */

@@ -27,6 +27,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <emdb/client.h>
+
 #include "tools/bench/harness.h"
 
 static void unix_addr(struct sockaddr_un *a, const char *path)
@@ -50,6 +52,8 @@ int net_connect(uint16_t port, const char *path)
 			return -1;
 		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 			goto fail;
+		int sndbuf = EMDB_CLIENT_UNIX_SNDBUF;
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 		return fd;
 	}
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),

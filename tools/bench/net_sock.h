@@ -15,7 +15,9 @@
 typedef enum net_transport { NET_OFF = 0, NET_TCP, NET_UNIX } net_transport;
 
 /* Connect to 127.0.0.1:port (port > 0) or to the Unix socket at path.
- * TCP_NODELAY is set.  Returns the fd, or -1 with errno set. */
+ * TCP_NODELAY is set on TCP; a Unix socket gets the client library's
+ * send buffer (EMDB_CLIENT_UNIX_SNDBUF), so the anchors' clients send as
+ * emdb's does.  Returns the fd, or -1 with errno set. */
 int net_connect(uint16_t port, const char *path);
 
 /* Listen on 127.0.0.1 with an ephemeral port (path NULL; *port gets it)

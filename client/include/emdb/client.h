@@ -30,6 +30,11 @@
  *   A token or name in emdb_client_options wins over the URI's; a
  *   ?timeout= in the URI wins over options.timeout_ms.
  *
+ *   A unix:// socket asks the kernel for an EMDB_CLIENT_UNIX_SNDBUF-byte
+ *   send buffer (capped by net.core.wmem_max), so a 1 MiB Push crosses
+ *   in one go; emdb-server does the same for its replies
+ *   (unix_send_buffer, docs/server.md).  TCP sizes its own buffers.
+ *
  *   On tcp:// and unix:// connect performs the handshake: HELLO (protocol
  *   versions, client name), then AUTH with the token whenever a token is
  *   given or the server requires one.  The role the token grants (reader,
@@ -160,6 +165,9 @@ typedef enum emdb_role {
 	EMDB_ROLE_TRAINER = 2, /* the data plane, config get               */
 	EMDB_ROLE_ADMIN = 3,   /* everything                               */
 } emdb_role;
+
+/* SO_SNDBUF of a unix:// connection, bytes. */
+#define EMDB_CLIENT_UNIX_SNDBUF (4 << 20)
 
 typedef struct emdb_client_options {
 	uint32_t size;               /* sizeof(emdb_client_options): set by INIT */
