@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <emdb/alloc.h>
@@ -32,6 +33,21 @@
 #include "net/loop.h"
 #include "net/server.h"
 #include "net/stats.h"
+
+#define IOV_MAX_DIRECT 64
+
+void io_send_direct(conn *c)
+{
+	while (conn_wants_write(c)) {
+		struct iovec iov[IOV_MAX_DIRECT];
+		int n = conn_out_iov(c, iov, IOV_MAX_DIRECT);
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w <= 0)
+			return; /* full, or an error the next conn_update meets */
+		conn_out_sent(c, (size_t)w);
+	}
+}
 
 int io_thread_init(io_thread *t, server *srv, unsigned index, io_backend_kind kind)
 {

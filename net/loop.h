@@ -76,6 +76,12 @@ typedef struct io_backend {
 extern const io_backend io_backend_libevent;
 extern const io_backend io_backend_uring;
 
+/* For the backends' conn_send_now: sendmsg(2) the pending replies,
+ * without blocking, until the socket is full or nothing is left, and
+ * account them with conn_out_sent.  Call only while no other send of c
+ * is in flight, so the bytes keep their order. */
+void io_send_direct(conn *c);
+
 /* A connection accepted by the main thread, on its way to an I/O thread. */
 typedef struct new_conn {
 	int fd;

@@ -158,21 +158,6 @@ static int flush(conn *c, bool *blocked)
 	return 0;
 }
 
-/* conn_send_now: what the socket takes at once.  Errors, and a full
- * socket, are left for sync_conn, which runs after the frames. */
-static void ev_conn_send_now(conn *c)
-{
-	while (conn_wants_write(c)) {
-		struct iovec iov[IOV_MAX_SEND];
-		int n = conn_out_iov(c, iov, IOV_MAX_SEND);
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w <= 0)
-			return;
-		conn_out_sent(c, (size_t)w);
-	}
-}
-
 /* Bring c's events in line with what it wants.  May close c. */
 static void sync_conn(conn *c)
 {
@@ -271,6 +256,6 @@ const io_backend io_backend_libevent = {
 	.destroy = ev_destroy,
 	.conn_open = ev_conn_open,
 	.conn_update = ev_conn_update,
-	.conn_send_now = ev_conn_send_now,
+	.conn_send_now = io_send_direct,
 	.conn_close = ev_conn_close,
 };

@@ -14,7 +14,9 @@
  *      conn_read_space, called right before a RECV is prepared, and obuf
  *      never moves committed bytes.
  *   2. A RECV is started only while conn_wants_read, a SENDMSG only while
- *      replies are pending and none is in flight.
+ *      replies are pending and none is in flight.  conn_send_now's direct
+ *      sendmsg(2) runs only while none is in flight either, so bytes
+ *      leave in order.
  *   3. After conn_close, nothing new is started; shutdown(2) and cancel
  *      requests make the ones in flight finish, and the last completion
  *      closes the descriptor and destroys the connection.  Completions of
@@ -181,15 +183,15 @@ static int start_send(conn *c)
 	return 0;
 }
 
-/* conn_send_now: queue the send and submit it at once; the kernel tries
- * it inline.  Its completion comes through the loop as any other. */
+/* conn_send_now: with no SENDMSG in flight, a plain non-blocking
+ * sendmsg(2) on this thread.  Through the ring, the send's completion
+ * would wait for the loop, and every later reply of the same input with
+ * it; what the socket does not take now goes by SENDMSG from sync_conn. */
 static void ur_conn_send_now(conn *c)
 {
 	ur_conn *uc = c->be;
-	ur_thread *u = c->t->be_state;
-	if (uc->closed || uc->send_busy || !conn_wants_write(c) || start_send(c) < 0)
-		return;
-	io_uring_submit(&u->ring);
+	if (!uc->closed && !uc->send_busy)
+		io_send_direct(c);
 }
 
 /* Start what c wants and is not already in flight.  May close c. */
