@@ -141,6 +141,22 @@ void gradmap_add(gradmap *g, uint64_t loc, const float *grad, float scale)
 	}
 }
 
+void gradmap_prefetch_acc(const gradmap *g, uint64_t loc)
+{
+	uint32_t mask = g->map_cap - 1;
+	for (uint32_t i = (uint32_t)dit_hash(loc) & mask;; i = (i + 1) & mask) {
+		const gradmap_key *k = &g->keys[i];
+		if (k->loc == LOC_NONE)
+			return; /* a new slot: written in order, nothing to fetch */
+		if (k->loc == loc) {
+			const char *acc = (const char *)(g->grads + k->slot * g->dim);
+			for (size_t off = 0; off < (size_t)g->dim * sizeof(float); off += 64)
+				__builtin_prefetch(acc + off, 1, 3);
+			return;
+		}
+	}
+}
+
 void gradmap_clear(gradmap *g)
 {
 	/* After an unusually large step, give the memory back instead of

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "index/hash.h"
+
 typedef struct gradmap_key {
 	uint64_t loc;  /* LOC_NONE when empty */
 	uint64_t slot;
@@ -44,6 +46,15 @@ void gradmap_unreserve(gradmap *g, uint32_t n);
 
 /* accumulator(loc) += scale * grad[0..dim).  Needs a reservation. */
 void gradmap_add(gradmap *g, uint64_t loc, const float *grad, float scale);
+
+/* Hints for a coming gradmap_add(g, loc), for a caller that walks a batch
+ * and prefetches ahead: first the key's home slot, then, some adds later
+ * (that slot cached by then), the accumulator loc already has, if any. */
+static inline void gradmap_prefetch_key(const gradmap *g, uint64_t loc)
+{
+	__builtin_prefetch(&g->keys[dit_hash(loc) & (g->map_cap - 1)], 0, 3);
+}
+void gradmap_prefetch_acc(const gradmap *g, uint64_t loc);
 
 /* Forget every accumulator; keeps (or trims) the memory for the next step. */
 void gradmap_clear(gradmap *g);

@@ -18,7 +18,10 @@
  *      accumulators out between the two sweeps: every gradient of a push is
  *      applied by the same Update.  Pushes never wait for an Update to
  *      finish applying, only for its swap.
+ *   3. The add loop only prefetches ahead (keys, gradients, accumulators):
+ *      a hint for a row never changes what is added where.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include <emdb/alloc.h>
@@ -34,6 +37,27 @@ typedef struct grad_src {
 	const float *bag_scale;  /* [n_bags] or NULL */
 	uint32_t dim;
 } grad_src;
+
+/* Prefetch distances of the add loop, in positions: the key's slot and
+ * the incoming gradient first, the accumulator once the slot is cached
+ * (invariant 3).  Only for a shard whose accumulators outgrew the core's
+ * caches (many rows pushed since the last Update): on a small, cached map
+ * the hints cost more than they save (5-10% in emdb-bench's Push+Update,
+ * against 15-20% gained on a 100k-ID Push into 16k rows a shard). */
+#define KEY_AHEAD 16u
+#define ACC_AHEAD 8u
+#define PREFETCH_FROM_BYTES (64u << 10)
+
+static const float *grad_row(const grad_src *g, uint32_t p)
+{
+	return g->grads + (size_t)(g->bag_of ? g->bag_of[p] : p) * g->dim;
+}
+
+static void prefetch_row(const float *row, uint32_t dim)
+{
+	for (size_t off = 0; off < (size_t)dim * sizeof(float); off += 64)
+		__builtin_prefetch((const char *)row + off, 0, 3);
+}
 
 static uint32_t group_of(const ops_rows *r, uint32_t s)
 {
@@ -84,14 +108,18 @@ static void grads_add(tbl *t, const ops_rows *r, const grad_src *g)
 			continue;
 		gradmap *m = &t->grads[s].map;
 		pthread_mutex_lock(&t->grads[s].mu);
+		bool ahead = gradmap_bytes(m) >= PREFETCH_FROM_BYTES;
 		for (uint32_t j = a; j < b; j++) {
-			uint32_t p = r->order[j];
-			if (g->bag_of) {
-				uint32_t bag = g->bag_of[p];
-				gradmap_add(m, r->locs[p], g->grads + (size_t)bag * g->dim, g->bag_scale[bag]);
-			} else {
-				gradmap_add(m, r->locs[p], g->grads + (size_t)p * g->dim, 1.0f);
+			if (ahead && j + KEY_AHEAD < b) {
+				uint32_t q = r->order[j + KEY_AHEAD];
+				gradmap_prefetch_key(m, r->locs[q]);
+				prefetch_row(grad_row(g, q), g->dim);
 			}
+			if (ahead && j + ACC_AHEAD < b)
+				gradmap_prefetch_acc(m, r->locs[r->order[j + ACC_AHEAD]]);
+			uint32_t p = r->order[j];
+			gradmap_add(m, r->locs[p], grad_row(g, p),
+				    g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
 		}
 		gradmap_unreserve(m, b - a);
 		pthread_mutex_unlock(&t->grads[s].mu);
