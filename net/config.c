@@ -65,6 +65,8 @@ static const key_def keys[] = {
 	{ "output_buffer_limit", T_SIZE, OFF(output_buffer_limit), 4096, UINT64_MAX, F_RUNTIME, "per connection: unsent reply bytes above which its requests wait" },
 	{ "max_tickets", T_U32, OFF(max_tickets), 1, 1u << 30, F_RUNTIME, "live Prefetch tickets per connection" },
 	{ "drain_timeout_ms", T_U32, OFF(drain_timeout_ms), 0, 3600000, F_RUNTIME, "on shutdown, how long replies may take to flush" },
+	{ "handshake_timeout_ms", T_U32, OFF(handshake_timeout_ms), 0, 3600000, F_RUNTIME, "a connection that has not finished HELLO (and AUTH where needed) this long after it was accepted gets TIMEOUT and is closed; 0: never" },
+	{ "idle_timeout_s", T_U32, OFF(idle_timeout_s), 0, 100u * 365 * 86400, F_RUNTIME, "close a connection that has sent nothing for this long and has no reply pending; 0: never" },
 	{ "admin_token", T_STR, OFF(admin_token), 0, 0, F_SECRET, "AUTH token granting the admin role" },
 	{ "trainer_token", T_STR, OFF(trainer_token), 0, 0, F_SECRET, "AUTH token granting the trainer role" },
 	{ "reader_token", T_STR, OFF(reader_token), 0, 0, F_SECRET, "AUTH token granting the reader role" },
@@ -100,6 +102,7 @@ void config_defaults(net_config *c)
 	c->unix_send_buffer = 4u << 20;
 	c->max_tickets = 65536;
 	c->drain_timeout_ms = 5000;
+	c->handshake_timeout_ms = 10000;
 	c->log_level = LOG_INFO;
 	c->shards = 64;
 	c->chunk_bytes = 2ull << 20;

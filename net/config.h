@@ -51,6 +51,8 @@ typedef struct net_config {
 	uint64_t unix_send_buffer;          /* SO_SNDBUF, Unix sockets; 0 = kernel's */
 	uint32_t max_tickets;               /* per connection               */
 	uint32_t drain_timeout_ms;          /* SIGTERM/SHUTDOWN grace       */
+	uint32_t handshake_timeout_ms;      /* HELLO (and AUTH) due; 0 = never */
+	uint32_t idle_timeout_s;            /* close silent clients; 0 = never */
 	/* auth */
 	char admin_token[CONFIG_TOKEN_MAX];
 	char trainer_token[CONFIG_TOKEN_MAX];

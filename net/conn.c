@@ -55,6 +55,7 @@ conn *conn_create(io_thread *t, int fd, bool loopback, const char *peer)
 	c->id = atomic_fetch_add(&t->srv->next_conn_id, 1) + 1;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->loopback = loopback;
+	c->opened_ns = c->last_recv_ns = stats_now_ns();
 	c->role = PROTO_ROLE_NONE;
 	inbuf_init(&c->in);
 	obuf_init(&c->out);
@@ -175,15 +176,27 @@ int conn_reply_empty(conn *c, uint64_t id, uint16_t op)
 	return EMDB_OK;
 }
 
-void conn_fail(conn *c, uint64_t id, uint16_t op, int status, const char *msg)
+/* Reply, then close once sent (or after the grace period). */
+static void reply_and_close(conn *c, uint64_t id, uint16_t op, int status, const char *msg)
 {
 	log_info("conn %llu (%s): %s: %s; closing", (unsigned long long)c->id, c->peer,
 		 emdb_err_name(status), msg);
-	atomic_fetch_add_explicit(&c->t->frames_bad, 1, memory_order_relaxed);
 	conn_reply_err(c, id, op, status, msg);
 	c->closing = true;
 	c->close_deadline_ns = stats_now_ns() + CLOSE_GRACE_NS;
 	c->frame = 0;
+}
+
+void conn_fail(conn *c, uint64_t id, uint16_t op, int status, const char *msg)
+{
+	atomic_fetch_add_explicit(&c->t->frames_bad, 1, memory_order_relaxed);
+	reply_and_close(c, id, op, status, msg);
+}
+
+void conn_timeout(conn *c, const char *msg)
+{
+	reply_and_close(c, 0, PROTO_OP_NONE, EMDB_ERR_TIMEOUT, msg);
+	conn_update(c);
 }
 
 /* ---- input ---------------------------------------------------------- */
@@ -330,6 +343,7 @@ int conn_on_read(conn *c, ssize_t n)
 			conn_fail(c, h.id, h.opcode, EMDB_ERR_PROTOCOL, msg);
 		}
 	} else if (!c->closing && !c->t->draining) {
+		c->last_recv_ns = stats_now_ns();
 		inbuf_commit(&c->in, (size_t)n);
 		atomic_fetch_add_explicit(&c->t->bytes_in, (uint64_t)n, memory_order_relaxed);
 		run_frames(c);

@@ -71,6 +71,8 @@ typedef struct conn {
 	bool eof;         /* the peer will send nothing more */
 	bool dead;        /* closed; the backend still holds it */
 	uint64_t close_deadline_ns;
+	uint64_t opened_ns;    /* accepted (for handshake_timeout_ms)   */
+	uint64_t last_recv_ns; /* bytes last arrived (for idle_timeout_s) */
 	size_t accounted; /* buffer bytes last added to t->mem_buffers */
 
 	ticket_table tickets;
@@ -116,5 +118,8 @@ int conn_reply_empty(conn *c, uint64_t id, uint16_t op);
 void *conn_reply_reserve(conn *c, size_t n);
 /* After a malformed frame: reply, then close once sent. */
 void conn_fail(conn *c, uint64_t id, uint16_t op, int status, const char *msg);
+/* From the tick, for a deadline the client missed: a TIMEOUT error
+ * (request id 0) carrying msg, then close once sent.  May destroy c. */
+void conn_timeout(conn *c, const char *msg);
 
 #endif

@@ -13,6 +13,13 @@
  *      once if it had none).
  *   4. A connection still open drain_timeout_ms after the drain started is
  *      closed, replies unsent or not, so a drain always ends.
+ *   5. A connection that has no role handshake_timeout_ms after it was
+ *      accepted gets a TIMEOUT error and is closed, so silent clients
+ *      cannot hold max_connections' slots; one with a role that has sent
+ *      nothing for idle_timeout_s (not even the rest of a frame it
+ *      began) with no reply owed is closed without a word, as Redis's
+ *      `timeout` does.  Both are
+ *      checked on the tick, so they act up to IO_TICK_MS late.
  *
  * State changes: io_thread_on_wake (new connections, drain start),
  * io_thread_on_tick (timeouts), io_thread_forget (counts, stop).
@@ -218,10 +225,30 @@ void io_thread_on_wake(io_thread *t)
 	}
 }
 
+/* handshake_timeout_ms and idle_timeout_s (invariant 5); may destroy c. */
+static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_t idle_ns)
+{
+	if (c->closing)
+		return;
+	if (handshake_ns && c->role == PROTO_ROLE_NONE && now - c->opened_ns >= handshake_ns) {
+		conn_timeout(c, c->version ? "AUTH did not come within handshake_timeout_ms"
+					   : "HELLO did not come within handshake_timeout_ms");
+		return;
+	}
+	if (idle_ns && c->role != PROTO_ROLE_NONE && !obuf_pending(&c->out) &&
+	    now - c->last_recv_ns >= idle_ns) {
+		log_info("conn %llu (%s): idle for idle_timeout_s: closing", (unsigned long long)c->id,
+			 c->peer);
+		conn_close(c);
+	}
+}
+
 void io_thread_on_tick(io_thread *t)
 {
 	uint64_t now = stats_now_ns();
 	bool force = t->draining && now >= t->drain_deadline_ns;
+	uint64_t handshake_ns = atomic_load(&t->srv->rt.handshake_timeout_ms) * 1000000ull;
+	uint64_t idle_ns = atomic_load(&t->srv->rt.idle_timeout_s) * 1000000000ull;
 	conn *next;
 	for (conn *c = t->conns; c; c = next) {
 		next = c->next;
@@ -233,6 +260,8 @@ void io_thread_on_tick(io_thread *t)
 			conn_close(c);
 		} else if (c->closing && now >= c->close_deadline_ns) {
 			conn_close(c);
+		} else if (!t->draining) {
+			check_timeouts(c, now, handshake_ns, idle_ns);
 		}
 	}
 }

@@ -62,6 +62,8 @@ static void publish_runtime(server *s)
 	atomic_store(&s->rt.output_buffer_limit, s->cfg.output_buffer_limit);
 	atomic_store(&s->rt.max_tickets, s->cfg.max_tickets);
 	atomic_store(&s->rt.drain_timeout_ms, s->cfg.drain_timeout_ms);
+	atomic_store(&s->rt.handshake_timeout_ms, s->cfg.handshake_timeout_ms);
+	atomic_store(&s->rt.idle_timeout_s, s->cfg.idle_timeout_s);
 	emdb_alloc_set_limit((size_t)s->cfg.max_memory);
 	log_set_level((log_level)s->cfg.log_level);
 	if (s->persist) {

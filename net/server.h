@@ -45,6 +45,8 @@ typedef struct server_runtime {
 	_Atomic uint64_t output_buffer_limit;
 	_Atomic uint64_t max_tickets;
 	_Atomic uint64_t drain_timeout_ms;
+	_Atomic uint64_t handshake_timeout_ms;
+	_Atomic uint64_t idle_timeout_s;
 } server_runtime;
 
 typedef struct listener listener;

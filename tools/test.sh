@@ -24,6 +24,7 @@ cmake --build build/tsan -j"$jobs"
 for t in build/asan/tests/test_server build/asan/tests/test_server_auth \
 	 build/asan/tests/test_server_load build/asan/tests/test_server_malformed \
 	 build/asan/tests/test_server_ckpt build/asan/tests/test_server_crash \
+	 build/asan/tests/test_server_timeout \
 	 build/asan/tests/test_client_net; do
 	echo "== $t against build/tsan/net/emdb-server"
 	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" \
