@@ -1,7 +1,8 @@
 /*
  * client.c - the public face of the client library: connecting by URI,
- * closing, the per-thread error message, tickets, and every operation of
- * emdb/client.h as a request description handed to future.c.
+ * closing, tickets, and every operation of emdb/client.h as a request
+ * description handed to future.c (the per-thread error message is
+ * client/error.c).
  *
  * Each public call only fills a cl_args (what to do, the caller's
  * pointers) and hands it to cl_call (synchronous) or cl_call_async; the
@@ -11,14 +12,10 @@
  *   1. A handle's transport is fixed at connect and never changes; a
  *      handle is fully built (lock, transport state, threads) before
  *      emdb_client_connect returns it, and torn down only by close.
- *   2. The thread's message (emdb_client_last_error) is written only by
- *      cl_seterr / cl_setmsg, on the thread that returns the error.
- *   3. Options are read through their size field: a caller compiled
+ *   2. Options are read through their size field: a caller compiled
  *      against an older, shorter emdb_client_options gets the defaults
  *      for the fields it does not know.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <emdb/alloc.h>
@@ -26,28 +23,6 @@
 
 #include "client/client_int.h"
 #include "client/uri.h"
-
-static _Thread_local char cl_msg[CL_MSG_MAX];
-
-const char *emdb_client_last_error(void)
-{
-	return cl_msg;
-}
-
-int cl_seterr(int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cl_msg, sizeof(cl_msg), fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-void cl_setmsg(const char *msg)
-{
-	if (msg != cl_msg)
-		snprintf(cl_msg, sizeof(cl_msg), "%s", msg);
-}
 
 /* ---- handles ------------------------------------------------------- */
 

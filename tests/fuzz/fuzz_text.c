@@ -1,0 +1,200 @@
+/*
+ * tests/fuzz/fuzz_text.c - libFuzzer target for emdb's text decoders: the
+ * client library's connection URIs (client/uri.h), the server's
+ * configuration (net/config.h: one `key value` setting as CONFIG SET and
+ * the flags give it, and a whole configuration file), and emdb-cli's
+ * input (tools/cli/words.h: the shell's word splitting;
+ * tools/cli/tableopt.h: the options of `table create`).
+ *
+ * The first byte of an input picks the decoder (modulo the number of
+ * decoders) and, for config_set, whether the server is running; the rest
+ * is the text.  Besides sanitizer findings, the target aborts when a
+ * decoder breaks its contract:
+ *   - cl_uri_parse: a success with an empty host (tcp), a path that is
+ *     not absolute (unix), or a field without its NUL;
+ *   - config_set: a refusal without a message, a refusal that changed the
+ *     configuration (bad input changes nothing), or a success whose key
+ *     config_get cannot read back;
+ *   - config_load_file: a refusal whose message does not name the file;
+ *   - words_split: a refusal that left words, or a word count that
+ *     disagrees with the NULL after the last word;
+ *   - topt_parse: a refusal without a message, or a success that changed
+ *     the table's name or dim.
+ *
+ * Built with clang -fsanitize=fuzzer,address,undefined when EMDB_FUZZ=ON
+ * (tests/fuzz/CMakeLists.txt); built with the normal compiler into
+ * fuzz_replay_text, which replays tests/fuzz/corpus_text in every test
+ * run.
+ */
+#define _GNU_SOURCE /* memfd_create */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <emdb/alloc.h>
+#include <emdb/db.h>
+
+#include "client/uri.h"
+#include "net/config.h"
+#include "tests/fuzz/fuzz.h"
+#include "tools/cli/tableopt.h"
+#include "tools/cli/words.h"
+
+enum { D_URI, D_CONFIG_SET, D_CONFIG_FILE, D_WORDS, D_TABLEOPT, N_DECODERS };
+
+static void die(const char *what, const char *text)
+{
+	fprintf(stderr, "fuzz_text: %s (input \"%s\")\n", what, text);
+	abort();
+}
+
+static bool terminated(const char *s, size_t cap)
+{
+	return memchr(s, 0, cap) != NULL;
+}
+
+static void uri(const char *s)
+{
+	cl_uri u;
+	if (cl_uri_parse(s, &u) != 0)
+		return;
+	if (!terminated(u.host, sizeof(u.host)) || !terminated(u.path, sizeof(u.path)) ||
+	    !terminated(u.name, sizeof(u.name)))
+		die("uri: a field without its NUL", s);
+	if (u.kind == CL_URI_TCP && !u.host[0])
+		die("uri: tcp without a host", s);
+	if (u.kind == CL_URI_UNIX && u.path[0] != '/')
+		die("uri: unix path not absolute", s);
+	if (u.kind != CL_URI_TCP && u.kind != CL_URI_UNIX && u.kind != CL_URI_MEM)
+		die("uri: unknown kind", s);
+	cl_uri_free(&u);
+}
+
+/* "key value": the key is the text up to the first blank or newline. */
+static void config_one(const char *s, bool running)
+{
+	char key[256];
+	size_t k = strcspn(s, " \t\n");
+	if (k >= sizeof(key))
+		k = sizeof(key) - 1;
+	memcpy(key, s, k);
+	key[k] = 0;
+	const char *value = s[k] ? s + k + 1 : "";
+
+	net_config before, c;
+	config_defaults(&before);
+	c = before;
+	char err[512] = "";
+	if (config_set(&c, key, value, running, err, sizeof(err)) != 0) {
+		if (!err[0])
+			die("config_set: refused without a message", s);
+		if (memcmp(&c, &before, sizeof(c)))
+			die("config_set: a refused setting changed the configuration", s);
+		return;
+	}
+	char back[CONFIG_PATH_MAX + 64];
+	if (config_get(&c, key, back, sizeof(back)) != 0)
+		die("config_set: accepted a key config_get does not know", s);
+	config_validate(&c, err, sizeof(err));
+}
+
+static void config_file(const char *s, size_t n)
+{
+	static int fd = -1;
+	static char path[64];
+	if (fd < 0) {
+		fd = memfd_create("emdb-fuzz-config", 0);
+		if (fd < 0) {
+			perror("memfd_create");
+			abort();
+		}
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	}
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, s, n, 0) != (ssize_t)n) {
+		perror("fuzz_text: config file");
+		abort();
+	}
+	net_config c;
+	config_defaults(&c);
+	char err[1024] = "";
+	if (config_load_file(&c, path, err, sizeof(err)) != 0 && strncmp(err, path, strlen(path)))
+		die("config_load_file: the message does not name the file", s);
+}
+
+static void words(const char *s)
+{
+	cli_words w;
+	const char *err = NULL;
+	if (words_split(s, &w, &err) != 0) {
+		if (!err || w.n || w.v)
+			die("words_split: refused, but words are left or no message", s);
+		return;
+	}
+	for (int i = 0; i < w.n; i++)
+		if (!w.v[i])
+			die("words_split: a NULL word before the count", s);
+	if (w.v[w.n])
+		die("words_split: no NULL after the last word", s);
+	uint64_t x;
+	for (int i = 0; i < w.n; i++)
+		words_u64(w.v[i], &x);
+	words_free(&w);
+}
+
+static void tableopt(const char *s)
+{
+	cli_words w;
+	const char *werr = NULL;
+	if (words_split(s, &w, &werr) != 0)
+		return;
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	snprintf(cfg.name, sizeof(cfg.name), "t");
+	cfg.dim = 8;
+	char err[512] = "";
+	if (topt_parse(w.n, w.v, &cfg, err, sizeof(err)) != 0) {
+		if (!err[0])
+			die("topt_parse: refused without a message", s);
+	} else if (strcmp(cfg.name, "t") || cfg.dim != 8) {
+		die("topt_parse: changed the name or dim", s);
+	} else {
+		char text[128];
+		topt_init_text(&cfg.init, text, sizeof(text));
+	}
+	words_free(&w);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	unsigned which = data[0] % N_DECODERS;
+	bool running = data[0] & 0x80;
+	size_t n = size - 1;
+	char *s = malloc(n + 1);
+	if (!s)
+		return 0;
+	memcpy(s, data + 1, n);
+	s[n] = 0; /* the decoders take C strings: text stops at a NUL */
+
+	switch (which) {
+	case D_URI:
+		uri(s);
+		break;
+	case D_CONFIG_SET:
+		config_one(s, running);
+		break;
+	case D_CONFIG_FILE:
+		config_file(s, n);
+		break;
+	case D_WORDS:
+		words(s);
+		break;
+	case D_TABLEOPT:
+		tableopt(s);
+		break;
+	}
+	free(s);
+	return 0;
+}
