@@ -103,6 +103,8 @@ static void sec_clients(server *s, sbuf *b)
 	put(b, "max_connections: %" PRIu64 "\n", atomic_load(&s->rt.max_connections));
 	put(b, "connections_paused: %" PRIu64 "\n", SUM(s, n_paused));
 	put(b, "protocol_errors: %" PRIu64 "\n", SUM(s, frames_bad));
+	put(b, "handshake_timeouts: %" PRIu64 "\n", SUM(s, handshake_timeouts));
+	put(b, "idle_timeouts: %" PRIu64 "\n", SUM(s, idle_timeouts));
 	put(b, "tickets: %" PRIu64 "\n", SUM(s, n_tickets));
 	put(b, "bytes_received: %" PRIu64 "\n", SUM(s, bytes_in));
 	put(b, "bytes_sent: %" PRIu64 "\n", SUM(s, bytes_out));

@@ -231,6 +231,7 @@ static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_
 	if (c->closing)
 		return;
 	if (handshake_ns && c->role == PROTO_ROLE_NONE && now - c->opened_ns >= handshake_ns) {
+		atomic_fetch_add_explicit(&c->t->handshake_timeouts, 1, memory_order_relaxed);
 		conn_timeout(c, c->version ? "AUTH did not come within handshake_timeout_ms"
 					   : "HELLO did not come within handshake_timeout_ms");
 		return;
@@ -239,6 +240,7 @@ static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_
 	    now - c->last_recv_ns >= idle_ns) {
 		log_info("conn %llu (%s): idle for idle_timeout_s: closing", (unsigned long long)c->id,
 			 c->peer);
+		atomic_fetch_add_explicit(&c->t->idle_timeouts, 1, memory_order_relaxed);
 		conn_close(c);
 	}
 }

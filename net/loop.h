@@ -118,6 +118,7 @@ struct io_thread {
 	_Atomic uint64_t n_tickets;    /* live tickets */
 	_Atomic uint64_t bytes_in, bytes_out;
 	_Atomic uint64_t frames_bad;   /* malformed frames answered and closed */
+	_Atomic uint64_t handshake_timeouts, idle_timeouts; /* connections closed so */
 };
 
 /* Create the thread's state and backend (kind, falling back to libevent

@@ -85,6 +85,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	s->wake_fd = -1;
 	pthread_mutex_init(&s->cfg_lock, NULL);
 	s->max_batch = cfg->max_batch;
+	s->unix_sndbuf = (int)cfg->unix_send_buffer;
 	s->auth_required = cfg->admin_token[0] || cfg->trainer_token[0] || cfg->reader_token[0];
 	s->start_ns = stats_now_ns();
 
@@ -134,7 +135,7 @@ static void refuse(int fd, int status, const char *msg)
  * it granted; a cap is logged once. */
 static void size_send_buffer(server *s, int fd)
 {
-	int domain = 0, want = (int)s->cfg.unix_send_buffer, got = 0;
+	int domain = 0, want = s->unix_sndbuf, got = 0;
 	socklen_t len = sizeof(domain);
 	if (!want || getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX)
 		return;

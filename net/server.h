@@ -57,6 +57,8 @@ struct server {
 	persist *persist;          /* never NULL once created (off without data_dir) */
 	server_runtime rt;
 	uint32_t max_batch;        /* fixed at start */
+	int unix_sndbuf;           /* unix_send_buffer, fixed at start: read
+				      by the acceptor without cfg_lock */
 	bool auth_required;        /* some token is configured */
 	uint64_t start_ns;         /* stats_now_ns() at start */
 	io_backend_kind backend;   /* what the threads actually run */

@@ -93,6 +93,10 @@ Test(timeout, no_hello_is_closed_and_the_slot_freed)
 	cli_ping(&good);
 	cli_ping(&next);
 	cr_assert(strstr(srv_log(&S), "HELLO did not come within handshake_timeout_ms"));
+	cr_assert_eq(cli_info_num(&good, "clients", "handshake_timeouts"), 1);
+	cr_assert_eq(cli_info_num(&good, "clients", "idle_timeouts"), 0);
+	cr_assert_eq(cli_info_num(&good, "clients", "protocol_errors"), 0,
+		     "a timeout is not a malformed frame");
 	cli_close(&next);
 	cli_close(&good);
 }
@@ -135,6 +139,7 @@ Test(timeout, idle_client_closed_busy_client_kept)
 	cli_expect_closed(&idle);
 	cli_ping(&busy);
 	cr_assert(strstr(srv_log(&S), "idle for idle_timeout_s"), "%s", srv_log_tail());
+	cr_assert_eq(cli_info_num(&busy, "clients", "idle_timeouts"), 1);
 	cli_close(&idle);
 	cli_close(&busy);
 }
