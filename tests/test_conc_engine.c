@@ -119,7 +119,7 @@ typedef struct reader {
 	emdb_db *db;
 	uint32_t table;
 	atomic_int *stop;
-	long checked;
+	atomic_long checked;
 } reader;
 
 static void *read_loop(void *arg)
@@ -152,7 +152,13 @@ Test(concurrency, updates_never_tear_rows_under_readers)
 	pthread_t th[2];
 	for (int i = 0; i < 2; i++)
 		pthread_create(&th[i], NULL, read_loop, &rd[i]);
-	for (int step = 0; step < 200; step++) {
+	/* At least 200 steps, and on until the readers have checked 50 pulls
+	 * between them, so they really ran beside the Updates however the
+	 * threads were scheduled (a fast writer can finish 200 steps before
+	 * a reader thread has started). */
+	int step = 0;
+	for (; step < 200 || (atomic_load(&rd[0].checked) + atomic_load(&rd[1].checked) < 50 &&
+			      step < 2000000); step++) {
 		for (int i = 0; i < 256; i++)
 			for (int c = 0; c < 64; c++)
 				g[i * 64 + c] = (float)((i + step) % 7 + 1);
@@ -162,7 +168,8 @@ Test(concurrency, updates_never_tear_rows_under_readers)
 	atomic_store(&stop, 1);
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
-	cr_assert_gt(rd[0].checked + rd[1].checked, 0);
+	cr_assert_geq(atomic_load(&rd[0].checked) + atomic_load(&rd[1].checked), 50,
+		      "the readers checked too few pulls in %d steps", step);
 	emdb_db_close(db);
 }
 
