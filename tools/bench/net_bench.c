@@ -237,8 +237,10 @@ void net_bench_run(const net_bench_opts *opts)
 		ops[n_ops++] = NET_PULL;
 		ops[n_ops++] = NET_PULL_TICKET;
 	}
-	if (o.push)
+	if (o.push) {
 		ops[n_ops++] = NET_PUSH;
+		ops[n_ops++] = NET_PUSH_TICKET;
+	}
 	if (o.lookup)
 		ops[n_ops++] = NET_LOOKUP;
 	if (o.prefetch)
@@ -250,10 +252,10 @@ void net_bench_run(const net_bench_opts *opts)
 		x->req = net_op_req_bytes(x->op, o.batch, o.dim);
 		x->resp = net_op_resp_bytes(x->op, o.batch, o.dim);
 		net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, o.seconds, &x->echo);
-		if (x->op == NET_PULL || x->op == NET_PULL_TICKET || x->op == NET_PUSH)
+		if (x->op != NET_LOOKUP && x->op != NET_PREFETCH)
 			x->goal_echo = 0.8;
 		if (has_redis && x->op != NET_PREFETCH) {
-			int put = x->op == NET_PUSH;
+			int put = x->op == NET_PUSH || x->op == NET_PUSH_TICKET;
 			x->has_redis = 1;
 			x->redis_cmd = put ? "MSET" : "MGET";
 			x->goal_redis = x->op == NET_PULL || x->op == NET_PULL_TICKET ? 8 : 0;

@@ -25,7 +25,8 @@
 #define PRELOAD_BATCH 65536u
 #define MAX_DEPTH 1024u
 
-static const char *const names[NET_N_OPS] = { "pull", "pull_ticket", "push", "lookup", "prefetch" };
+static const char *const names[NET_N_OPS] = { "pull", "pull_ticket", "push", "push_ticket", "lookup",
+						       "prefetch" };
 
 const char *net_op_name(net_op op)
 {
@@ -46,6 +47,8 @@ size_t net_op_req_bytes(net_op op, size_t n, uint32_t dim)
 		return HDR + 32;
 	case NET_PUSH:
 		return HDR + pad8(32 + 8 * n + 4 * n * dim);
+	case NET_PUSH_TICKET:
+		return HDR + pad8(32 + 4 * n * dim);
 	case NET_LOOKUP:
 		return HDR + 16 + 8 * n;
 	case NET_PREFETCH:
@@ -61,6 +64,7 @@ size_t net_op_resp_bytes(net_op op, size_t n, uint32_t dim)
 	case NET_PULL_TICKET:
 		return HDR + pad8(8 + 4 * n * dim);
 	case NET_PUSH:
+	case NET_PUSH_TICKET:
 		return HDR;
 	case NET_LOOKUP:
 		return HDR + 16 + pad8(4 * n * dim);
@@ -115,7 +119,7 @@ typedef struct ring {
 	emdb_client_ticket *made[MAX_DEPTH]; /* Prefetch results */
 	float *out[MAX_DEPTH];
 	float *grads;
-	emdb_client_ticket **tk;             /* Pull by ticket: one per batch */
+	emdb_client_ticket **tk;             /* by ticket: one per batch */
 } ring;
 
 /* Wait for slot s; returns its IDs, 0 when it was empty. */
@@ -156,6 +160,10 @@ static uint64_t ring_step(void *arg, unsigned t, uint64_t iter)
 	case NET_PUSH:
 		g->f[s] = emdb_client_push_async(w->c, w->table, ids, n, w->dim, g->grads);
 		break;
+	case NET_PUSH_TICKET:
+		g->f[s] = emdb_client_push_ticket_async(w->c, w->table, g->tk[iter % g->p->batches],
+							w->dim, g->grads);
+		break;
 	case NET_LOOKUP:
 		g->f[s] = emdb_client_lookup_async(w->c, w->table, ids, n, w->dim, g->out[s], NULL);
 		break;
@@ -180,14 +188,14 @@ void net_wl_measure(const net_wl *w, net_op op, const pool *p, harness_result *o
 	for (unsigned s = 0; s < w->depth; s++)
 		if (!(g->out[s] = malloc(vec * sizeof(float))))
 			harness_die("out of memory");
-	if (op == NET_PUSH) {
+	if (op == NET_PUSH || op == NET_PUSH_TICKET) {
 		g->grads = malloc(vec * sizeof(float));
 		if (!g->grads)
 			harness_die("out of memory");
 		for (size_t i = 0; i < vec; i++)
 			g->grads[i] = 1e-6f;
 	}
-	if (op == NET_PULL_TICKET) {
+	if (op == NET_PULL_TICKET || op == NET_PUSH_TICKET) {
 		g->tk = calloc(p->batches, sizeof(*g->tk));
 		if (!g->tk)
 			harness_die("out of memory");

@@ -21,6 +21,7 @@ typedef enum net_op {
 	NET_PULL,        /* emdb_client_pull: IDs in the request */
 	NET_PULL_TICKET, /* emdb_client_pull_ticket: tickets resolved beforehand */
 	NET_PUSH,        /* emdb_client_push: IDs and gradients */
+	NET_PUSH_TICKET, /* emdb_client_push_ticket: tickets resolved beforehand */
 	NET_LOOKUP,      /* emdb_client_lookup, without found flags */
 	NET_PREFETCH,    /* emdb_client_prefetch, each ticket freed at once */
 	NET_N_OPS
