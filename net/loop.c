@@ -19,7 +19,9 @@
  *      nothing for idle_timeout_s (not even the rest of a frame it
  *      began) with no reply owed is closed without a word, as Redis's
  *      `timeout` does.  Both are
- *      checked on the tick, so they act up to IO_TICK_MS late.
+ *      checked on the tick, so they act up to IO_TICK_MS late, and
+ *      neither acts while the kernel holds unread bytes of the
+ *      connection: the thread, not the client, was late then.
  *
  * State changes: io_thread_on_wake (new connections, drain start),
  * io_thread_on_tick (timeouts), io_thread_forget (counts, stop).
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -225,19 +228,29 @@ void io_thread_on_wake(io_thread *t)
 	}
 }
 
+/* Bytes the kernel holds for c that the thread has not read yet: after a
+ * long request stalled the thread, a client's HELLO or next request may be
+ * waiting there, which is no fault of the client's. */
+static bool unread_input(const conn *c)
+{
+	int n = 0;
+	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* handshake_timeout_ms and idle_timeout_s (invariant 5); may destroy c. */
 static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_t idle_ns)
 {
 	if (c->closing)
 		return;
-	if (handshake_ns && c->role == PROTO_ROLE_NONE && now - c->opened_ns >= handshake_ns) {
+	if (handshake_ns && c->role == PROTO_ROLE_NONE && now - c->opened_ns >= handshake_ns &&
+	    !unread_input(c)) {
 		atomic_fetch_add_explicit(&c->t->handshake_timeouts, 1, memory_order_relaxed);
 		conn_timeout(c, c->version ? "AUTH did not come within handshake_timeout_ms"
 					   : "HELLO did not come within handshake_timeout_ms");
 		return;
 	}
 	if (idle_ns && c->role != PROTO_ROLE_NONE && !obuf_pending(&c->out) &&
-	    now - c->last_recv_ns >= idle_ns) {
+	    now - c->last_recv_ns >= idle_ns && !unread_input(c)) {
 		log_info("conn %llu (%s): idle for idle_timeout_s: closing", (unsigned long long)c->id,
 			 c->peer);
 		atomic_fetch_add_explicit(&c->t->idle_timeouts, 1, memory_order_relaxed);
