@@ -3,7 +3,7 @@
  * write, writing them as row blocks into one SST file, ingesting it, and
  * the manifest that makes the checkpoint visible.
  *
- * The switch holds every table's update_lock and rows_lock for writing at
+ * The switch holds every table's rows_lock and update_lock for writing at
  * once, so no Update is between its steps anywhere; for each table it
  * notes the step and the row count (rows are numbered densely in
  * allocation order), flips the dirty generation and installs the
@@ -86,8 +86,8 @@ static void do_switch(wctx *c, uint64_t parent)
 {
 	uint64_t t0 = job_now_ns();
 	for (uint32_t i = 0; i < c->n; i++) {
-		pthread_rwlock_wrlock(&c->w[i].t->update_lock);
 		pthread_rwlock_wrlock(&c->w[i].t->rows_lock);
+		pthread_rwlock_wrlock(&c->w[i].t->update_lock);
 	}
 	for (uint32_t i = 0; i < c->n; i++) {
 		wtable *w = &c->w[i];
@@ -102,8 +102,8 @@ static void do_switch(wctx *c, uint64_t parent)
 		t->ck.cow = w->cow;
 	}
 	for (uint32_t i = c->n; i-- > 0;) {
-		pthread_rwlock_unlock(&c->w[i].t->rows_lock);
 		pthread_rwlock_unlock(&c->w[i].t->update_lock);
+		pthread_rwlock_unlock(&c->w[i].t->rows_lock);
 	}
 	JOB_SET(c->job, switch_ns, job_now_ns() - t0);
 }

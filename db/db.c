@@ -39,9 +39,9 @@ struct emdb_db {
 
 static int check_db_config(const emdb_db_config *c)
 {
-	if (c->shards == 0 || c->shards > 4096 || (c->shards & (c->shards - 1)))
-		return emdb__seterr(EMDB_ERR_INVALID, "shards must be a power of two in 1..4096, not %u",
-				    c->shards);
+	if (c->shards == 0 || c->shards > DIT_MAX_SHARDS || (c->shards & (c->shards - 1)))
+		return emdb__seterr(EMDB_ERR_INVALID, "shards must be a power of two in 1..%u, not %u",
+				    DIT_MAX_SHARDS, c->shards);
 	if (c->chunk_bytes < (64u << 10) || c->chunk_bytes > (1ull << 34))
 		return emdb__seterr(EMDB_ERR_INVALID, "chunk_bytes must be in 64 KiB..16 GiB, not %llu",
 				    (unsigned long long)c->chunk_bytes);

@@ -14,10 +14,13 @@
  *      room in every shard the batch touches, are reserved first; if one
  *      reservation fails, the earlier ones are released, no row is inserted
  *      and no gradient is added.  Inserting and adding cannot fail.
- *   2. The call holds update_lock for reading, so no Update swaps the
- *      accumulators out between the two sweeps: every gradient of a push is
- *      applied by the same Update.  Pushes never wait for an Update to
- *      finish applying, only for its swap.
+ *   2. The call picks its accumulator generation and reserves room in it
+ *      holding update_lock for reading, so no Update flips the generation
+ *      in between; then it adds with no table lock.  The Update that flips
+ *      it away applies a shard only once that shard's reservations are
+ *      gone, i.e. once every push of the generation has added there: every
+ *      gradient of a push is applied by the same Update.  Pushes never wait
+ *      for an Update to apply, and Updates never wait for a push to add.
  *   3. The add loop only prefetches ahead (keys, gradients, accumulators):
  *      a hint for a row never changes what is added where.
  */
@@ -64,66 +67,118 @@ static uint32_t group_of(const ops_rows *r, uint32_t s)
 	return r->start[s + 1] - r->start[s];
 }
 
-static void unreserve_first(tbl *t, const ops_rows *r, uint32_t first, uint32_t k)
+/* The shards a batch touches, swept in staggered ring order under each
+ * one's gradient mutex.  A shard whose mutex is busy (another batch is
+ * adding there, or an Update checking it) is put off to the end of the
+ * sweep instead of waited for: by then the other batch has moved on, and
+ * the two sweeps go on side by side without sleeping on each other. */
+typedef struct grad_sweep {
+	tbl *t;
+	const ops_rows *r;
+	uint32_t gen;
+	uint64_t done[DIT_MAX_SHARDS / 64]; /* shards fn ran on */
+} grad_sweep;
+
+typedef int (*grad_shard_fn)(grad_sweep *w, uint32_t s, const void *ctx);
+
+static int sweep_one(grad_sweep *w, uint32_t s, grad_shard_fn fn, const void *ctx)
 {
-	for (uint32_t j = 0; j < k; j++) {
-		uint32_t s = (first + j) & (t->shards - 1);
-		if (!group_of(r, s))
-			continue;
-		pthread_mutex_lock(&t->grads[s].mu);
-		gradmap_unreserve(&t->grads[s].map, group_of(r, s));
-		pthread_mutex_unlock(&t->grads[s].mu);
-	}
+	int rc = fn(w, s, ctx);
+	pthread_mutex_unlock(&w->t->grads[s].mu);
+	if (rc == EMDB_OK)
+		w->done[s / 64] |= 1ull << (s % 64);
+	return rc;
 }
 
-/* First sweep: room for every position of the batch in its shard's
- * accumulators.  On failure nothing stays reserved. */
-static int grads_reserve(tbl *t, const ops_rows *r)
+/* Run fn on every shard the batch touches, each under its mutex (fn must
+ * not unlock it), stopping at the first error.  done[] says where fn ran. */
+static int sweep(grad_sweep *w, grad_shard_fn fn, const void *ctx)
 {
+	tbl *t = w->t;
 	uint32_t first = dit_sweep_start(t->index);
+	uint32_t n_busy = 0;
+	uint64_t busy[DIT_MAX_SHARDS / 64];
+	memset(w->done, 0, ((t->shards + 63) / 64) * sizeof(w->done[0]));
+	memset(busy, 0, ((t->shards + 63) / 64) * sizeof(busy[0]));
+
 	for (uint32_t k = 0; k < t->shards; k++) {
 		uint32_t s = (first + k) & (t->shards - 1);
-		uint32_t cnt = group_of(r, s);
-		if (!cnt)
+		if (!group_of(w->r, s))
 			continue;
-		pthread_mutex_lock(&t->grads[s].mu);
-		int rc = gradmap_reserve(&t->grads[s].map, cnt);
-		pthread_mutex_unlock(&t->grads[s].mu);
-		if (rc != EMDB_OK) {
-			unreserve_first(t, r, first, k);
+		if (pthread_mutex_trylock(&t->grads[s].mu) != 0) {
+			busy[s / 64] |= 1ull << (s % 64);
+			n_busy++;
+			continue;
+		}
+		int rc = sweep_one(w, s, fn, ctx);
+		if (rc != EMDB_OK)
 			return rc;
+	}
+	for (uint32_t x = 0; n_busy && x < (t->shards + 63) / 64; x++) {
+		for (uint64_t bits = busy[x]; bits; bits &= bits - 1) {
+			uint32_t s = x * 64 + (uint32_t)__builtin_ctzll(bits);
+			pthread_mutex_lock(&t->grads[s].mu);
+			int rc = sweep_one(w, s, fn, ctx);
+			if (rc != EMDB_OK)
+				return rc;
 		}
 	}
 	return EMDB_OK;
 }
 
-/* Second sweep: add the gradients, consuming the reservation. */
-static void grads_add(tbl *t, const ops_rows *r, const grad_src *g)
+static int reserve_shard(grad_sweep *w, uint32_t s, const void *ctx)
 {
-	uint32_t first = dit_sweep_start(t->index);
-	for (uint32_t k = 0; k < t->shards; k++) {
-		uint32_t s = (first + k) & (t->shards - 1);
-		uint32_t a = r->start[s], b = r->start[s + 1];
-		if (a == b)
+	(void)ctx;
+	return gradmap_reserve(&w->t->grads[s].acc[w->gen], group_of(w->r, s));
+}
+
+/* First sweep: room for every position of the batch in its shard's
+ * accumulators of generation gen.  On failure nothing stays reserved. */
+static int grads_reserve(tbl *t, const ops_rows *r, uint32_t gen)
+{
+	grad_sweep w = { .t = t, .r = r, .gen = gen };
+	int rc = sweep(&w, reserve_shard, NULL);
+	if (rc == EMDB_OK)
+		return EMDB_OK;
+	for (uint32_t s = 0; s < t->shards; s++) {
+		if (!(w.done[s / 64] >> (s % 64) & 1))
 			continue;
-		gradmap *m = &t->grads[s].map;
 		pthread_mutex_lock(&t->grads[s].mu);
-		bool ahead = gradmap_bytes(m) >= PREFETCH_FROM_BYTES;
-		for (uint32_t j = a; j < b; j++) {
-			if (ahead && j + KEY_AHEAD < b) {
-				uint32_t q = r->order[j + KEY_AHEAD];
-				gradmap_prefetch_key(m, r->locs[q]);
-				prefetch_row(grad_row(g, q), g->dim);
-			}
-			if (ahead && j + ACC_AHEAD < b)
-				gradmap_prefetch_acc(m, r->locs[r->order[j + ACC_AHEAD]]);
-			uint32_t p = r->order[j];
-			gradmap_add(m, r->locs[p], grad_row(g, p),
-				    g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
-		}
-		gradmap_unreserve(m, b - a);
+		gradmap_unreserve(&t->grads[s].acc[gen], group_of(r, s));
 		pthread_mutex_unlock(&t->grads[s].mu);
 	}
+	return rc;
+}
+
+static int add_shard(grad_sweep *w, uint32_t s, const void *ctx)
+{
+	const grad_src *g = ctx;
+	const ops_rows *r = w->r;
+	uint32_t a = r->start[s], b = r->start[s + 1];
+	gradmap *m = &w->t->grads[s].acc[w->gen];
+	bool ahead = gradmap_bytes(m) >= PREFETCH_FROM_BYTES;
+
+	for (uint32_t j = a; j < b; j++) {
+		if (ahead && j + KEY_AHEAD < b) {
+			uint32_t q = r->order[j + KEY_AHEAD];
+			gradmap_prefetch_key(m, r->locs[q]);
+			prefetch_row(grad_row(g, q), g->dim);
+		}
+		if (ahead && j + ACC_AHEAD < b)
+			gradmap_prefetch_acc(m, r->locs[r->order[j + ACC_AHEAD]]);
+		uint32_t p = r->order[j];
+		gradmap_add(m, r->locs[p], grad_row(g, p), g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
+	}
+	gradmap_unreserve(m, b - a);
+	return EMDB_OK;
+}
+
+/* Second sweep: add the gradients, consuming the reservation; a shard's
+ * last unreserve lets the Update waiting on it apply it. */
+static void grads_add(tbl *t, const ops_rows *r, const grad_src *g, uint32_t gen)
+{
+	grad_sweep w = { .t = t, .r = r, .gen = gen };
+	(void)sweep(&w, add_shard, g);
 }
 
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
@@ -162,25 +217,27 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 	}
 
 	/* Everything that can fail (index room, rows, accumulator room) is
-	 * reserved before the first insert or add. */
+	 * reserved before the first insert or add (invariant 1); only the
+	 * accumulator room needs update_lock (invariant 2). */
 	ops_rows r;
-	pthread_rwlock_rdlock(&t->update_lock);
 	if (tk)
 		ops_rows_from_ticket(tk, &r);
 	else
 		rc = ops_rows_prepare(t, ids, n, &r);
 	if (rc == EMDB_OK) {
-		rc = grads_reserve(t, &r);
+		pthread_rwlock_rdlock(&t->update_lock);
+		uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
+		rc = grads_reserve(t, &r, gen);
+		pthread_rwlock_unlock(&t->update_lock);
 		if (rc == EMDB_OK) {
 			if (!tk)
 				ops_rows_commit(t, ids, &r);
-			grads_add(t, &r, &g);
+			grads_add(t, &r, &g, gen);
 		} else if (!tk) {
 			ops_rows_abort(t, &r);
 		}
 		ops_rows_done(&r);
 	}
-	pthread_rwlock_unlock(&t->update_lock);
 	if (rc == EMDB_OK) {
 		TABLE_COUNT(t, calls_push, 1);
 		TABLE_COUNT(t, ids_push, n);

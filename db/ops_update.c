@@ -2,14 +2,19 @@
  * ops_update.c - Update: apply each table's optimizer to every row that
  * holds an accumulated gradient, then clear the accumulators.
  *
- * An Update runs in two parts.  First, holding update_lock for writing (so
- * no push is between its reservation and its adds) and rows_lock for
- * writing (so no reader is inside a row and the previous Update has
- * finished), it advances the step and swaps every shard's accumulators
- * out for the empty ones kept from last time.  Then it lets pushes go on
- * into the fresh accumulators and, still holding rows_lock, applies the
- * optimizer to the swapped-out rows.  So pushes for the next step overlap
- * with this step's optimizer work, while Pulls wait for it.
+ * Pushes accumulate into one of two generations of accumulators
+ * (table.h).  An Update, holding rows_lock for writing (so no reader is
+ * inside a row and the previous Update has finished) and then, briefly,
+ * update_lock for writing (so no push is between picking its generation
+ * and reserving room there), advances the step and flips the generation
+ * pushes use.  It
+ * drops update_lock and, still holding rows_lock, applies the optimizer to
+ * the old generation shard by shard.  Pushes that reserved in the old
+ * generation before the flip may still be adding to it: a shard is applied
+ * only once its reservations are all consumed; a shard not ready yet is
+ * left for whichever thread of the pass finds it ready first.  So pushes of the next step run
+ * beside this step's optimizer work, an Update never waits for a whole push
+ * to finish, and Pulls wait for the pass.
  *
  * Before a row changes it is marked dirty for the next incremental
  * checkpoint, and, while a checkpoint is being written, its old bytes are
@@ -25,17 +30,21 @@
  * Invariants:
  *   1. step advances by exactly one per Update, before the rule is
  *      evaluated (so the first Update runs with step 1, as torch does), and
- *      Updates apply in step order (rows_lock is taken before update_lock
- *      is released).
+ *      Updates apply in step order (the step advances holding rows_lock,
+ *      kept until the pass is done).
  *   2. Only rows with an accumulator are written; all others stay
  *      bit-identical.  Every gradient pushed before the call started is
- *      applied by it.
+ *      applied by it, and every gradient of one push by the same Update.
  *   3. Each shard of a pass is applied and cleared by exactly one thread
- *      (claimed with an atomic cursor); the owner of the pass keeps
- *      rows_lock until every claimed shard is done and no helper is still
- *      inside the pass, so the pass's state is reused only when idle.
+ *      (claimed with an atomic exchange), after its last reservation in the
+ *      pass's generation is gone (no push can reserve there any more: the
+ *      generation was flipped under update_lock).  The owner of the pass
+ *      keeps rows_lock until every claimed shard is done and no helper is
+ *      still inside the pass, so the pass's generation becomes the one
+ *      pushes use again, at the next flip, only empty and idle.
  */
 #include <sched.h>
+#include <stdbool.h>
 
 #include <emdb/alloc.h>
 
@@ -87,28 +96,64 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
 	}
 }
 
-/* Apply and clear shard s of the pass in progress. */
+/* Whether no push still holds a reservation in shard s of the pass's
+ * generation (invariant 3).  A busy mutex is most likely a push adding
+ * there: not ready. */
+static bool shard_ready(tbl *t, uint32_t s)
+{
+	table_grads *g = &t->grads[s];
+	if (pthread_mutex_trylock(&g->mu) != 0)
+		return false;
+	bool ready = g->acc[t->apply.gen].reserved == 0;
+	pthread_mutex_unlock(&g->mu);
+	return ready;
+}
+
+/* Apply and clear shard s of the pass, claimed and ready. */
 static void apply_claimed(tbl *t, uint32_t s)
 {
 	table_grads *g = &t->grads[s];
-	uint32_t cnt = g->applying.count;
+	gradmap *m = &g->acc[t->apply.gen];
+	/* No push adds here any more; mu ordered its last add before us. */
+	uint32_t cnt = m->count;
 	if (cnt) {
-		apply_shard(t, &g->applying, &t->apply.sc);
+		apply_shard(t, m, &t->apply.sc);
 		__atomic_fetch_add(&t->apply.rows, cnt, __ATOMIC_RELAXED);
 		/* Sizes change under mu: statistics read them. */
 		pthread_mutex_lock(&g->mu);
-		gradmap_clear(&g->applying);
+		gradmap_clear(m);
 		pthread_mutex_unlock(&g->mu);
 	}
 	__atomic_fetch_add(&t->apply.done, 1, __ATOMIC_RELEASE);
 }
 
-/* Claim and apply shards until none is left. */
-static void apply_claims(tbl *t)
+/* Claim and apply ready shards until every shard is claimed.  Each thread
+ * starts its sweeps at its own place (from), so owner and helper rarely
+ * race for a claim; a shard not ready yet stays unclaimed for whoever
+ * finds it ready first.  Yields when a sweep found nothing ready. */
+static void apply_claims(tbl *t, uint32_t from)
 {
-	uint32_t s;
-	while ((s = __atomic_fetch_add(&t->apply.next, 1, __ATOMIC_ACQ_REL)) < t->shards)
-		apply_claimed(t, s);
+	uint32_t mask = t->shards - 1;
+	for (;;) {
+		bool left = false, progress = false;
+		for (uint32_t k = 0; k < t->shards; k++) {
+			uint32_t s = (from + k) & mask;
+			if (__atomic_load_n(&t->apply.claimed[s], __ATOMIC_ACQUIRE))
+				continue;
+			if (!shard_ready(t, s)) {
+				left = true;
+				continue;
+			}
+			if (__atomic_exchange_n(&t->apply.claimed[s], 1, __ATOMIC_ACQ_REL))
+				continue;
+			apply_claimed(t, s);
+			progress = true;
+		}
+		if (!left)
+			return;
+		if (!progress)
+			sched_yield();
+	}
 }
 
 /* If another thread's Update is applying, help it finish. */
@@ -117,9 +162,11 @@ static void help_apply(tbl *t)
 	table_apply *a = &t->apply;
 	if (!__atomic_load_n(&a->active, __ATOMIC_ACQUIRE))
 		return;
-	__atomic_fetch_add(&a->helpers, 1, __ATOMIC_ACQ_REL);
-	if (__atomic_load_n(&a->active, __ATOMIC_ACQUIRE))
-		apply_claims(t);
+	/* Sequentially consistent with the owner's closing of the pass: either
+	 * it sees this helper, or this helper sees the pass closed. */
+	__atomic_fetch_add(&a->helpers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&a->active, __ATOMIC_SEQ_CST))
+		apply_claims(t, t->shards / 2);
 	__atomic_fetch_sub(&a->helpers, 1, __ATOMIC_ACQ_REL);
 }
 
@@ -128,33 +175,28 @@ static uint64_t update_table(tbl *t)
 	table_apply *a = &t->apply;
 
 	help_apply(t);
-	pthread_rwlock_wrlock(&t->update_lock);
-	help_apply(t); /* the pass may have opened while we waited */
 	pthread_rwlock_wrlock(&t->rows_lock);
+	pthread_rwlock_wrlock(&t->update_lock);
 	uint64_t step = t->step + 1;
 	__atomic_store_n(&t->step, step, __ATOMIC_RELAXED);
-	for (uint32_t s = 0; s < t->shards; s++) {
-		table_grads *g = &t->grads[s];
-		pthread_mutex_lock(&g->mu);
-		gradmap tmp = g->map;
-		g->map = g->applying;
-		g->applying = tmp;
-		pthread_mutex_unlock(&g->mu);
-	}
+	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->acc_gen, gen ^ 1, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&t->update_lock);
 
 	/* Open the pass: no helper is inside (invariant 3), so its state is
 	 * ours to reset; `active` publishes it. */
 	emdb_opt_scalars_for_step(&t->cfg.optimizer, step, t->dim, &a->sc);
-	__atomic_store_n(&a->next, 0, __ATOMIC_RELAXED);
+	a->gen = gen;
+	for (uint32_t s = 0; s < t->shards; s++)
+		__atomic_store_n(&a->claimed[s], 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->done, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->rows, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->active, 1, __ATOMIC_RELEASE);
-	apply_claims(t);
+	apply_claims(t, 0);
 	while (__atomic_load_n(&a->done, __ATOMIC_ACQUIRE) < t->shards)
 		sched_yield();
-	__atomic_store_n(&a->active, 0, __ATOMIC_RELEASE);
-	while (__atomic_load_n(&a->helpers, __ATOMIC_ACQUIRE))
+	__atomic_store_n(&a->active, 0, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&a->helpers, __ATOMIC_SEQ_CST))
 		sched_yield();
 	uint64_t rows = __atomic_load_n(&a->rows, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&t->rows_lock);

@@ -41,16 +41,17 @@ int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config
 	rc = dit_create(t->shards, &t->index);
 	if (rc != EMDB_OK)
 		goto fail_rows;
-	t->grads_raw = emdb_calloc(1, (size_t)t->shards * sizeof(table_grads) + 64);
+	t->grads_raw = emdb_calloc(1, (size_t)t->shards * (sizeof(table_grads) + 1) + 64);
 	if (!t->grads_raw) {
 		rc = EMDB_ERR_NOMEM;
 		goto fail_index;
 	}
 	t->grads = (table_grads *)(((uintptr_t)t->grads_raw + 63) & ~(uintptr_t)63);
+	t->apply.claimed = (uint8_t *)(t->grads + t->shards);
 	for (uint32_t s = 0; s < t->shards; s++) {
 		pthread_mutex_init(&t->grads[s].mu, NULL);
-		gradmap_init(&t->grads[s].map, t->dim);
-		gradmap_init(&t->grads[s].applying, t->dim);
+		gradmap_init(&t->grads[s].acc[0], t->dim);
+		gradmap_init(&t->grads[s].acc[1], t->dim);
 	}
 	pthread_rwlockattr_t attr;
 	pthread_rwlockattr_init(&attr);
@@ -74,8 +75,8 @@ fail_table:
 static void table_free(tbl *t)
 {
 	for (uint32_t s = 0; s < t->shards; s++) {
-		gradmap_destroy(&t->grads[s].map);
-		gradmap_destroy(&t->grads[s].applying);
+		gradmap_destroy(&t->grads[s].acc[0]);
+		gradmap_destroy(&t->grads[s].acc[1]);
 		pthread_mutex_destroy(&t->grads[s].mu);
 	}
 	emdb_free(t->grads_raw);
@@ -175,10 +176,13 @@ void table_stats(tbl *t, emdb_table_stats *out)
 	out->bytes_optimizer = ds.count * t->state_floats * sizeof(float);
 	out->bytes_index = ds.bytes;
 	out->index_resizes = ds.resizes;
+	/* Rows pushed and not yet applied: the generation pushes add to now;
+	 * the other one is empty unless an Update is applying it. */
+	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
 	for (uint32_t s = 0; s < t->shards; s++) {
 		pthread_mutex_lock(&t->grads[s].mu);
-		out->pending_rows += t->grads[s].map.count;
-		out->bytes_grads += gradmap_bytes(&t->grads[s].map) + gradmap_bytes(&t->grads[s].applying);
+		out->pending_rows += t->grads[s].acc[gen].count;
+		out->bytes_grads += gradmap_bytes(&t->grads[s].acc[0]) + gradmap_bytes(&t->grads[s].acc[1]);
 		pthread_mutex_unlock(&t->grads[s].mu);
 	}
 	uint64_t mapped = chunk_bytes_mapped(&t->rows);

@@ -8,13 +8,15 @@
  * every ticket one more; the last table_release frees it.
  *
  * Locking, outermost first:
- *   update_lock  read by Push, written by Update only while it swaps the
- *                gradient accumulators out, so a push's reservation and its
- *                adds land in the same step.
  *   rows_lock    read by whatever reads row contents (Pull, Lookup, state
  *                reads), written by Update while it applies the optimizer:
- *                no reader sees a row half-updated.  Update takes it before
- *                it drops update_lock, so Updates apply in step order.
+ *                no reader sees a row half-updated, and Updates apply in
+ *                step order.
+ *   update_lock  read by Push while it picks its accumulator generation
+ *                and reserves room there, written by Update (inside
+ *                rows_lock) while it flips the generation: a push's
+ *                reservation and its adds land in the same step, and the
+ *                adds themselves run outside both locks.
  *   index shard  (index/dit.c) and grads[s].mu, one at a time per batch.
  *   rows.mu      chunk creation (db/chunk.c).
  * Prefetch takes neither of the first two: it writes only new rows, which
@@ -35,21 +37,24 @@
 #include "db/optim_math.h"
 #include "index/dit.h"
 
+/* Two generations of accumulators per shard: pushes reserve and add in
+ * acc[acc_gen]; the Update that flips acc_gen applies the other one, shard
+ * by shard as the pushes still adding to it leave (`reserved` back to 0).
+ * Both are changed only under mu. */
 typedef struct table_grads {
 	pthread_mutex_t mu;
-	gradmap map;      /* where pushes accumulate                        */
-	gradmap applying; /* swapped out by Update; touched only by the Update
-			   * holding rows_lock, sizes changed under mu      */
+	gradmap acc[2];
 } __attribute__((aligned(64))) table_grads;
 
 /* The optimizer pass of the Update in progress, open to other Update
  * callers so they apply shards beside it instead of waiting (ops_update.c). */
 typedef struct table_apply {
 	uint32_t active;        /* atomic: the pass takes helpers           */
-	uint32_t next;          /* atomic: next shard to claim              */
 	uint32_t done;          /* atomic: shards applied                   */
 	uint32_t helpers;       /* atomic: threads inside the pass          */
+	uint32_t gen;           /* accumulator generation being applied     */
 	uint64_t rows;          /* atomic: rows applied                     */
+	uint8_t *claimed;       /* [shards] atomic: shard taken by a thread */
 	emdb_opt_scalars sc;    /* written before active is set             */
 } table_apply;
 
@@ -70,6 +75,7 @@ typedef struct tbl {
 	pthread_rwlock_t update_lock;
 	pthread_rwlock_t rows_lock;
 	uint64_t step;          /* written under update_lock (write) */
+	uint32_t acc_gen;       /* atomic; written under update_lock (write) */
 	dit *index;
 	chunk_store rows;
 	void *grads_raw;

@@ -95,9 +95,9 @@ static void slots_free(dit_slot *s, uint64_t cap)
 
 int dit_create(uint32_t shards, dit **out)
 {
-	if (!out || shards == 0 || shards > 4096 || (shards & (shards - 1)))
-		return emdb__seterr(EMDB_ERR_INVALID, "index shards must be a power of two in 1..4096, not %u",
-				    shards);
+	if (!out || shards == 0 || shards > DIT_MAX_SHARDS || (shards & (shards - 1)))
+		return emdb__seterr(EMDB_ERR_INVALID, "index shards must be a power of two in 1..%u, not %u",
+				    DIT_MAX_SHARDS, shards);
 	dit *d = emdb_calloc(1, sizeof(*d));
 	if (!d)
 		return EMDB_ERR_NOMEM;

@@ -46,7 +46,9 @@ typedef uint64_t (*dit_new_row_fn)(void *ctx, uint64_t id);
  * the probe loop keeps that loop's prefetches flowing. */
 typedef void (*dit_init_row_fn)(void *ctx, uint64_t id, uint64_t loc);
 
-/* shards: power of two, 1..4096.  Errors: INVALID, NOMEM. */
+#define DIT_MAX_SHARDS 4096u
+
+/* shards: power of two, 1..DIT_MAX_SHARDS.  Errors: INVALID, NOMEM. */
 int dit_create(uint32_t shards, dit **out);
 void dit_destroy(dit *d);
 uint32_t dit_shards(const dit *d);

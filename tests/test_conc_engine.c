@@ -8,6 +8,7 @@
  * 2. Updates run while readers pull: no reader ever sees a torn row.
  * 3. Tables are created and dropped while other threads use them.
  * 4. Pushes race with Updates and no gradient is lost or applied twice.
+ * 5. Each push is applied whole by one Update, never split over two.
  * This file runs under ThreadSanitizer in CI (label "concurrency").
  */
 #include <math.h>
@@ -255,15 +256,22 @@ static void *update_loop(void *arg)
 	return NULL;
 }
 
-Test(concurrency, pushes_racing_updates_lose_nothing)
+/* Table "t": dim 4, SGD with lr 1, zero initial values. */
+static uint32_t sgd_lr1_table(emdb_db *db)
 {
-	emdb_db *db = open_db(8);
 	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
 	strcpy(c.name, "t");
 	c.dim = 4;
 	c.optimizer.lr = 1.0;
 	uint32_t t;
 	cr_assert_eq(emdb_table_create(db, &c, &t), 0);
+	return t;
+}
+
+Test(concurrency, pushes_racing_updates_lose_nothing)
+{
+	emdb_db *db = open_db(8);
+	uint32_t t = sgd_lr1_table(db);
 	/* Two updaters: one helps apply the other's pass (ops_update.c). */
 	pusher p[4] = { { db, t, 0 }, { db, t, 1 }, { db, t, 2 }, { db, t, 3 } };
 	pthread_t th[4];
@@ -285,5 +293,84 @@ Test(concurrency, pushes_racing_updates_lose_nothing)
 	emdb_table_info info;
 	cr_assert_eq(emdb_table_describe(db, t, &info), 0);
 	cr_assert_eq(info.stats.pending_rows, 0);
+	emdb_db_close(db);
+}
+
+/* 5. A push is applied whole by one Update, never split across two: two
+ * threads push gradients of 1 to all of 512 IDs (spread over every shard)
+ * while two others Update, and a reader pulls all 512 between Updates.
+ * With SGD, lr 1 and zero initial values each row is minus the number of
+ * pushes applied to it, so every pull must see all rows equal. */
+enum { W_IDS = 512, W_ROUNDS = 200 };
+
+typedef struct whole {
+	emdb_db *db;
+	uint32_t table;
+	atomic_int *stop;
+	atomic_int checked;
+} whole;
+
+static void *whole_push(void *arg)
+{
+	whole *w = arg;
+	static _Thread_local uint64_t ids[W_IDS];
+	static _Thread_local float g[W_IDS * 4];
+	for (int i = 0; i < W_IDS; i++)
+		ids[i] = scramble((uint64_t)i);
+	for (int i = 0; i < W_IDS * 4; i++)
+		g[i] = 1.0f;
+	for (int r = 0; r < W_ROUNDS; r++)
+		cr_assert_eq(emdb_push(w->db, w->table, ids, W_IDS, 4, g), 0);
+	return NULL;
+}
+
+static void *whole_update(void *arg)
+{
+	whole *w = arg;
+	while (!atomic_load(w->stop))
+		cr_assert_eq(emdb_update(w->db, w->table, NULL), 0);
+	return NULL;
+}
+
+static void *whole_read(void *arg)
+{
+	whole *w = arg;
+	static _Thread_local uint64_t ids[W_IDS];
+	static _Thread_local float v[W_IDS * 4];
+	for (int i = 0; i < W_IDS; i++)
+		ids[i] = scramble((uint64_t)i);
+	while (!atomic_load(w->stop)) {
+		cr_assert_eq(emdb_lookup(w->db, w->table, ids, W_IDS, 4, v, NULL), 0);
+		for (int i = 1; i < W_IDS * 4; i++)
+			cr_assert_eq(v[i], v[0], "row %d is %g, row 0 is %g: a push was split", i / 4, v[i], v[0]);
+		atomic_fetch_add(&w->checked, 1);
+	}
+	return NULL;
+}
+
+Test(concurrency, each_push_is_applied_whole)
+{
+	emdb_db *db = open_db(64);
+	uint32_t t = sgd_lr1_table(db);
+	atomic_int stop = 0;
+	whole w = { db, t, &stop, 0 };
+	pthread_t push[2], upd[2], rd;
+	pthread_create(&rd, NULL, whole_read, &w);
+	for (int i = 0; i < 2; i++) {
+		pthread_create(&upd[i], NULL, whole_update, &w);
+		pthread_create(&push[i], NULL, whole_push, &w);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(push[i], NULL);
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(upd[i], NULL);
+	pthread_join(rd, NULL);
+	cr_assert_eq(emdb_update(db, t, NULL), 0);
+	uint64_t id0 = scramble(0);
+	float v[4];
+	cr_assert_eq(emdb_lookup(db, t, &id0, 1, 4, v, NULL), 0);
+	cr_assert_eq(v[0], -2.0f * W_ROUNDS, "every push applied once: %g", v[0]);
+	cr_assert_gt(atomic_load(&w.checked), 0, "the reader checked no pull");
 	emdb_db_close(db);
 }
