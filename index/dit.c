@@ -4,8 +4,8 @@
  * Each shard is a linear-probing table of 16-byte slots {id, loc}; a slot
  * is empty when its loc is LOC_NONE, so every uint64 is a valid ID.  A
  * shard grows by itself (x1.5, at least to fit) when an insert could push
- * it above MAX_LOAD; growing rehashes into a fresh mapping under the
- * shard's write lock.  Capacities need not be powers of two (fastrange),
+ * it above MAX_LOAD; growing fills a fresh mapping with empty slots
+ * first, then rehashes into it under the shard's write lock.  Capacities need not be powers of two (fastrange),
  * which keeps the load, and so the bytes per row, within a narrow band.
  *
  * Invariants:
@@ -192,14 +192,17 @@ uint32_t dit_sweep_start(dit *d)
 
 /* Rehash shard s into a table that holds at least `need` IDs.  Called with
  * the write lock held. */
-static int grow_locked(dit_shard *s, uint64_t need)
+static uint64_t grown_cap(uint64_t cap, uint64_t need)
 {
-	uint64_t cap = s->cap + s->cap / 2;
+	cap += cap / 2;
 	while (max_count_for(cap) < need)
 		cap += cap / 2;
-	dit_slot *ns = slots_new(cap);
-	if (!ns)
-		return EMDB_ERR_NOMEM;
+	return cap;
+}
+
+/* Move every entry into ns[cap] and free the old slots.  Write lock held. */
+static void rehash_locked(dit_shard *s, dit_slot *ns, uint64_t cap)
+{
 	for (uint64_t i = 0; i < s->cap; i++) {
 		dit_slot *o = &s->slots[i];
 		if (o->loc == LOC_NONE)
@@ -216,7 +219,35 @@ static int grow_locked(dit_shard *s, uint64_t need)
 	__atomic_store_n(&s->cap, cap, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->max_count, max_count_for(cap), __ATOMIC_SEQ_CST);
 	s->resizes++;
-	return EMDB_OK;
+}
+
+/* Grow s until it holds `need` entries, or what it holds and has promised
+ * if more.  The new slot array is mapped and filled before the write lock
+ * is taken: memory written for the first time can be slow (a VM's first
+ * touch), and no batch should wait on the shard for it.  If the shard
+ * changed meanwhile, the array is dropped and the sizing done again. */
+static int grow(dit_shard *s, uint64_t need)
+{
+	for (;;) {
+		uint64_t cap0 = __atomic_load_n(&s->cap, __ATOMIC_RELAXED);
+		uint64_t cap = grown_cap(cap0, need);
+		dit_slot *ns = slots_new(cap);
+		if (!ns)
+			return EMDB_ERR_NOMEM;
+		pthread_rwlock_wrlock(&s->lock);
+		uint64_t held = s->count + __atomic_load_n(&s->reserved, __ATOMIC_SEQ_CST);
+		if (held > need)
+			need = held;
+		bool done = need <= s->max_count;
+		bool fits = !done && s->cap == cap0 && max_count_for(cap) >= need;
+		if (fits)
+			rehash_locked(s, ns, cap);
+		pthread_rwlock_unlock(&s->lock);
+		if (!fits)
+			slots_free(ns, cap);
+		if (done || fits)
+			return EMDB_OK;
+	}
 }
 
 static uint64_t group_size(const dit_plan *plan, uint32_t s)
@@ -248,12 +279,7 @@ int dit_reserve(dit *d, const dit_plan *plan)
 		if (c + r <= __atomic_load_n(&s->max_count, __ATOMIC_SEQ_CST))
 			continue;
 		/* Slow path: grow to hold everything held and promised. */
-		int rc = EMDB_OK;
-		pthread_rwlock_wrlock(&s->lock);
-		uint64_t need = s->count + __atomic_load_n(&s->reserved, __ATOMIC_SEQ_CST);
-		if (need > s->max_count)
-			rc = grow_locked(s, need);
-		pthread_rwlock_unlock(&s->lock);
+		int rc = grow(s, c + r);
 		if (rc != EMDB_OK) {
 			__atomic_sub_fetch(&s->reserved, g, __ATOMIC_SEQ_CST);
 			unreserve_range(d, plan, first, k);
@@ -271,11 +297,9 @@ int dit_presize(dit *d, uint64_t n)
 	uint64_t per = mean + mean / 32 + 64;
 	for (uint32_t i = 0; i < d->shards; i++) {
 		dit_shard *s = &d->sh[i];
-		int rc = EMDB_OK;
-		pthread_rwlock_wrlock(&s->lock);
-		if (per > s->max_count)
-			rc = grow_locked(s, per);
-		pthread_rwlock_unlock(&s->lock);
+		if (per <= __atomic_load_n(&s->max_count, __ATOMIC_SEQ_CST))
+			continue;
+		int rc = grow(s, per);
 		if (rc != EMDB_OK)
 			return rc;
 	}
