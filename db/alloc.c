@@ -171,6 +171,17 @@ void *emdb_map(size_t size)
 	return p;
 }
 
+void emdb_map_populate(void *p, size_t size)
+{
+#ifdef MADV_POPULATE_WRITE
+	if (p && size)
+		(void)madvise(p, map_size(size), MADV_POPULATE_WRITE);
+#else
+	(void)p;
+	(void)size;
+#endif
+}
+
 void emdb_unmap(void *p, size_t size)
 {
 	if (!p)

@@ -40,6 +40,13 @@ char *emdb_strdup(const char *s);
 void *emdb_map(size_t size);
 void emdb_unmap(void *p, size_t size);
 
+/* Have the kernel back [p, p+size) of a region from emdb_map with memory
+ * now, as a first write would, without changing its bytes (so it is safe
+ * while other threads write there).  Paying for fresh memory ahead of
+ * use, off the paths that hold locks, is all it is for; it does nothing
+ * where the kernel lacks MADV_POPULATE_WRITE (Linux < 5.14). */
+void emdb_map_populate(void *p, size_t size);
+
 /* Bytes currently allocated through this family (headers excluded). */
 size_t emdb_alloc_bytes(void);
 /* Largest value emdb_alloc_bytes() has reached since start. */
