@@ -6,6 +6,7 @@
 #ifndef EMDB_OPS_H
 #define EMDB_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,12 @@ int ops_check_bags(const uint64_t *offsets, size_t n_bags, size_t n, emdb_pool p
 
 /* Scratch of n uint64 + n uint32 + (shards+1) uint32 for a plan and locs. */
 void *ops_scratch(size_t n, uint32_t shards, dit_plan *plan, uint64_t **locs);
+
+/* For an Update applying accumulator generation gen: if a push of that
+ * generation still has gradients to add to shard s and nobody has taken
+ * them, add them here (ops_push.c).  Returns whether it did.  Holds no
+ * lock on return. */
+bool ops_push_help(tbl *t, uint32_t gen, uint32_t s);
 
 #define OPS_PREFETCH_ROWS 8u
 

@@ -24,6 +24,7 @@
  *   3. The add loop only prefetches ahead (keys, gradients, accumulators):
  *      a hint for a row never changes what is added where.
  */
+#include <sched.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -150,12 +151,29 @@ static int grads_reserve(tbl *t, const ops_rows *r, uint32_t gen)
 	return rc;
 }
 
-static int add_shard(grad_sweep *w, uint32_t s, const void *ctx)
+/* A push's add phase, open to helpers: an Update applying generation gen
+ * that finds a shard still reserved by this push may take that shard's
+ * adds (ops_push_help) instead of waiting for the push to get there.
+ * claimed[s] says who took shard s; it is set under the shard's mutex.
+ * The push unlinks itself, then waits for `users` (helpers that found it
+ * in the list) to drain before it returns and its buffers go. */
+struct push_work {
+	push_work *next;
+	const ops_rows *r;
+	const grad_src *g;
+	uint32_t gen;
+	uint32_t users;                   /* atomic */
+	uint8_t claimed[DIT_MAX_SHARDS];  /* atomic */
+};
+
+/* The adds of shard s, under its mutex: consumes the reservation, so the
+ * last one lets the Update waiting on the shard apply it. */
+static void add_locked(tbl *t, const push_work *pw, uint32_t s)
 {
-	const grad_src *g = ctx;
-	const ops_rows *r = w->r;
+	const grad_src *g = pw->g;
+	const ops_rows *r = pw->r;
 	uint32_t a = r->start[s], b = r->start[s + 1];
-	gradmap *m = &w->t->grads[s].acc[w->gen];
+	gradmap *m = &t->grads[s].acc[pw->gen];
 	bool ahead = gradmap_bytes(m) >= PREFETCH_FROM_BYTES;
 
 	for (uint32_t j = a; j < b; j++) {
@@ -170,15 +188,62 @@ static int add_shard(grad_sweep *w, uint32_t s, const void *ctx)
 		gradmap_add(m, r->locs[p], grad_row(g, p), g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
 	}
 	gradmap_unreserve(m, b - a);
+}
+
+static int add_shard(grad_sweep *w, uint32_t s, const void *ctx)
+{
+	push_work *pw = (push_work *)ctx;
+	if (!__atomic_exchange_n(&pw->claimed[s], 1, __ATOMIC_ACQ_REL))
+		add_locked(w->t, pw, s);
 	return EMDB_OK;
 }
 
-/* Second sweep: add the gradients, consuming the reservation; a shard's
- * last unreserve lets the Update waiting on it apply it. */
+/* Second sweep: add the gradients, open to helpers while it runs. */
 static void grads_add(tbl *t, const ops_rows *r, const grad_src *g, uint32_t gen)
 {
+	push_work pw = { .r = r, .g = g, .gen = gen };
+	memset(pw.claimed, 0, t->shards);
+	pthread_mutex_lock(&t->pushes_mu);
+	pw.next = t->pushes;
+	t->pushes = &pw;
+	pthread_mutex_unlock(&t->pushes_mu);
+
 	grad_sweep w = { .t = t, .r = r, .gen = gen };
-	(void)sweep(&w, add_shard, g);
+	(void)sweep(&w, add_shard, &pw);
+
+	pthread_mutex_lock(&t->pushes_mu);
+	push_work **pp = &t->pushes;
+	while (*pp != &pw)
+		pp = &(*pp)->next;
+	*pp = pw.next;
+	pthread_mutex_unlock(&t->pushes_mu);
+	while (__atomic_load_n(&pw.users, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+bool ops_push_help(tbl *t, uint32_t gen, uint32_t s)
+{
+	push_work *pw = NULL;
+	pthread_mutex_lock(&t->pushes_mu);
+	for (push_work *q = t->pushes; q; q = q->next) {
+		if (q->gen == gen && group_of(q->r, s) && !__atomic_load_n(&q->claimed[s], __ATOMIC_ACQUIRE)) {
+			pw = q;
+			__atomic_fetch_add(&pw->users, 1, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->pushes_mu);
+	if (!pw)
+		return false;
+	bool did = false;
+	pthread_mutex_lock(&t->grads[s].mu);
+	if (!__atomic_exchange_n(&pw->claimed[s], 1, __ATOMIC_ACQ_REL)) {
+		add_locked(t, pw, s);
+		did = true;
+	}
+	pthread_mutex_unlock(&t->grads[s].mu);
+	__atomic_fetch_sub(&pw->users, 1, __ATOMIC_RELEASE);
+	return did;
 }
 
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,

@@ -12,9 +12,11 @@
  * the old generation shard by shard.  Pushes that reserved in the old
  * generation before the flip may still be adding to it: a shard is applied
  * only once its reservations are all consumed; a shard not ready yet is
- * left for whichever thread of the pass finds it ready first.  So pushes of the next step run
- * beside this step's optimizer work, an Update never waits for a whole push
- * to finish, and Pulls wait for the pass.
+ * left for whichever thread of the pass finds it ready first, and a thread
+ * that finds it not ready does the push's adds there itself if the push
+ * has not got to them (ops_push.c).  So pushes of the next step run
+ * beside this step's optimizer work, an Update never idles while a push
+ * it must include is still adding, and Pulls wait for the pass.
  *
  * Before a row changes it is marked dirty for the next incremental
  * checkpoint, and, while a checkpoint is being written, its old bytes are
@@ -130,7 +132,10 @@ static void apply_claimed(tbl *t, uint32_t s)
 /* Claim and apply ready shards until every shard is claimed.  Each thread
  * starts its sweeps at its own place (from), so owner and helper rarely
  * race for a claim; a shard not ready yet stays unclaimed for whoever
- * finds it ready first.  Yields when a sweep found nothing ready. */
+ * finds it ready first, and meanwhile the thread that found it not ready
+ * does the adds a push of the pass's generation still owes it, so that
+ * waiting for a push becomes doing its work.  Yields when a sweep did
+ * nothing at all. */
 static void apply_claims(tbl *t, uint32_t from)
 {
 	uint32_t mask = t->shards - 1;
@@ -141,7 +146,10 @@ static void apply_claims(tbl *t, uint32_t from)
 			if (__atomic_load_n(&t->apply.claimed[s], __ATOMIC_ACQUIRE))
 				continue;
 			if (!shard_ready(t, s)) {
+				/* Do the adds of the push holding it, if they
+				 * are not under way already (ops_push.c). */
 				left = true;
+				progress |= ops_push_help(t, t->apply.gen, s);
 				continue;
 			}
 			if (__atomic_exchange_n(&t->apply.claimed[s], 1, __ATOMIC_ACQ_REL))

@@ -58,6 +58,10 @@ typedef struct table_apply {
 	emdb_opt_scalars sc;    /* written before active is set             */
 } table_apply;
 
+/* A push in its add phase, open to the Update waiting on its generation
+ * (ops_push.c). */
+typedef struct push_work push_work;
+
 typedef struct table_counters {
 	uint64_t calls_prefetch, calls_pull, calls_push, calls_update, calls_lookup;
 	uint64_t ids_prefetch, ids_pull, ids_push, ids_lookup;
@@ -82,6 +86,8 @@ typedef struct tbl {
 	table_grads *grads;     /* [shards], aligned */
 	table_counters ctr;     /* atomic adds */
 	table_apply apply;
+	pthread_mutex_t pushes_mu; /* guards the list of pushes adding    */
+	push_work *pushes;         /* pushes in their add phase           */
 	ckpt_track ck;          /* gen and cow: written holding update_lock and
 				   rows_lock for writing; base_*: the db's job */
 } tbl;
