@@ -18,7 +18,12 @@
  *   1. The step function of a thread is never called after harness_measure
  *      returns, and no thread is left running.
  *   2. iter runs 0, 1, 2, ... per thread over the warm-up and all reps.
+ *
+ *   Before and after each measurement it times a cache line's round trip
+ *   between CPUs 0 and 1, so a run says which of this VM's two placements
+ *   of its virtual CPUs (near or far apart) each figure was taken under.
  */
+#define _GNU_SOURCE
 #include "tools/bench/harness.h"
 
 #include <errno.h>
@@ -29,6 +34,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static int quiet;
 
@@ -160,6 +166,60 @@ static double run_rep(rep_shared *sh, rep_worker *ws, unsigned threads,
 	return (double)units / (last - first);
 }
 
+#define RTT_ROUNDS 20000
+
+typedef struct rtt_line {
+	uint64_t v __attribute__((aligned(64))); /* atomic */
+} rtt_line;
+
+static int pin_to(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void *rtt_peer(void *arg)
+{
+	rtt_line *l = arg;
+	if (pin_to(1) != 0)
+		return NULL;
+	for (uint64_t i = 0; i < RTT_ROUNDS; i++) {
+		while (__atomic_load_n(&l->v, __ATOMIC_ACQUIRE) != 2 * i + 1)
+			;
+		__atomic_store_n(&l->v, 2 * i + 2, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+double harness_core_rtt_ns(void)
+{
+	static rtt_line line;
+	cpu_set_t old;
+	pthread_t peer;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
+	    pthread_getaffinity_np(pthread_self(), sizeof(old), &old) != 0 || !CPU_ISSET(0, &old) ||
+	    !CPU_ISSET(1, &old) || pin_to(0) != 0)
+		return 0;
+	__atomic_store_n(&line.v, 0, __ATOMIC_RELEASE);
+	if (pthread_create(&peer, NULL, rtt_peer, &line) != 0) {
+		pthread_setaffinity_np(pthread_self(), sizeof(old), &old);
+		return 0;
+	}
+	double t0 = harness_now();
+	for (uint64_t i = 0; i < RTT_ROUNDS; i++) {
+		__atomic_store_n(&line.v, 2 * i + 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&line.v, __ATOMIC_ACQUIRE) != 2 * i + 2)
+			;
+	}
+	double ns = (harness_now() - t0) * 1e9 / RTT_ROUNDS;
+	pthread_join(peer, NULL);
+	pthread_setaffinity_np(pthread_self(), sizeof(old), &old);
+	return ns;
+}
+
 void harness_measure(unsigned threads, double seconds, harness_step_fn fn,
 		     void *ctx, harness_result *out)
 {
@@ -178,6 +238,7 @@ void harness_measure(unsigned threads, double seconds, harness_step_fn fn,
 	memset(ws, 0, sizeof(*ws) * threads);
 	memset(out, 0, sizeof(*out));
 	out->threads = threads;
+	out->rtt_ns[0] = harness_core_rtt_ns();
 
 	run_rep(&sh, ws, threads, warm, NULL, &units);
 	for (int r = 0; r < HARNESS_REPS; r++) {
@@ -191,6 +252,7 @@ void harness_measure(unsigned threads, double seconds, harness_step_fn fn,
 		}
 	}
 	harness_set_median(out);
+	out->rtt_ns[1] = harness_core_rtt_ns();
 	free(ws);
 }
 

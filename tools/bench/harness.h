@@ -23,7 +23,15 @@ typedef struct harness_result {
 	double reps[HARNESS_REPS];        /* aggregate per second, in run order */
 	double per_thread[HARNESS_MAX_THREADS]; /* per second, of the best rep */
 	uint64_t units;                   /* processed in all reps, warm-up excluded */
+	double rtt_ns[2];                 /* harness_core_rtt_ns before and after */
 } harness_result;
+
+/* Nanoseconds for a cache line to go from CPU 0 to CPU 1 and back (two
+ * threads pinned there, bouncing one line 20000 times); 0 with fewer than
+ * two CPUs.  On a VM it tells where the host put the virtual CPUs: on this
+ * project's machines about 50-70 ns, or 340-370 ns at times, and then every
+ * figure that passes data between threads drops while the others do not. */
+double harness_core_rtt_ns(void);
 
 /* Seconds since an arbitrary point, CLOCK_MONOTONIC. */
 double harness_now(void);
