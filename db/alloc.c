@@ -174,8 +174,13 @@ void *emdb_map(size_t size)
 void emdb_map_populate(void *p, size_t size)
 {
 #ifdef MADV_POPULATE_WRITE
-	if (p && size)
-		(void)madvise(p, map_size(size), MADV_POPULATE_WRITE);
+	/* A huge page at a time: the kernel holds the process's mmap lock
+	 * for reading through each call, and an mmap or munmap elsewhere
+	 * waits for it and then holds up every page fault behind it. */
+	size_t len = p ? map_size(size) : 0;
+	for (size_t off = 0; off < len; off += HUGE_PAGE)
+		(void)madvise((char *)p + off, len - off < HUGE_PAGE ? len - off : HUGE_PAGE,
+			      MADV_POPULATE_WRITE);
 #else
 	(void)p;
 	(void)size;

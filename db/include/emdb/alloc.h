@@ -44,7 +44,10 @@ void emdb_unmap(void *p, size_t size);
  * now, as a first write would, without changing its bytes (so it is safe
  * while other threads write there).  Paying for fresh memory ahead of
  * use, off the paths that hold locks, is all it is for; it does nothing
- * where the kernel lacks MADV_POPULATE_WRITE (Linux < 5.14). */
+ * where the kernel lacks MADV_POPULATE_WRITE (Linux < 5.14).  It holds the
+ * process's mmap lock for reading while it works (a huge page at a time),
+ * so other threads' mmap and munmap wait: meant for a chunk, not for tens
+ * of megabytes that nobody else writes (plain writes do there). */
 void emdb_map_populate(void *p, size_t size);
 
 /* Bytes currently allocated through this family (headers excluded). */
