@@ -9,6 +9,7 @@
  * 3. Tables are created and dropped while other threads use them.
  * 4. Pushes race with Updates and no gradient is lost or applied twice.
  * 5. Each push is applied whole by one Update, never split over two.
+ * 6. Threads growing the same index shard at once lose no ID.
  * This file runs under ThreadSanitizer in CI (label "concurrency").
  */
 #include <math.h>
@@ -372,5 +373,59 @@ Test(concurrency, each_push_is_applied_whole)
 	cr_assert_eq(emdb_lookup(db, t, &id0, 1, 4, v, NULL), 0);
 	cr_assert_eq(v[0], -2.0f * W_ROUNDS, "every push applied once: %g", v[0]);
 	cr_assert_gt(atomic_load(&w.checked), 0, "the reader checked no pull");
+	emdb_db_close(db);
+}
+
+/* 6. Threads insert distinct IDs into a one-shard table at once, so that
+ * they all need the same shard grown again and again: a grown slot array
+ * is built outside the shard's lock and dropped when another thread grew
+ * the shard first (index/dit.c).  Every ID is found afterwards, once. */
+enum { G_THREADS = 4, G_IDS = 40000, G_BATCH = 500 };
+
+typedef struct grower {
+	emdb_db *db;
+	uint32_t table;
+	int tid;
+} grower;
+
+static void *grow_loop(void *arg)
+{
+	grower *g = arg;
+	static _Thread_local uint64_t ids[G_BATCH];
+	for (int b = 0; b < G_IDS / G_BATCH; b++) {
+		for (int i = 0; i < G_BATCH; i++)
+			ids[i] = scramble((uint64_t)g->tid * G_IDS + (uint64_t)b * G_BATCH + (uint64_t)i);
+		emdb_ticket *tk;
+		cr_assert_eq(emdb_prefetch(g->db, g->table, ids, G_BATCH, &tk), 0, "%s", emdb_last_error());
+		emdb_ticket_free(tk);
+	}
+	return NULL;
+}
+
+Test(concurrency, one_shard_grown_by_many_threads_loses_nothing)
+{
+	emdb_db *db = open_db(1);
+	uint32_t t = sgd_lr1_table(db);
+	grower g[G_THREADS];
+	pthread_t th[G_THREADS];
+	for (int i = 0; i < G_THREADS; i++) {
+		g[i] = (grower){ db, t, i };
+		pthread_create(&th[i], NULL, grow_loop, &g[i]);
+	}
+	for (int i = 0; i < G_THREADS; i++)
+		pthread_join(th[i], NULL);
+	emdb_table_info info;
+	cr_assert_eq(emdb_table_describe(db, t, &info), 0);
+	cr_assert_eq(info.stats.rows, (uint64_t)G_THREADS * G_IDS);
+	cr_assert_gt(info.stats.index_resizes, 10, "only %llu resizes",
+		     (unsigned long long)info.stats.index_resizes);
+	static uint64_t ids[G_THREADS * G_IDS];
+	static float v[G_THREADS * G_IDS * 4];
+	static uint8_t found[G_THREADS * G_IDS];
+	for (int i = 0; i < G_THREADS * G_IDS; i++)
+		ids[i] = scramble((uint64_t)i);
+	cr_assert_eq(emdb_lookup(db, t, ids, G_THREADS * G_IDS, 4, v, found), 0);
+	for (int i = 0; i < G_THREADS * G_IDS; i++)
+		cr_assert_eq(found[i], 1, "ID %d lost", i);
 	emdb_db_close(db);
 }
