@@ -20,9 +20,13 @@
  *      it away applies a shard only once that shard's reservations are
  *      gone, i.e. once every push of the generation has added there: every
  *      gradient of a push is applied by the same Update.  Pushes never wait
- *      for an Update to apply, and Updates never wait for a push to add.
+ *      for an Update to apply.
  *   3. The add loop only prefetches ahead (keys, gradients, accumulators):
  *      a hint for a row never changes what is added where.
+ *   4. A push's adds to one shard are done exactly once, by the push or by
+ *      one Update waiting on that shard (ops_push_help), whichever claims
+ *      the shard first under its mutex; the push returns only after every
+ *      helper that found it has left, so its buffers outlive their readers.
  */
 #include <sched.h>
 #include <stdbool.h>
