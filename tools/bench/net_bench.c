@@ -88,7 +88,8 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 		if (x->has_redis)
 			printf(",\"redis_cmd\":\"%s\",\"redis_ids_per_sec\":%.0f,\"ratio_redis\":%.4f",
 			       x->redis_cmd, x->redis.best, ratio(x->emdb.best, x->redis.best));
-		printf("}\n");
+		printf(",\"core_rtt_ns\":[%.0f,%.0f],\"echo_core_rtt_ns\":[%.0f,%.0f]}\n", x->emdb.rtt_ns[0],
+		       x->emdb.rtt_ns[1], x->echo.rtt_ns[0], x->echo.rtt_ns[1]);
 	}
 	for (int b = 0; b < n_sides; b++) {
 		const net_lat *lat = &sides[b].lat;
@@ -119,6 +120,38 @@ static const char *mark(double r, double goal, int higher_better)
 	return (higher_better ? r >= goal : r <= goal) ? " ok" : " MISSED";
 }
 
+/* The core-to-core round trips taken around each measurement
+ * (harness_core_rtt_ns), and the operations whose figure or echo was
+ * measured with the CPUs more than twice as far apart as the nearest. */
+static void print_placement(const net_rec *r, int n)
+{
+	double lo = 0, hi = 0;
+	for (int i = 0; i < n; i++) {
+		const harness_result *h[2] = { &r[i].emdb, &r[i].echo };
+		for (int k = 0; k < 4; k++) {
+			double x = h[k / 2]->rtt_ns[k % 2];
+			if (x > 0 && (lo == 0 || x < lo))
+				lo = x;
+			if (x > hi)
+				hi = x;
+		}
+	}
+	if (hi <= 0)
+		return;
+	printf("core-to-core round trip around the measurements: %.0f-%.0f ns\n", lo, hi);
+	for (int i = 0, named = 0; hi > 2 * lo && i < n; i++) {
+		double m = r[i].emdb.rtt_ns[0];
+		m = r[i].emdb.rtt_ns[1] > m ? r[i].emdb.rtt_ns[1] : m;
+		m = r[i].echo.rtt_ns[0] > m ? r[i].echo.rtt_ns[0] : m;
+		m = r[i].echo.rtt_ns[1] > m ? r[i].echo.rtt_ns[1] : m;
+		if (m > 2 * lo)
+			printf("%s%s %s", named++ ? ", " : "  taken with the CPUs far apart (emdb or echo): ",
+			       net_op_name(r[i].op), r[i].backend);
+		if (i == n - 1 && named)
+			printf("\n");
+	}
+}
+
 static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 			const net_side *sides, int n_sides, const net_lat *echo_lat,
 			const net_lat *get_lat, int has_redis)
@@ -145,6 +178,7 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 		printf(" %s %.2f", net_op_name(r[i].op),
 		       r[i].echo.best / o->batch * (double)(r[i].req + r[i].resp) / 1e9);
 	printf(")\n");
+	print_placement(r, n);
 	for (int b = 0; b < n_sides; b++) {
 		const net_lat *lat = &sides[b].lat;
 		printf("\nlookup of 1 ID, synchronous, %s: p50 %.1f us, p99 %.1f us (%llu calls)\n",
