@@ -275,9 +275,7 @@ Test(server, config_get_set)
 	cr_assert_geq(r.n, 20);
 	proto_frame_free(f);
 
-	proto_config_set_req s = { proto_cstr("max_connections"), proto_cstr("77") };
-	id = CLI_SEND(&c, proto_config_set_req_encode, &s);
-	proto_frame_free(cli_ok(&c, id));
+	cli_config_set(&c, "max_connections", "77");
 	g.pattern = proto_cstr("max_conn*");
 	id = CLI_SEND(&c, proto_config_get_req_encode, &g);
 	f = cli_ok(&c, id);
@@ -297,10 +295,7 @@ Test(server, config_get_set)
 		id = CLI_SEND(&c, proto_config_set_req_encode, &b);
 		cli_err(&c, id, EMDB_ERR_INVALID, NULL, 0);
 	}
-	s.key = proto_cstr("log_level");
-	s.val = proto_cstr("debug");
-	id = CLI_SEND(&c, proto_config_set_req_encode, &s);
-	proto_frame_free(cli_ok(&c, id));
+	cli_config_set(&c, "log_level", "debug");
 	cli_ping(&c);
 	cli_close(&c);
 }

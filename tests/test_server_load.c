@@ -468,9 +468,7 @@ Test(load, max_memory)
 	long long used = cli_info_num(&c, "memory", "used_bytes");
 	char lim[32];
 	snprintf(lim, sizeof(lim), "%lld", used + (2ll << 20));
-	proto_config_set_req cs = { proto_cstr("max_memory"), proto_cstr(lim) };
-	uint64_t id = CLI_SEND(&c, proto_config_set_req_encode, &cs);
-	proto_frame_free(cli_ok(&c, id));
+	cli_config_set(&c, "max_memory", lim);
 	cr_assert_eq(cli_info_num(&c, "memory", "max_memory"), used + (2ll << 20));
 
 	/* a 16 MiB Push cannot even be buffered: NOMEM, skipped, still open */
@@ -480,7 +478,7 @@ Test(load, max_memory)
 	for (int i = 0; i < NB; i++)
 		ids[i] = (uint64_t)i;
 	proto_push_req ps = { .table = t, .dim = 64, .n_ids = NB, .ids = ids, .n_rows = NB, .grads = g };
-	id = CLI_SEND(&c, proto_push_req_encode, &ps);
+	uint64_t id = CLI_SEND(&c, proto_push_req_encode, &ps);
 	char msg[256];
 	cli_err(&c, id, EMDB_ERR_NOMEM, msg, sizeof(msg));
 	cr_assert(strstr(msg, "max_memory"), "%s", msg);
@@ -496,9 +494,7 @@ Test(load, max_memory)
 	cli_ping(&c);
 
 	/* lifted: the same Push goes through */
-	cs.val = proto_cstr("0");
-	id = CLI_SEND(&c, proto_config_set_req_encode, &cs);
-	proto_frame_free(cli_ok(&c, id));
+	cli_config_set(&c, "max_memory", "0");
 	id = CLI_SEND(&c, proto_push_req_encode, &ps);
 	proto_frame_free(cli_ok(&c, id));
 	ti = cli_describe(&c, t);

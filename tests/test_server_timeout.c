@@ -61,13 +61,6 @@ static void ready_retrying(cli *c)
 	cr_assert_fail("the closed connection's slot was not given back within 5 s");
 }
 
-static void config_set(cli *c, const char *key, const char *value)
-{
-	proto_config_set_req s = { proto_cstr(key), proto_cstr(value) };
-	uint64_t id = CLI_SEND(c, proto_config_set_req_encode, &s);
-	proto_frame_free(cli_ok(c, id));
-}
-
 Test(timeout, no_hello_is_closed_and_the_slot_freed)
 {
 	const char *extra[] = { "--handshake-timeout-ms", "300", "--max-connections", "2", NULL };
@@ -183,13 +176,13 @@ Test(timeout, default_and_runtime_settings)
 	/* Set while running, both apply to connections already open. */
 	cli silent;
 	cli_tcp(&silent, &S);
-	config_set(&admin, "handshake_timeout_ms", "200");
+	cli_config_set(&admin, "handshake_timeout_ms", "200");
 	expect_timeout(&silent, "HELLO did not come");
 	cli_close(&silent);
 
 	cli idle;
 	cli_ready(&idle, &S);
-	config_set(&admin, "idle_timeout_s", "1");
+	cli_config_set(&admin, "idle_timeout_s", "1");
 	for (int i = 0; i < 12; i++) {
 		t_sleep_ms(200);
 		cli_ping(&admin);
@@ -198,7 +191,7 @@ Test(timeout, default_and_runtime_settings)
 	cli_close(&idle);
 
 	/* And off again: an idle client stays. */
-	config_set(&admin, "idle_timeout_s", "0");
+	cli_config_set(&admin, "idle_timeout_s", "0");
 	cli_ready(&idle, &S);
 	t_sleep_ms(1500);
 	cli_ping(&idle);

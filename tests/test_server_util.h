@@ -387,6 +387,14 @@ static inline void cli_ping(cli *c)
 	proto_frame_free(f);
 }
 
+/* CONFIG SET key value, which must succeed. */
+static inline void cli_config_set(cli *c, const char *key, const char *value)
+{
+	proto_config_set_req s = { proto_cstr(key), proto_cstr(value) };
+	uint64_t id = CLI_SEND(c, proto_config_set_req_encode, &s);
+	proto_frame_free(cli_ok(c, id));
+}
+
 /* INFO text of a section (malloc'd, NUL-terminated). */
 static inline char *cli_info(cli *c, const char *section)
 {
