@@ -7,9 +7,8 @@
  * inside a row and the previous Update has finished) and then, briefly,
  * update_lock for writing (so no push is between picking its generation
  * and reserving room there), advances the step and flips the generation
- * pushes use.  It
- * drops update_lock and, still holding rows_lock, applies the optimizer to
- * the old generation shard by shard.  Pushes that reserved in the old
+ * pushes use.  It drops update_lock and, still holding rows_lock, applies
+ * the optimizer to the old generation shard by shard.  Pushes that reserved in the old
  * generation before the flip may still be adding to it: a shard is applied
  * only once its reservations are all consumed; a shard not ready yet is
  * left for whichever thread of the pass finds it ready first, and a thread

@@ -5,8 +5,9 @@
  * is empty when its loc is LOC_NONE, so every uint64 is a valid ID.  A
  * shard grows by itself (x1.5, at least to fit) when an insert could push
  * it above MAX_LOAD; growing fills a fresh mapping with empty slots
- * first, then rehashes into it under the shard's write lock.  Capacities need not be powers of two (fastrange),
- * which keeps the load, and so the bytes per row, within a narrow band.
+ * first, then rehashes into it under the shard's write lock.  Capacities
+ * need not be powers of two (fastrange), which keeps the load, and so the
+ * bytes per row, within a narrow band.
  *
  * Invariants:
  *   1. count + reserved <= max_count <= cap * MAX_LOAD whenever an insert

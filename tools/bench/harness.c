@@ -219,6 +219,22 @@ double harness_core_rtt_ns(void)
 	return ns;
 }
 
+void harness_rtt_span(const harness_result *r, double *lo, double *hi)
+{
+	for (int k = 0; k < 2; k++) {
+		double x = r->rtt_ns[k];
+		if (x > 0 && (*lo == 0 || x < *lo))
+			*lo = x;
+		if (x > *hi)
+			*hi = x;
+	}
+}
+
+int harness_rtt_far(const harness_result *r, double lo)
+{
+	return r->rtt_ns[0] > 2 * lo || r->rtt_ns[1] > 2 * lo;
+}
+
 void harness_measure(unsigned threads, double seconds, harness_step_fn fn,
 		     void *ctx, harness_result *out)
 {

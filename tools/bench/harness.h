@@ -33,6 +33,14 @@ typedef struct harness_result {
  * figure that passes data between threads drops while the others do not. */
 double harness_core_rtt_ns(void);
 
+/* Widen [*lo, *hi] (start both at 0) by r's two round trips, those not
+ * taken (0) left out. */
+void harness_rtt_span(const harness_result *r, double *lo, double *hi);
+
+/* Whether the CPUs were far apart around r: a round trip above twice lo,
+ * the nearest of the run. */
+int harness_rtt_far(const harness_result *r, double lo);
+
 /* Seconds since an arbitrary point, CLOCK_MONOTONIC. */
 double harness_now(void);
 

@@ -127,29 +127,19 @@ static void print_placement(const net_rec *r, int n)
 {
 	double lo = 0, hi = 0;
 	for (int i = 0; i < n; i++) {
-		const harness_result *h[2] = { &r[i].emdb, &r[i].echo };
-		for (int k = 0; k < 4; k++) {
-			double x = h[k / 2]->rtt_ns[k % 2];
-			if (x > 0 && (lo == 0 || x < lo))
-				lo = x;
-			if (x > hi)
-				hi = x;
-		}
+		harness_rtt_span(&r[i].emdb, &lo, &hi);
+		harness_rtt_span(&r[i].echo, &lo, &hi);
 	}
 	if (hi <= 0)
 		return;
 	printf("core-to-core round trip around the measurements: %.0f-%.0f ns\n", lo, hi);
-	for (int i = 0, named = 0; hi > 2 * lo && i < n; i++) {
-		double m = r[i].emdb.rtt_ns[0];
-		m = r[i].emdb.rtt_ns[1] > m ? r[i].emdb.rtt_ns[1] : m;
-		m = r[i].echo.rtt_ns[0] > m ? r[i].echo.rtt_ns[0] : m;
-		m = r[i].echo.rtt_ns[1] > m ? r[i].echo.rtt_ns[1] : m;
-		if (m > 2 * lo)
+	int named = 0;
+	for (int i = 0; hi > 2 * lo && i < n; i++)
+		if (harness_rtt_far(&r[i].emdb, lo) || harness_rtt_far(&r[i].echo, lo))
 			printf("%s%s %s", named++ ? ", " : "  taken with the CPUs far apart (emdb or echo): ",
 			       net_op_name(r[i].op), r[i].backend);
-		if (i == n - 1 && named)
-			printf("\n");
-	}
+	if (named)
+		printf("\n");
 }
 
 static void print_table(const net_bench_opts *o, const net_rec *r, int n,

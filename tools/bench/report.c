@@ -172,19 +172,13 @@ static void print_table(FILE *f, const report_meta *m, const report_record *recs
 		}
 	double lo = 0, hi = 0;
 	for (int i = 0; i < n; i++)
-		for (int k = 0; k < 2; k++) {
-			double x = recs[i].res.rtt_ns[k];
-			if (x > 0 && (lo == 0 || x < lo))
-				lo = x;
-			if (x > hi)
-				hi = x;
-		}
+		harness_rtt_span(&recs[i].res, &lo, &hi);
 	if (hi > 0)
 		fprintf(f, "core-to-core round trip before/after the measurements: %.0f-%.0f ns\n", lo, hi);
 	/* The placements differ several-fold: name the figures taken far. */
 	for (int i = 0, named = 0; hi > 2 * lo && i < n; i++) {
 		const report_record *r = &recs[i];
-		if (r->res.rtt_ns[0] <= 2 * lo && r->res.rtt_ns[1] <= 2 * lo)
+		if (!harness_rtt_far(&r->res, lo))
 			continue;
 		fprintf(f, "%s%s %u %s%s%s", named++ ? ", " : "  taken with the CPUs far apart (before/after): ",
 			r->workload, r->threads, keys_dist_name(r->dist), r->optimizer ? " " : "",
