@@ -72,8 +72,9 @@ void chunk_store_destroy(chunk_store *cs)
 	memset(cs, 0, sizeof(*cs));
 }
 
-/* Map chunk number n_chunks.  Called with mu held. */
-static int add_chunk_locked(chunk_store *cs)
+/* Map chunk number n_chunks; *out (may be NULL) gets its memory.  Called
+ * with mu held. */
+static int add_chunk_locked(chunk_store *cs, uint8_t **out)
 {
 	uint64_t c = cs->n_chunks;
 	if (c >= LOC_MAX_CHUNKS)
@@ -104,6 +105,8 @@ static int add_chunk_locked(chunk_store *cs)
 	__atomic_store_n(&mleaf[c & (LEAF_SIZE - 1)], marks, __ATOMIC_RELEASE);
 	__atomic_store_n(&leaf[c & (LEAF_SIZE - 1)], chunk, __ATOMIC_RELEASE);
 	__atomic_store_n(&cs->n_chunks, c + 1, __ATOMIC_RELEASE);
+	if (out)
+		*out = chunk;
 	return EMDB_OK;
 }
 
@@ -114,16 +117,13 @@ int chunk_reserve(chunk_store *cs, uint64_t n)
 	pthread_mutex_lock(&cs->mu);
 	uint64_t need = __atomic_load_n(&cs->next_row, __ATOMIC_RELAXED) + cs->reserved + n;
 	while (rc == EMDB_OK && cs->n_chunks * cs->rows_per_chunk < need)
-		rc = add_chunk_locked(cs);
+		rc = add_chunk_locked(cs, NULL);
 	if (rc == EMDB_OK)
 		cs->reserved += n;
 	/* A growing table (invariant 4): the reservation reached the last
 	 * chunk, so map the next one now and have its memory backed below. */
-	if (rc == EMDB_OK && cs->n_chunks >= 2 && need > (cs->n_chunks - 1) * cs->rows_per_chunk &&
-	    add_chunk_locked(cs) == EMDB_OK) {
-		uint64_t c = cs->n_chunks - 1;
-		ahead = cs->dir[c >> CHUNK_DIR_BITS][c & (LEAF_SIZE - 1)];
-	}
+	if (rc == EMDB_OK && cs->n_chunks >= 2 && need > (cs->n_chunks - 1) * cs->rows_per_chunk)
+		(void)add_chunk_locked(cs, &ahead); /* optional: ahead stays NULL on failure */
 	pthread_mutex_unlock(&cs->mu);
 	if (ahead)
 		emdb_map_populate(ahead, cs->chunk_bytes);
