@@ -29,7 +29,8 @@ void net_echo_stop(net_echo *e);
 void net_echo_measure(net_echo *e, size_t req, size_t resp, unsigned depth,
 		      uint64_t units, double seconds, harness_result *out);
 
-/* One request at a time: the latency of a round trip of these sizes. */
+/* One request at a time for `seconds`: the latency of a round trip of
+ * these sizes, added to out. */
 void net_echo_latency(net_echo *e, size_t req, size_t resp, double seconds,
 		      net_lat *out);
 

@@ -233,7 +233,7 @@ static void get_once(void *arg)
 void net_redis_get_latency(net_redis *r, const pool *p, uint32_t dim,
 			   double seconds, net_lat *out)
 {
-	get_ctx g = { .r = r, .p = p, .val = (size_t)dim * 4 };
+	get_ctx g = { .r = r, .p = p, .val = (size_t)dim * 4, .i = out->n };
 	g.out = malloc(g.val);
 	if (!g.out)
 		harness_die("out of memory");

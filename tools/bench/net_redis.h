@@ -30,7 +30,8 @@ void net_redis_load(net_redis *r, const uint64_t *ids, size_t n, uint32_t dim,
 void net_redis_measure(net_redis *r, const pool *p, uint32_t dim, int put,
 		       unsigned depth, double seconds, harness_result *out);
 
-/* GET of one key at a time, the keys of p in turn. */
+/* GET of one key at a time for `seconds`, the keys of p in turn (going on
+ * from where the samples in out stopped), added to out. */
 void net_redis_get_latency(net_redis *r, const pool *p, uint32_t dim,
 			   double seconds, net_lat *out);
 

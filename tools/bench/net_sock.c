@@ -266,32 +266,39 @@ static int cmp_double(const void *a, const void *b)
 
 void net_lat_measure(void (*op)(void *ctx), void *ctx, double seconds, net_lat *out)
 {
-	size_t cap = 1 << 16, n = 0;
-	double *s = malloc(cap * sizeof(double)), sum = 0, t0, end;
+	double t0, end = harness_now() + seconds / 10;
 
-	if (!s)
-		harness_die("out of memory");
-	end = harness_now() + seconds / 10;
 	while (harness_now() < end)
 		op(ctx);
 	end = harness_now() + seconds;
 	do {
 		t0 = harness_now();
 		op(ctx);
-		if (n == cap) {
-			double *g = realloc(s, 2 * cap * sizeof(double));
+		if (out->n == out->cap) {
+			size_t cap = out->cap ? 2 * out->cap : 1 << 16;
+			double *g = realloc(out->s, cap * sizeof(double));
 			if (!g)
 				harness_die("out of memory");
-			s = g;
-			cap *= 2;
+			out->s = g;
+			out->cap = cap;
 		}
-		s[n] = (harness_now() - t0) * 1e6;
-		sum += s[n++];
-	} while (s[n - 1] >= 0 && harness_now() < end);
-	qsort(s, n, sizeof(double), cmp_double);
-	out->samples = n;
-	out->mean_us = sum / (double)n;
-	out->p50_us = s[n / 2];
-	out->p99_us = s[(size_t)((double)(n - 1) * 0.99)];
-	free(s);
+		out->s[out->n] = (harness_now() - t0) * 1e6;
+		out->sum += out->s[out->n++];
+	} while (harness_now() < end);
+}
+
+void net_lat_finish(net_lat *l)
+{
+	size_t n = l->n;
+
+	if (n) {
+		qsort(l->s, n, sizeof(double), cmp_double);
+		l->mean_us = l->sum / (double)n;
+		l->p50_us = l->s[n / 2];
+		l->p99_us = l->s[(size_t)((double)(n - 1) * 0.99)];
+	}
+	l->samples = n;
+	free(l->s);
+	l->s = NULL;
+	l->n = l->cap = 0;
 }

@@ -69,14 +69,20 @@ void net_pipe_drain(net_pipe *p);
 /* Drain, shut the socket down, join the receiver, close the fd. */
 void net_pipe_stop(net_pipe *p);
 
-/* Latency of single requests, one at a time. */
+/* Latency of single requests, one at a time.  Zero-initialise, add
+ * samples with net_lat_measure (several times: the rounds of a run that
+ * interleaves the sides it compares), then net_lat_finish. */
 typedef struct net_lat {
 	double p50_us, p99_us, mean_us;
 	uint64_t samples;
+	double *s, sum; /* samples so far, in us */
+	size_t n, cap;
 } net_lat;
 
 /* Call op(ctx) back to back for `seconds` (after a warm-up of a tenth of
- * that), timing each call; op exits the process on failure. */
+ * that), adding each call's time to out; op exits the process on failure. */
 void net_lat_measure(void (*op)(void *ctx), void *ctx, double seconds, net_lat *out);
+/* Percentiles and mean of the samples added; frees them. */
+void net_lat_finish(net_lat *l);
 
 #endif

@@ -236,13 +236,13 @@ static void lookup_once(void *arg)
 		die_client("emdb_client_lookup", rc);
 }
 
-void net_wl_lookup_latency(const net_wl *w, const pool *p, net_lat *out)
+void net_wl_lookup_latency(const net_wl *w, const pool *p, double seconds, net_lat *out)
 {
-	one_ctx o = { .w = w, .p = p };
+	one_ctx o = { .w = w, .p = p, .i = out->n };
 
 	o.out = malloc((size_t)w->dim * sizeof(float));
 	if (!o.out)
 		harness_die("out of memory");
-	net_lat_measure(lookup_once, &o, w->seconds, out);
+	net_lat_measure(lookup_once, &o, seconds, out);
 	free(o.out);
 }

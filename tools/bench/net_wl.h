@@ -50,7 +50,8 @@ void net_wl_preload(const net_wl *w, uint64_t rows, net_redis *r);
  * any error. */
 void net_wl_measure(const net_wl *w, net_op op, const pool *p, harness_result *out);
 
-/* Synchronous Lookup of one ID at a time, the IDs of p in turn. */
-void net_wl_lookup_latency(const net_wl *w, const pool *p, net_lat *out);
+/* Synchronous Lookup of one ID at a time for `seconds`, the IDs of p in
+ * turn (going on from where the samples in out stopped), added to out. */
+void net_wl_lookup_latency(const net_wl *w, const pool *p, double seconds, net_lat *out);
 
 #endif
