@@ -8,8 +8,8 @@
  * ids, offsets and gradients, never copied), registers the future in the
  * table of requests sent under its id, then writes the frame with
  * sendmsg() under send_lock, so that frames of different threads never
- * interleave.  The socket is non-blocking: a full socket buffer is waited
- * out with poll() until the request's deadline.
+ * interleave.  Every send and receive passes MSG_DONTWAIT: a full socket
+ * buffer is waited out with poll() until the request's deadline.
  *
  * Receiving.  One thread at a time holds the socket's read side
  * (`reading`): the receiver thread, or a synchronous call (net_run) that
@@ -17,7 +17,11 @@
  * frames itself until its own response is in, completing any others it
  * meets, and hands the read side back; a single call in flight, the usual
  * inference Lookup, so costs no thread hand-off at all (the receiver
- * would have to wake, then wake the caller).  The receiver sleeps while
+ * would have to wake, then wake the caller).  Its first wait for the
+ * response is a blocking recv() bounded by SO_RCVTIMEO, set to the
+ * handle's timeout (the socket itself is blocking, for this one call):
+ * poll() then recv() would cost one more system call per Lookup.  The
+ * receiver sleeps while
  * no request is pending or someone else reads.  The reader reads a
  * header, finds the future by the
  * request id, marks it RUNNING and reads the body straight into the
@@ -55,6 +59,7 @@
  * rxbuf by the holder of `reading` only.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -62,6 +67,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -100,6 +106,9 @@ typedef struct net_state {
 	 * ahead[ahead_off .. ahead_len). */
 	size_t ahead_off, ahead_len;
 	uint8_t ahead[NET_AHEAD];
+	/* Reader: the socket's SO_RCVTIMEO in ms (0: none), UINT32_MAX
+	 * until first set. */
+	uint32_t rcv_ms;
 } net_state;
 
 /* ---- socket I/O ---------------------------------------------------- */
@@ -124,7 +133,7 @@ static int send_all(net_state *n, proto_iov *v, uint64_t deadline, size_t *sent,
 	*sent = 0;
 	while (left) {
 		struct msghdr mh = { .msg_iov = v->iov, .msg_iovlen = (size_t)v->n };
-		ssize_t k = sendmsg(n->fd, &mh, MSG_NOSIGNAL);
+		ssize_t k = sendmsg(n->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k > 0) {
 			*sent += (size_t)k;
 			left = proto_iov_advance(v, (size_t)k);
@@ -179,7 +188,7 @@ static int recv_full(net_state *n, void *buf, size_t len, bool idle, uint32_t st
 	}
 	while (len) {
 		bool small = len < NET_AHEAD / 2;
-		ssize_t k = small ? recv(n->fd, n->ahead, NET_AHEAD, 0) : recv(n->fd, p, len, 0);
+		ssize_t k = small ? recv(n->fd, n->ahead, NET_AHEAD, MSG_DONTWAIT) : recv(n->fd, p, len, MSG_DONTWAIT);
 		if (k > 0) {
 			size_t used = (size_t)k;
 			if (small) {
@@ -1001,11 +1010,44 @@ static bool wait_readable(net_state *n, uint64_t deadline)
 	}
 }
 
-/* Read and dispatch one frame; the caller holds `reading`.  Returns
- * EMDB_OK, EMDB_ERR_TIMEOUT when no frame began before `deadline` (0: wait
- * for ever; nothing was read then), or EMDB_ERR_CLOSED when the handle
- * broke (net_break done). */
-static int rx_frame(emdb_client *c, uint64_t deadline)
+/* A synchronous call's first wait: one blocking recv() into the read-ahead
+ * buffer, which SO_RCVTIMEO ends after the handle's timeout `ms` (0: none).
+ * The call's deadline is its submission plus that timeout, so the wait
+ * ends at most the time since submission late; where that is over a
+ * millisecond (or a signal cut the wait short), poll() takes over as for
+ * every later wait.  Returns EMDB_OK (bytes, or an end or error for
+ * recv_full to report) or EMDB_ERR_TIMEOUT (nothing read). */
+static int block_first(net_state *n, uint32_t ms, uint64_t deadline)
+{
+	if (n->ahead_off < n->ahead_len)
+		return EMDB_OK;
+	if (deadline && cl_now_ns() + (uint64_t)ms * 1000000ull > deadline + 1000000ull)
+		return wait_readable(n, deadline) ? EMDB_OK : EMDB_ERR_TIMEOUT;
+	if (n->rcv_ms != ms) {
+		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+		if (setsockopt(n->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
+			return !deadline || wait_readable(n, deadline) ? EMDB_OK : EMDB_ERR_TIMEOUT;
+		n->rcv_ms = ms;
+	}
+	ssize_t k = recv(n->fd, n->ahead, NET_AHEAD, 0);
+	if (k > 0) {
+		n->ahead_off = 0;
+		n->ahead_len = (size_t)k;
+		return EMDB_OK;
+	}
+	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return EMDB_ERR_TIMEOUT;
+	if (k < 0 && errno == EINTR && deadline && !wait_readable(n, deadline))
+		return EMDB_ERR_TIMEOUT;
+	return EMDB_OK;
+}
+
+/* Read and dispatch one frame; the caller holds `reading`.  `block`: this
+ * is a synchronous call's first wait (block_first).  Returns EMDB_OK,
+ * EMDB_ERR_TIMEOUT when no frame began before `deadline` (0: wait for
+ * ever; nothing was read then), or EMDB_ERR_CLOSED when the handle broke
+ * (net_break done). */
+static int rx_frame(emdb_client *c, uint64_t deadline, bool block)
 {
 	net_state *n = c->priv;
 	char msg[CL_MSG_MAX];
@@ -1013,8 +1055,13 @@ static int rx_frame(emdb_client *c, uint64_t deadline)
 	uint8_t hb[PROTO_HDR_SIZE];
 	proto_hdr h;
 	uint32_t stall = __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED);
-	if (deadline && !wait_readable(n, deadline))
+	if (block) {
+		int w = block_first(n, stall, deadline);
+		if (w != EMDB_OK)
+			return w;
+	} else if (deadline && !wait_readable(n, deadline)) {
 		return EMDB_ERR_TIMEOUT;
+	}
 	int rc = recv_full(n, hb, sizeof(hb), true, stall, 0, msg, sizeof(msg));
 	if (rc != EMDB_OK) {
 		net_break(c, msg);
@@ -1128,7 +1175,7 @@ static void *receiver(void *arg)
 		}
 		n->reading = true;
 		pthread_mutex_unlock(&c->lock);
-		int rc = rx_frame(c, 0);
+		int rc = rx_frame(c, 0, false);
 		pthread_mutex_lock(&c->lock);
 		n->reading = false;
 		pthread_mutex_unlock(&c->lock);
@@ -1143,14 +1190,14 @@ static void *receiver(void *arg)
 static void net_run(emdb_client *c, emdb_future *f)
 {
 	if (net_send(c, f, true)) {
-		for (;;) {
+		for (bool first = true;; first = false) {
 			pthread_mutex_lock(&c->lock);
 			bool done = f->state == FUT_DONE;
 			pthread_mutex_unlock(&c->lock);
 			/* TIMEOUT: f's deadline passed with no frame begun;
 			 * cl_wait_locked below fails it.  CLOSED: net_break
 			 * completed it. */
-			if (done || rx_frame(c, f->deadline) != EMDB_OK)
+			if (done || rx_frame(c, f->deadline, first) != EMDB_OK)
 				break;
 		}
 		rx_release(c);
@@ -1391,7 +1438,15 @@ int cl_net_open(emdb_client *c, const cl_uri *u, const emdb_client_options *o)
 	uint64_t deadline = o->connect_timeout_ms ? cl_now_ns() + (uint64_t)o->connect_timeout_ms * 1000000ull : 0;
 	const char *token = o->token ? o->token : u->token;
 	const char *name = o->client_name ? o->client_name : u->client_name ? u->client_name : "emdb-client";
+	n->rcv_ms = UINT32_MAX;
 	int rc = dial(n, u, deadline);
+	if (rc == EMDB_OK) {
+		/* Blocking from now on, for block_first(); every other
+		 * call passes MSG_DONTWAIT. */
+		int fl = fcntl(n->fd, F_GETFL);
+		if (fl < 0 || fcntl(n->fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+			rc = cl_seterr(EMDB_ERR_IO, "emdb_client_connect: fcntl: %s", strerror(errno));
+	}
 	if (rc == EMDB_OK) {
 		c->priv = n;
 		c->tr = &net_transport;
