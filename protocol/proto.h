@@ -27,7 +27,8 @@
  *   EMDB_OK: the frame is in buf[0 .. *len).
  *   EMDB_ERR_LIMIT: cap is too small; nothing useful was written and *len
  *     holds the frame size needed.  Calling with buf NULL and cap 0 is the
- *     way to ask for the size.
+ *     way to ask for the size (and then emdb_last_error() is left alone:
+ *     servers ask once per reply).
  *   EMDB_ERR_INVALID: m cannot be encoded (a NULL array with a nonzero
  *     count, a name too long, counts that contradict each other, a body over
  *     4 GiB); *len is 0 and emdb_last_error() says why.

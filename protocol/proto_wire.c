@@ -157,6 +157,8 @@ int proto__wr_end(proto_wr *w, uint16_t op, bool response, int32_t status, uint6
 	}
 	if (len)
 		*len = w->off;
+	if (w->off > w->cap && !w->buf)
+		return EMDB_ERR_LIMIT; /* the size query: no message to format */
 	if (w->off > w->cap)
 		return emdb__seterr(EMDB_ERR_LIMIT, "%s frame needs %zu bytes, the buffer has %zu",
 				    proto_op_name(op), w->off, w->cap);
