@@ -38,7 +38,7 @@
 #include "db/store_int.h"
 
 #define MAX_CHAIN 100000
-#define READERS 4 /* threads reading one link: the caller and three more */
+#define READERS 8 /* threads reading one link: the caller and seven more */
 
 typedef struct rctx {
 	emdb_job *job;
@@ -210,7 +210,7 @@ static int read_blocks(rworker *w, uint64_t b0, uint64_t b1, bool last)
 	 * checksums over the same bytes more than doubled restore's CPU. */
 	rocksdb_readoptions_set_verify_checksums(ro, 0);
 	rocksdb_readoptions_set_fill_cache(ro, 0);
-	/* No RocksDB read-ahead: blocks are about 1 MiB, each read in one
+	/* No RocksDB read-ahead: blocks are about 4 MiB, each read in one
 	 * pread, and the kernel reads ahead of a sequential file by itself;
 	 * RocksDB's prefetch buffer only added a copy of every byte. */
 	rocksdb_readoptions_set_readahead_size(ro, 0);
@@ -268,8 +268,10 @@ static void *read_ranges(void *arg)
  * up at the end. */
 static int load_link(rctx *c, tbl *t, uint64_t ck, const manifest_table *rec)
 {
-	uint32_t nw = rec->blocks >= 2 * READERS ? READERS : 1;
-	uint64_t next = 0, ranges = nw == 1 ? 1 : rec->blocks / 4 < 8 * nw ? rec->blocks / 4 : 8 * nw;
+	/* A reader for every two blocks, up to READERS; eight ranges a
+	 * reader, or a block each where there are fewer blocks. */
+	uint32_t nw = rec->blocks / 2 > READERS ? READERS : rec->blocks / 2 ? (uint32_t)(rec->blocks / 2) : 1;
+	uint64_t next = 0, ranges = rec->blocks < 8 * nw ? (rec->blocks ? rec->blocks : 1) : 8 * nw;
 	rworker w[READERS];
 	pthread_t th[READERS];
 	bool started[READERS] = { false };

@@ -1,7 +1,7 @@
 /*
  * ckpt_segment.c - the writer of one segment of a table (ckpt_segment.h):
  * reads the wanted rows under rows_lock in row-number order, copies them
- * (or the copy an Update kept) into 1 MiB row blocks, and puts the blocks
+ * (or the copy an Update kept) into 4 MiB row blocks, and puts the blocks
  * into its own SST file.
  *
  * Invariants:
@@ -37,6 +37,7 @@
 #include "db/error_int.h"
 
 #define SCAN_PER_LOCK (64u << 10)   /* row numbers looked at per rows_lock hold */
+/* (and at most CKPT_HOLD_BYTES of rows copied per hold, ckpt_segment.h) */
 #define SYNC_EVERY (32u << 20)      /* start writeback after this many bytes    */
 
 typedef struct seg_io {
@@ -113,14 +114,16 @@ static int write_rows(ckpt_seg *s, seg_io *io)
 	uint32_t rf = t->dim + t->state_floats;
 	size_t row_bytes = (size_t)rf * 4;
 	uint32_t per_block = ckpt_rows_per_block(rf);
+	uint32_t per_hold = (uint32_t)(CKPT_HOLD_BYTES / row_bytes) ? (uint32_t)(CKPT_HOLD_BYTES / row_bytes) : 1;
 	uint8_t *ids = io->block + BLOCK_HDR_LEN;
 	uint8_t *rows = ids + (size_t)per_block * 8;
 	uint32_t n = 0;
 	int rc = EMDB_OK;
 	for (uint64_t r = s->r0; rc == EMDB_OK && r < s->r1;) {
 		uint64_t stop = r + SCAN_PER_LOCK < s->r1 ? r + SCAN_PER_LOCK : s->r1;
+		uint32_t full = per_block - n > per_hold ? n + per_hold : per_block;
 		pthread_rwlock_rdlock(&t->rows_lock);
-		while (r < stop && n < per_block) {
+		while (r < stop && n < full) {
 			uint64_t loc = chunk_loc_of(&t->rows, r);
 			if (ckpt_cow_wants(s->cow, &t->rows, r, loc)) {
 				const void *src = ckpt_cow_find(s->cow, r);

@@ -248,7 +248,7 @@ int emdb_store_open(const char *dir, emdb_store **out)
 	st->rows_opts = rocksdb_options_create();
 	char *err = NULL;
 	/* Rows are floats: compression gains little and costs bandwidth.  A
-	 * row block is one value of about 1 MiB, read in one call: RocksDB's
+	 * row block is one value of about 4 MiB, read in one call: RocksDB's
 	 * automatic read-ahead (which the C API cannot set) would only copy
 	 * it once more through its prefetch buffer. */
 	rocksdb_get_options_from_string(st->meta_opts,
