@@ -21,14 +21,13 @@
  * response is a blocking recv() bounded by SO_RCVTIMEO, set to the
  * handle's timeout (the socket itself is blocking, for this one call):
  * poll() then recv() would cost one more system call per Lookup.  The
- * receiver sleeps while
- * no request is pending or someone else reads.  The reader reads a
- * header, finds the future by the
- * request id, marks it RUNNING and reads the body straight into the
- * caller's buffers where the body is vectors (PULL, LOOKUP, READ_STATE:
- * fixed part first, checked, then the floats into `out`), or into its own
- * buffer to decode (everything else).  Then it completes the future, which
- * wakes its waiter.  A response whose request is gone (timed out or
+ * receiver sleeps while no request is pending or someone else reads.
+ * The reader reads a header, finds the future by the request id, marks
+ * it RUNNING and reads the body straight into the caller's buffers where
+ * the body is vectors (PULL, LOOKUP, READ_STATE: fixed part first,
+ * checked, then the floats into `out`), or into its own buffer to decode
+ * (everything else).  Then it completes the future, which wakes its
+ * waiter.  A response whose request is gone (timed out or
  * abandoned) is read and dropped; if it was a PREFETCH, its ticket handle
  * is queued and released by the next sender (the receiver never takes
  * send_lock, so a sender blocked on a full socket can never wait for it).

@@ -10,8 +10,8 @@
  * copy-on-write store.  Nothing is copied there.  Afterwards each table's
  * index is walked to learn the ID of every row the checkpoint wants
  * (ids[r] by row number), and the rows are written in row-number order in
- * blocks, at most 1 MiB of each block read per rows_lock (read) hold, with the copy kept by an
- * Update preferred over the live row (ckpt_segment.c).  A table of four
+ * blocks, at most 1 MiB of rows read per rows_lock (read) hold, with the
+ * copy kept by an Update preferred over the live row (ckpt_segment.c).  A table of four
  * blocks or more is cut into up to 64 segments at block boundaries, each
  * its own SST file, which the job's thread and one helper thread (at
  * lower priority) claim one after another: the work is CPU-bound (copies
