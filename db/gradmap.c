@@ -101,13 +101,13 @@ int gradmap_reserve(gradmap *g, uint32_t n)
 	if (rc == EMDB_OK && 2 * need > g->map_cap)
 		rc = grow_keys(g, need);
 	if (rc == EMDB_OK)
-		g->reserved += n;
+		__atomic_store_n(&g->reserved, g->reserved + n, __ATOMIC_RELEASE);
 	return rc;
 }
 
 void gradmap_unreserve(gradmap *g, uint32_t n)
 {
-	g->reserved -= n;
+	__atomic_store_n(&g->reserved, g->reserved - n, __ATOMIC_RELEASE);
 }
 
 void gradmap_add(gradmap *g, uint64_t loc, const float *grad, float scale)

@@ -29,7 +29,9 @@ typedef struct gradmap_key {
 typedef struct gradmap {
 	uint32_t dim;
 	uint32_t count;      /* slots in use                  */
-	uint32_t reserved;   /* slots promised to pushes      */
+	uint32_t reserved;   /* slots promised to pushes; written with release
+			      * stores, so a reader that acquires it as 0
+			      * sees every add that came before */
 	uint32_t slot_cap;   /* slots allocated               */
 	uint32_t map_cap;    /* keys allocated, power of two  */
 	gradmap_key *keys;   /* [map_cap]                     */

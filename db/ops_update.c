@@ -26,7 +26,13 @@
  * once per shard, not per row.  A row belongs to one shard, so shards can
  * be applied by different threads: another thread calling Update on the
  * same table while this one applies claims shards of this pass first (it
- * would have to wait for it anyway), and only then runs its own Update.
+ * would have to wait for it anyway), and only then runs its own Update;
+ * while rows_lock is still held it keeps helping and trying for up to
+ * 50 us before it sleeps on the lock (a small batch's whole pass is
+ * shorter than a futex sleep and wake-up on a VM).  Readiness is one
+ * acquire load of the shard's reservation count, and the pass's shared
+ * counters are added to once per sweep, not per shard: the lines they
+ * sit on are shared by the threads of the pass and by pushes.
  *
  * Invariants:
  *   1. step advances by exactly one per Update, before the rule is
@@ -46,13 +52,24 @@
  */
 #include <sched.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <emdb/alloc.h>
 
 #include "db/db_int.h"
 #include "db/error_int.h"
 #include "db/optim_math.h"
+#include "db/job_int.h"
 #include "db/ops.h"
+
+#define UPDATE_SPIN_NS 50000u /* rows_lock_for_update */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
 
 #define APPLY_LOOP(rowfn)                                                         \
 	do {                                                                      \
@@ -98,34 +115,29 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
 }
 
 /* Whether no push still holds a reservation in shard s of the pass's
- * generation (invariant 3).  A busy mutex is most likely a push adding
- * there: not ready. */
+ * generation (invariant 3).  No lock: once the generation was flipped
+ * reservations there only go, and the push's release store of the last
+ * one orders its adds before our acquire load that sees 0. */
 static bool shard_ready(tbl *t, uint32_t s)
 {
-	table_grads *g = &t->grads[s];
-	if (pthread_mutex_trylock(&g->mu) != 0)
-		return false;
-	bool ready = g->acc[t->apply.gen].reserved == 0;
-	pthread_mutex_unlock(&g->mu);
-	return ready;
+	return __atomic_load_n(&t->grads[s].acc[t->apply.gen].reserved, __ATOMIC_ACQUIRE) == 0;
 }
 
-/* Apply and clear shard s of the pass, claimed and ready. */
-static void apply_claimed(tbl *t, uint32_t s)
+/* Apply and clear shard s of the pass, claimed and ready; returns the rows
+ * applied.  An empty shard costs no lock. */
+static uint32_t apply_claimed(tbl *t, uint32_t s)
 {
 	table_grads *g = &t->grads[s];
 	gradmap *m = &g->acc[t->apply.gen];
-	/* No push adds here any more; mu ordered its last add before us. */
 	uint32_t cnt = m->count;
 	if (cnt) {
 		apply_shard(t, m, &t->apply.sc);
-		__atomic_fetch_add(&t->apply.rows, cnt, __ATOMIC_RELAXED);
 		/* Sizes change under mu: statistics read them. */
 		pthread_mutex_lock(&g->mu);
 		gradmap_clear(m);
 		pthread_mutex_unlock(&g->mu);
 	}
-	__atomic_fetch_add(&t->apply.done, 1, __ATOMIC_RELEASE);
+	return cnt;
 }
 
 /* Claim and apply ready shards until every shard is claimed.  Each thread
@@ -140,6 +152,8 @@ static void apply_claims(tbl *t, uint32_t from)
 	uint32_t mask = t->shards - 1;
 	for (;;) {
 		bool left = false, progress = false;
+		uint32_t done = 0;
+		uint64_t rows = 0;
 		for (uint32_t k = 0; k < t->shards; k++) {
 			uint32_t s = (from + k) & mask;
 			if (__atomic_load_n(&t->apply.claimed[s], __ATOMIC_ACQUIRE))
@@ -153,9 +167,16 @@ static void apply_claims(tbl *t, uint32_t from)
 			}
 			if (__atomic_exchange_n(&t->apply.claimed[s], 1, __ATOMIC_ACQ_REL))
 				continue;
-			apply_claimed(t, s);
+			rows += apply_claimed(t, s);
+			done++;
 			progress = true;
 		}
+		/* Once per sweep, not per shard: both lines are shared with
+		 * the other threads of the pass. */
+		if (rows)
+			__atomic_fetch_add(&t->apply.rows, rows, __ATOMIC_RELAXED);
+		if (done)
+			__atomic_fetch_add(&t->apply.done, done, __ATOMIC_RELEASE);
 		if (!left)
 			return;
 		if (!progress)
@@ -177,12 +198,33 @@ static void help_apply(tbl *t)
 	__atomic_fetch_sub(&a->helpers, 1, __ATOMIC_ACQ_REL);
 }
 
+/* rows_lock for writing.  The holder is most likely another Update whose
+ * pass takes tens of microseconds: help it and try again for up to
+ * UPDATE_SPIN_NS before sleeping, since a futex sleep and wake-up cost
+ * about as much as a small batch's whole pass. */
+static void rows_lock_for_update(tbl *t)
+{
+	uint64_t until = 0;
+	for (;;) {
+		help_apply(t);
+		if (pthread_rwlock_trywrlock(&t->rows_lock) == 0)
+			return;
+		uint64_t now = job_now_ns();
+		if (!until)
+			until = now + UPDATE_SPIN_NS;
+		else if (now >= until)
+			break;
+		for (int i = 0; i < 16; i++)
+			cpu_relax();
+	}
+	pthread_rwlock_wrlock(&t->rows_lock);
+}
+
 static uint64_t update_table(tbl *t)
 {
 	table_apply *a = &t->apply;
 
-	help_apply(t);
-	pthread_rwlock_wrlock(&t->rows_lock);
+	rows_lock_for_update(t);
 	pthread_rwlock_wrlock(&t->update_lock);
 	uint64_t step = t->step + 1;
 	__atomic_store_n(&t->step, step, __ATOMIC_RELAXED);
