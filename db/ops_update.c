@@ -29,7 +29,8 @@
  * would have to wait for it anyway), and only then runs its own Update;
  * while rows_lock is still held it keeps helping and trying for up to
  * 50 us before it sleeps on the lock (a small batch's whole pass is
- * shorter than a futex sleep and wake-up on a VM).  Readiness is one
+ * shorter than a futex sleep and wake-up on a VM), and it waits for the
+ * pushes reserving under update_lock the same way.  Readiness is one
  * acquire load of the shard's reservation count, and the pass's shared
  * counters are added to once per sweep, not per shard: the lines they
  * sit on are shared by the threads of the pass and by pushes.
@@ -62,7 +63,7 @@
 #include "db/job_int.h"
 #include "db/ops.h"
 
-#define UPDATE_SPIN_NS 50000u /* rows_lock_for_update */
+#define UPDATE_SPIN_NS 50000u /* wrlock_spinning */
 
 static inline void cpu_relax(void)
 {
@@ -198,16 +199,18 @@ static void help_apply(tbl *t)
 	__atomic_fetch_sub(&a->helpers, 1, __ATOMIC_ACQ_REL);
 }
 
-/* rows_lock for writing.  The holder is most likely another Update whose
- * pass takes tens of microseconds: help it and try again for up to
- * UPDATE_SPIN_NS before sleeping, since a futex sleep and wake-up cost
+/* l for writing.  Its holders are most likely another Update's pass
+ * (rows_lock) or pushes reserving (update_lock), both done in tens of
+ * microseconds: try again for up to UPDATE_SPIN_NS (helping the pass of
+ * `help`, if given) before sleeping, since a futex sleep and wake-up cost
  * about as much as a small batch's whole pass. */
-static void rows_lock_for_update(tbl *t)
+static void wrlock_spinning(pthread_rwlock_t *l, tbl *help)
 {
 	uint64_t until = 0;
 	for (;;) {
-		help_apply(t);
-		if (pthread_rwlock_trywrlock(&t->rows_lock) == 0)
+		if (help)
+			help_apply(help);
+		if (pthread_rwlock_trywrlock(l) == 0)
 			return;
 		uint64_t now = job_now_ns();
 		if (!until)
@@ -217,15 +220,15 @@ static void rows_lock_for_update(tbl *t)
 		for (int i = 0; i < 16; i++)
 			cpu_relax();
 	}
-	pthread_rwlock_wrlock(&t->rows_lock);
+	pthread_rwlock_wrlock(l);
 }
 
 static uint64_t update_table(tbl *t)
 {
 	table_apply *a = &t->apply;
 
-	rows_lock_for_update(t);
-	pthread_rwlock_wrlock(&t->update_lock);
+	wrlock_spinning(&t->rows_lock, t);
+	wrlock_spinning(&t->update_lock, NULL);
 	uint64_t step = t->step + 1;
 	__atomic_store_n(&t->step, step, __ATOMIC_RELAXED);
 	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
