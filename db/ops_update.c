@@ -22,8 +22,10 @@
  * kept if the checkpoint still needs them (db/ckpt_track.h).
  *
  * Rows are visited shard by shard in accumulator order with their memory
- * prefetched for writing a few rows ahead; the optimizer kind is dispatched
- * once per shard, not per row.  A row belongs to one shard, so shards can
+ * prefetched for writing a few rows ahead; shards of few rows (small or
+ * skewed batches) are gathered into runs of at least 128 rows so that the
+ * prefetch goes on across them.  The optimizer kind is dispatched once per
+ * run, not per row.  A row belongs to one shard, so shards can
  * be applied by different threads: another thread calling Update on the
  * same table while this one applies claims shards of this pass first (it
  * would have to wait for it anyway), and only then runs its own Update;
@@ -72,47 +74,125 @@ static inline void cpu_relax(void)
 #endif
 }
 
-#define APPLY_LOOP(rowfn)                                                         \
-	do {                                                                      \
-		for (uint32_t j = 0; j < cnt; j++) {                              \
-			if (j + OPS_PREFETCH_ROWS < cnt)                          \
-				ops_prefetch_row_w(table_row(t, m->locs[j + OPS_PREFETCH_ROWS]), \
-						   row_bytes);                    \
-			float *row_ = table_row(t, m->locs[j]);                   \
-			ckpt_touch(&t->rows, cow, gen, m->locs[j], row_);         \
-			rowfn(&sc, dim, row_, m->grads + (size_t)j * dim);        \
-		}                                                                 \
+/* Optimizer kind dispatched once per run, not per row. */
+#define APPLY_SWITCH(LOOP)                                           \
+	do {                                                         \
+		switch (t->cfg.optimizer.kind) {                     \
+		case EMDB_OPT_SGD:                                   \
+			LOOP(emdb_opt_sgd_row);                      \
+			break;                                       \
+		case EMDB_OPT_ADAGRAD:                               \
+			LOOP(emdb_opt_adagrad_row);                  \
+			break;                                       \
+		case EMDB_OPT_ROWWISE_ADAGRAD:                       \
+			LOOP(emdb_opt_rowwise_adagrad_row);          \
+			break;                                       \
+		case EMDB_OPT_ADAM:                                  \
+			LOOP(emdb_opt_adam_row);                     \
+			break;                                       \
+		case EMDB_OPT_FTRL:                                  \
+			LOOP(emdb_opt_ftrl_row);                     \
+			break;                                       \
+		}                                                    \
 	} while (0)
 
+/* Rows locs[0..cnt) with gradient GRAD(j), prefetched for writing a few
+ * rows ahead.  Uses t, sc, dim, row_bytes, cow, gen. */
+#define APPLY_LOOP(rowfn, locs, cnt, GRAD)                                                 \
+	do {                                                                               \
+		for (uint32_t j = 0; j < (cnt) && j < OPS_PREFETCH_ROWS; j++)              \
+			ops_prefetch_row_w(table_row(t, (locs)[j]), row_bytes);            \
+		for (uint32_t j = 0; j < (cnt); j++) {                                     \
+			if (j + OPS_PREFETCH_ROWS < (cnt))                                 \
+				ops_prefetch_row_w(table_row(t, (locs)[j + OPS_PREFETCH_ROWS]), \
+						   row_bytes);                             \
+			float *row_ = table_row(t, (locs)[j]);                             \
+			ckpt_touch(&t->rows, cow, gen, (locs)[j], row_);                   \
+			rowfn(&sc, dim, row_, GRAD(j));                                    \
+		}                                                                          \
+	} while (0)
+
+#define APPLY_VARS(t, scp)                                                            \
+	emdb_opt_scalars sc = *(scp);                                                 \
+	uint32_t dim = (t)->dim;                                                      \
+	size_t row_bytes = ((size_t)dim + (t)->state_floats) * sizeof(float);        \
+	/* Stable during the pass: the switch changes them holding rows_lock. */     \
+	ckpt_cow *cow = (t)->ck.cow;                                                  \
+	uint32_t gen = (t)->ck.gen
+
+/* One shard's accumulators. */
 static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *scp)
 {
-	emdb_opt_scalars sc = *scp;
-	uint32_t dim = t->dim;
+	APPLY_VARS(t, scp);
 	uint32_t cnt = m->count;
-	size_t row_bytes = ((size_t)dim + t->state_floats) * sizeof(float);
-	/* Stable during the pass: the switch changes them holding rows_lock. */
-	ckpt_cow *cow = t->ck.cow;
-	uint32_t gen = t->ck.gen;
+#define SHARD_GRAD(j) (m->grads + (size_t)(j) * dim)
+#define SHARD_LOOP(rowfn) APPLY_LOOP(rowfn, m->locs, cnt, SHARD_GRAD)
+	APPLY_SWITCH(SHARD_LOOP);
+#undef SHARD_LOOP
+#undef SHARD_GRAD
+}
 
-	for (uint32_t j = 0; j < cnt && j < OPS_PREFETCH_ROWS; j++)
-		ops_prefetch_row_w(table_row(t, m->locs[j]), row_bytes);
-	switch (t->cfg.optimizer.kind) {
-	case EMDB_OPT_SGD:
-		APPLY_LOOP(emdb_opt_sgd_row);
-		break;
-	case EMDB_OPT_ADAGRAD:
-		APPLY_LOOP(emdb_opt_adagrad_row);
-		break;
-	case EMDB_OPT_ROWWISE_ADAGRAD:
-		APPLY_LOOP(emdb_opt_rowwise_adagrad_row);
-		break;
-	case EMDB_OPT_ADAM:
-		APPLY_LOOP(emdb_opt_adam_row);
-		break;
-	case EMDB_OPT_FTRL:
-		APPLY_LOOP(emdb_opt_ftrl_row);
-		break;
+/* A shard with fewer than APPLY_ALONE_ROWS rows joins a group, applied as
+ * one run once it holds APPLY_GROUP_ROWS rows (or at the end of the
+ * sweep): with small batches a shard holds a few rows, and a run per
+ * shard would wait for each shard's first rows with nothing else in
+ * flight.  A fuller shard is applied by itself, straight from its
+ * accumulators. */
+#define APPLY_ALONE_ROWS 32u
+#define APPLY_GROUP_ROWS 128u
+#define APPLY_GROUP_MAX (APPLY_GROUP_ROWS + APPLY_ALONE_ROWS)
+
+/* Every member holds a row at least, and the group runs once it holds
+ * APPLY_GROUP_ROWS, so members and rows stay under APPLY_GROUP_MAX. */
+typedef struct apply_group {
+	uint32_t n, rows;
+	uint32_t shard[APPLY_GROUP_MAX];
+	uint64_t loc[APPLY_GROUP_MAX];
+	const float *grad[APPLY_GROUP_MAX];
+} apply_group;
+
+static void group_add(apply_group *g, uint32_t s, const gradmap *m)
+{
+	g->shard[g->n++] = s;
+	for (uint32_t j = 0; j < m->count; j++) {
+		g->loc[g->rows] = m->locs[j];
+		g->grad[g->rows++] = m->grads + (size_t)j * m->dim;
 	}
+}
+
+static void apply_group_rows(const tbl *t, const apply_group *g, const emdb_opt_scalars *scp)
+{
+	APPLY_VARS(t, scp);
+	uint32_t cnt = g->rows;
+#define GROUP_GRAD(j) (g->grad[j])
+#define GROUP_LOOP(rowfn) APPLY_LOOP(rowfn, g->loc, cnt, GROUP_GRAD)
+	APPLY_SWITCH(GROUP_LOOP);
+#undef GROUP_LOOP
+#undef GROUP_GRAD
+}
+
+/* Clear shard s's accumulators of the pass, applied. */
+static void clear_applied(tbl *t, uint32_t s)
+{
+	table_grads *tg = &t->grads[s];
+	/* Sizes change under mu: statistics read them. */
+	pthread_mutex_lock(&tg->mu);
+	gradmap_clear(&tg->acc[t->apply.gen]);
+	pthread_mutex_unlock(&tg->mu);
+}
+
+/* Apply the group and clear its shards; returns the rows applied and
+ * empties the group. */
+static uint32_t apply_group_run(tbl *t, apply_group *g)
+{
+	uint32_t rows = g->rows;
+	if (g->n) {
+		apply_group_rows(t, g, &t->apply.sc);
+		for (uint32_t i = 0; i < g->n; i++)
+			clear_applied(t, g->shard[i]);
+	}
+	g->n = g->rows = 0;
+	return rows;
 }
 
 /* Whether no push still holds a reservation in shard s of the pass's
@@ -122,23 +202,6 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
 static bool shard_ready(tbl *t, uint32_t s)
 {
 	return __atomic_load_n(&t->grads[s].acc[t->apply.gen].reserved, __ATOMIC_ACQUIRE) == 0;
-}
-
-/* Apply and clear shard s of the pass, claimed and ready; returns the rows
- * applied.  An empty shard costs no lock. */
-static uint32_t apply_claimed(tbl *t, uint32_t s)
-{
-	table_grads *g = &t->grads[s];
-	gradmap *m = &g->acc[t->apply.gen];
-	uint32_t cnt = m->count;
-	if (cnt) {
-		apply_shard(t, m, &t->apply.sc);
-		/* Sizes change under mu: statistics read them. */
-		pthread_mutex_lock(&g->mu);
-		gradmap_clear(m);
-		pthread_mutex_unlock(&g->mu);
-	}
-	return cnt;
 }
 
 /* Claim and apply ready shards until every shard is claimed.  Each thread
@@ -155,6 +218,8 @@ static void apply_claims(tbl *t, uint32_t from)
 		bool left = false, progress = false;
 		uint32_t done = 0;
 		uint64_t rows = 0;
+		apply_group g;
+		g.n = g.rows = 0;
 		for (uint32_t k = 0; k < t->shards; k++) {
 			uint32_t s = (from + k) & mask;
 			if (__atomic_load_n(&t->apply.claimed[s], __ATOMIC_ACQUIRE))
@@ -168,10 +233,20 @@ static void apply_claims(tbl *t, uint32_t from)
 			}
 			if (__atomic_exchange_n(&t->apply.claimed[s], 1, __ATOMIC_ACQ_REL))
 				continue;
-			rows += apply_claimed(t, s);
+			const gradmap *m = &t->grads[s].acc[t->apply.gen];
+			if (m->count >= APPLY_ALONE_ROWS) {
+				apply_shard(t, m, &t->apply.sc);
+				rows += m->count;
+				clear_applied(t, s);
+			} else if (m->count) { /* an empty shard costs no lock */
+				group_add(&g, s, m);
+				if (g.rows >= APPLY_GROUP_ROWS)
+					rows += apply_group_run(t, &g);
+			}
 			done++;
 			progress = true;
 		}
+		rows += apply_group_run(t, &g);
 		/* Once per sweep, not per shard: both lines are shared with
 		 * the other threads of the pass. */
 		if (rows)

@@ -9,7 +9,10 @@
  * documented update rule of docs/engine.md written out here again.  Every
  * weight and every state float the engine returns must equal the model bit
  * for bit, and a row not pushed since the last Update must come back
- * bit-identical to what it was.
+ * bit-identical to what it was.  Each step has small pushes full of
+ * duplicates and a wide one of 104 distinct rows, so that both ways an
+ * Update applies a shard are checked: alone (a shard of many rows, with
+ * few shards) and gathered with other shards of few rows (many shards).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -21,7 +24,8 @@
 #include "db/init_math.h"
 
 #define DIM 7        /* not a multiple of the vector width */
-#define NIDS 24
+#define WIDE0 24     /* rows WIDE0..NIDS-1: one wide push every step */
+#define NIDS 128
 #define STEPS 6
 #define MAXSF (2 * DIM)
 
@@ -156,10 +160,10 @@ static model_row *row_of(model *m, uint64_t id)
  * from (step, push), and mirror it in the model. */
 static void push(emdb_db *db, model *m, const int *pos, size_t n, uint32_t push_no)
 {
-	uint64_t ids[32];
-	float g[32 * DIM];
+	uint64_t ids[NIDS];
+	float g[NIDS * DIM];
 
-	cr_assert_leq(n, 32);
+	cr_assert_leq(n, NIDS);
 	for (size_t i = 0; i < n; i++) {
 		ids[i] = m->rows[pos[i]].id;
 		for (int c = 0; c < DIM; c++)
@@ -322,6 +326,13 @@ static void run(const emdb_optimizer *opt, uint32_t shards)
 		for (int i = 16; i < NIDS && (uint32_t)(i - 16) < s; i++)
 			late[n_late++] = i;
 		push(db, &m, late, n_late, 3);
+		/* A wide push: with one shard (or a few) its shard holds
+		 * enough rows for the pass to apply it by itself, with many
+		 * shards a few rows each, gathered into runs (ops_update.c). */
+		int wide[NIDS - WIDE0];
+		for (int i = WIDE0; i < NIDS; i++)
+			wide[i - WIDE0] = i;
+		push(db, &m, wide, NIDS - WIDE0, 4);
 		check(db, &m, "after push (no change before Update)");
 
 		snapshot(db, &m, w_before, st_before);
