@@ -65,7 +65,8 @@
 #include "db/job_int.h"
 #include "db/ops.h"
 
-#define UPDATE_SPIN_NS 50000u /* wrlock_spinning */
+#define UPDATE_SPIN_NS 50000u /* wrlock_spinning: tries for this long, */
+#define UPDATE_PAUSE_NS 5000u  /* pausing between tries for this long   */
 
 static inline void cpu_relax(void)
 {
@@ -292,8 +293,14 @@ static void wrlock_spinning(pthread_rwlock_t *l, tbl *help)
 			until = now + UPDATE_SPIN_NS;
 		else if (now >= until)
 			break;
-		for (int i = 0; i < 16; i++)
-			cpu_relax();
+		/* Past the first UPDATE_PAUSE_NS, yield between tries: where
+		 * threads outnumber cores the holder may be waiting for
+		 * this one's core. */
+		if (until - now < UPDATE_SPIN_NS - UPDATE_PAUSE_NS)
+			sched_yield();
+		else
+			for (int i = 0; i < 16; i++)
+				cpu_relax();
 	}
 	pthread_rwlock_wrlock(l);
 }
