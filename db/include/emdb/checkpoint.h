@@ -51,9 +51,10 @@
  *   Checkpoints and restores are jobs: emdb_job_checkpoint or
  *   emdb_job_restore prepares one, emdb_job_run does its work on the
  *   calling thread (a checkpoint also writes on one helper thread of its own,
- *   at nice 19 so that serving threads come first, and a restore reads
- *   and loads rows on three; all are joined before it returns), and emdb_job_progress
- *   can be read from any thread meanwhile.  One job runs at a time per
+ *   at nice 19 so that serving threads come first, and a restore reads and
+ *   loads rows on up to seven, one for every two blocks of a table; all
+ *   are joined before it returns), and emdb_job_progress can be read from
+ *   any thread meanwhile.  One job runs at a time per
  *   emdb_db: emdb_job_run fails with BUSY while another is running.
  *
  * Threads

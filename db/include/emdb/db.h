@@ -24,8 +24,8 @@
  *   flight).  The engine starts no threads of its own: the caller's threads
  *   do the work, so a server's thread pool drives it directly.  (One
  *   exception: checkpoint and restore jobs (emdb/checkpoint.h) use helper
- *   threads of their own, one for a checkpoint and three for a restore,
- *   which live only while the job runs.)
+ *   threads of their own, one for a checkpoint and up to seven for a
+ *   restore, which live only while the job runs.)
  *   While emdb_update applies the optimizer, Pulls, Lookups and state reads
  *   of that table wait, so they see every row either entirely before or
  *   entirely after an Update, never a torn row.  Pushes wait only for the
