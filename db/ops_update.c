@@ -8,14 +8,15 @@
  * update_lock for writing (so no push is between picking its generation
  * and reserving room there), advances the step and flips the generation
  * pushes use.  It drops update_lock and, still holding rows_lock, applies
- * the optimizer to the old generation shard by shard.  Pushes that reserved in the old
- * generation before the flip may still be adding to it: a shard is applied
- * only once its reservations are all consumed; a shard not ready yet is
- * left for whichever thread of the pass finds it ready first, and a thread
- * that finds it not ready does the push's adds there itself if the push
- * has not got to them (ops_push.c).  So pushes of the next step run
- * beside this step's optimizer work, an Update never idles while a push
- * it must include is still adding, and Pulls wait for the pass.
+ * the optimizer to the old generation shard by shard.  Pushes that
+ * reserved in the old generation before the flip may still be adding to
+ * it: a shard is applied only once its reservations are all consumed; a
+ * shard not ready yet is left for whichever thread of the pass finds it
+ * ready first, and a thread that finds it not ready does the push's adds
+ * there itself if the push has not got to them (ops_push.c).  So pushes
+ * of the next step run beside this step's optimizer work, an Update never
+ * idles while a push it must include is still adding, and Pulls wait for
+ * the pass.
  *
  * Before a row changes it is marked dirty for the next incremental
  * checkpoint, and, while a checkpoint is being written, its old bytes are

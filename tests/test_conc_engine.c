@@ -116,7 +116,8 @@ Test(concurrency, parallel_push_equals_serial)
 }
 
 /* SGD from zeros with gradients equal across a row's columns keeps every
- * row's columns equal; a torn read would show two different values. */
+ * row's columns equal; a torn read would show two different values.  (Test
+ * 5 below shares this state between its pushers, updaters and reader.) */
 typedef struct reader {
 	emdb_db *db;
 	uint32_t table;
@@ -304,16 +305,9 @@ Test(concurrency, pushes_racing_updates_lose_nothing)
  * pushes applied to it, so every pull must see all rows equal. */
 enum { W_IDS = 512, W_ROUNDS = 200 };
 
-typedef struct whole {
-	emdb_db *db;
-	uint32_t table;
-	atomic_int *stop;
-	atomic_int checked;
-} whole;
-
 static void *whole_push(void *arg)
 {
-	whole *w = arg;
+	reader *w = arg;
 	static _Thread_local uint64_t ids[W_IDS];
 	static _Thread_local float g[W_IDS * 4];
 	for (int i = 0; i < W_IDS; i++)
@@ -327,7 +321,7 @@ static void *whole_push(void *arg)
 
 static void *whole_update(void *arg)
 {
-	whole *w = arg;
+	reader *w = arg;
 	while (!atomic_load(w->stop))
 		cr_assert_eq(emdb_update(w->db, w->table, NULL), 0);
 	return NULL;
@@ -335,7 +329,7 @@ static void *whole_update(void *arg)
 
 static void *whole_read(void *arg)
 {
-	whole *w = arg;
+	reader *w = arg;
 	static _Thread_local uint64_t ids[W_IDS];
 	static _Thread_local float v[W_IDS * 4];
 	for (int i = 0; i < W_IDS; i++)
@@ -354,7 +348,7 @@ Test(concurrency, each_push_is_applied_whole)
 	emdb_db *db = open_db(64);
 	uint32_t t = sgd_lr1_table(db);
 	atomic_int stop = 0;
-	whole w = { db, t, &stop, 0 };
+	reader w = { db, t, &stop, 0 };
 	pthread_t push[2], upd[2], rd;
 	pthread_create(&rd, NULL, whole_read, &w);
 	for (int i = 0; i < 2; i++) {

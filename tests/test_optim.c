@@ -307,7 +307,7 @@ static void run(const emdb_optimizer *opt, uint32_t shards)
 		 * pushed; 16.. arrive through Push one more per step. */
 		static const int a[] = { 0, 3, 0, 5, 7, 0, 5, 9, 1, 2 };
 		static const int b[] = { 3, 0, 11, 5, 13, 1 };
-		int late[NIDS - 16];
+		int late[WIDE0 - 16];
 		size_t n_late = 0;
 		int touched[NIDS];
 
@@ -323,7 +323,7 @@ static void run(const emdb_optimizer *opt, uint32_t shards)
 		}
 		push(db, &m, a, s % 2 == 0 ? 7 : 10, 1);
 		push(db, &m, b, sizeof(b) / sizeof(b[0]), 2);
-		for (int i = 16; i < NIDS && (uint32_t)(i - 16) < s; i++)
+		for (int i = 16; i < WIDE0 && (uint32_t)(i - 16) < s; i++)
 			late[n_late++] = i;
 		push(db, &m, late, n_late, 3);
 		/* A wide push: with one shard (or a few) its shard holds
