@@ -69,6 +69,10 @@
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
 
 #include <emdb/alloc.h>
 #include <emdb/client.h>
@@ -76,6 +80,7 @@
 #include "client/client_int.h"
 #include "client/uri.h"
 #include "protocol/proto.h"
+#include "protocol/tls_io.h"
 
 #define NET_BUCKETS 256              /* pending table, by id & (NET_BUCKETS-1) */
 #define NET_FLAT_MAX 2048            /* small requests are encoded on the stack */
@@ -108,6 +113,14 @@ typedef struct net_state {
 	/* Reader: the socket's SO_RCVTIMEO in ms (0: none), UINT32_MAX
 	 * until first set. */
 	uint32_t rcv_ms;
+	/* tls:// only (NULL otherwise).  OpenSSL forbids two threads in one
+	 * SSL at once, and the sender and the reader run side by side:
+	 * tls_lock is held for each non-blocking SSL call, never across a
+	 * wait.  The socket stays non-blocking. */
+	SSL_CTX *tls_ctx;
+	SSL *ssl;
+	pthread_mutex_t tls_lock;
+	bool rd_wants_wr; /* reader: the last TLS read must wait for POLLOUT */
 } net_state;
 
 /* ---- socket I/O ---------------------------------------------------- */
@@ -126,13 +139,51 @@ static int ms_until(uint64_t deadline)
 
 /* Write the whole of v.  *sent counts the bytes written.  Returns EMDB_OK,
  * TIMEOUT (deadline passed) or CLOSED (the socket failed; msg says how). */
+/* One sendmsg(2), or its TLS form: sendmsg's results, and for TLS *events
+ * says what to wait for after EAGAIN.  A TLS send that must wait has
+ * already committed its first record to OpenSSL, which will send it
+ * before anything else: *committed says so. */
+static ssize_t sock_sendv(net_state *n, proto_iov *v, short *events, bool *committed)
+{
+	*events = POLLOUT;
+	if (!n->ssl) {
+		struct msghdr mh = { .msg_iov = v->iov, .msg_iovlen = (size_t)v->n };
+		return sendmsg(n->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	size_t k;
+	pthread_mutex_lock(&n->tls_lock);
+	tls_io_rc r = tls_io_sendv(n->ssl, v->iov, v->n, &k);
+	pthread_mutex_unlock(&n->tls_lock);
+	switch (r) {
+	case TLS_IO_OK:
+		return (ssize_t)k;
+	case TLS_IO_WANT_READ:
+		*events = POLLIN;
+		/* fall through */
+	case TLS_IO_WANT_WRITE:
+		*committed = true;
+		errno = EAGAIN;
+		return -1;
+	default:
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+/* errno's text, or for a TLS failure OpenSSL's reason. */
+static const char *sock_error(const net_state *n, int e)
+{
+	return n->ssl && e == EPROTO ? tls_io_error() : strerror(e);
+}
+
 static int send_all(net_state *n, proto_iov *v, uint64_t deadline, size_t *sent, char *msg, size_t msglen)
 {
 	size_t left = v->len;
+	bool committed = false;
 	*sent = 0;
 	while (left) {
-		struct msghdr mh = { .msg_iov = v->iov, .msg_iovlen = (size_t)v->n };
-		ssize_t k = sendmsg(n->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		short events;
+		ssize_t k = sock_sendv(n, v, &events, &committed);
 		if (k > 0) {
 			*sent += (size_t)k;
 			left = proto_iov_advance(v, (size_t)k);
@@ -141,15 +192,17 @@ static int send_all(net_state *n, proto_iov *v, uint64_t deadline, size_t *sent,
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd p = { .fd = n->fd, .events = POLLOUT };
+			struct pollfd p = { .fd = n->fd, .events = events };
 			int w = ms_until(deadline);
 			if (w == 0 || poll(&p, 1, w) == 0) {
 				snprintf(msg, msglen, "sending to %s: no socket space within the timeout", n->peer);
+				if (committed && *sent == 0)
+					*sent = 1; /* part of the frame is in OpenSSL's hands */
 				return EMDB_ERR_TIMEOUT;
 			}
 			continue;
 		}
-		snprintf(msg, msglen, "sending to %s: %s", n->peer, k < 0 ? strerror(errno) : "nothing written");
+		snprintf(msg, msglen, "sending to %s: %s", n->peer, k < 0 ? sock_error(n, errno) : "nothing written");
 		return EMDB_ERR_CLOSED;
 	}
 	return EMDB_OK;
@@ -175,6 +228,49 @@ static size_t take_ahead(net_state *n, uint8_t *p, size_t len)
  * of it refills it with whatever the socket holds, so that a small
  * response (a header, a Lookup's few fields and floats) costs one recv,
  * not one per field; a larger one goes straight into buf. */
+/* recv(2) with MSG_DONTWAIT, or its TLS form with recv's results (a TLS
+ * failure is EPROTO; n->rd_wants_wr says an EAGAIN waits for POLLOUT). */
+static ssize_t sock_recv(net_state *n, void *p, size_t len)
+{
+	if (!n->ssl)
+		return recv(n->fd, p, len, MSG_DONTWAIT);
+	size_t k;
+	pthread_mutex_lock(&n->tls_lock);
+	tls_io_rc r = tls_io_recv(n->ssl, p, len, &k);
+	pthread_mutex_unlock(&n->tls_lock);
+	n->rd_wants_wr = r == TLS_IO_WANT_WRITE;
+	switch (r) {
+	case TLS_IO_OK:
+		return (ssize_t)k;
+	case TLS_IO_CLOSED:
+		return 0;
+	case TLS_IO_WANT_READ:
+	case TLS_IO_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	default:
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+/* What a reader that got EAGAIN waits for. */
+static short rd_events(const net_state *n)
+{
+	return n->rd_wants_wr ? POLLOUT : POLLIN;
+}
+
+/* Whether OpenSSL holds received bytes that poll() would not report. */
+static bool tls_pending(net_state *n)
+{
+	if (!n->ssl)
+		return false;
+	pthread_mutex_lock(&n->tls_lock);
+	bool p = tls_io_pending(n->ssl);
+	pthread_mutex_unlock(&n->tls_lock);
+	return p;
+}
+
 static int recv_full(net_state *n, void *buf, size_t len, bool idle, uint32_t stall_ms,
 		     uint64_t deadline, char *msg, size_t msglen)
 {
@@ -187,7 +283,7 @@ static int recv_full(net_state *n, void *buf, size_t len, bool idle, uint32_t st
 	}
 	while (len) {
 		bool small = len < NET_AHEAD / 2;
-		ssize_t k = small ? recv(n->fd, n->ahead, NET_AHEAD, MSG_DONTWAIT) : recv(n->fd, p, len, MSG_DONTWAIT);
+		ssize_t k = small ? sock_recv(n, n->ahead, NET_AHEAD) : sock_recv(n, p, len);
 		if (k > 0) {
 			size_t used = (size_t)k;
 			if (small) {
@@ -207,7 +303,7 @@ static int recv_full(net_state *n, void *buf, size_t len, bool idle, uint32_t st
 		if (errno == EINTR)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			snprintf(msg, msglen, "receiving from %s: %s", n->peer, strerror(errno));
+			snprintf(msg, msglen, "receiving from %s: %s", n->peer, sock_error(n, errno));
 			return EMDB_ERR_CLOSED;
 		}
 		int w = ms_until(deadline);
@@ -215,7 +311,7 @@ static int recv_full(net_state *n, void *buf, size_t len, bool idle, uint32_t st
 			w = (int)stall_ms;
 		if (idle && !deadline)
 			w = -1;
-		struct pollfd pf = { .fd = n->fd, .events = POLLIN };
+		struct pollfd pf = { .fd = n->fd, .events = rd_events(n) };
 		int r = w == 0 ? 0 : poll(&pf, 1, w);
 		if (r == 0) {
 			snprintf(msg, msglen, "receiving from %s: %s", n->peer,
@@ -994,10 +1090,10 @@ static bool is_vector_op(cl_op op)
  * before the monotonic time `deadline` (0: wait for ever). */
 static bool wait_readable(net_state *n, uint64_t deadline)
 {
-	if (n->ahead_off < n->ahead_len)
+	if (n->ahead_off < n->ahead_len || tls_pending(n))
 		return true;
 	for (;;) {
-		struct pollfd pf = { .fd = n->fd, .events = POLLIN };
+		struct pollfd pf = { .fd = n->fd, .events = rd_events(n) };
 		int w = ms_until(deadline);
 		int r = w == 0 ? 0 : poll(&pf, 1, w);
 		if (r > 0)
@@ -1020,7 +1116,9 @@ static int block_first(net_state *n, uint32_t ms, uint64_t deadline)
 {
 	if (n->ahead_off < n->ahead_len)
 		return EMDB_OK;
-	if (deadline && cl_now_ns() + (uint64_t)ms * 1000000ull > deadline + 1000000ull)
+	/* TLS keeps the socket non-blocking: a blocking SSL_read would hold
+	 * tls_lock against the senders. */
+	if (n->ssl || (deadline && cl_now_ns() + (uint64_t)ms * 1000000ull > deadline + 1000000ull))
 		return wait_readable(n, deadline) ? EMDB_OK : EMDB_ERR_TIMEOUT;
 	if (n->rcv_ms != ms) {
 		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
@@ -1296,6 +1394,69 @@ static int dial(net_state *n, const cl_uri *u, uint64_t deadline)
 	return rc;
 }
 
+/* The context of a tls:// handle: whom to trust, and what to show a server
+ * that asks for a client certificate. */
+static int tls_context(net_state *n, const char *ca, const char *cert, const char *key)
+{
+	ERR_clear_error();
+	SSL_CTX *x = n->tls_ctx = SSL_CTX_new(TLS_client_method());
+	if (!x)
+		return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: TLS context: %s", tls_io_reason());
+	SSL_CTX_set_min_proto_version(x, TLS1_2_VERSION);
+	SSL_CTX_set_options(x, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+	SSL_CTX_set_mode(x, TLS_IO_MODES);
+	SSL_CTX_set_read_ahead(x, 1);
+	SSL_CTX_set_verify(x, SSL_VERIFY_PEER, NULL);
+	if (ca ? SSL_CTX_load_verify_locations(x, ca, NULL) != 1 : SSL_CTX_set_default_verify_paths(x) != 1)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: TLS CA file %s: %s",
+				 ca ? ca : "(the system's)", tls_io_reason());
+	if (!cert != !key)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: a TLS client certificate needs both "
+				 "cert and key, not only %s", cert ? "cert" : "key");
+	if (cert && SSL_CTX_use_certificate_chain_file(x, cert) != 1)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: TLS certificate %s: %s", cert,
+				 tls_io_reason());
+	if (key && (SSL_CTX_use_PrivateKey_file(x, key, SSL_FILETYPE_PEM) != 1 ||
+		    SSL_CTX_check_private_key(x) != 1))
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: TLS key %s: %s", key, tls_io_reason());
+	return EMDB_OK;
+}
+
+/* The TLS handshake on the connected socket, to the deadline.  The
+ * server's certificate must name host (a DNS name, or the IP address as
+ * written). */
+static int tls_handshake(net_state *n, const char *host, uint64_t deadline)
+{
+	SSL *s = n->ssl = SSL_new(n->tls_ctx);
+	BIO *b = s ? tls_io_socket_bio(n->fd) : NULL;
+	if (!b)
+		return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: out of memory for TLS");
+	SSL_set_bio(s, b, b);
+	SSL_set_connect_state(s);
+	unsigned char ip[16];
+	bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+	if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), host) != 1
+		  : SSL_set1_host(s, host) != 1 || SSL_set_tlsext_host_name(s, host) != 1)
+		return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: TLS: %s", tls_io_reason());
+	for (;;) {
+		tls_io_rc r = tls_io_handshake(s);
+		if (r == TLS_IO_OK)
+			return EMDB_OK;
+		if (r == TLS_IO_ERROR || r == TLS_IO_CLOSED) {
+			bool cert = SSL_get_verify_result(s) != X509_V_OK;
+			return cl_seterr(cert ? EMDB_ERR_AUTH : EMDB_ERR_PROTOCOL,
+					 "emdb_client_connect: %s: TLS handshake failed: %s", n->peer, tls_io_error());
+		}
+		struct pollfd p = { .fd = n->fd, .events = r == TLS_IO_WANT_READ ? POLLIN : POLLOUT };
+		int w = ms_until(deadline);
+		int k = w == 0 ? 0 : poll(&p, 1, w);
+		if (k == 0)
+			return cl_seterr(EMDB_ERR_TIMEOUT, "emdb_client_connect: %s: TLS handshake timed out", n->peer);
+		if (k < 0 && errno != EINTR)
+			return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: %s: poll: %s", n->peer, strerror(errno));
+	}
+}
+
 /* One request/response exchange during the handshake, before the receiver
  * runs.  The response body lands in n->rxbuf. */
 static int exchange(net_state *n, const uint8_t *frame, size_t len, uint16_t op, uint64_t deadline,
@@ -1391,6 +1552,9 @@ static int handshake(emdb_client *c, const char *token, const char *name, uint64
 
 static void net_state_free(net_state *n)
 {
+	SSL_free(n->ssl);
+	SSL_CTX_free(n->tls_ctx);
+	pthread_mutex_destroy(&n->tls_lock);
 	if (n->fd >= 0)
 		close(n->fd);
 	pthread_mutex_destroy(&n->send_lock);
@@ -1403,6 +1567,12 @@ static void net_state_free(net_state *n)
 static void net_close(emdb_client *c)
 {
 	net_state *n = c->priv;
+	if (n->ssl) {
+		/* Best effort close_notify: the server then sees a clean end. */
+		pthread_mutex_lock(&n->tls_lock);
+		SSL_shutdown(n->ssl);
+		pthread_mutex_unlock(&n->tls_lock);
+	}
 	net_break(c, "closed by the client");
 	if (n->rx_started)
 		pthread_join(n->rx, NULL);
@@ -1426,20 +1596,30 @@ int cl_net_open(emdb_client *c, const cl_uri *u, const emdb_client_options *o)
 	n->fd = -1;
 	n->next_id = 1;
 	pthread_mutex_init(&n->send_lock, NULL);
+	pthread_mutex_init(&n->tls_lock, NULL);
 	pthread_cond_init(&n->rx_cond, NULL);
+	const char *scheme = u->kind == CL_URI_TLS ? "tls" : "tcp";
 	if (u->kind == CL_URI_UNIX)
 		snprintf(n->peer, sizeof(n->peer), "unix://%s", u->path);
 	else if (strchr(u->host, ':'))
-		snprintf(n->peer, sizeof(n->peer), "tcp://[%s]:%u", u->host, u->port);
+		snprintf(n->peer, sizeof(n->peer), "%s://[%s]:%u", scheme, u->host, u->port);
 	else
-		snprintf(n->peer, sizeof(n->peer), "tcp://%s:%u", u->host, u->port);
+		snprintf(n->peer, sizeof(n->peer), "%s://%s:%u", scheme, u->host, u->port);
 
 	uint64_t deadline = o->connect_timeout_ms ? cl_now_ns() + (uint64_t)o->connect_timeout_ms * 1000000ull : 0;
 	const char *token = o->token ? o->token : u->token;
 	const char *name = o->client_name ? o->client_name : u->client_name ? u->client_name : "emdb-client";
 	n->rcv_ms = UINT32_MAX;
-	int rc = dial(n, u, deadline);
-	if (rc == EMDB_OK) {
+	int rc = EMDB_OK;
+	if (u->kind == CL_URI_TLS)
+		rc = tls_context(n, o->tls_ca_file ? o->tls_ca_file : u->tls_ca,
+				 o->tls_cert_file ? o->tls_cert_file : u->tls_cert,
+				 o->tls_key_file ? o->tls_key_file : u->tls_key);
+	if (rc == EMDB_OK)
+		rc = dial(n, u, deadline);
+	if (rc == EMDB_OK && n->tls_ctx)
+		rc = tls_handshake(n, u->host, deadline);
+	else if (rc == EMDB_OK) {
 		/* Blocking from now on, for block_first(); every other
 		 * call passes MSG_DONTWAIT. */
 		int fl = fcntl(n->fd, F_GETFL);

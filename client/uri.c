@@ -1,6 +1,7 @@
 /*
- * uri.c - connection URIs: tcp://HOST[:PORT], unix:///PATH and
- * mem://[NAME], each with an optional ?key=value&... query.
+ * uri.c - connection URIs: tcp://HOST[:PORT], tls://HOST[:PORT],
+ * unix:///PATH and mem://[NAME], each with an optional ?key=value&...
+ * query.
  *
  * Invariants:
  *   1. A URI is accepted whole or not at all: every byte is accounted for
@@ -58,6 +59,22 @@ static int decode(const char *p, size_t n, const char *key, char **out)
 	return EMDB_OK;
 }
 
+/* The field of a query key whose value is a string, NULL for others. */
+static char **string_key(cl_uri *u, const char *k, size_t klen)
+{
+	const struct {
+		const char *name;
+		char **field;
+	} keys[] = {
+		{ "token", &u->token },   { "name", &u->client_name }, { "ca", &u->tls_ca },
+		{ "cert", &u->tls_cert }, { "key", &u->tls_key },
+	};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strlen(keys[i].name) == klen && !memcmp(k, keys[i].name, klen))
+			return keys[i].field;
+	return NULL;
+}
+
 static int parse_query(const char *q, cl_uri *u)
 {
 	while (*q) {
@@ -70,14 +87,13 @@ static int parse_query(const char *q, cl_uri *u)
 		const char *v = eq + 1;
 		size_t vlen = len - klen - 1;
 		int rc;
-		if (klen == 5 && !memcmp(q, "token", 5)) {
-			if (u->token)
-				return cl_seterr(EMDB_ERR_INVALID, "URI: 'token' given twice");
-			rc = decode(v, vlen, "token", &u->token);
-		} else if (klen == 4 && !memcmp(q, "name", 4)) {
-			if (u->client_name)
-				return cl_seterr(EMDB_ERR_INVALID, "URI: 'name' given twice");
-			rc = decode(v, vlen, "name", &u->client_name);
+		char **str = string_key(u, q, klen);
+		if (str) {
+			if (*str)
+				return cl_seterr(EMDB_ERR_INVALID, "URI: '%.*s' given twice", (int)klen, q);
+			if (str != &u->token && str != &u->client_name && u->kind != CL_URI_TLS)
+				return cl_seterr(EMDB_ERR_INVALID, "URI: '%.*s' is for tls:// only", (int)klen, q);
+			rc = decode(v, vlen, q, str);
 		} else if (klen == 7 && !memcmp(q, "timeout", 7)) {
 			uint64_t ms = 0;
 			if (vlen == 0 || vlen > 10)
@@ -96,7 +112,8 @@ static int parse_query(const char *q, cl_uri *u)
 			rc = EMDB_OK;
 		} else {
 			return cl_seterr(EMDB_ERR_INVALID,
-					 "URI: unknown query key '%.*s' (known: token, name, timeout)",
+					 "URI: unknown query key '%.*s' (known: token, name, timeout; "
+					 "for tls:// ca, cert, key)",
 					 (int)klen, q);
 		}
 		if (rc != EMDB_OK)
@@ -197,6 +214,7 @@ int cl_uri_parse(const char *s, cl_uri *u)
 		cl_uri_kind kind;
 	} schemes[] = {
 		{ "tcp://", CL_URI_TCP },
+		{ "tls://", CL_URI_TLS },
 		{ "unix://", CL_URI_UNIX },
 		{ "mem://", CL_URI_MEM },
 	};
@@ -215,12 +233,13 @@ int cl_uri_parse(const char *s, cl_uri *u)
 	}
 	if (!u->kind)
 		return cl_seterr(EMDB_ERR_INVALID,
-				 "URI '%.64s': scheme must be tcp://, unix:// or mem://", s);
+				 "URI '%.64s': scheme must be tcp://, tls://, unix:// or mem://", s);
 
 	const char *q = strchr(s, '?');
 	size_t len = q ? (size_t)(q - s) : strlen(s);
 	switch (u->kind) {
 	case CL_URI_TCP:
+	case CL_URI_TLS:
 		rc = parse_tcp(s, len, u);
 		break;
 	case CL_URI_UNIX:
@@ -241,6 +260,8 @@ void cl_uri_free(cl_uri *u)
 {
 	emdb_free(u->token);
 	emdb_free(u->client_name);
-	u->token = NULL;
-	u->client_name = NULL;
+	emdb_free(u->tls_ca);
+	emdb_free(u->tls_cert);
+	emdb_free(u->tls_key);
+	u->token = u->client_name = u->tls_ca = u->tls_cert = u->tls_key = NULL;
 }

@@ -1,6 +1,6 @@
 /*
- * uri.h - parsing the connection URIs of emdb/client.h (tcp://, unix://,
- * mem://).  Internal to the client library; the tests use it directly.
+ * uri.h - parsing the connection URIs of emdb/client.h (tcp://, tls://,
+ * unix://, mem://).  Internal to the client library; the tests use it directly.
  */
 #ifndef EMDB_CLIENT_URI_H
 #define EMDB_CLIENT_URI_H
@@ -12,6 +12,7 @@ typedef enum cl_uri_kind {
 	CL_URI_TCP = 1,
 	CL_URI_UNIX = 2,
 	CL_URI_MEM = 3,
+	CL_URI_TLS = 4, /* TCP carrying TLS */
 } cl_uri_kind;
 
 #define CL_URI_HOST_MAX 256
@@ -25,6 +26,8 @@ typedef struct cl_uri {
 	char name[64];              /* mem: shared database name, "" = private */
 	char *token;                /* ?token=, percent-decoded; NULL if absent */
 	char *client_name;          /* ?name=, percent-decoded; NULL if absent */
+	char *tls_ca;               /* tls: ?ca=, CA file; NULL: the system's */
+	char *tls_cert, *tls_key;   /* tls: ?cert=, ?key=, client certificate */
 	bool has_timeout;           /* ?timeout= given */
 	uint32_t timeout_ms;
 } cl_uri;

@@ -70,6 +70,9 @@ static const key_def keys[] = {
 	{ "admin_token", T_STR, OFF(admin_token), 0, 0, F_SECRET, "AUTH token granting the admin role" },
 	{ "trainer_token", T_STR, OFF(trainer_token), 0, 0, F_SECRET, "AUTH token granting the trainer role" },
 	{ "reader_token", T_STR, OFF(reader_token), 0, 0, F_SECRET, "AUTH token granting the reader role" },
+	{ "tls_cert_file", T_STR, OFF(tls_cert_file), 0, 0, 0, "PEM certificate (chain) of the server; with tls_key_file, the TCP listener speaks only TLS (the Unix socket stays plain); empty: plain TCP" },
+	{ "tls_key_file", T_STR, OFF(tls_key_file), 0, 0, 0, "PEM private key of tls_cert_file" },
+	{ "tls_ca_file", T_STR, OFF(tls_ca_file), 0, 0, 0, "PEM CA certificates: TLS clients must present a certificate one of them signed; empty: none asked for" },
 	{ "log_level", T_LEVEL, OFF(log_level), 0, 0, F_RUNTIME, "debug, info, warn or error" },
 	{ "log_file", T_STR, OFF(log_file), 0, 0, 0, "append the log here; empty: stderr" },
 	{ "shards", T_U32, OFF(shards), 1, 4096, 0, "engine: index shards per table (power of two)" },
@@ -362,6 +365,15 @@ int config_validate(const net_config *c, char *err, size_t errlen)
 {
 	if (!c->bind[0] && !c->unix_socket[0]) {
 		errf(err, errlen, "neither bind nor unix_socket is set: nothing to listen on");
+		return -1;
+	}
+	if (!c->tls_cert_file[0] != !c->tls_key_file[0]) {
+		errf(err, errlen, "TLS needs both tls_cert_file and tls_key_file, not only %s",
+		     c->tls_cert_file[0] ? "tls_cert_file" : "tls_key_file");
+		return -1;
+	}
+	if (c->tls_ca_file[0] && !c->tls_cert_file[0]) {
+		errf(err, errlen, "tls_ca_file asks TLS clients for certificates: it needs tls_cert_file and tls_key_file");
 		return -1;
 	}
 	if (c->shards & (c->shards - 1)) {

@@ -57,6 +57,12 @@ typedef struct net_config {
 	char admin_token[CONFIG_TOKEN_MAX];
 	char trainer_token[CONFIG_TOKEN_MAX];
 	char reader_token[CONFIG_TOKEN_MAX];
+	/* TLS on the TCP listener (net/tls.h); "" = plain TCP */
+	char tls_cert_file[CONFIG_PATH_MAX]; /* PEM certificate (chain)     */
+	char tls_key_file[CONFIG_PATH_MAX];  /* PEM private key             */
+	char tls_ca_file[CONFIG_PATH_MAX];   /* PEM CAs: clients must present
+						a certificate they signed;
+						"" = no client certificates */
 	/* logging */
 	int log_level;                      /* log_level                    */
 	char log_file[CONFIG_PATH_MAX];     /* "" = stderr                  */

@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/ssl.h>
+
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
@@ -85,6 +87,7 @@ void conn_destroy(conn *c)
 	io_thread *t = c->t;
 	log_debug("conn %llu (%s): closed", (unsigned long long)c->id, c->peer);
 	atomic_fetch_sub_explicit(&t->n_tickets, c->tickets.live, memory_order_relaxed);
+	SSL_free(c->ssl);
 	tickets_destroy(&c->tickets);
 	inbuf_destroy(&c->in);
 	obuf_destroy(&c->out);

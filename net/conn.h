@@ -77,6 +77,12 @@ typedef struct conn {
 
 	ticket_table tickets;
 	void *be;         /* the backend's per-connection state */
+
+	/* TLS (net/tls.h), NULL on a plain connection.  The I/O thread reads
+	 * and writes through it (io_recv, io_sendv in net/loop.h). */
+	struct ssl_st *ssl;
+	bool tls_drained;    /* the last receive found nothing buffered */
+	bool tls_want_write; /* the last receive needs the socket writable */
 } conn;
 
 /* A new connection on thread t for descriptor fd (not yet opened by the

@@ -43,16 +43,68 @@
 #include "net/loop.h"
 #include "net/server.h"
 #include "net/stats.h"
+#include "net/tls.h"
+#include "protocol/tls_io.h"
 
 #define IOV_MAX_DIRECT 64
+
+ssize_t io_recv(conn *c, void *p, size_t n)
+{
+	if (!c->ssl)
+		return recv(c->fd, p, n, MSG_DONTWAIT);
+	size_t got;
+	c->tls_want_write = false;
+	switch (tls_io_recv(c->ssl, p, n, &got)) {
+	case TLS_IO_OK:
+		c->tls_drained = false;
+		return (ssize_t)got;
+	case TLS_IO_CLOSED:
+		return 0;
+	case TLS_IO_WANT_WRITE:
+		c->tls_want_write = true;
+		/* fall through */
+	case TLS_IO_WANT_READ:
+		c->tls_drained = true;
+		errno = EAGAIN;
+		return -1;
+	case TLS_IO_ERROR:
+		break;
+	}
+	log_info("conn %llu (%s): TLS: %s", (unsigned long long)c->id, c->peer, tls_io_error());
+	errno = EPROTO;
+	return -1;
+}
+
+ssize_t io_sendv(conn *c, const struct iovec *iov, int n)
+{
+	if (!c->ssl) {
+		struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+		return sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	size_t sent;
+	switch (tls_io_sendv(c->ssl, iov, n, &sent)) {
+	case TLS_IO_OK:
+		return (ssize_t)sent;
+	case TLS_IO_WANT_READ:
+		return 0;
+	case TLS_IO_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case TLS_IO_CLOSED:
+	case TLS_IO_ERROR:
+		break;
+	}
+	log_info("conn %llu (%s): TLS: %s", (unsigned long long)c->id, c->peer, tls_io_error());
+	errno = EPIPE;
+	return -1;
+}
 
 void io_send_direct(conn *c)
 {
 	while (conn_wants_write(c)) {
 		struct iovec iov[IOV_MAX_DIRECT];
 		int n = conn_out_iov(c, iov, IOV_MAX_DIRECT);
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = io_sendv(c, iov, n);
 		if (w <= 0)
 			return; /* full, or an error the next conn_update meets */
 		conn_out_sent(c, (size_t)w);
@@ -192,7 +244,11 @@ static void open_conn(io_thread *t, const new_conn *nc)
 	}
 	log_debug("conn %llu (%s): accepted on io thread %u", (unsigned long long)c->id, c->peer,
 		  t->index);
-	int rc = t->be->conn_open(c);
+	int rc = 0;
+	if (nc->tls && !(c->ssl = tls_server_accept(t->srv->tls, nc->fd)))
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = t->be->conn_open(c);
 	if (rc < 0) {
 		log_warn("conn %llu (%s): cannot start I/O: %s", (unsigned long long)c->id, c->peer,
 			 strerror(-rc));

@@ -38,6 +38,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "net/config.h"
 #include "net/stats.h"
@@ -82,10 +84,20 @@ extern const io_backend io_backend_uring;
  * is in flight, so the bytes keep their order. */
 void io_send_direct(conn *c);
 
+/* The backends' receive and send, plain or through the connection's TLS
+ * (net/tls.h): recv(2) and sendmsg(2) semantics (> 0 bytes; 0 end of
+ * stream for io_recv, "nothing until the socket is readable" for
+ * io_sendv; -1 with errno, EAGAIN for "try again when ready").  A TLS
+ * failure is logged here and reported as EPROTO or EPIPE.  io_recv keeps
+ * c->tls_drained and c->tls_want_write (net/conn.h) for the backend. */
+ssize_t io_recv(conn *c, void *p, size_t n);
+ssize_t io_sendv(conn *c, const struct iovec *iov, int n);
+
 /* A connection accepted by the main thread, on its way to an I/O thread. */
 typedef struct new_conn {
 	int fd;
 	bool loopback; /* Unix socket, 127.0.0.0/8 or ::1 */
+	bool tls;      /* speaks TLS (TCP on a server with tls_cert_file) */
 	char peer[64]; /* "127.0.0.1:5342", "unix", ... for the log */
 } new_conn;
 

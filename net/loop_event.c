@@ -13,6 +13,9 @@
  *      it: every path returns right after closing.
  *   4. One readable event reads at most READ_BURST times, so a busy
  *      connection cannot starve the others on its thread.
+ *   5. A TLS connection that wants input and whose last receive did not
+ *      find OpenSSL empty is activated again without waiting for the
+ *      socket (OpenSSL reads ahead; bytes it holds raise no event).
  *
  * State changes: the per-connection ev_conn (events added or not).
  */
@@ -142,10 +145,11 @@ static int flush(conn *c, bool *blocked)
 	while (conn_wants_write(c)) {
 		struct iovec iov[IOV_MAX_SEND];
 		int n = conn_out_iov(c, iov, IOV_MAX_SEND);
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = io_sendv(c, iov, n);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w == 0 && c->ssl)
+			return 0; /* TLS needs to read first: the read event calls back */
 		if ((w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || w == 0) {
 			*blocked = true;
 			return 0;
@@ -166,6 +170,13 @@ static void sync_conn(conn *c)
 	if (flush(c, &blocked) < 0)
 		return;
 	bool want_rd = conn_wants_read(c);
+	if (c->ssl) {
+		/* OpenSSL may hold input the socket will not signal again
+		 * (a burst cut short, or reading paused): come back for it. */
+		if (want_rd && !c->tls_drained)
+			event_active(ec->rd, EV_READ, 0);
+		blocked |= c->tls_want_write;
+	}
 	if (want_rd != ec->rd_on) {
 		if (want_rd ? event_add(ec->rd, NULL) : event_del(ec->rd)) {
 			conn_close(c);
@@ -192,7 +203,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			conn_close(c);
 			return;
 		}
-		ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+		ssize_t r = io_recv(c, p, n);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -201,8 +212,10 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			conn_close(c);
 			return;
 		}
-		if (r <= 0 || (size_t)r < n)
-			break; /* end of stream, or the socket is empty for now */
+		if (r <= 0 || ((size_t)r < n && !c->ssl))
+			break; /* end of stream, or the socket is empty for now
+				* (a TLS read returns a record at a time: only
+				* EAGAIN says it is empty) */
 	}
 	sync_conn(c);
 }
@@ -212,6 +225,13 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 	conn *c = arg;
 	ev_conn *ec = c->be;
 	ec->wr_on = false; /* not EV_PERSIST: the event is spent */
+	if (c->ssl && c->tls_want_write) {
+		/* TLS had to write before it could read on: read again,
+		 * which ends in sync_conn. */
+		c->tls_want_write = false;
+		on_readable(fd, EV_READ, c);
+		return;
+	}
 	sync_conn(c);
 }
 

@@ -42,6 +42,7 @@
 #include "net/loop.h"
 #include "net/server.h"
 #include "net/stats.h"
+#include "net/tls.h"
 #include "protocol/proto.h"
 
 static persist_settings persist_settings_of(const net_config *c)
@@ -88,6 +89,11 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	s->unix_sndbuf = (int)cfg->unix_send_buffer;
 	s->auth_required = cfg->admin_token[0] || cfg->trainer_token[0] || cfg->reader_token[0];
 	s->start_ns = stats_now_ns();
+	if (tls_server_create(cfg, &s->tls, err, errlen) < 0) {
+		pthread_mutex_destroy(&s->cfg_lock);
+		emdb_free(s);
+		return -1;
+	}
 
 	emdb_db_config dc = EMDB_DB_CONFIG_INIT;
 	dc.shards = cfg->shards;
@@ -96,6 +102,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	dc.max_tables = cfg->max_tables;
 	if (emdb_db_open(&dc, &s->db) != EMDB_OK) {
 		snprintf(err, errlen, "cannot open the engine: %s", emdb_last_error());
+		tls_server_free(s->tls);
 		pthread_mutex_destroy(&s->cfg_lock);
 		emdb_free(s);
 		return -1;
@@ -109,6 +116,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	    persist_start(s->persist, err, errlen) != EMDB_OK) {
 		persist_close(s->persist);
 		emdb_db_close(s->db);
+		tls_server_free(s->tls);
 		pthread_mutex_destroy(&s->cfg_lock);
 		emdb_free(s);
 		return -1;
@@ -119,11 +127,13 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 
 /* ---- accepting ------------------------------------------------------ */
 
-static void refuse(int fd, int status, const char *msg)
+/* Close fd, first telling a plain client why (a TLS client would take the
+ * frame for a broken handshake: it just sees the connection close). */
+static void refuse(int fd, bool tls, int status, const char *msg)
 {
 	uint8_t buf[256];
 	size_t len;
-	if (proto_err_encode(buf, sizeof(buf), 0, PROTO_OP_NONE, status, msg, &len) == EMDB_OK) {
+	if (!tls && proto_err_encode(buf, sizeof(buf), 0, PROTO_OP_NONE, status, msg, &len) == EMDB_OK) {
 		ssize_t w = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		(void)w; /* best effort: the connection is going anyway */
 	}
@@ -148,9 +158,18 @@ static void size_send_buffer(server *s, int fd)
 			 want, got / 2);
 }
 
+/* Whether fd is a TCP connection that must speak TLS. */
+static bool wants_tls(const server *s, int fd)
+{
+	int domain = 0;
+	socklen_t len = sizeof(domain);
+	return s->tls && getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain != AF_UNIX;
+}
+
 static void on_accept(void *arg, int fd, bool loopback, const char *peer)
 {
 	server *s = arg;
+	bool tls = wants_tls(s, fd);
 	if (atomic_load(&s->shutting_down)) {
 		close(fd);
 		return;
@@ -160,17 +179,17 @@ static void on_accept(void *arg, int fd, bool loopback, const char *peer)
 		atomic_fetch_sub(&s->n_conns, 1);
 		atomic_fetch_add(&s->conns_rejected, 1);
 		log_warn("refusing %s: max_connections (%llu) reached", peer, (unsigned long long)max);
-		refuse(fd, EMDB_ERR_LIMIT, "too many connections (max_connections)");
+		refuse(fd, tls, EMDB_ERR_LIMIT, "too many connections (max_connections)");
 		return;
 	}
 	atomic_fetch_add(&s->conns_total, 1);
 	size_send_buffer(s, fd);
-	new_conn nc = { .fd = fd, .loopback = loopback };
+	new_conn nc = { .fd = fd, .loopback = loopback, .tls = tls };
 	snprintf(nc.peer, sizeof(nc.peer), "%s", peer);
 	io_thread *t = &s->threads[s->rr++ % s->n_threads];
 	if (io_thread_post_conn(t, &nc) < 0) {
 		atomic_fetch_sub(&s->n_conns, 1);
-		refuse(fd, EMDB_ERR_NOMEM, "server out of memory");
+		refuse(fd, tls, EMDB_ERR_NOMEM, "server out of memory");
 	}
 }
 
@@ -228,6 +247,10 @@ static io_backend_kind pick_backend(server *s)
 {
 	if (s->cfg.io_backend != IO_BACKEND_URING)
 		return IO_BACKEND_LIBEVENT;
+	if (s->tls) {
+		log_warn("io_backend uring does not carry TLS (tls_cert_file is set): using libevent");
+		return IO_BACKEND_LIBEVENT;
+	}
 	/* One probe ring, so that an unavailable io_uring costs one log line,
 	 * not one per thread. */
 	io_thread probe;
@@ -333,7 +356,9 @@ int server_start(server *s)
 			log_error("%s", err);
 			return -1;
 		}
-		log_info("listening on tcp %s:%u", c->bind, s->tcp_port);
+		log_info("listening on tcp %s:%u%s", c->bind, s->tcp_port, s->tls ? " (TLS only)" : "");
+		if (s->tls)
+			log_info("TLS: %s", tls_server_describe(s->tls));
 	}
 	if (c->unix_socket[0]) {
 		if (listener_open_unix(s->base, c->unix_socket, (int)c->backlog, on_accept, s,
@@ -400,6 +425,7 @@ void server_destroy(server *s)
 		close(s->wake_fd);
 	persist_close(s->persist); /* before the engine it checkpoints */
 	emdb_db_close(s->db);
+	tls_server_free(s->tls);
 	pthread_mutex_destroy(&s->cfg_lock);
 	emdb_free(s);
 }

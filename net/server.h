@@ -60,6 +60,7 @@ struct server {
 	int unix_sndbuf;           /* unix_send_buffer, fixed at start: read
 				      by the acceptor without cfg_lock */
 	bool auth_required;        /* some token is configured */
+	struct tls_server *tls;    /* TLS on TCP connections (net/tls.h); NULL: plain */
 	uint64_t start_ns;         /* stats_now_ns() at start */
 	io_backend_kind backend;   /* what the threads actually run */
 	uint16_t tcp_port;         /* bound port, 0 if no TCP */

@@ -57,6 +57,27 @@ Test(client_uri, query_keys_are_decoded)
 	cl_uri_free(&u);
 }
 
+Test(client_uri, tls_and_its_files)
+{
+	cl_uri u = parse_ok("tls://db1:7000?ca=%2Fetc%2Femdb%2Fca.pem&cert=/c.pem&key=/c.key&token=t");
+	cr_assert_eq(u.kind, CL_URI_TLS);
+	cr_assert_str_eq(u.host, "db1");
+	cr_assert_eq(u.port, 7000);
+	cr_assert_str_eq(u.tls_ca, "/etc/emdb/ca.pem");
+	cr_assert_str_eq(u.tls_cert, "/c.pem");
+	cr_assert_str_eq(u.tls_key, "/c.key");
+	cr_assert_str_eq(u.token, "t");
+	cl_uri_free(&u);
+	cr_assert_null(u.tls_ca);
+
+	u = parse_ok("tls://[::1]");
+	cr_assert_eq(u.kind, CL_URI_TLS);
+	cr_assert_str_eq(u.host, "::1");
+	cr_assert_eq(u.port, EMDB_CLIENT_DEFAULT_PORT);
+	cr_assert_null(u.tls_ca);
+	cl_uri_free(&u);
+}
+
 Test(client_uri, unix_and_mem)
 {
 	cl_uri u = parse_ok("unix:///run/emdb/emdb.sock?token=t");
@@ -100,6 +121,11 @@ Test(client_uri, malformed_uris_are_refused)
 		"tcp://h:1?token=a&token=b",
 		"tcp://h:1?timeout=-1",
 		"tcp://h:1?timeout=99999999999",
+		"tcp://h:1?ca=/ca.pem",   /* TLS files on a plain URI */
+		"unix:///s?cert=/c.pem",
+		"tls://",
+		"tls://h:1?ca=/a&ca=/b",
+		"tls://h:1?cafile=/a",
 		"unix://relative/path",
 		"unix://",
 		"mem://bad/name",

@@ -11,6 +11,8 @@
  *    read their own responses with the receiving thread, handing the
  *    socket's read side back and forth (client/net.c, invariant 2).
  * 2. Async futures freed while still queued never write their buffers.
+ * 3. The same over tls:// (a certificate of tests/tls_pki.h): the sender
+ *    and the reader then share one SSL under the handle's tls_lock.
  */
 #define _GNU_SOURCE /* nftw in tests/tmpdir.h */
 #include <math.h>
@@ -22,6 +24,7 @@
 
 #include "tests/helpers.h"
 #include "tests/server_spawn.h"
+#include "tests/tls_pki.h"
 #include "tests/tmpdir.h"
 
 enum { THREADS = 4, ROUNDS = 20, BATCH = 256, POOL = 1000, DIM = 8 };
@@ -136,22 +139,32 @@ Test(concurrency, shared_client_handle_equals_engine)
 }
 
 #ifdef EMDB_SERVER_BIN
-/* The same over a Unix socket.  The server dies with this process if an
+/* The same over a Unix socket, or over TLS when pki names the directory of
+ * tests/tls_pki.h's files.  The server dies with this process if an
  * assertion aborts it (server_spawn: PR_SET_PDEATHSIG). */
-Test(concurrency, shared_net_handle_equals_engine)
+static void over_server(const char *pki)
 {
-	char dir[] = "/tmp/emdb-conc-client-XXXXXX", sock[64], log[64], portfile[64], uri[80];
+	char dir[] = "/tmp/emdb-conc-client-XXXXXX", sock[64], log[64], portfile[64], uri[256];
 	cr_assert_not_null(mkdtemp(dir), "mkdtemp");
 	snprintf(sock, sizeof(sock), "%s/emdb.sock", dir);
 	snprintf(log, sizeof(log), "%s/server.log", dir);
 	snprintf(portfile, sizeof(portfile), "%s/port", dir);
-	const char *argv[] = { server_bin(), "--bind", "127.0.0.1", "--port", "0", "--port-file", portfile,
-			       "--unix-socket", sock, "--io-threads", "2", "--log-file", log, NULL };
+	const char *argv[20] = { server_bin(), "--bind", "127.0.0.1", "--port", "0", "--port-file", portfile,
+				 "--unix-socket", sock, "--io-threads", "2", "--log-file", log };
+	if (pki) {
+		argv[13] = "--tls-cert-file";
+		argv[14] = tls_pki_path(pki, "srv.pem");
+		argv[15] = "--tls-key-file";
+		argv[16] = tls_pki_path(pki, "srv.key");
+	}
 	pid_t pid;
-	server_spawn(argv, log, portfile, sock, 20000, &pid);
+	unsigned port = server_spawn(argv, log, portfile, sock, 20000, &pid);
 
 	emdb_client *c;
-	snprintf(uri, sizeof(uri), "unix://%s", sock);
+	if (pki)
+		snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s", port, tls_pki_path(pki, "ca.pem"));
+	else
+		snprintf(uri, sizeof(uri), "unix://%s", sock);
 	cr_assert_eq(emdb_client_connect(uri, NULL, &c), 0, "%s", emdb_client_last_error());
 	shared_handle_equals_engine(c);
 	emdb_client_close(c);
@@ -162,5 +175,18 @@ Test(concurrency, shared_net_handle_equals_engine)
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "emdb-server ended with status 0x%x: %s", st,
 		  server_log_tail(log));
 	tmpdir_remove(dir);
+}
+
+Test(concurrency, shared_net_handle_equals_engine)
+{
+	over_server(NULL);
+}
+
+Test(concurrency, shared_tls_handle_equals_engine)
+{
+	char pki[64];
+	tls_pki_make(pki);
+	over_server(pki);
+	tls_pki_remove(pki);
 }
 #endif

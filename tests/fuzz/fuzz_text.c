@@ -10,8 +10,9 @@
  * decoders) and, for config_set, whether the server is running; the rest
  * is the text.  Besides sanitizer findings, the target aborts when a
  * decoder breaks its contract:
- *   - cl_uri_parse: a success with an empty host (tcp), a path that is
- *     not absolute (unix), or a field without its NUL;
+ *   - cl_uri_parse: a success with an empty host (tcp, tls), a path that
+ *     is not absolute (unix), TLS files on a URI that is not tls://, or a
+ *     field without its NUL;
  *   - config_set: a refusal without a message, a refusal that changed the
  *     configuration (bad input changes nothing), or a success whose key
  *     config_get cannot read back;
@@ -63,12 +64,14 @@ static void uri(const char *s)
 	if (!terminated(u.host, sizeof(u.host)) || !terminated(u.path, sizeof(u.path)) ||
 	    !terminated(u.name, sizeof(u.name)))
 		die("uri: a field without its NUL", s);
-	if (u.kind == CL_URI_TCP && !u.host[0])
-		die("uri: tcp without a host", s);
+	if ((u.kind == CL_URI_TCP || u.kind == CL_URI_TLS) && !u.host[0])
+		die("uri: tcp or tls without a host", s);
 	if (u.kind == CL_URI_UNIX && u.path[0] != '/')
 		die("uri: unix path not absolute", s);
-	if (u.kind != CL_URI_TCP && u.kind != CL_URI_UNIX && u.kind != CL_URI_MEM)
+	if (u.kind != CL_URI_TCP && u.kind != CL_URI_TLS && u.kind != CL_URI_UNIX && u.kind != CL_URI_MEM)
 		die("uri: unknown kind", s);
+	if (u.kind != CL_URI_TLS && (u.tls_ca || u.tls_cert || u.tls_key))
+		die("uri: TLS files on a URI without TLS", s);
 	cl_uri_free(&u);
 }
 

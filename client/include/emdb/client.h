@@ -19,6 +19,8 @@
  *
  *     tcp://HOST[:PORT][?QUERY]     HOST a name, IPv4 address or [IPv6];
  *                                   PORT defaults to 7878
+ *     tls://HOST[:PORT][?QUERY]     the same over TLS, to a server with
+ *                                   tls_cert_file (docs/server.md)
  *     unix:///ABSOLUTE/PATH[?QUERY] a Unix stream socket
  *     mem://[NAME][?QUERY]          the engine in this process, no server
  *
@@ -26,6 +28,10 @@
  *     token=SECRET     the AUTH token (tcp, unix)
  *     timeout=MS       default request timeout, as options.timeout_ms
  *     name=TEXT        the client name sent in HELLO (tcp, unix)
+ *     ca=PATH          tls: PEM file of the CAs to trust instead of the
+ *                      system's store (a private CA, a self-signed server)
+ *     cert=PATH, key=PATH  tls: a client certificate and its key, for a
+ *                      server that requires one (its tls_ca_file)
  *   An unknown key is an error (EMDB_ERR_INVALID), so a typo is not ignored.
  *   A token or name in emdb_client_options wins over the URI's; a
  *   ?timeout= in the URI wins over options.timeout_ms.
@@ -35,7 +41,16 @@
  *   in one go; emdb-server does the same for its replies
  *   (unix_send_buffer, docs/server.md).  TCP sizes its own buffers.
  *
- *   On tcp:// and unix:// connect performs the handshake: HELLO (protocol
+ *   On tls:// connect first completes a TLS handshake (TLS 1.2 or newer)
+ *   and checks the server's certificate: signed by a trusted CA, valid
+ *   now, and issued to HOST (its DNS name or IP address, as written in
+ *   the URI).  A certificate that fails fails the connect with
+ *   EMDB_ERR_AUTH and OpenSSL's reason; a peer that does not speak TLS,
+ *   with EMDB_ERR_PROTOCOL.  From then on the handle works as over
+ *   tcp://, every byte encrypted (Pull's vectors are decrypted into `out`
+ *   directly, as over tcp:// they are received into it).
+ *
+ *   On tcp://, tls:// and unix:// connect performs the handshake: HELLO (protocol
  *   versions, client name), then AUTH with the token whenever a token is
  *   given or the server requires one.  The role the token grants (reader,
  *   trainer, admin; docs/protocol.md) limits what the handle may do; a
@@ -180,10 +195,16 @@ typedef struct emdb_client_options {
 	const emdb_db_config *mem_config; /* database config of a mem:// handle
 					     that opens its database; NULL =
 					     defaults */
+	/* tls:// only; each overrides the URI's ?ca=, ?cert=, ?key=. */
+	const char *tls_ca_file;     /* PEM CAs to trust; NULL = URI's, else the
+					system's default store */
+	const char *tls_cert_file;   /* PEM client certificate (chain), for a
+					server with tls_ca_file; NULL = URI's */
+	const char *tls_key_file;    /* its PEM private key; NULL = URI's */
 } emdb_client_options;
 
 #define EMDB_CLIENT_OPTIONS_INIT \
-	{ sizeof(emdb_client_options), 30000, 10000, 2, NULL, NULL, NULL }
+	{ sizeof(emdb_client_options), 30000, 10000, 2, NULL, NULL, NULL, NULL, NULL, NULL }
 
 /* Connect to the database at `uri` (see the top of this file) and, over a
  * socket, perform HELLO and AUTH.  opts may be NULL for the defaults;
@@ -193,8 +214,11 @@ typedef struct emdb_client_options {
  * NOMEM, IO (name resolution, socket, connect refused: errno's text),
  * TIMEOUT (connect_timeout_ms passed), CLOSED (the server hung up during
  * the handshake), UNSUPPORTED (no common protocol version), AUTH (the
- * server refused the token, or requires one and none was given),
- * PROTOCOL, and for mem:// the errors of emdb_db_open. */
+ * server refused the token, or requires one and none was given; tls://:
+ * the server's certificate failed verification, or the server refused
+ * ours), PROTOCOL (tls://: the peer does not speak TLS; a CA, certificate
+ * or key file that cannot be loaded is INVALID), and for mem:// the errors
+ * of emdb_db_open. */
 int emdb_client_connect(const char *uri, const emdb_client_options *opts,
 			emdb_client **out);
 

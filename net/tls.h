@@ -1,0 +1,44 @@
+/*
+ * net/tls.h - TLS on emdb-server's TCP connections (OpenSSL).
+ *
+ * With tls_cert_file and tls_key_file configured, every connection
+ * accepted on the TCP listener speaks TLS (1.2 or newer) and nothing
+ * else; the Unix socket stays plain (it never leaves the machine, and its
+ * file mode guards it).  With tls_ca_file, TCP clients must also present
+ * a certificate signed by one of those CAs.  Roles still come from AUTH
+ * tokens: TLS makes the token and the rows private on the wire, it does
+ * not replace them.
+ *
+ * Only the libevent backend carries TLS (the io_uring one moves bytes
+ * between the kernel and the connection's buffers with no hook for a
+ * record layer): asking for both runs libevent, with a log line.
+ *
+ * Thread safety: the tls_server is read-only once created and shared by
+ * every I/O thread; a connection's SSL is used by its I/O thread only.
+ */
+#ifndef EMDB_NET_TLS_H
+#define EMDB_NET_TLS_H
+
+#include <openssl/ssl.h>
+
+#include "net/config.h"
+
+typedef struct tls_server tls_server;
+
+/* The context for cfg's certificate, key and client CAs.  *out is NULL
+ * when cfg configures no TLS.  Returns 0, or -1 with the reason in err
+ * (a file that cannot be read, a key that does not match the
+ * certificate, ...).  Free with tls_server_free. */
+int tls_server_create(const net_config *cfg, tls_server **out, char *err, size_t errlen);
+void tls_server_free(tls_server *ts);
+
+/* One line for the start-up log: the certificate's subject and expiry,
+ * and whether client certificates are required. */
+const char *tls_server_describe(const tls_server *ts);
+
+/* A server-side SSL over socket fd (not owned), handshake still to come:
+ * the first tls_io_recv drives it.  NULL when out of memory.  Free with
+ * SSL_free. */
+SSL *tls_server_accept(tls_server *ts, int fd);
+
+#endif

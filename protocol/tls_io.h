@@ -1,0 +1,77 @@
+/*
+ * protocol/tls_io.h - moving the wire's frames through an OpenSSL
+ * connection: the shared part of TLS in emdb-server (net/tls.h) and the
+ * client library (client/net.c).
+ *
+ * Both sides keep their sockets non-blocking and wait for readiness
+ * themselves (an event loop, or poll() to a deadline); these calls never
+ * block.  They only map OpenSSL's results onto what the callers already
+ * handle for plain sockets: bytes moved, "try again when readable" or
+ * "when writable", end of stream, or an error with its text.
+ *
+ * Thread safety: an SSL object is used by one thread at a time (OpenSSL's
+ * rule); the callers serialize.  The error text is per thread, like
+ * OpenSSL's error queue.
+ */
+#ifndef EMDB_PROTOCOL_TLS_IO_H
+#define EMDB_PROTOCOL_TLS_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/uio.h>
+
+#include <openssl/ssl.h>
+
+typedef enum tls_io_rc {
+	TLS_IO_OK = 0,          /* *moved > 0 bytes                         */
+	TLS_IO_WANT_READ = 1,   /* nothing moved: retry once readable       */
+	TLS_IO_WANT_WRITE = 2,  /* nothing moved: retry once writable       */
+	TLS_IO_CLOSED = 3,      /* the peer ended the stream (read only)    */
+	TLS_IO_ERROR = 4,       /* failed for good: tls_io_error() says why */
+} tls_io_rc;
+
+/* Records carry at most this much plaintext; sends of smaller pieces are
+ * gathered up to it, so that pipelined small replies cost one record and
+ * one system call, not one per piece. */
+#define TLS_IO_RECORD 16384u
+
+/* A BIO over socket fd (not owned: freeing the BIO leaves fd open) that
+ * sends with MSG_NOSIGNAL, so that writing to a peer that has gone raises
+ * EPIPE instead of killing the process with SIGPIPE: the client library
+ * cannot ignore that signal on behalf of its host program.  NULL when out
+ * of memory.  Hand it to SSL_set_bio (which then owns it). */
+BIO *tls_io_socket_bio(int fd);
+
+/* Send from iov[0..n) (n >= 1, the first iovec not empty): on TLS_IO_OK,
+ * *moved bytes of the front were sent.  A retry after WANT_READ/WANT_WRITE
+ * must offer the same unsent bytes first (OpenSSL's rule; it may offer
+ * more after them): callers resend from their queue, which does.  The SSL
+ * must have SSL_MODE_ENABLE_PARTIAL_WRITE and
+ * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER (tls_io_modes). */
+tls_io_rc tls_io_sendv(SSL *ssl, const struct iovec *iov, int n, size_t *moved);
+
+/* Receive up to len bytes into p; on TLS_IO_OK *moved > 0. */
+tls_io_rc tls_io_recv(SSL *ssl, void *p, size_t len, size_t *moved);
+
+/* Bytes OpenSSL holds that the socket will not signal again: decrypted
+ * data not yet read, or received bytes of a record not yet processed.  A
+ * caller that stops reading with these left must come back without
+ * waiting for the socket. */
+bool tls_io_pending(const SSL *ssl);
+
+/* The modes tls_io_sendv needs, for SSL_CTX_set_mode. */
+#define TLS_IO_MODES (SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER)
+
+/* Why the last call on this thread returned TLS_IO_ERROR (or a handshake
+ * failed): OpenSSL's reason, the errno text, or "connection closed". */
+const char *tls_io_error(void);
+
+/* The newest error in this thread's OpenSSL queue, as text ("no detail"
+ * when empty), and the queue cleared: for the setup calls (loading a
+ * certificate, a key, a CA file) that report through the queue. */
+const char *tls_io_reason(void);
+
+/* Drive the handshake one step (SSL_do_handshake). */
+tls_io_rc tls_io_handshake(SSL *ssl);
+
+#endif

@@ -1,0 +1,414 @@
+/*
+ * test_client_tls.c - TLS between the client library and emdb-server, as a
+ * user sets it up: a private CA signs the server's certificate, the server
+ * gets tls_cert_file and tls_key_file, clients connect to tls://HOST:PORT
+ * with ?ca= naming that CA.
+ *
+ * What is checked: every byte of big pipelined Pulls and Pushes arrives
+ * intact through TLS (compared with the same operations on an in-process
+ * engine), with the server's output buffer limit small enough that it
+ * stops reading and must resume with input that OpenSSL already holds; the
+ * Unix socket of a TLS server stays plain; a certificate from an untrusted
+ * CA, or issued to another name, fails the connect with AUTH; a plain
+ * client on the TLS port and a TLS client on a plain port fail promptly
+ * while the server goes on serving; with tls_ca_file only clients with a
+ * certificate from that CA get in; a server with a missing or mismatched
+ * key refuses to start and says why.
+ *
+ * The certificates are made for each test by tests/tls_pki.h.
+ */
+#include <criterion/criterion.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/client.h>
+#include <emdb/db.h>
+
+#include "tests/test_client_server.h"
+#include "tests/tls_pki.h"
+
+#define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
+
+extern char **environ;
+
+static test_server srv;
+static char pki[64]; /* the certificates' directory (tests/tls_pki.h) */
+
+/* A server with the certificate NAME.pem and its key, and extra flags. */
+static void start_tls(const char *name, const char *const *extra)
+{
+	const char *argv[24] = { "--tls-cert-file", NULL, "--tls-key-file", NULL };
+	char cert[64], key[64];
+	snprintf(cert, sizeof(cert), "%s.pem", name);
+	snprintf(key, sizeof(key), "%s.key", name);
+	argv[1] = tls_pki_path(pki, cert);
+	argv[3] = tls_pki_path(pki, key);
+	int n = 4;
+	for (int i = 0; extra && extra[i] && n < 22; i++)
+		argv[n++] = extra[i];
+	test_server_start(&srv, argv);
+}
+
+static void setup(void)
+{
+	tls_pki_make(pki);
+}
+
+static void teardown(void)
+{
+	test_server_stop(&srv);
+	unlink(tls_pki_path(pki, "bad.log"));
+	tls_pki_remove(pki);
+}
+
+TestSuite(client_tls, .init = setup, .fini = teardown, .timeout = 120);
+
+static int try_connect(const char *uri, emdb_client **c)
+{
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.timeout_ms = 20000;
+	o.connect_timeout_ms = 10000;
+	return emdb_client_connect(uri, &o, c);
+}
+
+static emdb_client *connect_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static emdb_client *connect_ok(const char *fmt, ...)
+{
+	char uri[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(uri, sizeof(uri), fmt, ap);
+	va_end(ap);
+	emdb_client *c = NULL;
+	int rc = try_connect(uri, &c);
+	cr_assert_eq(rc, EMDB_OK, "%s: %s (server log: %s)", uri, emdb_client_last_error(),
+		     test_server_log_tail(&srv));
+	return c;
+}
+
+static uint32_t create_table(emdb_client *c, uint32_t dim)
+{
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	uint32_t id;
+	strcpy(cfg.name, "emb");
+	cfg.dim = dim;
+	cfg.init = (emdb_init){ EMDB_INIT_UNIFORM, -1, 1 };
+	cfg.seed = 11;
+	OK(emdb_client_table_create(c, &cfg, &id));
+	return id;
+}
+
+/* ---- data through TLS ----------------------------------------------- */
+
+#define DIM 64u
+#define BATCH 4096u
+#define INFLIGHT 24u
+
+/* Pushes of BATCH IDs (1 MiB of gradients each, many records), an Update,
+ * then INFLIGHT pipelined Pulls of 1 MiB each against an output buffer
+ * limit of 256 KiB: the server pauses reading this connection and must
+ * pick up again from what OpenSSL holds.  Every float must equal the
+ * in-process engine's for the same calls. */
+static void train_and_compare(emdb_client *net)
+{
+	emdb_client *mem;
+	OK(emdb_client_connect("mem://", NULL, &mem));
+	uint32_t tn = create_table(net, DIM), tm = create_table(mem, DIM);
+
+	uint64_t *ids = emdb_malloc(BATCH * INFLIGHT * sizeof(uint64_t));
+	float *g = emdb_malloc(BATCH * DIM * sizeof(float));
+	float *a = emdb_malloc((size_t)BATCH * INFLIGHT * DIM * sizeof(float));
+	float *b = emdb_malloc((size_t)BATCH * INFLIGHT * DIM * sizeof(float));
+	cr_assert(ids && g && a && b);
+	for (size_t i = 0; i < BATCH * INFLIGHT; i++)
+		ids[i] = (i * 2654435761u) % 50000u + (i & 1) * (1ull << 40);
+	for (size_t i = 0; i < BATCH * DIM; i++)
+		g[i] = (float)((int)(i % 97) - 48) / 1024.0f;
+
+	for (uint32_t step = 0; step < 3; step++) {
+		OK(emdb_client_push(net, tn, ids + step * BATCH, BATCH, DIM, g));
+		OK(emdb_client_push(mem, tm, ids + step * BATCH, BATCH, DIM, g));
+		OK(emdb_client_update(net, tn, NULL));
+		OK(emdb_client_update(mem, tm, NULL));
+	}
+	emdb_future *f[INFLIGHT];
+	for (uint32_t k = 0; k < INFLIGHT; k++) {
+		f[k] = emdb_client_pull_async(net, tn, ids + k * BATCH, BATCH, DIM, a + (size_t)k * BATCH * DIM);
+		cr_assert_not_null(f[k]);
+	}
+	for (uint32_t k = 0; k < INFLIGHT; k++) {
+		cr_assert_eq(emdb_future_wait(f[k], -1), EMDB_OK, "pull %u: %s", k, emdb_client_last_error());
+		emdb_future_free(f[k]);
+	}
+	OK(emdb_client_pull(mem, tm, ids, BATCH * INFLIGHT, DIM, b));
+	cr_assert(memcmp(a, b, (size_t)BATCH * INFLIGHT * DIM * sizeof(float)) == 0,
+		  "the rows pulled through TLS differ from the engine's");
+
+	emdb_free(ids);
+	emdb_free(g);
+	emdb_free(a);
+	emdb_free(b);
+	emdb_client_close(mem);
+}
+
+Test(client_tls, rows_cross_intact)
+{
+	static const char *const extra[] = { "--output-buffer-limit", "256K", NULL };
+	start_tls("srv", extra);
+	emdb_client *c = connect_ok("tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	train_and_compare(c);
+	emdb_client_close(c);
+
+	/* The DNS name of the certificate works as well as its address, and
+	 * the options name the CA as well as the URI does. */
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.tls_ca_file = tls_pki_path(pki, "ca.pem");
+	char uri[128];
+	snprintf(uri, sizeof(uri), "tls://localhost:%u", srv.port);
+	OK(emdb_client_connect(uri, &o, &c));
+	uint32_t t;
+	OK(emdb_client_table_find(c, "emb", &t));
+	emdb_client_close(c);
+}
+
+/* Hundreds of small requests in flight: the client packs many into one
+ * record, and the server, pausing every few replies (16 KiB output
+ * limit), stops with requests that OpenSSL has already read off the
+ * socket.  It must come back for them by itself: the socket will not
+ * say they are there, and the client sends nothing more until they are
+ * answered. */
+#define SMALL_N 32u
+#define SMALL_REQS 600u
+
+Test(client_tls, small_pipelined_requests_all_answered)
+{
+	static const char *const extra[] = { "--output-buffer-limit", "16K", NULL };
+	start_tls("srv", extra);
+	emdb_client *c = connect_ok("tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	emdb_client *mem;
+	OK(emdb_client_connect("mem://", NULL, &mem));
+	uint32_t tn = create_table(c, DIM), tm = create_table(mem, DIM);
+	uint64_t *ids = emdb_malloc(SMALL_N * SMALL_REQS * sizeof(uint64_t));
+	float *a = emdb_malloc((size_t)SMALL_N * SMALL_REQS * DIM * sizeof(float));
+	float *b = emdb_malloc((size_t)SMALL_N * SMALL_REQS * DIM * sizeof(float));
+	emdb_future **f = emdb_malloc(SMALL_REQS * sizeof(*f));
+	cr_assert(ids && a && b && f);
+	for (size_t i = 0; i < SMALL_N * SMALL_REQS; i++)
+		ids[i] = i * 7919u;
+	for (int round = 0; round < 3; round++) {
+		for (uint32_t k = 0; k < SMALL_REQS; k++)
+			f[k] = emdb_client_pull_async(c, tn, ids + k * SMALL_N, SMALL_N, DIM,
+						      a + (size_t)k * SMALL_N * DIM);
+		for (uint32_t k = 0; k < SMALL_REQS; k++) {
+			cr_assert_eq(emdb_future_wait(f[k], 15000), EMDB_OK, "round %d, pull %u: %s", round, k,
+				     emdb_client_last_error());
+			emdb_future_free(f[k]);
+		}
+	}
+	OK(emdb_client_pull(mem, tm, ids, SMALL_N * SMALL_REQS, DIM, b));
+	cr_assert(memcmp(a, b, (size_t)SMALL_N * SMALL_REQS * DIM * sizeof(float)) == 0);
+	emdb_free(f);
+	emdb_free(ids);
+	emdb_free(a);
+	emdb_free(b);
+	emdb_client_close(mem);
+	emdb_client_close(c);
+}
+
+Test(client_tls, unix_socket_stays_plain)
+{
+	start_tls("srv", NULL);
+	emdb_client *c = connect_ok("%s", srv.unix_uri);
+	uint32_t t = create_table(c, 8);
+	emdb_client_close(c);
+	c = connect_ok("tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	uint32_t found;
+	OK(emdb_client_table_find(c, "emb", &found));
+	cr_assert_eq(found, t);
+	emdb_client_close(c);
+}
+
+/* ---- whom the client trusts ----------------------------------------- */
+
+Test(client_tls, untrusted_or_misnamed_certificate_is_refused)
+{
+	start_tls("srv", NULL);
+	char uri[256];
+	emdb_client *c = NULL;
+
+	/* No ?ca=: the system's CAs do not know ours. */
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u", srv.port);
+	cr_assert_eq(try_connect(uri, &c), EMDB_ERR_AUTH, "%s", emdb_client_last_error());
+	cr_assert_null(c);
+	cr_assert(strstr(emdb_client_last_error(), "certificate verify failed"), "%s",
+		  emdb_client_last_error());
+
+	/* Another CA. */
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "rogue.pem"));
+	cr_assert_eq(try_connect(uri, &c), EMDB_ERR_AUTH, "%s", emdb_client_last_error());
+	test_server_stop(&srv);
+
+	/* Our CA, but the certificate names localhost only: 127.0.0.1 is not
+	 * its name, localhost is. */
+	start_tls("named", NULL);
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	cr_assert_eq(try_connect(uri, &c), EMDB_ERR_AUTH, "%s", emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "mismatch"), "%s", emdb_client_last_error());
+	c = connect_ok("tls://localhost:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	emdb_client_close(c);
+
+	/* A server whose certificate a rogue CA signed. */
+	test_server_stop(&srv);
+	start_tls("rogue_srv", NULL);
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	cr_assert_eq(try_connect(uri, &c), EMDB_ERR_AUTH, "%s", emdb_client_last_error());
+}
+
+Test(client_tls, bad_client_settings_are_invalid)
+{
+	emdb_client *c = NULL;
+	char uri[256];
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:1?ca=%s/nonexistent.pem", pki);
+	cr_assert_eq(try_connect(uri, &c), EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_client_last_error(), "nonexistent.pem"), "%s", emdb_client_last_error());
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:1?cert=%s", tls_pki_path(pki, "client.pem"));
+	cr_assert_eq(try_connect(uri, &c), EMDB_ERR_INVALID);
+	cr_assert_eq(try_connect("tcp://127.0.0.1:1?ca=/x.pem", &c), EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_client_last_error(), "tls://"), "%s", emdb_client_last_error());
+}
+
+/* ---- mixing TLS and plain ------------------------------------------- */
+
+Test(client_tls, plain_and_tls_do_not_mix)
+{
+	start_tls("srv", NULL);
+	char uri[256];
+	emdb_client *c = NULL;
+
+	/* A plain client on the TLS port: the server drops it, the client
+	 * fails, nobody hangs. */
+	snprintf(uri, sizeof(uri), "tcp://127.0.0.1:%u", srv.port);
+	int rc = try_connect(uri, &c);
+	cr_assert(rc == EMDB_ERR_CLOSED || rc == EMDB_ERR_PROTOCOL, "%d: %s", rc, emdb_client_last_error());
+	cr_assert_null(c);
+
+	/* The server goes on serving TLS clients. */
+	c = connect_ok("tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	OK(emdb_client_ping(c));
+	emdb_client_close(c);
+	cr_assert(strstr(test_server_log_tail(&srv), "wrong version number"), "%s", test_server_log_tail(&srv));
+	test_server_stop(&srv);
+
+	/* A TLS client on a plain server. */
+	test_server_start(&srv, NULL);
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	rc = try_connect(uri, &c);
+	cr_assert(rc == EMDB_ERR_PROTOCOL || rc == EMDB_ERR_CLOSED, "%d: %s", rc, emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "TLS handshake failed"), "%s", emdb_client_last_error());
+}
+
+/* ---- client certificates -------------------------------------------- */
+
+Test(client_tls, client_certificate_required)
+{
+	const char *extra[] = { "--tls-ca-file", tls_pki_path(pki, "ca.pem"), NULL };
+	start_tls("srv", extra);
+	char uri[512];
+	emdb_client *c = NULL;
+
+	/* Without a certificate: refused (in TLS 1.3 the server says so
+	 * after the client's side of the handshake, so it surfaces at HELLO). */
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	int rc = try_connect(uri, &c);
+	cr_assert(rc == EMDB_ERR_AUTH || rc == EMDB_ERR_CLOSED || rc == EMDB_ERR_PROTOCOL, "%d: %s", rc,
+		  emdb_client_last_error());
+	cr_assert_null(c);
+	cr_assert(strstr(emdb_client_last_error(), "certificate"), "%s", emdb_client_last_error());
+
+	/* With a certificate from another CA: refused too. */
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s&cert=%s&key=%s", srv.port, tls_pki_path(pki, "ca.pem"),
+		 tls_pki_path(pki, "rogue_srv.pem"), tls_pki_path(pki, "rogue_srv.key"));
+	rc = try_connect(uri, &c);
+	cr_assert_neq(rc, EMDB_OK);
+	cr_assert_null(c);
+
+	/* With ours: in, and it works. */
+	c = connect_ok("tls://127.0.0.1:%u?ca=%s&cert=%s&key=%s", srv.port, tls_pki_path(pki, "ca.pem"),
+		       tls_pki_path(pki, "client.pem"), tls_pki_path(pki, "client.key"));
+	create_table(c, 4);
+	emdb_client_close(c);
+	/* The Unix socket asks for no certificate. */
+	c = connect_ok("%s", srv.unix_uri);
+	OK(emdb_client_ping(c));
+	emdb_client_close(c);
+}
+
+/* ---- the server's own settings -------------------------------------- */
+
+/* Run emdb-server with args until it exits; returns its exit status and
+ * leaves its log (stderr) in log. */
+static int run_server(const char *const *args, const char *log)
+{
+#ifndef EMDB_SERVER_BIN
+	(void)args, (void)log;
+	cr_skip_test("emdb-server is not part of this build");
+	return 0;
+#else
+	const char *argv[16] = { server_bin(), "--port", "0", "--unix-socket", "" };
+	int n = 5;
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	int st;
+	for (int i = 0; i < 300; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		test_sleep_ms(100);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	cr_assert_fail("emdb-server with a bad TLS setting did not exit");
+	return 0;
+#endif
+}
+
+Test(client_tls, bad_server_settings_stop_the_start)
+{
+	char log[128], text[4096];
+	snprintf(log, sizeof(log), "%s/bad.log", pki);
+	struct {
+		const char *args[8];
+		const char *says;
+	} cases[] = {
+		{ { "--tls-cert-file", tls_pki_path(pki, "srv.pem"), NULL }, "tls_key_file" },
+		{ { "--tls-cert-file", tls_pki_path(pki, "missing.pem"), "--tls-key-file", tls_pki_path(pki, "srv.key"), NULL },
+		  "missing.pem" },
+		{ { "--tls-cert-file", tls_pki_path(pki, "srv.pem"), "--tls-key-file", tls_pki_path(pki, "client.key"), NULL },
+		  "mismatch" },
+		{ { "--tls-cert-file", tls_pki_path(pki, "srv.pem"), "--tls-key-file", tls_pki_path(pki, "srv.key"),
+		    "--tls-ca-file", tls_pki_path(pki, "missing-ca.pem"), NULL },
+		  "missing-ca.pem" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int st = run_server(cases[i].args, log);
+		cr_assert_neq(st, 0, "case %zu: the server started", i);
+		FILE *f = fopen(log, "r");
+		cr_assert_not_null(f);
+		size_t k = fread(text, 1, sizeof(text) - 1, f);
+		text[k] = 0;
+		fclose(f);
+		cr_assert(strstr(text, cases[i].says), "case %zu: the log does not name %s: %s", i, cases[i].says,
+			  text);
+	}
+	unlink(log);
+}
