@@ -2,8 +2,9 @@
  * test_cli.c - emdb-cli as a script uses it: one-shot mode for every
  * command (output, exit status 0 / 1 / 2, --json parsed back and its
  * fields checked), errors as "(error) NAME: message", roles and tokens,
- * a server that is gone, commands piped on stdin, and checkpoints
- * (checkpoint, list, restore, job, delete) against a server with a store.
+ * a server that is gone, commands piped on stdin, a server on TLS, and
+ * checkpoints (checkpoint, list, restore, job, delete) against a server
+ * with a store.
  *
  * Each test starts its own emdb-server on loopback with an ephemeral port
  * (tests/test_client_server.h) and kills it in .fini, which Criterion runs
@@ -32,6 +33,7 @@
 #include <emdb/client.h>
 
 #include "tests/test_client_server.h"
+#include "tests/tls_pki.h"
 #include "tests/tmpdir.h"
 
 static test_server srv;
@@ -661,6 +663,43 @@ Test(cli, ping, .init = srv_up, .fini = srv_down)
 	r = run_cli_env(NULL, NULL, ARGS("-u", srv.unix_uri, "ping"));
 	EXPECT(r, 0);
 	expect_has(r.out, "PONG");
+	run_free(&r);
+}
+
+static char pki[64];
+
+static void srv_up_tls(void)
+{
+	tls_pki_make(pki);
+	const char *const flags[] = { "--tls-cert-file", tls_pki_path(pki, "srv.pem"), "--tls-key-file",
+				      tls_pki_path(pki, "srv.key"), NULL };
+	test_server_start(&srv, flags);
+}
+
+static void srv_down_tls(void)
+{
+	test_server_stop(&srv);
+	tls_pki_remove(pki);
+}
+
+/* A server on TLS: the operator names the CA in the URI; without it the
+ * certificate is not trusted, and the shell says so and exits 1. */
+Test(cli, over_tls, .init = srv_up_tls, .fini = srv_down_tls)
+{
+	char uri[256];
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	cli_run r = run_cli_env(NULL, NULL, ARGS("-u", uri, "table", "create", "t", "4"));
+	EXPECT(r, 0);
+	run_free(&r);
+	r = run_cli_env(NULL, NULL, ARGS("-u", uri, "--json", "lookup", "t", "1"));
+	EXPECT(r, 0);
+	run_free(&r);
+
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u", srv.port);
+	r = run_cli_env(NULL, NULL, ARGS("-u", uri, "ping"));
+	EXPECT(r, 1);
+	expect_has(r.err, "AUTH");
+	expect_has(r.err, "certificate verify failed");
 	run_free(&r);
 }
 
