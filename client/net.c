@@ -1402,10 +1402,7 @@ static int tls_context(net_state *n, const char *ca, const char *cert, const cha
 	SSL_CTX *x = n->tls_ctx = SSL_CTX_new(TLS_client_method());
 	if (!x)
 		return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: TLS context: %s", tls_io_reason());
-	SSL_CTX_set_min_proto_version(x, TLS1_2_VERSION);
-	SSL_CTX_set_options(x, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
-	SSL_CTX_set_mode(x, TLS_IO_MODES);
-	SSL_CTX_set_read_ahead(x, 1);
+	tls_io_ctx_setup(x);
 	SSL_CTX_set_verify(x, SSL_VERIFY_PEER, NULL);
 	if (ca ? SSL_CTX_load_verify_locations(x, ca, NULL) != 1 : SSL_CTX_set_default_verify_paths(x) != 1)
 		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: TLS CA file %s: %s",

@@ -10,10 +10,8 @@
  *   the I/O thread's libevent callbacks then read and write through
  *   tls_io (net/loop_event.c).
  *
- *   Unexpected EOF is not an error (SSL_OP_IGNORE_UNEXPECTED_EOF): frames
- *   carry their own lengths, so a peer that hangs up without close_notify
- *   cannot make a truncated frame look whole, and the connection layer
- *   already handles a stream that ends mid-frame.
+ *   The context's common settings (versions, modes, read-ahead, and an
+ *   unexpected EOF taken as the end of the stream) are tls_io_ctx_setup's.
  *
  * Invariants
  *   1. The context is complete before any connection is accepted and never
@@ -70,10 +68,7 @@ int tls_server_create(const net_config *cfg, tls_server **out, char *err, size_t
 		snprintf(err, errlen, "TLS: cannot create a context: %s", tls_io_reason());
 		goto fail;
 	}
-	SSL_CTX_set_min_proto_version(ts->ctx, TLS1_2_VERSION);
-	SSL_CTX_set_options(ts->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
-	SSL_CTX_set_mode(ts->ctx, TLS_IO_MODES);
-	SSL_CTX_set_read_ahead(ts->ctx, 1);
+	tls_io_ctx_setup(ts->ctx);
 	if (SSL_CTX_use_certificate_chain_file(ts->ctx, cfg->tls_cert_file) != 1) {
 		snprintf(err, errlen, "TLS: tls_cert_file %s: %s", cfg->tls_cert_file, tls_io_reason());
 		goto fail;

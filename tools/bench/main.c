@@ -83,6 +83,7 @@ typedef struct bench_opts {
 	emdb_init_kind init;
 	int json;
 	net_transport net;       /* NET_OFF: in process */
+	int net_tls;             /* --net tls: NET_TCP with a TLS server beside */
 	unsigned depth;         /* --net: requests in flight */
 	unsigned backends;      /* --net: NET_BACKEND_* */
 	const char *dir;        /* checkpoint: parent of the data directory */
@@ -118,7 +119,8 @@ static void usage(FILE *f)
 	      "  --net N         tcp or unix: measure over the network instead, through\n"
 	      "                  the client library against an emdb-server (loopback or a\n"
 	      "                  Unix socket), beside the echo bound and redis-server\n"
-	      "                  (default: off, in process)\n"
+	      "                  (default: off, in process); tls: as tcp, with a TLS\n"
+	      "                  emdb-server measured beside a plain one\n"
 	      "  --depth N       --net: requests in flight on the connection (default 8)\n"
 	      "  --io-backend B  --net: emdb-server's io_backend, libevent, uring, or both\n"
 	      "                  (a server of each, measured side by side against the\n"
@@ -303,8 +305,10 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 				o->net = NET_TCP;
 			else if (strcmp(optarg, "unix") == 0)
 				o->net = NET_UNIX;
+			else if (strcmp(optarg, "tls") == 0)
+				o->net = NET_TCP, o->net_tls = 1;
 			else
-				bad_usage("--net: '%s' is not tcp or unix", optarg);
+				bad_usage("--net: '%s' is not tcp, tls or unix", optarg);
 			break;
 		case 'P':
 			o->depth = (unsigned)parse_count("--depth", optarg, 1, 1024);
@@ -538,7 +542,7 @@ int main(int argc, char **argv)
 			.dist = o.dist_set ? o.dist : KEYS_ZIPF, .json = o.json,
 			.pull = !!(o.workloads & WL_PULL), .push = !!(o.workloads & WL_PUSH),
 			.lookup = !!(o.workloads & WL_LOOKUP),
-			.prefetch = !!(o.workloads & WL_PREFETCH),
+			.prefetch = !!(o.workloads & WL_PREFETCH), .tls = o.net_tls,
 		};
 		free(r);
 		net_bench_run(&no);

@@ -35,6 +35,7 @@
 #include "tools/bench/net_echo.h"
 #include "tools/bench/net_redis.h"
 #include "tools/bench/net_server.h"
+#include "tools/bench/net_tls.h"
 #include "tools/bench/net_wl.h"
 #include "tools/bench/pool.h"
 #include "tools/bench/preload.h"
@@ -45,6 +46,7 @@
 typedef struct net_rec {
 	net_op op;
 	const char *backend; /* emdb-server's io_backend */
+	int tls;             /* through TLS */
 	size_t req, resp;
 	harness_result emdb, echo, redis;
 	int has_redis;
@@ -55,6 +57,7 @@ typedef struct net_rec {
 /* One emdb-server of the run, with its connection and table. */
 typedef struct net_side {
 	const char *backend;
+	int tls;
 	net_server srv;
 	net_wl w;
 	net_lat lat; /* single-ID Lookup */
@@ -63,6 +66,12 @@ typedef struct net_side {
 static const char *tr_name(net_transport tr)
 {
 	return tr == NET_TCP ? "tcp" : "unix";
+}
+
+/* The backend column: "tls" for the TLS server (libevent). */
+static const char *side_label(const char *backend, int tls)
+{
+	return tls ? "tls" : backend;
 }
 
 static double ratio(double a, double b)
@@ -77,12 +86,13 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 {
 	for (int i = 0; i < n; i++) {
 		const net_rec *x = &r[i];
-		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"io_backend\":\"%s\","
+		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"tls\":%s,\"io_backend\":\"%s\","
 		       "\"workload\":\"%s\",\"depth\":%u,"
 		       "\"batch\":%u,\"dim\":%u,\"rows\":%llu,\"req_bytes\":%zu,\"resp_bytes\":%zu,"
 		       "\"ids_per_sec\":%.0f,\"echo_ids_per_sec\":%.0f,\"echo_bytes_per_sec\":%.0f,"
 		       "\"ratio_echo\":%.4f",
-		       tr_name(o->transport), x->backend, net_op_name(x->op), o->depth, o->batch, o->dim,
+		       tr_name(o->transport), x->tls ? "true" : "false", x->backend, net_op_name(x->op),
+		       o->depth, o->batch, o->dim,
 		       (unsigned long long)o->rows, x->req, x->resp, x->emdb.best, x->echo.best,
 		       x->echo.best / o->batch * (double)(x->req + x->resp),
 		       ratio(x->emdb.best, x->echo.best));
@@ -94,11 +104,12 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 	}
 	for (int b = 0; b < n_sides; b++) {
 		const net_lat *lat = &sides[b].lat;
-		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"io_backend\":\"%s\","
+		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"tls\":%s,\"io_backend\":\"%s\","
 		       "\"workload\":\"lookup_one\",\"dim\":%u,"
 		       "\"p50_us\":%.2f,\"p99_us\":%.2f,\"samples\":%llu,"
 		       "\"echo_p50_us\":%.2f,\"echo_p99_us\":%.2f,\"ratio_echo_p99\":%.4f",
-		       tr_name(o->transport), sides[b].backend, o->dim, lat->p50_us, lat->p99_us,
+		       tr_name(o->transport), sides[b].tls ? "true" : "false", sides[b].backend, o->dim,
+		       lat->p50_us, lat->p99_us,
 		       (unsigned long long)lat->samples, echo_lat->p50_us, echo_lat->p99_us,
 		       ratio(lat->p99_us, echo_lat->p99_us));
 		if (has_redis)
@@ -109,8 +120,11 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 	}
 }
 
+/* emdb-servers measured per operation. */
 static int n_backends(const net_bench_opts *o)
 {
+	if (o->tls)
+		return 2; /* with and without TLS */
 	return (o->backends & NET_BACKEND_LIBEVENT ? 1 : 0) + (o->backends & NET_BACKEND_URING ? 1 : 0);
 }
 
@@ -138,7 +152,7 @@ static void print_placement(const net_rec *r, int n)
 	for (int i = 0; hi > 2 * lo && i < n; i++)
 		if (harness_rtt_far(&r[i].emdb, lo) || harness_rtt_far(&r[i].echo, lo))
 			printf("%s%s %s", named++ ? ", " : "  taken with the CPUs far apart (emdb or echo): ",
-			       net_op_name(r[i].op), r[i].backend);
+			       net_op_name(r[i].op), side_label(r[i].backend, r[i].tls));
 	if (named)
 		printf("\n");
 }
@@ -147,14 +161,17 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 			const net_side *sides, int n_sides, const net_lat *echo_lat,
 			const net_lat *get_lat, int has_redis)
 {
-	printf("emdb-bench --net %s: depth %u, batch %u, dim %u, %llu rows, 1 connection\n\n",
-	       tr_name(o->transport), o->depth, o->batch, o->dim, (unsigned long long)o->rows);
+	printf("emdb-bench --net %s: depth %u, batch %u, dim %u, %llu rows, 1 connection\n",
+	       o->tls ? "tls" : tr_name(o->transport), o->depth, o->batch, o->dim, (unsigned long long)o->rows);
+	if (o->tls)
+		printf("(the tls rows through TLS 1.3; the others plain TCP; echo and Redis plain TCP)\n");
+	printf("\n");
 	printf("%-12s %-8s %10s %10s %10s %10s %8s %-6s %10s %8s\n", "operation", "backend",
 	       "req B", "resp B", "M IDs/s", "echo M/s", "/echo", "redis", "redis M/s", "/redis");
 	for (int i = 0; i < n; i++) {
 		const net_rec *x = &r[i];
 		double re = ratio(x->emdb.best, x->echo.best);
-		printf("%-12s %-8s %10zu %10zu %10.3f %10.3f %7.2f%s", net_op_name(x->op), x->backend,
+		printf("%-12s %-8s %10zu %10zu %10.3f %10.3f %7.2f%s", net_op_name(x->op), side_label(x->backend, x->tls),
 		       x->req, x->resp,
 		       x->emdb.best / 1e6, x->echo.best / 1e6, re, mark(re, x->goal_echo, 1));
 		if (x->has_redis) {
@@ -173,13 +190,14 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 	for (int b = 0; b < n_sides; b++) {
 		const net_lat *lat = &sides[b].lat;
 		printf("\nlookup of 1 ID, synchronous, %s: p50 %.1f us, p99 %.1f us (%llu calls)\n",
-		       sides[b].backend, lat->p50_us, lat->p99_us, (unsigned long long)lat->samples);
+		       side_label(sides[b].backend, sides[b].tls), lat->p50_us, lat->p99_us, (unsigned long long)lat->samples);
 		printf("  echo of the same sizes:       p50 %.1f us, p99 %.1f us; p99 ratio %.2f\n",
 		       echo_lat->p50_us, echo_lat->p99_us, ratio(lat->p99_us, echo_lat->p99_us));
 		if (has_redis) {
 			double rr = ratio(lat->p99_us, get_lat->p99_us);
-			printf("  redis GET:                    p50 %.1f us, p99 %.1f us; p99 ratio %.2f (goal <= 1)%s\n",
-			       get_lat->p50_us, get_lat->p99_us, rr, mark(rr, 1.0, 0));
+			printf("  redis GET:                    p50 %.1f us, p99 %.1f us; p99 ratio %.2f%s%s\n",
+			       get_lat->p50_us, get_lat->p99_us, rr, sides[b].tls ? "" : " (goal <= 1)",
+			       mark(rr, sides[b].tls ? 0 : 1.0, 0));
 		}
 	}
 	if (!has_redis)
@@ -208,8 +226,8 @@ static void side_start(net_side *sd, const net_bench_opts *o, net_redis *rc)
 	emdb_client *c;
 	int err;
 
-	net_server_start_emdb(&sd->srv, o->transport, sd->backend);
-	harness_log("emdb-server (%s) at %s", sd->backend, sd->srv.uri);
+	net_server_start_emdb(&sd->srv, o->transport, sd->backend, sd->tls);
+	harness_log("emdb-server (%s%s) at %s", sd->backend, sd->tls ? ", TLS" : "", sd->srv.uri);
 	copt.timeout_ms = 0;
 	err = emdb_client_connect(sd->srv.uri, &copt, &c);
 	if (err != EMDB_OK)
@@ -240,11 +258,20 @@ void net_bench_run(const net_bench_opts *opts)
 	if (!o.rows)
 		o.rows = NET_DEFAULT_ROWS;
 	memset(sides, 0, sizeof(sides));
-	if (o.backends & NET_BACKEND_LIBEVENT)
-		sides[n_sides++].backend = "libevent";
-	if (o.backends & NET_BACKEND_URING)
-		sides[n_sides++].backend = "uring";
+	if (o.tls) {
+		/* TLS runs on libevent only (docs/server.md): it against the
+		 * same server without TLS. */
+		sides[n_sides++] = (net_side){ .backend = "libevent", .tls = 1 };
+		sides[n_sides++] = (net_side){ .backend = "libevent" };
+	} else {
+		if (o.backends & NET_BACKEND_LIBEVENT)
+			sides[n_sides++].backend = "libevent";
+		if (o.backends & NET_BACKEND_URING)
+			sides[n_sides++].backend = "uring";
+	}
 	net_servers_init();
+	if (o.tls)
+		net_tls_make_cert(net_servers_dir());
 	has_redis = net_server_start_redis(&redis, o.transport) == 0;
 	if (!has_redis)
 		harness_log("%s not found: the Redis anchor is skipped", NET_REDIS_BIN);
@@ -292,9 +319,12 @@ void net_bench_run(const net_bench_opts *opts)
 			if (b)
 				*y = *x;
 			y->backend = sides[b].backend;
+			y->tls = sides[b].tls;
+			if (y->tls) /* the goals are for plain sockets */
+				y->goal_echo = y->goal_redis = 0;
 			net_wl_measure(&sides[b].w, y->op, &p, &y->emdb);
 			harness_log("%s (%s): %.3fM IDs/s, echo %.3fM, redis %.3fM",
-				    net_op_name(y->op), y->backend, y->emdb.best / 1e6,
+				    net_op_name(y->op), side_label(y->backend, y->tls), y->emdb.best / 1e6,
 				    y->echo.best / 1e6, y->redis.best / 1e6);
 		}
 	}

@@ -1,7 +1,8 @@
 /*
  * net_bench.h - emdb-bench --net: every data-plane operation through the
  * client library against an emdb-server on TCP loopback or a Unix socket,
- * beside its echo bound and the Redis anchor, measured in the same run.
+ * beside its echo bound and the Redis anchor, measured in the same run;
+ * or (tls) against a TLS emdb-server beside a plain one.
  */
 #ifndef EMDB_BENCH_NET_BENCH_H
 #define EMDB_BENCH_NET_BENCH_H
@@ -27,6 +28,8 @@ typedef struct net_bench_opts {
 	keys_dist dist;
 	int pull, push, lookup, prefetch; /* which workloads */
 	int json;
+	int tls;             /* transport NET_TCP: emdb over TLS beside emdb
+				over plain TCP (libevent), same anchors */
 } net_bench_opts;
 
 /* Run the network mode and print its table (or JSON lines) on stdout.

@@ -185,22 +185,32 @@ static void wait_up(net_server *s, const char *what, const char *log, const char
 	harness_die("%s did not start listening within 20 s; see %s", what, log);
 }
 
-void net_server_start_emdb(net_server *s, net_transport tr, const char *backend)
+void net_server_start_emdb(net_server *s, net_transport tr, const char *backend, int tls)
 {
 #ifndef EMDB_SERVER_BIN
 	(void)s;
 	(void)tr;
 	(void)backend;
+	(void)tls;
 	harness_die("emdb-server is not part of this build");
 #else
-	char name[64];
-	snprintf(name, sizeof(name), "emdb-%s.log", backend);
+	char name[64], cert[128], key[128];
+	const char *tag = tls ? "-tls" : "";
+	snprintf(name, sizeof(name), "emdb-%s%s.log", backend, tag);
 	const char *log = add_file(name);
-	snprintf(name, sizeof(name), "emdb-%s.port", backend);
+	snprintf(name, sizeof(name), "emdb-%s%s.port", backend, tag);
 	const char *portfile = add_file(name);
 	const char *argv[24] = { EMDB_SERVER_BIN, "--log-level", "warn", "--log-file", log,
 				 "--io-backend", backend };
 	int argc = 7;
+	snprintf(cert, sizeof(cert), "%s/bench-tls.pem", tmpdir);
+	snprintf(key, sizeof(key), "%s/bench-tls.key", tmpdir);
+	if (tls) {
+		argv[argc++] = "--tls-cert-file";
+		argv[argc++] = cert;
+		argv[argc++] = "--tls-key-file";
+		argv[argc++] = key;
+	}
 
 	memset(s, 0, sizeof(*s));
 	if (tr == NET_TCP) {
@@ -221,7 +231,9 @@ void net_server_start_emdb(net_server *s, net_transport tr, const char *backend)
 	argv[argc] = NULL;
 	s->pid = spawn(argv, log);
 	wait_up(s, "emdb-server", log, tr == NET_TCP ? portfile : NULL);
-	if (tr == NET_TCP)
+	if (tr == NET_TCP && tls)
+		snprintf(s->uri, sizeof(s->uri), "tls://127.0.0.1:%u?name=emdb-bench&ca=%s", s->port, cert);
+	else if (tr == NET_TCP)
 		snprintf(s->uri, sizeof(s->uri), "tcp://127.0.0.1:%u?name=emdb-bench", s->port);
 	else
 		snprintf(s->uri, sizeof(s->uri), "unix://%s?name=emdb-bench", s->sock);

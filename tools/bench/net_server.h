@@ -16,7 +16,7 @@ typedef struct net_server {
 	pid_t pid;
 	uint16_t port;      /* TCP: the port it listens on; 0 on Unix */
 	char sock[160];     /* Unix: the socket path; "" on TCP */
-	char uri[200];      /* emdb: the client URI */
+	char uri[256];      /* emdb: the client URI */
 } net_server;
 
 /* Make the temporary directory and install the atexit and signal
@@ -29,9 +29,11 @@ const char *net_servers_dir(void);
 
 /* Start emdb-server (EMDB_SERVER_BIN) with I/O backend `backend`
  * ("libevent" or "uring") on transport tr and wait until it accepts
- * connections.  Servers of different backends may run side by side.
- * Exits the process on failure. */
-void net_server_start_emdb(net_server *s, net_transport tr, const char *backend);
+ * connections.  With tls (TCP only) the server presents the certificate
+ * of net_tls_make_cert in net_servers_dir() and s->uri is tls://, trusting
+ * it.  Servers of different backends, or with and without TLS, may run
+ * side by side.  Exits the process on failure. */
+void net_server_start_emdb(net_server *s, net_transport tr, const char *backend, int tls);
 
 /* Start redis-server (NET_REDIS_BIN) without persistence on transport tr.
  * Returns 0, or -1 when the binary is missing (the anchor is skipped). */
