@@ -27,6 +27,7 @@
 #include "net/persist.h"
 #include "net/server.h"
 #include "net/stats.h"
+#include "net/tls.h"
 #include "protocol/proto.h"
 
 typedef struct sbuf {
@@ -91,6 +92,14 @@ static void sec_server(server *s, sbuf *b)
 	put(b, "tcp_port: %u\n", s->tcp_port);
 	put(b, "unix_socket: %s\n", cfg.unix_socket);
 	put(b, "auth: %s\n", s->auth_required ? "token" : "none (loopback only)");
+	if (s->tls) {
+		char line[CONFIG_PATH_MAX + 512];
+		tls_server_describe(s->tls, line, sizeof(line));
+		put(b, "tls: %s\n", line);
+		put(b, "tls_reloads: %" PRIu64 "\n", tls_server_reloads(s->tls));
+	} else {
+		put(b, "tls: off\n");
+	}
 	put(b, "shutting_down: %s\n", atomic_load(&s->shutting_down) ? "yes" : "no");
 }
 

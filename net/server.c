@@ -18,11 +18,14 @@
  *      together under cfg_lock by server_config_set.
  *   5. With no token configured every loopback client is admin and every
  *      other client is refused; the log says so at start.
+ *   6. SIGHUP reloads the TLS files for connections accepted afterwards;
+ *      a reload that fails leaves the context in use as it was.
  *
  * State changes: server_create (engine, store, restore at start),
  * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
- * server_config_set (cfg, rt, memory limit, log level).
+ * server_config_set (cfg, rt, memory limit, log level), reload_tls (the
+ * TLS context, on SIGHUP).
  */
 #include <errno.h>
 #include <signal.h>
@@ -218,10 +221,32 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(s->base);
 }
 
+/* SIGHUP: read the TLS files again (docs/server.md, "TLS"). */
+static void reload_tls(server *s)
+{
+	if (!s->tls) {
+		log_info("SIGHUP: no TLS configured, nothing to reload");
+		return;
+	}
+	net_config cfg;
+	char err[CONFIG_PATH_MAX * 2], line[CONFIG_PATH_MAX + 512];
+	server_config_copy(s, &cfg);
+	if (tls_server_reload(s->tls, &cfg, err, sizeof(err)) < 0) {
+		log_error("SIGHUP: TLS reload failed, the old certificates stay in use: %s", err);
+		return;
+	}
+	tls_server_describe(s->tls, line, sizeof(line));
+	log_info("SIGHUP: TLS reloaded for new connections: %s", line);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	server *s = arg;
 	char why[32];
+	if (sig == SIGHUP) {
+		reload_tls(s);
+		return;
+	}
 	snprintf(why, sizeof(why), "%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	server_request_shutdown(s, why);
 }
@@ -288,14 +313,15 @@ int server_start(server *s)
 	s->ev_wake = event_new(s->base, s->wake_fd, EV_READ | EV_PERSIST, on_wake, s);
 	s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
 	s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
-	if (!s->ev_wake || !s->ev_sigterm || !s->ev_sigint || event_add(s->ev_wake, NULL) ||
-	    event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL)) {
+	s->ev_sighup = evsignal_new(s->base, SIGHUP, on_signal, s);
+	if (!s->ev_wake || !s->ev_sigterm || !s->ev_sigint || !s->ev_sighup || event_add(s->ev_wake, NULL) ||
+	    event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) || event_add(s->ev_sighup, NULL)) {
 		log_error("cannot set up signal handling");
 		return -1;
 	}
 
-	/* I/O threads first (they inherit a mask without SIGTERM/SIGINT, so
-	 * the signals reach the main thread), then the listeners. */
+	/* I/O threads first (they inherit a mask without SIGTERM/SIGINT/SIGHUP,
+	 * so the signals reach the main thread), then the listeners. */
 	uint32_t n = c->io_threads;
 	if (n == 0) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -328,6 +354,7 @@ int server_start(server *s)
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 	for (uint32_t i = 0; i < n; i++) {
 		int rc = io_thread_start(&s->threads[i]);
@@ -357,8 +384,11 @@ int server_start(server *s)
 			return -1;
 		}
 		log_info("listening on tcp %s:%u%s", c->bind, s->tcp_port, s->tls ? " (TLS only)" : "");
-		if (s->tls)
-			log_info("TLS: %s", tls_server_describe(s->tls));
+		if (s->tls) {
+			char line[CONFIG_PATH_MAX + 512];
+			tls_server_describe(s->tls, line, sizeof(line));
+			log_info("TLS: %s", line);
+		}
 	}
 	if (c->unix_socket[0]) {
 		if (listener_open_unix(s->base, c->unix_socket, (int)c->backlog, on_accept, s,
@@ -419,6 +449,8 @@ void server_destroy(server *s)
 		event_free(s->ev_sigterm);
 	if (s->ev_sigint)
 		event_free(s->ev_sigint);
+	if (s->ev_sighup)
+		event_free(s->ev_sighup);
 	if (s->base)
 		event_base_free(s->base);
 	if (s->wake_fd >= 0)

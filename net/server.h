@@ -78,7 +78,7 @@ struct server {
 	/* main thread */
 	struct event_base *base;
 	listener *tcp, *unix_l;
-	struct event *ev_sigterm, *ev_sigint, *ev_wake;
+	struct event *ev_sigterm, *ev_sigint, *ev_sighup, *ev_wake;
 	int wake_fd;               /* eventfd: shutdown requests from I/O threads */
 	uint32_t rr;               /* next thread for round robin */
 	bool threads_started;

@@ -13,8 +13,15 @@
  * between the kernel and the connection's buffers with no hook for a
  * record layer): asking for both runs libevent, with a log line.
  *
- * Thread safety: the tls_server is read-only once created and shared by
- * every I/O thread; a connection's SSL is used by its I/O thread only.
+ * Certificates are rotated by replacing the files and sending the server
+ * SIGHUP (tls_server_reload): connections accepted from then on get the
+ * new ones, those open keep theirs.  A reload that fails keeps the old.
+ *
+ * Thread safety: the tls_server is shared by every I/O thread
+ * (tls_server_accept) and the main thread (reload, describe); its context
+ * is swapped under its lock, and each SSL holds a reference to the
+ * context it was made from.  A connection's SSL is used by its I/O thread
+ * only.
  */
 #ifndef EMDB_NET_TLS_H
 #define EMDB_NET_TLS_H
@@ -32,9 +39,17 @@ typedef struct tls_server tls_server;
 int tls_server_create(const net_config *cfg, tls_server **out, char *err, size_t errlen);
 void tls_server_free(tls_server *ts);
 
-/* One line for the start-up log: the certificate's subject and expiry,
- * and whether client certificates are required. */
-const char *tls_server_describe(const tls_server *ts);
+/* Read cfg's files again and use them for every connection accepted
+ * from now on.  Returns 0, or -1 with the reason in err and the context
+ * in use unchanged. */
+int tls_server_reload(tls_server *ts, const net_config *cfg, char *err, size_t errlen);
+
+/* One line for the log and INFO, into buf: the certificate's subject and
+ * expiry, and whether client certificates are required. */
+void tls_server_describe(tls_server *ts, char *buf, size_t len);
+
+/* Successful reloads since start. */
+uint64_t tls_server_reloads(tls_server *ts);
 
 /* A server-side SSL over socket fd (not owned), handshake still to come:
  * the first tls_io_recv drives it.  NULL when out of memory.  Free with

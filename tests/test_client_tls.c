@@ -12,8 +12,9 @@
  * CA, or issued to another name, fails the connect with AUTH; a plain
  * client on the TLS port and a TLS client on a plain port fail promptly
  * while the server goes on serving; with tls_ca_file only clients with a
- * certificate from that CA get in; a server with a missing or mismatched
- * key refuses to start and says why.
+ * certificate from that CA get in; SIGHUP rotates the certificate for new
+ * connections (and a broken new key keeps the old one); a server with a
+ * missing or mismatched key refuses to start and says why.
  *
  * The certificates are made for each test by tests/tls_pki.h.
  */
@@ -61,6 +62,8 @@ static void teardown(void)
 {
 	test_server_stop(&srv);
 	unlink(tls_pki_path(pki, "bad.log"));
+	unlink(tls_pki_path(pki, "live.pem"));
+	unlink(tls_pki_path(pki, "live.key"));
 	tls_pki_remove(pki);
 }
 
@@ -344,6 +347,79 @@ Test(client_tls, client_certificate_required)
 	c = connect_ok("%s", srv.unix_uri);
 	OK(emdb_client_ping(c));
 	emdb_client_close(c);
+}
+
+/* ---- rotating the certificate ---------------------------------------- */
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[8192];
+	FILE *in = fopen(from, "r"), *out = fopen(to, "w");
+	cr_assert(in && out, "copy %s to %s", from, to);
+	size_t k;
+	while ((k = fread(buf, 1, sizeof(buf), in)) > 0)
+		cr_assert_eq(fwrite(buf, 1, k, out), k);
+	fclose(in);
+	fclose(out);
+}
+
+/* Connect to uri until it works (the reload is asynchronous to kill());
+ * fails after 10 s. */
+static emdb_client *connect_eventually(const char *uri)
+{
+	emdb_client *c = NULL;
+	for (int i = 0; i < 200; i++) {
+		if (try_connect(uri, &c) == EMDB_OK)
+			return c;
+		test_sleep_ms(50);
+	}
+	cr_assert_fail("%s never worked: %s (server log: %s)", uri, emdb_client_last_error(),
+		       test_server_log_tail(&srv));
+	return NULL;
+}
+
+/* Files replaced in place, then SIGHUP: new connections get the new
+ * certificate, open ones carry on, INFO counts the reload; a reload with a
+ * broken key keeps the certificate in use. */
+Test(client_tls, sighup_rotates_the_certificate)
+{
+	copy_file(tls_pki_path(pki, "srv.pem"), tls_pki_path(pki, "live.pem"));
+	copy_file(tls_pki_path(pki, "srv.key"), tls_pki_path(pki, "live.key"));
+	start_tls("live", NULL);
+	char ours[256], theirs[256];
+	snprintf(ours, sizeof(ours), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	snprintf(theirs, sizeof(theirs), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "rogue.pem"));
+	emdb_client *old = connect_ok("%s", ours);
+
+	copy_file(tls_pki_path(pki, "rogue_srv.pem"), tls_pki_path(pki, "live.pem"));
+	copy_file(tls_pki_path(pki, "rogue_srv.key"), tls_pki_path(pki, "live.key"));
+	cr_assert_eq(kill(srv.pid, SIGHUP), 0);
+	emdb_client *c = connect_eventually(theirs);
+	OK(emdb_client_ping(old)); /* made before the reload: untouched */
+	emdb_client *no = NULL;
+	cr_assert_eq(try_connect(ours, &no), EMDB_ERR_AUTH, "%s", emdb_client_last_error());
+	char *info;
+	OK(emdb_client_info(c, "server", &info));
+	cr_assert(strstr(info, "tls_reloads: 1"), "%s", info);
+	cr_assert(strstr(info, "tls: certificate /CN=localhost"), "%s", info);
+	emdb_free(info);
+
+	/* A key that does not parse: the reload fails, the log says so, and
+	 * the certificate in use stays. */
+	FILE *f = fopen(tls_pki_path(pki, "live.key"), "w");
+	cr_assert_not_null(f);
+	fputs("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n", f);
+	fclose(f);
+	cr_assert_eq(kill(srv.pid, SIGHUP), 0);
+	for (int i = 0; i < 200 && !strstr(test_server_log_tail(&srv), "TLS reload failed"); i++)
+		test_sleep_ms(50);
+	cr_assert(strstr(test_server_log_tail(&srv), "TLS reload failed"), "%s", test_server_log_tail(&srv));
+	emdb_client *again = connect_ok("%s", theirs);
+	emdb_client_close(again);
+	emdb_client_close(c);
+	emdb_client_close(old);
+	unlink(tls_pki_path(pki, "live.pem"));
+	unlink(tls_pki_path(pki, "live.key"));
 }
 
 /* ---- the server's own settings -------------------------------------- */
