@@ -18,6 +18,7 @@
 #include "net/config.h"
 #include "net/log.h"
 #include "net/server.h"
+#include "net/tls.h"
 
 static void usage(FILE *f)
 {
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
 {
 	net_config cfg;
 	char err[1024];
+	/* Before any OpenSSL call: TLS buffers count in max_memory. */
+	tls_use_emdb_alloc();
 	config_defaults(&cfg);
 
 	for (int i = 1; i < argc; i++) {

@@ -32,6 +32,13 @@
 
 typedef struct tls_server tls_server;
 
+/* Make OpenSSL allocate through emdb_malloc, so that its buffers (a TLS
+ * connection's records) count in max_memory with the rest of the
+ * connection buffers and fail cleanly at the limit.  Call first thing in
+ * main, before anything calls OpenSSL.  Returns 0, or -1 when OpenSSL has
+ * allocated already (then it keeps the C library's malloc). */
+int tls_use_emdb_alloc(void);
+
 /* The context for cfg's certificate, key and client CAs.  *out is NULL
  * when cfg configures no TLS.  Returns 0, or -1 with the reason in err
  * (a file that cannot be read, a key that does not match the

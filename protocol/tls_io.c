@@ -99,7 +99,6 @@ void tls_io_ctx_setup(SSL_CTX *ctx)
 	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_mode(ctx, TLS_IO_MODES);
 	SSL_CTX_set_read_ahead(ctx, 1);
-	SSL_CTX_set_default_read_buffer_len(ctx, TLS_IO_READ_BUFFER);
 }
 
 BIO *tls_io_socket_bio(int fd)

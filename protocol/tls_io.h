@@ -62,15 +62,11 @@ bool tls_io_pending(const SSL *ssl);
 /* The modes tls_io_sendv needs, for SSL_CTX_set_mode. */
 #define TLS_IO_MODES (SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER)
 
-/* Bytes OpenSSL reads from the socket at once: many records per system
- * call instead of one (a 1 MiB Pull reply is 64 records). */
-#define TLS_IO_READ_BUFFER (256u << 10)
-
 /* What both sides set on their context: TLS 1.2 or newer, no
  * renegotiation, a peer's hang-up without close_notify taken as the end
  * of the stream (frames carry their lengths, so truncation cannot pass
- * for a whole frame), TLS_IO_MODES, and reading ahead in
- * TLS_IO_READ_BUFFER-byte gulps. */
+ * for a whole frame), TLS_IO_MODES, and reading ahead (whole records
+ * per system call rather than a header, then a body). */
 void tls_io_ctx_setup(SSL_CTX *ctx);
 
 /* Why the last call on this thread returned TLS_IO_ERROR (or a handshake
