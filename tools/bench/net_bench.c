@@ -32,6 +32,7 @@
 #include <emdb/alloc.h>
 #include <emdb/client.h>
 
+#include "tools/bench/anchors.h"
 #include "tools/bench/net_echo.h"
 #include "tools/bench/net_redis.h"
 #include "tools/bench/net_server.h"
@@ -48,8 +49,9 @@ typedef struct net_rec {
 	const char *backend; /* emdb-server's io_backend */
 	int tls;             /* through TLS */
 	size_t req, resp;
-	harness_result emdb, echo, redis;
+	harness_result emdb, echo, gecho, redis;
 	int has_redis;
+	int has_gecho;       /* the gathering echo: the response carries rows */
 	const char *redis_cmd;
 	double goal_echo, goal_redis; /* 0: none */
 } net_rec;
@@ -96,6 +98,9 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 		       (unsigned long long)o->rows, x->req, x->resp, x->emdb.best, x->echo.best,
 		       x->echo.best / o->batch * (double)(x->req + x->resp),
 		       ratio(x->emdb.best, x->echo.best));
+		if (x->has_gecho)
+			printf(",\"gather_echo_ids_per_sec\":%.0f,\"ratio_gather_echo\":%.4f", x->gecho.best,
+			       ratio(x->emdb.best, x->gecho.best));
 		if (x->has_redis)
 			printf(",\"redis_cmd\":\"%s\",\"redis_ids_per_sec\":%.0f,\"ratio_redis\":%.4f",
 			       x->redis_cmd, x->redis.best, ratio(x->emdb.best, x->redis.best));
@@ -166,14 +171,19 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 	if (o->tls)
 		printf("(the tls rows through TLS 1.3; the others plain TCP; echo and Redis plain TCP)\n");
 	printf("\n");
-	printf("%-12s %-8s %10s %10s %10s %10s %8s %-6s %10s %8s\n", "operation", "backend",
-	       "req B", "resp B", "M IDs/s", "echo M/s", "/echo", "redis", "redis M/s", "/redis");
+	printf("%-12s %-8s %10s %10s %10s %10s %8s %9s %7s %-6s %10s %8s\n", "operation", "backend",
+	       "req B", "resp B", "M IDs/s", "echo M/s", "/echo", "+rows M/s", "/+rows", "redis", "redis M/s",
+	       "/redis");
 	for (int i = 0; i < n; i++) {
 		const net_rec *x = &r[i];
 		double re = ratio(x->emdb.best, x->echo.best);
-		printf("%-12s %-8s %10zu %10zu %10.3f %10.3f %7.2f%s", net_op_name(x->op), side_label(x->backend, x->tls),
+		printf("%-12s %-8s %10zu %10zu %10.3f %10.3f %7.2f%-7s", net_op_name(x->op), side_label(x->backend, x->tls),
 		       x->req, x->resp,
 		       x->emdb.best / 1e6, x->echo.best / 1e6, re, mark(re, x->goal_echo, 1));
+		if (x->has_gecho)
+			printf(" %9.3f %7.2f", x->gecho.best / 1e6, ratio(x->emdb.best, x->gecho.best));
+		else
+			printf(" %9s %7s", "-", "-");
 		if (x->has_redis) {
 			double rr = ratio(x->emdb.best, x->redis.best);
 			printf(" %-6s %10.3f %7.2f%s", x->redis_cmd, x->redis.best / 1e6, rr,
@@ -181,7 +191,8 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 		}
 		printf("\n");
 	}
-	printf("\n(echo goodput in GB/s, request + response bytes:");
+	printf("\n(+rows: the echo that also gathers the response's rows from a table-sized region;\n"
+	       " echo goodput in GB/s, request + response bytes:");
 	for (int i = 0; i < n; i += n_backends(o))
 		printf(" %s %.2f", net_op_name(r[i].op),
 		       r[i].echo.best / o->batch * (double)(r[i].req + r[i].resp) / 1e9);
@@ -284,6 +295,13 @@ void net_bench_run(const net_bench_opts *opts)
 	pool_init(&p, &src, 1, o.batch, NET_POOL_IDS, 0, 7);
 	echo = net_echo_start(o.transport, net_servers_dir(),
 			      o.transport == NET_UNIX ? server_send_buffer(sides[0].w.c) : 0);
+	/* The gathering echo's table: as large as emdb's, every page
+	 * written, rank r at row r - 1 as the preload inserted them. */
+	size_t row_bytes = (size_t)o.dim * sizeof(float);
+	size_t region_bytes = (size_t)o.rows * row_bytes;
+	uint8_t *region = anchor_region(region_bytes, 2);
+	net_echo_rows er = { region, row_bytes, p.ranks, p.len, p.batch };
+	net_echo_set_rows(echo, &er);
 
 	if (o.pull) {
 		ops[n_ops++] = NET_PULL;
@@ -303,7 +321,11 @@ void net_bench_run(const net_bench_opts *opts)
 		x->op = ops[i];
 		x->req = net_op_req_bytes(x->op, o.batch, o.dim);
 		x->resp = net_op_resp_bytes(x->op, o.batch, o.dim);
-		net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, o.seconds, &x->echo);
+		net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, 0, o.seconds, &x->echo);
+		if (x->op == NET_PULL || x->op == NET_PULL_TICKET || x->op == NET_LOOKUP) {
+			x->has_gecho = 1;
+			net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, 1, o.seconds, &x->gecho);
+		}
 		if (x->op != NET_LOOKUP && x->op != NET_PREFETCH)
 			x->goal_echo = 0.8;
 		if (has_redis && x->op != NET_PREFETCH) {
@@ -347,6 +369,7 @@ void net_bench_run(const net_bench_opts *opts)
 		net_lat_finish(&get_lat);
 	}
 	net_echo_stop(echo);
+	emdb_unmap(region, region_bytes);
 	net_redis_close(rc);
 	for (int b = 0; b < n_sides; b++) {
 		emdb_client_close(sides[b].w.c);

@@ -6,7 +6,10 @@
  *   this machine's order), then padding up to the request size.  The
  *   server reads the whole request, writes the response from a zeroed
  *   buffer, and touches nothing else: no parsing beyond the 8 bytes, no
- *   copy, no lookup.  One server thread per connection, like one I/O
+ *   copy, no lookup.  The gathering variant (the response size's top bit
+ *   set) first copies a batch of rows from a table-sized region into the
+ *   response, each connection walking the bench's rank stream: the work
+ *   a Pull cannot avoid, and nothing more.  One server thread per connection, like one I/O
  *   thread of emdb-server; the client sends on the harness thread and
  *   receives on its pipeline thread, like the client library.  Socket
  *   buffers as emdb's: the server side gets emdb-server's
@@ -29,7 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define ECHO_MAX_CONNS 16
+#define ECHO_MAX_CONNS 64 /* one per measurement, all kept until net_echo_stop */
 
 struct net_echo {
 	int lfd;
@@ -42,11 +45,35 @@ struct net_echo {
 	int n_conns;
 	int sndbuf; /* SO_SNDBUF of accepted connections, 0: the kernel's */
 	volatile int stopping;
+	net_echo_rows rows; /* region NULL: no gathering */
 };
 
 typedef struct echo_conn {
 	int fd;
+	const net_echo_rows *rows;
+	size_t next; /* position in rows->ranks */
 } echo_conn;
+
+/* A response header's resp field with this bit set asks for rows. */
+#define ECHO_GATHER 0x80000000u
+#define ECHO_PREFETCH_ROWS 8u
+
+/* The next batch of rows into out (cap bytes at least batch * row_bytes). */
+static void gather(echo_conn *c, char *out)
+{
+	const net_echo_rows *g = c->rows;
+	const uint64_t *rk = g->ranks + c->next;
+	size_t rb = g->row_bytes;
+	c->next = (c->next + g->batch) % g->n_ranks;
+	for (size_t i = 0; i < g->batch; i++) {
+		if (i + ECHO_PREFETCH_ROWS < g->batch) {
+			const uint8_t *ahead = g->region + (rk[i + ECHO_PREFETCH_ROWS] - 1) * rb;
+			for (size_t o = 0; o < rb; o += 64)
+				__builtin_prefetch(ahead + o, 0, 3);
+		}
+		memcpy(out + i * rb, g->region + (rk[i] - 1) * rb, rb);
+	}
+}
 
 static void *serve(void *arg)
 {
@@ -75,6 +102,10 @@ static void *serve(void *arg)
 		}
 		if (net_rd_bytes(r, in, hdr[0] - 8) < 0)
 			break;
+		int rows = (hdr[1] & ECHO_GATHER) != 0;
+		hdr[1] &= ~ECHO_GATHER;
+		if (rows && (!c->rows->region || hdr[1] < c->rows->batch * c->rows->row_bytes))
+			break;
 		if (hdr[1] > out_cap) {
 			free(out);
 			out_cap = hdr[1];
@@ -82,6 +113,8 @@ static void *serve(void *arg)
 			if (!out)
 				harness_die("out of memory");
 		}
+		if (rows)
+			gather(c, out);
 		if (net_write_all(c->fd, out, hdr[1]) < 0)
 			break;
 	}
@@ -110,6 +143,8 @@ static void *accept_loop(void *arg)
 			continue;
 		}
 		c->fd = fd;
+		c->rows = &e->rows;
+		c->next = 0;
 		if (e->sndbuf)
 			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &e->sndbuf, sizeof(e->sndbuf));
 		if (!e->path[0]) {
@@ -162,6 +197,13 @@ void net_echo_stop(net_echo *e)
 	free(e);
 }
 
+void net_echo_set_rows(net_echo *e, const net_echo_rows *rows)
+{
+	pthread_mutex_lock(&e->mu);
+	e->rows = *rows;
+	pthread_mutex_unlock(&e->mu);
+}
+
 static int echo_connect(net_echo *e)
 {
 	int fd = net_connect(e->port, e->path[0] ? e->path : NULL);
@@ -195,9 +237,9 @@ static uint64_t echo_step(void *arg, unsigned t, uint64_t iter)
 	return done ? c->units : 0;
 }
 
-static void client_init(echo_client *c, size_t req, size_t resp)
+static void client_init(echo_client *c, size_t req, size_t resp, int gather)
 {
-	uint32_t hdr[2] = { (uint32_t)req, (uint32_t)resp };
+	uint32_t hdr[2] = { (uint32_t)req, (uint32_t)resp | (gather ? ECHO_GATHER : 0) };
 
 	memset(c, 0, sizeof(*c));
 	c->req = calloc(1, req);
@@ -210,11 +252,11 @@ static void client_init(echo_client *c, size_t req, size_t resp)
 }
 
 void net_echo_measure(net_echo *e, size_t req, size_t resp, unsigned depth,
-		      uint64_t units, double seconds, harness_result *out)
+		      uint64_t units, int gather, double seconds, harness_result *out)
 {
 	echo_client c;
 
-	client_init(&c, req, resp);
+	client_init(&c, req, resp, gather);
 	c.units = units;
 	net_pipe_start(&c.pipe, echo_connect(e), depth, echo_recv, &c);
 	harness_measure(1, seconds, echo_step, &c, out);
@@ -241,7 +283,7 @@ void net_echo_latency(net_echo *e, size_t req, size_t resp, double seconds,
 {
 	echo_sync s;
 
-	client_init(&s.c, req, resp);
+	client_init(&s.c, req, resp, 0);
 	s.fd = echo_connect(e);
 	net_lat_measure(echo_once, &s, seconds, out);
 	close(s.fd);

@@ -23,11 +23,30 @@ typedef struct net_echo net_echo;
 net_echo *net_echo_start(net_transport tr, const char *dir, int sndbuf);
 void net_echo_stop(net_echo *e);
 
+/* The rows the gathering echo copies into its responses: a region of
+ * `rows` rows of row_bytes, and the stream of ranks (1-based; rank r is
+ * row r - 1, as the network preload inserts ranks in order) it walks
+ * through, `batch` ranks a response.  The region must outlive the echo's
+ * measurements. */
+typedef struct net_echo_rows {
+	const uint8_t *region;
+	size_t row_bytes;
+	const uint64_t *ranks;
+	size_t n_ranks;  /* a multiple of batch */
+	size_t batch;
+} net_echo_rows;
+
+void net_echo_set_rows(net_echo *e, const net_echo_rows *rows);
+
 /* Requests of req bytes (>= 8), responses of resp bytes, `depth` in
  * flight on one connection, for `seconds` as harness_measure times it;
- * each response counts `units` (IDs). */
+ * each response counts `units` (IDs).  With gather, each response's
+ * first batch * row_bytes bytes are rows of net_echo_set_rows copied
+ * there (memcpy, each row prefetched 8 rows ahead, as a Pull's gather):
+ * the physical bound of an operation whose response must carry rows
+ * read at random from memory. */
 void net_echo_measure(net_echo *e, size_t req, size_t resp, unsigned depth,
-		      uint64_t units, double seconds, harness_result *out);
+		      uint64_t units, int gather, double seconds, harness_result *out);
 
 /* One request at a time for `seconds`: the latency of a round trip of
  * these sizes, added to out. */
