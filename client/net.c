@@ -1,7 +1,7 @@
 /*
- * net.c - the tcp:// and unix:// transport: one socket, many requests in
- * flight, one receiving thread, and synchronous calls that read their own
- * response.
+ * net.c - the tcp://, tls:// and unix:// transport: one socket, many
+ * requests in flight, one receiving thread, and synchronous calls that
+ * read their own response.
  *
  * Sending.  The submitting thread encodes its request (protocol/proto.h;
  * the big ones as a scatter-gather list whose arrays are the caller's own
@@ -32,6 +32,18 @@
  * is queued and released by the next sender (the receiver never takes
  * send_lock, so a sender blocked on a full socket can never wait for it).
  *
+ * TLS.  A tls:// handle does the handshake right after connecting
+ * (verifying the server's certificate and name), then moves the same
+ * frames through one SSL (protocol/tls_io.h): sends and receives become
+ * non-blocking SSL calls, each made holding tls_lock (OpenSSL allows one
+ * thread in an SSL at a time; the sender and the reader run side by side),
+ * and waits are poll() outside the lock.  The socket stays non-blocking,
+ * so a synchronous call's first wait polls instead of blocking in recv.
+ * Bytes OpenSSL has already read count as readable.  A send that had to
+ * wait has handed its first record to OpenSSL, which will send it before
+ * anything else, so a timeout then breaks the handle, as one after the
+ * first byte does over plain TCP.
+ *
  * Invariants:
  *   1. `pending` holds exactly the QUEUED futures, keyed by request id,
  *      and n_pending counts them; ids come from one counter and are never
@@ -55,7 +67,9 @@
  *
  * State changes: pending, n_pending, reading, broken, orphans under
  * c->lock; the socket's write side under send_lock; its read side and
- * rxbuf by the holder of `reading` only.
+ * rxbuf by the holder of `reading` only; the SSL (tls://) under tls_lock,
+ * taken inside send_lock or by the holder of `reading`, never the other
+ * way round.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -137,8 +151,6 @@ static int ms_until(uint64_t deadline)
 	return ms > 1000000000 ? 1000000000 : (int)ms;
 }
 
-/* Write the whole of v.  *sent counts the bytes written.  Returns EMDB_OK,
- * TIMEOUT (deadline passed) or CLOSED (the socket failed; msg says how). */
 /* One sendmsg(2), or its TLS form: sendmsg's results, and for TLS *events
  * says what to wait for after EAGAIN.  A TLS send that must wait has
  * already committed its first record to OpenSSL, which will send it
@@ -176,6 +188,8 @@ static const char *sock_error(const net_state *n, int e)
 	return n->ssl && e == EPROTO ? tls_io_error() : strerror(e);
 }
 
+/* Write the whole of v.  *sent counts the bytes written.  Returns EMDB_OK,
+ * TIMEOUT (deadline passed) or CLOSED (the socket failed; msg says how). */
 static int send_all(net_state *n, proto_iov *v, uint64_t deadline, size_t *sent, char *msg, size_t msglen)
 {
 	size_t left = v->len;
@@ -219,15 +233,6 @@ static size_t take_ahead(net_state *n, uint8_t *p, size_t len)
 	return k;
 }
 
-/* Read exactly len bytes.  `idle`: the first byte may take forever (we are
- * between frames).  Otherwise each wait for more bytes lasts at most
- * stall_ms (0 = no limit) and never goes past deadline (0 = none).
- * Returns EMDB_OK, CLOSED (EOF or error) or TIMEOUT; msg says which.
- *
- * Bytes come from the read-ahead buffer first.  A read smaller than half
- * of it refills it with whatever the socket holds, so that a small
- * response (a header, a Lookup's few fields and floats) costs one recv,
- * not one per field; a larger one goes straight into buf. */
 /* recv(2) with MSG_DONTWAIT, or its TLS form with recv's results (a TLS
  * failure is EPROTO; n->rd_wants_wr says an EAGAIN waits for POLLOUT). */
 static ssize_t sock_recv(net_state *n, void *p, size_t len)
@@ -271,6 +276,15 @@ static bool tls_pending(net_state *n)
 	return p;
 }
 
+/* Read exactly len bytes.  `idle`: the first byte may take forever (we are
+ * between frames).  Otherwise each wait for more bytes lasts at most
+ * stall_ms (0 = no limit) and never goes past deadline (0 = none).
+ * Returns EMDB_OK, CLOSED (EOF or error) or TIMEOUT; msg says which.
+ *
+ * Bytes come from the read-ahead buffer first.  A read smaller than half
+ * of it refills it with whatever the socket holds, so that a small
+ * response (a header, a Lookup's few fields and floats) costs one recv,
+ * not one per field; a larger one goes straight into buf. */
 static int recv_full(net_state *n, void *buf, size_t len, bool idle, uint32_t stall_ms,
 		     uint64_t deadline, char *msg, size_t msglen)
 {
