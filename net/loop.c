@@ -284,12 +284,14 @@ void io_thread_on_wake(io_thread *t)
 	}
 }
 
-/* Bytes the kernel holds for c that the thread has not read yet: after a
- * long request stalled the thread, a client's HELLO or next request may be
- * waiting there, which is no fault of the client's. */
+/* Bytes the kernel, or OpenSSL, holds for c that the thread has not read
+ * yet: after a long request stalled the thread, a client's HELLO or next
+ * request may be waiting there, which is no fault of the client's. */
 static bool unread_input(const conn *c)
 {
 	int n = 0;
+	if (c->ssl && tls_io_pending(c->ssl))
+		return true;
 	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
