@@ -51,7 +51,7 @@ typedef struct net_rec {
 	size_t req, resp;
 	harness_result emdb, echo, gecho, redis;
 	int has_redis;
-	int has_gecho;       /* the gathering echo: the response carries rows */
+	int has_gecho;       /* the echo with the rows' work (gather or scatter) */
 	const char *redis_cmd;
 	double goal_echo, goal_redis; /* 0: none */
 } net_rec;
@@ -99,7 +99,7 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 		       x->echo.best / o->batch * (double)(x->req + x->resp),
 		       ratio(x->emdb.best, x->echo.best));
 		if (x->has_gecho)
-			printf(",\"gather_echo_ids_per_sec\":%.0f,\"ratio_gather_echo\":%.4f", x->gecho.best,
+			printf(",\"rows_echo_ids_per_sec\":%.0f,\"ratio_rows_echo\":%.4f", x->gecho.best,
 			       ratio(x->emdb.best, x->gecho.best));
 		if (x->has_redis)
 			printf(",\"redis_cmd\":\"%s\",\"redis_ids_per_sec\":%.0f,\"ratio_redis\":%.4f",
@@ -191,7 +191,8 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 		}
 		printf("\n");
 	}
-	printf("\n(+rows: the echo that also gathers the response's rows from a table-sized region;\n"
+	printf("\n(+rows: the echo that also gathers the response's rows from a table-sized region\n"
+	       " (pull, lookup) or adds the request's rows into it (push);\n"
 	       " echo goodput in GB/s, request + response bytes:");
 	for (int i = 0; i < n; i += n_backends(o))
 		printf(" %s %.2f", net_op_name(r[i].op),
@@ -295,7 +296,7 @@ void net_bench_run(const net_bench_opts *opts)
 	pool_init(&p, &src, 1, o.batch, NET_POOL_IDS, 0, 7);
 	echo = net_echo_start(o.transport, net_servers_dir(),
 			      o.transport == NET_UNIX ? server_send_buffer(sides[0].w.c) : 0);
-	/* The gathering echo's table: as large as emdb's, every page
+	/* The table of the echo's row work: as large as emdb's, every page
 	 * written, rank r at row r - 1 as the preload inserted them. */
 	size_t row_bytes = (size_t)o.dim * sizeof(float);
 	size_t region_bytes = (size_t)o.rows * row_bytes;
@@ -321,10 +322,15 @@ void net_bench_run(const net_bench_opts *opts)
 		x->op = ops[i];
 		x->req = net_op_req_bytes(x->op, o.batch, o.dim);
 		x->resp = net_op_resp_bytes(x->op, o.batch, o.dim);
-		net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, 0, o.seconds, &x->echo);
-		if (x->op == NET_PULL || x->op == NET_PULL_TICKET || x->op == NET_LOOKUP) {
+		net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, NET_ECHO_NOTHING, o.seconds, &x->echo);
+		net_echo_work work = NET_ECHO_NOTHING;
+		if (x->op == NET_PULL || x->op == NET_PULL_TICKET || x->op == NET_LOOKUP)
+			work = NET_ECHO_GATHER;
+		else if (x->op == NET_PUSH || x->op == NET_PUSH_TICKET)
+			work = NET_ECHO_SCATTER;
+		if (work != NET_ECHO_NOTHING) {
 			x->has_gecho = 1;
-			net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, 1, o.seconds, &x->gecho);
+			net_echo_measure(echo, x->req, x->resp, o.depth, o.batch, work, o.seconds, &x->gecho);
 		}
 		if (x->op != NET_LOOKUP && x->op != NET_PREFETCH)
 			x->goal_echo = 0.8;

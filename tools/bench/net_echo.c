@@ -9,7 +9,10 @@
  *   copy, no lookup.  The gathering variant (the response size's top bit
  *   set) first copies a batch of rows from a table-sized region into the
  *   response, each connection walking the bench's rank stream: the work
- *   a Pull cannot avoid, and nothing more.  One server thread per connection, like one I/O
+ *   a Pull cannot avoid, and nothing more.  The scattering variant (the
+ *   next bit) adds the request's last rows of floats into the region's
+ *   rows of the next ranks: a Push's accumulation into state kept per
+ *   row.  One server thread per connection, like one I/O
  *   thread of emdb-server; the client sends on the harness thread and
  *   receives on its pipeline thread, like the client library.  Socket
  *   buffers as emdb's: the server side gets emdb-server's
@@ -54,9 +57,34 @@ typedef struct echo_conn {
 	size_t next; /* position in rows->ranks */
 } echo_conn;
 
-/* A response header's resp field with this bit set asks for rows. */
+/* Bits of a request header's resp field: copy rows into the response
+ * (a Pull's work), or add the request's last rows into the region's (a
+ * Push's accumulation into per-row state). */
 #define ECHO_GATHER 0x80000000u
+#define ECHO_SCATTER 0x40000000u
 #define ECHO_PREFETCH_ROWS 8u
+
+/* Add the request's last batch rows of floats into the next batch of
+ * region rows (in must hold at least batch * row_bytes). */
+static void scatter_add(echo_conn *c, const char *in, size_t in_len)
+{
+	const net_echo_rows *g = c->rows;
+	const uint64_t *rk = g->ranks + c->next;
+	size_t rb = g->row_bytes, nf = rb / sizeof(float);
+	const float *src = (const float *)(const void *)(in + in_len - g->batch * rb);
+	uint8_t *region = (uint8_t *)g->region;
+	c->next = (c->next + g->batch) % g->n_ranks;
+	for (size_t i = 0; i < g->batch; i++) {
+		if (i + ECHO_PREFETCH_ROWS < g->batch) {
+			const uint8_t *ahead = region + (rk[i + ECHO_PREFETCH_ROWS] - 1) * rb;
+			for (size_t o = 0; o < rb; o += 64)
+				__builtin_prefetch(ahead + o, 1, 3);
+		}
+		float *dst = (float *)(void *)(region + (rk[i] - 1) * rb);
+		for (size_t f = 0; f < nf; f++)
+			dst[f] += src[i * nf + f];
+	}
+}
 
 /* The next batch of rows into out (cap bytes at least batch * row_bytes). */
 static void gather(echo_conn *c, char *out)
@@ -102,10 +130,14 @@ static void *serve(void *arg)
 		}
 		if (net_rd_bytes(r, in, hdr[0] - 8) < 0)
 			break;
-		int rows = (hdr[1] & ECHO_GATHER) != 0;
-		hdr[1] &= ~ECHO_GATHER;
-		if (rows && (!c->rows->region || hdr[1] < c->rows->batch * c->rows->row_bytes))
+		int rows = (hdr[1] & ECHO_GATHER) != 0, scatter = (hdr[1] & ECHO_SCATTER) != 0;
+		hdr[1] &= ~(ECHO_GATHER | ECHO_SCATTER);
+		size_t need = c->rows->batch * c->rows->row_bytes;
+		if ((rows && (!c->rows->region || hdr[1] < need)) ||
+		    (scatter && (!c->rows->region || hdr[0] - 8 < need)))
 			break;
+		if (scatter)
+			scatter_add(c, in, hdr[0] - 8);
 		if (hdr[1] > out_cap) {
 			free(out);
 			out_cap = hdr[1];
@@ -237,9 +269,10 @@ static uint64_t echo_step(void *arg, unsigned t, uint64_t iter)
 	return done ? c->units : 0;
 }
 
-static void client_init(echo_client *c, size_t req, size_t resp, int gather)
+static void client_init(echo_client *c, size_t req, size_t resp, net_echo_work work)
 {
-	uint32_t hdr[2] = { (uint32_t)req, (uint32_t)resp | (gather ? ECHO_GATHER : 0) };
+	uint32_t hdr[2] = { (uint32_t)req, (uint32_t)resp | (work == NET_ECHO_GATHER ? ECHO_GATHER : 0) |
+						 (work == NET_ECHO_SCATTER ? ECHO_SCATTER : 0) };
 
 	memset(c, 0, sizeof(*c));
 	c->req = calloc(1, req);
@@ -252,11 +285,11 @@ static void client_init(echo_client *c, size_t req, size_t resp, int gather)
 }
 
 void net_echo_measure(net_echo *e, size_t req, size_t resp, unsigned depth,
-		      uint64_t units, int gather, double seconds, harness_result *out)
+		      uint64_t units, net_echo_work work, double seconds, harness_result *out)
 {
 	echo_client c;
 
-	client_init(&c, req, resp, gather);
+	client_init(&c, req, resp, work);
 	c.units = units;
 	net_pipe_start(&c.pipe, echo_connect(e), depth, echo_recv, &c);
 	harness_measure(1, seconds, echo_step, &c, out);
@@ -283,7 +316,7 @@ void net_echo_latency(net_echo *e, size_t req, size_t resp, double seconds,
 {
 	echo_sync s;
 
-	client_init(&s.c, req, resp, 0);
+	client_init(&s.c, req, resp, NET_ECHO_NOTHING);
 	s.fd = echo_connect(e);
 	net_lat_measure(echo_once, &s, seconds, out);
 	close(s.fd);
