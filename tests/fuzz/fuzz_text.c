@@ -4,7 +4,8 @@
  * configuration (net/config.h: one `key value` setting as CONFIG SET and
  * the flags give it, and a whole configuration file), and emdb-cli's
  * input (tools/cli/words.h: the shell's word splitting;
- * tools/cli/tableopt.h: the options of `table create`).
+ * tools/cli/tableopt.h: the options of `table create`; tools/cli/infojson.h:
+ * INFO's text as JSON).
  *
  * The first byte of an input picks the decoder (modulo the number of
  * decoders) and, for config_set, whether the server is running; the rest
@@ -20,7 +21,10 @@
  *   - words_split: a refusal that left words, or a word count that
  *     disagrees with the NULL after the last word;
  *   - topt_parse: a refusal without a message, or a success that changed
- *     the table's name or dim.
+ *     the table's name or dim;
+ *   - info_json (emdb-cli's reading of the server's INFO text): output
+ *     that is not well-formed JSON (unbalanced, a raw control character
+ *     in a string, invalid UTF-8).
  *
  * Built with clang -fsanitize=fuzzer,address,undefined when EMDB_FUZZ=ON
  * (tests/fuzz/CMakeLists.txt); built with the normal compiler into
@@ -40,10 +44,11 @@
 #include "client/uri.h"
 #include "net/config.h"
 #include "tests/fuzz/fuzz.h"
+#include "tools/cli/infojson.h"
 #include "tools/cli/tableopt.h"
 #include "tools/cli/words.h"
 
-enum { D_URI, D_CONFIG_SET, D_CONFIG_FILE, D_WORDS, D_TABLEOPT, N_DECODERS };
+enum { D_URI, D_CONFIG_SET, D_CONFIG_FILE, D_WORDS, D_TABLEOPT, D_INFO, N_DECODERS };
 
 static void die(const char *what, const char *text)
 {
@@ -168,6 +173,66 @@ static void tableopt(const char *s)
 	words_free(&w);
 }
 
+/* Whether s[n] is one JSON object: containers balanced outside strings,
+ * no raw control character inside them, and valid UTF-8 throughout. */
+static bool json_well_formed(const char *s, size_t n)
+{
+	int depth = 0;
+	bool in_str = false, esc = false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch >= 0x80) {
+			size_t k = ch >= 0xF0 ? 3 : ch >= 0xE0 ? 2 : ch >= 0xC2 ? 1 : 0;
+			if (!k || ch > 0xF4 || i + k >= n)
+				return false;
+			for (size_t j = 1; j <= k; j++)
+				if (((unsigned char)s[i + j] & 0xC0) != 0x80)
+					return false;
+			i += k;
+			esc = false;
+			continue;
+		}
+		if (in_str) {
+			if (ch < 0x20)
+				return false;
+			if (esc)
+				esc = false;
+			else if (ch == '\\')
+				esc = true;
+			else if (ch == '"')
+				in_str = false;
+		} else if (ch == '"') {
+			in_str = true;
+		} else if (ch == '{' || ch == '[') {
+			depth++;
+		} else if (ch == '}' || ch == ']') {
+			if (--depth < 0)
+				return false;
+		}
+	}
+	return depth == 0 && !in_str;
+}
+
+/* INFO text from a server, as emdb-cli --json info prints it. */
+static void info(const char *s)
+{
+	char *out = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&out, &n);
+	if (!f)
+		abort();
+	jw w;
+	jw_open(&w, f);
+	jw_obj(&w, "info");
+	info_json(&w, s);
+	jw_obj_end(&w);
+	jw_close(&w);
+	fclose(f);
+	if (!json_well_formed(out, n))
+		die("info_json: the output is not well-formed JSON", s);
+	free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
@@ -196,6 +261,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case D_TABLEOPT:
 		tableopt(s);
+		break;
+	case D_INFO:
+		info(s);
 		break;
 	}
 	free(s);

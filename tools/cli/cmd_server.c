@@ -9,11 +9,10 @@
  *   2. INFO's text is passed through unchanged in text mode; in JSON mode
  *      it becomes {"info": {"section": {"key": "value"}}}, values kept as
  *      the strings the server sent (their types are the server's to
- *      change, not the CLI's to guess).
+ *      change, not the CLI's to guess; tools/cli/infojson.c).
  *
  * State changes: shutdown drops the session's connection.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +20,7 @@
 #include <emdb/alloc.h>
 
 #include "tools/cli/cmd_int.h"
+#include "tools/cli/infojson.h"
 
 static double now_ms(void)
 {
@@ -48,61 +48,6 @@ cli_status cmd_ping(cli_session *s, emdb_client *c, int argc, char **argv)
 		printf("PONG (%.3f ms)\n", ms);
 	}
 	return CLI_OK;
-}
-
-/* Copy at most cap-1 bytes of s[n] into buf, trimmed of blanks. */
-static void trim_copy(char *buf, size_t cap, const char *s, size_t n)
-{
-	while (n && isspace((unsigned char)*s)) {
-		s++;
-		n--;
-	}
-	while (n && isspace((unsigned char)s[n - 1]))
-		n--;
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(buf, s, n);
-	buf[n] = 0;
-}
-
-/* INFO's "# Section" / "key: value" text as JSON members (invariant 2). */
-static void info_json(jw *w, const char *text)
-{
-	bool in_section = false;
-	char key[256];
-	for (const char *p = text; *p;) {
-		size_t len = strcspn(p, "\n");
-		const char *line = p;
-		p += len;
-		p += *p == '\n';
-		if (len && line[len - 1] == '\r')
-			len--;
-		if (len == 0)
-			continue;
-		if (line[0] == '#') {
-			if (in_section)
-				jw_obj_end(w);
-			trim_copy(key, sizeof(key), line + 1, len - 1);
-			for (char *k = key; *k; k++)
-				*k = (char)tolower((unsigned char)*k);
-			jw_obj(w, key);
-			in_section = true;
-			continue;
-		}
-		const char *colon = memchr(line, ':', len);
-		if (!colon)
-			continue;
-		trim_copy(key, sizeof(key), line, (size_t)(colon - line));
-		const char *v = colon + 1;
-		size_t vlen = len - (size_t)(v - line);
-		while (vlen && (*v == ' ' || *v == '\t')) {
-			v++;
-			vlen--;
-		}
-		jw_strn(w, key, v, vlen);
-	}
-	if (in_section)
-		jw_obj_end(w);
 }
 
 cli_status cmd_info(cli_session *s, emdb_client *c, int argc, char **argv)
