@@ -1,7 +1,8 @@
 /*
  * net.c - the tcp://, tls:// and unix:// transport: one socket, many
  * requests in flight, one receiving thread, and synchronous calls that
- * read their own response.
+ * read their own response.  Connecting (the socket, TLS) is net_dial.c's;
+ * the handle's state is net_int.h's.
  *
  * Sending.  The submitting thread encodes its request (protocol/proto.h;
  * the big ones as a scatter-gather list whose arrays are the caller's own
@@ -33,8 +34,8 @@
  * send_lock, so a sender blocked on a full socket can never wait for it).
  *
  * TLS.  A tls:// handle does the handshake right after connecting
- * (verifying the server's certificate and name), then moves the same
- * frames through one SSL (protocol/tls_io.h): sends and receives become
+ * (net_dial.c: the server's certificate and name are checked there),
+ * then moves the same frames through one SSL (protocol/tls_io.h): sends and receives become
  * non-blocking SSL calls, each made holding tls_lock (OpenSSL allows one
  * thread in an SSL at a time; the sender and the reader run side by side),
  * and waits are poll() outside the lock.  The socket stays non-blocking,
@@ -72,84 +73,24 @@
  * way round.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-
-#include <openssl/err.h>
-#include <openssl/x509v3.h>
 
 #include <emdb/alloc.h>
 #include <emdb/client.h>
 
 #include "client/client_int.h"
+#include "client/net_int.h"
 #include "client/uri.h"
 #include "protocol/proto.h"
 #include "protocol/tls_io.h"
 
-#define NET_BUCKETS 256              /* pending table, by id & (NET_BUCKETS-1) */
-#define NET_FLAT_MAX 2048            /* small requests are encoded on the stack */
-#define NET_BODY_MAX (256u << 20)    /* largest non-vector body we buffer */
-#define NET_HELLO_BODY_MAX 65536u
-#define NET_AHEAD 16384u             /* small reads fill a buffer this large */
-
-typedef struct net_state {
-	int fd;
-	char peer[CL_URI_HOST_MAX + 16]; /* "tcp://host:port" or "unix://path", for messages */
-	pthread_t rx;
-	bool rx_started;
-	pthread_cond_t rx_cond;           /* the receiver waits for work here */
-	bool reading;                     /* a thread holds the read side */
-	uint32_t n_pending;
-	pthread_mutex_t send_lock;
-	uint64_t next_id;                 /* atomic */
-	emdb_future *pending[NET_BUCKETS];
-	bool broken;
-	char broken_msg[CL_MSG_MAX];
-	uint64_t *orphans;                /* ticket handles to release */
-	size_t n_orphans, cap_orphans;
-	uint32_t max_body;                /* the server's, from HELLO */
-	uint8_t *rxbuf;                   /* reader: bodies to decode */
-	size_t rxcap;
-	/* Reader: bytes received ahead of what was asked for (recv_full),
-	 * ahead[ahead_off .. ahead_len). */
-	size_t ahead_off, ahead_len;
-	uint8_t ahead[NET_AHEAD];
-	/* Reader: the socket's SO_RCVTIMEO in ms (0: none), UINT32_MAX
-	 * until first set. */
-	uint32_t rcv_ms;
-	/* tls:// only (NULL otherwise).  OpenSSL forbids two threads in one
-	 * SSL at once, and the sender and the reader run side by side:
-	 * tls_lock is held for each non-blocking SSL call, never across a
-	 * wait.  The socket stays non-blocking. */
-	SSL_CTX *tls_ctx;
-	SSL *ssl;
-	pthread_mutex_t tls_lock;
-	bool rd_wants_wr; /* reader: the last TLS read must wait for POLLOUT */
-} net_state;
-
 /* ---- socket I/O ---------------------------------------------------- */
 
-/* Milliseconds until `deadline` for poll(): -1 without one, 0 once past. */
-static int ms_until(uint64_t deadline)
-{
-	if (!deadline)
-		return -1;
-	uint64_t now = cl_now_ns();
-	if (now >= deadline)
-		return 0;
-	uint64_t ms = (deadline - now + 999999) / 1000000;
-	return ms > 1000000000 ? 1000000000 : (int)ms;
-}
 
 /* One sendmsg(2), or its TLS form: sendmsg's results, and for TLS *events
  * says what to wait for after EAGAIN.  A TLS send that must wait has
@@ -162,24 +103,14 @@ static ssize_t sock_sendv(net_state *n, proto_iov *v, short *events, bool *commi
 		struct msghdr mh = { .msg_iov = v->iov, .msg_iovlen = (size_t)v->n };
 		return sendmsg(n->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
-	size_t k;
 	pthread_mutex_lock(&n->tls_lock);
-	tls_io_rc r = tls_io_sendv(n->ssl, v->iov, v->n, &k);
+	ssize_t k = tls_io_sendv(n->ssl, v->iov, v->n, events);
+	int e = errno;
 	pthread_mutex_unlock(&n->tls_lock);
-	switch (r) {
-	case TLS_IO_OK:
-		return (ssize_t)k;
-	case TLS_IO_WANT_READ:
-		*events = POLLIN;
-		/* fall through */
-	case TLS_IO_WANT_WRITE:
+	if (k < 0 && e == EAGAIN)
 		*committed = true;
-		errno = EAGAIN;
-		return -1;
-	default:
-		errno = EPROTO;
-		return -1;
-	}
+	errno = e;
+	return k;
 }
 
 /* errno's text, or for a TLS failure OpenSSL's reason. */
@@ -239,24 +170,14 @@ static ssize_t sock_recv(net_state *n, void *p, size_t len)
 {
 	if (!n->ssl)
 		return recv(n->fd, p, len, MSG_DONTWAIT);
-	size_t k;
+	short want = POLLIN;
 	pthread_mutex_lock(&n->tls_lock);
-	tls_io_rc r = tls_io_recv(n->ssl, p, len, &k);
+	ssize_t k = tls_io_recv(n->ssl, p, len, &want);
+	int e = errno;
 	pthread_mutex_unlock(&n->tls_lock);
-	n->rd_wants_wr = r == TLS_IO_WANT_WRITE;
-	switch (r) {
-	case TLS_IO_OK:
-		return (ssize_t)k;
-	case TLS_IO_CLOSED:
-		return 0;
-	case TLS_IO_WANT_READ:
-	case TLS_IO_WANT_WRITE:
-		errno = EAGAIN;
-		return -1;
-	default:
-		errno = EPROTO;
-		return -1;
-	}
+	n->rd_wants_wr = k < 0 && e == EAGAIN && want == POLLOUT;
+	errno = e;
+	return k;
 }
 
 /* What a reader that got EAGAIN waits for. */
@@ -1320,154 +1241,6 @@ static void net_run(emdb_client *c, emdb_future *f)
 
 
 
-/* ---- connecting ---------------------------------------------------- */
-
-/* Requests are written whole, so Nagle's delay would only add latency to
- * pipelined small requests. */
-static void tcp_nodelay(int fd)
-{
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-/* Wait for a non-blocking connect() to finish. */
-static int connect_wait(int fd, uint64_t deadline, const char *peer)
-{
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	int r;
-	do
-		r = poll(&p, 1, ms_until(deadline));
-	while (r < 0 && errno == EINTR);
-	if (r == 0)
-		return cl_seterr(EMDB_ERR_TIMEOUT, "emdb_client_connect: %s: connect timed out", peer);
-	int err = 0;
-	socklen_t len = sizeof(err);
-	if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-		err = errno;
-	if (err)
-		return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: %s: %s", peer, strerror(err));
-	return EMDB_OK;
-}
-
-static int dial(net_state *n, const cl_uri *u, uint64_t deadline)
-{
-	if (u->kind == CL_URI_UNIX) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", u->path);
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: socket: %s", strerror(errno));
-		int sndbuf = EMDB_CLIENT_UNIX_SNDBUF;
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)); /* best effort */
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			if (errno != EINPROGRESS && errno != EAGAIN) {
-				int e = errno;
-				close(fd);
-				return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: %s: %s", n->peer, strerror(e));
-			}
-			int rc = connect_wait(fd, deadline, n->peer);
-			if (rc != EMDB_OK) {
-				close(fd);
-				return rc;
-			}
-		}
-		n->fd = fd;
-		return EMDB_OK;
-	}
-
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
-	char port[8];
-	snprintf(port, sizeof(port), "%u", u->port);
-	int g = getaddrinfo(u->host, port, &hints, &res);
-	if (g != 0)
-		return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: cannot resolve '%s': %s", u->host,
-				 gai_strerror(g));
-	int rc = EMDB_ERR_IO;
-	for (ai = res; ai; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-		if (fd < 0) {
-			rc = cl_seterr(EMDB_ERR_IO, "emdb_client_connect: socket: %s", strerror(errno));
-			continue;
-		}
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			rc = EMDB_OK;
-		else if (errno == EINPROGRESS)
-			rc = connect_wait(fd, deadline, n->peer);
-		else
-			rc = cl_seterr(EMDB_ERR_IO, "emdb_client_connect: %s: %s", n->peer, strerror(errno));
-		if (rc == EMDB_OK) {
-			tcp_nodelay(fd);
-			n->fd = fd;
-			break;
-		}
-		close(fd);
-		if (rc == EMDB_ERR_TIMEOUT)
-			break;
-	}
-	freeaddrinfo(res);
-	return rc;
-}
-
-/* The context of a tls:// handle: whom to trust, and what to show a server
- * that asks for a client certificate. */
-static int tls_context(net_state *n, const char *ca, const char *cert, const char *key)
-{
-	ERR_clear_error();
-	SSL_CTX *x = n->tls_ctx = SSL_CTX_new(TLS_client_method());
-	if (!x)
-		return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: TLS context: %s", tls_io_reason());
-	tls_io_ctx_setup(x);
-	SSL_CTX_set_verify(x, SSL_VERIFY_PEER, NULL);
-	if (ca ? SSL_CTX_load_verify_locations(x, ca, NULL) != 1 : SSL_CTX_set_default_verify_paths(x) != 1)
-		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: TLS CA file %s: %s",
-				 ca ? ca : "(the system's)", tls_io_reason());
-	if (!cert != !key)
-		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: a TLS client certificate needs both "
-				 "cert and key, not only %s", cert ? "cert" : "key");
-	if (cert && SSL_CTX_use_certificate_chain_file(x, cert) != 1)
-		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: TLS certificate %s: %s", cert,
-				 tls_io_reason());
-	if (key && (SSL_CTX_use_PrivateKey_file(x, key, SSL_FILETYPE_PEM) != 1 ||
-		    SSL_CTX_check_private_key(x) != 1))
-		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_connect: TLS key %s: %s", key, tls_io_reason());
-	return EMDB_OK;
-}
-
-/* The TLS handshake on the connected socket, to the deadline.  The
- * server's certificate must name host (a DNS name, or the IP address as
- * written). */
-static int tls_handshake(net_state *n, const char *host, uint64_t deadline)
-{
-	SSL *s = n->ssl = SSL_new(n->tls_ctx);
-	BIO *b = s ? tls_io_socket_bio(n->fd) : NULL;
-	if (!b)
-		return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: out of memory for TLS");
-	SSL_set_bio(s, b, b);
-	SSL_set_connect_state(s);
-	unsigned char ip[16];
-	bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
-	if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), host) != 1
-		  : SSL_set1_host(s, host) != 1 || SSL_set_tlsext_host_name(s, host) != 1)
-		return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: TLS: %s", tls_io_reason());
-	for (;;) {
-		tls_io_rc r = tls_io_handshake(s);
-		if (r == TLS_IO_OK)
-			return EMDB_OK;
-		if (r == TLS_IO_ERROR || r == TLS_IO_CLOSED) {
-			bool cert = SSL_get_verify_result(s) != X509_V_OK;
-			return cl_seterr(cert ? EMDB_ERR_AUTH : EMDB_ERR_PROTOCOL,
-					 "emdb_client_connect: %s: TLS handshake failed: %s", n->peer, tls_io_error());
-		}
-		struct pollfd p = { .fd = n->fd, .events = r == TLS_IO_WANT_READ ? POLLIN : POLLOUT };
-		int w = ms_until(deadline);
-		int k = w == 0 ? 0 : poll(&p, 1, w);
-		if (k == 0)
-			return cl_seterr(EMDB_ERR_TIMEOUT, "emdb_client_connect: %s: TLS handshake timed out", n->peer);
-		if (k < 0 && errno != EINTR)
-			return cl_seterr(EMDB_ERR_IO, "emdb_client_connect: %s: poll: %s", n->peer, strerror(errno));
-	}
-}
-
 /* One request/response exchange during the handshake, before the receiver
  * runs.  The response body lands in n->rxbuf. */
 static int exchange(net_state *n, const uint8_t *frame, size_t len, uint16_t op, uint64_t deadline,
@@ -1621,22 +1394,7 @@ int cl_net_open(emdb_client *c, const cl_uri *u, const emdb_client_options *o)
 	const char *token = o->token ? o->token : u->token;
 	const char *name = o->client_name ? o->client_name : u->client_name ? u->client_name : "emdb-client";
 	n->rcv_ms = UINT32_MAX;
-	int rc = EMDB_OK;
-	if (u->kind == CL_URI_TLS)
-		rc = tls_context(n, o->tls_ca_file ? o->tls_ca_file : u->tls_ca,
-				 o->tls_cert_file ? o->tls_cert_file : u->tls_cert,
-				 o->tls_key_file ? o->tls_key_file : u->tls_key);
-	if (rc == EMDB_OK)
-		rc = dial(n, u, deadline);
-	if (rc == EMDB_OK && n->tls_ctx)
-		rc = tls_handshake(n, u->host, deadline);
-	else if (rc == EMDB_OK) {
-		/* Blocking from now on, for block_first(); every other
-		 * call passes MSG_DONTWAIT. */
-		int fl = fcntl(n->fd, F_GETFL);
-		if (fl < 0 || fcntl(n->fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-			rc = cl_seterr(EMDB_ERR_IO, "emdb_client_connect: fcntl: %s", strerror(errno));
-	}
+	int rc = net_dial(n, u, o, deadline);
 	if (rc == EMDB_OK) {
 		c->priv = n;
 		c->tr = &net_transport;

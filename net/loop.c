@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,27 +53,13 @@ ssize_t io_recv(conn *c, void *p, size_t n)
 {
 	if (!c->ssl)
 		return recv(c->fd, p, n, MSG_DONTWAIT);
-	size_t got;
-	c->tls_want_write = false;
-	switch (tls_io_recv(c->ssl, p, n, &got)) {
-	case TLS_IO_OK:
-		c->tls_drained = false;
-		return (ssize_t)got;
-	case TLS_IO_CLOSED:
-		return 0;
-	case TLS_IO_WANT_WRITE:
-		c->tls_want_write = true;
-		/* fall through */
-	case TLS_IO_WANT_READ:
-		c->tls_drained = true;
-		errno = EAGAIN;
-		return -1;
-	case TLS_IO_ERROR:
-		break;
-	}
-	log_info("conn %llu (%s): TLS: %s", (unsigned long long)c->id, c->peer, tls_io_error());
-	errno = EPROTO;
-	return -1;
+	short want = POLLIN;
+	ssize_t k = tls_io_recv(c->ssl, p, n, &want);
+	c->tls_drained = k < 0 && errno == EAGAIN;
+	c->tls_want_write = c->tls_drained && want == POLLOUT;
+	if (k < 0 && errno == EPROTO)
+		log_info("conn %llu (%s): TLS: %s", (unsigned long long)c->id, c->peer, tls_io_error());
+	return k;
 }
 
 ssize_t io_sendv(conn *c, const struct iovec *iov, int n)
@@ -81,22 +68,15 @@ ssize_t io_sendv(conn *c, const struct iovec *iov, int n)
 		struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 		return sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	}
-	size_t sent;
-	switch (tls_io_sendv(c->ssl, iov, n, &sent)) {
-	case TLS_IO_OK:
-		return (ssize_t)sent;
-	case TLS_IO_WANT_READ:
+	short want = POLLOUT;
+	ssize_t k = tls_io_sendv(c->ssl, iov, n, &want);
+	if (k < 0 && errno == EAGAIN && want == POLLIN)
 		return 0;
-	case TLS_IO_WANT_WRITE:
-		errno = EAGAIN;
-		return -1;
-	case TLS_IO_CLOSED:
-	case TLS_IO_ERROR:
-		break;
+	if (k < 0 && errno != EAGAIN) {
+		log_info("conn %llu (%s): TLS: %s", (unsigned long long)c->id, c->peer, tls_io_error());
+		errno = EPIPE;
 	}
-	log_info("conn %llu (%s): TLS: %s", (unsigned long long)c->id, c->peer, tls_io_error());
-	errno = EPIPE;
-	return -1;
+	return k;
 }
 
 void io_send_direct(conn *c)

@@ -3,11 +3,12 @@
  *
  * Design
  *   Each call makes one SSL_read_ex, SSL_write_ex or SSL_do_handshake and
- *   turns SSL_get_error's answer into a tls_io_rc.  Small pieces of a send
- *   are copied into a per-thread record-sized buffer first: the frames
- *   emdb writes are iovec lists (a header, then arrays), and one
- *   SSL_write per piece would make one record and one system call per
- *   piece.  A piece of a whole record or more is written in place.
+ *   answers as the system call it stands for would (answer()).  Small
+ *   pieces of a send are copied into a per-thread record-sized buffer
+ *   first: the frames emdb writes are iovec lists (a header, then
+ *   arrays), and one SSL_write per piece would make one record and one
+ *   system call per piece.  A piece of a whole record or more is written
+ *   in place.
  *
  *   The socket BIO is ours only to pass MSG_NOSIGNAL; OpenSSL's own
  *   writes with write(2), which raises SIGPIPE on a dead peer.
@@ -21,6 +22,7 @@
 #include "protocol/tls_io.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -112,19 +114,24 @@ BIO *tls_io_socket_bio(int fd)
 	return b;
 }
 
-/* Map a failed call's result; keeps the reason for tls_io_error. */
-static tls_io_rc fail(SSL *ssl, int r)
+/* A call's answer, as the system calls give it: r == 1 is success
+ * (moved bytes); otherwise 0 at the end of the stream, or -1 with errno
+ * EAGAIN and *want, or EPROTO with the reason kept for tls_io_error. */
+static ssize_t answer(SSL *ssl, int r, size_t moved, short *want)
 {
+	if (r == 1)
+		return (ssize_t)moved;
 	int e = SSL_get_error(ssl, r);
 	int sys = errno;
 	switch (e) {
 	case SSL_ERROR_WANT_READ:
-		return TLS_IO_WANT_READ;
 	case SSL_ERROR_WANT_WRITE:
-		return TLS_IO_WANT_WRITE;
+		*want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+		errno = EAGAIN;
+		return -1;
 	case SSL_ERROR_ZERO_RETURN:
 		snprintf(err_text, sizeof(err_text), "connection closed");
-		return TLS_IO_CLOSED;
+		return 0;
 	default:
 		break;
 	}
@@ -140,10 +147,11 @@ static tls_io_rc fail(SSL *ssl, int r)
 	else
 		snprintf(err_text, sizeof(err_text), "connection closed");
 	ERR_clear_error();
-	return TLS_IO_ERROR;
+	errno = EPROTO;
+	return -1;
 }
 
-tls_io_rc tls_io_sendv(SSL *ssl, const struct iovec *iov, int n, size_t *moved)
+ssize_t tls_io_sendv(SSL *ssl, const struct iovec *iov, int n, short *want)
 {
 	const void *p = iov[0].iov_base;
 	size_t len = iov[0].iov_len;
@@ -161,25 +169,20 @@ tls_io_rc tls_io_sendv(SSL *ssl, const struct iovec *iov, int n, size_t *moved)
 	ERR_clear_error();
 	size_t w = 0;
 	int r = SSL_write_ex(ssl, p, len, &w);
-	if (r == 1) {
-		*moved = w;
-		return TLS_IO_OK;
+	ssize_t k = answer(ssl, r, w, want);
+	if (k == 0) { /* the peer closed: no more sending */
+		errno = EPIPE;
+		return -1;
 	}
-	*moved = 0;
-	return fail(ssl, r);
+	return k;
 }
 
-tls_io_rc tls_io_recv(SSL *ssl, void *p, size_t len, size_t *moved)
+ssize_t tls_io_recv(SSL *ssl, void *p, size_t len, short *want)
 {
 	ERR_clear_error();
 	size_t got = 0;
 	int r = SSL_read_ex(ssl, p, len, &got);
-	if (r == 1) {
-		*moved = got;
-		return TLS_IO_OK;
-	}
-	*moved = 0;
-	return fail(ssl, r);
+	return answer(ssl, r, got, want);
 }
 
 bool tls_io_pending(const SSL *ssl)
@@ -187,11 +190,15 @@ bool tls_io_pending(const SSL *ssl)
 	return SSL_has_pending(ssl) != 0;
 }
 
-tls_io_rc tls_io_handshake(SSL *ssl)
+int tls_io_handshake(SSL *ssl, short *want)
 {
 	ERR_clear_error();
 	int r = SSL_do_handshake(ssl);
-	return r == 1 ? TLS_IO_OK : fail(ssl, r);
+	if (r == 1)
+		return 0;
+	if (answer(ssl, r, 0, want) == 0) /* closed during the handshake */
+		errno = EPROTO;
+	return -1;
 }
 
 const char *tls_io_reason(void)

@@ -5,9 +5,11 @@
  *
  * Both sides keep their sockets non-blocking and wait for readiness
  * themselves (an event loop, or poll() to a deadline); these calls never
- * block.  They only map OpenSSL's results onto what the callers already
- * handle for plain sockets: bytes moved, "try again when readable" or
- * "when writable", end of stream, or an error with its text.
+ * block.  They answer as recv(2) and sendmsg(2) do on a non-blocking
+ * socket, which the callers already handle: bytes moved, end of stream,
+ * or -1 with errno EAGAIN (and what to poll for before the retry: TLS
+ * may have to write before it can read on, or the other way round) or a
+ * failure for good (EPROTO, EPIPE) whose text tls_io_error() gives.
  *
  * Thread safety: an SSL object is used by one thread at a time (OpenSSL's
  * rule); the callers serialize.  The error text is per thread, like
@@ -18,17 +20,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <openssl/ssl.h>
-
-typedef enum tls_io_rc {
-	TLS_IO_OK = 0,          /* *moved > 0 bytes                         */
-	TLS_IO_WANT_READ = 1,   /* nothing moved: retry once readable       */
-	TLS_IO_WANT_WRITE = 2,  /* nothing moved: retry once writable       */
-	TLS_IO_CLOSED = 3,      /* the peer ended the stream (read only)    */
-	TLS_IO_ERROR = 4,       /* failed for good: tls_io_error() says why */
-} tls_io_rc;
 
 /* Records carry at most this much plaintext; sends of smaller pieces are
  * gathered up to it, so that pipelined small replies cost one record and
@@ -42,16 +37,19 @@ typedef enum tls_io_rc {
  * of memory.  Hand it to SSL_set_bio (which then owns it). */
 BIO *tls_io_socket_bio(int fd);
 
-/* Send from iov[0..n) (n >= 1, the first iovec not empty): on TLS_IO_OK,
- * *moved bytes of the front were sent.  A retry after WANT_READ/WANT_WRITE
- * must offer the same unsent bytes first (OpenSSL's rule; it may offer
- * more after them): callers resend from their queue, which does.  The SSL
- * must have SSL_MODE_ENABLE_PARTIAL_WRITE and
- * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER (tls_io_modes). */
-tls_io_rc tls_io_sendv(SSL *ssl, const struct iovec *iov, int n, size_t *moved);
+/* Send from iov[0..n) (n >= 1, the first iovec not empty), as sendmsg(2):
+ * the bytes of the front sent (> 0), or -1 with errno EAGAIN (*want:
+ * POLLOUT or POLLIN, what the socket must become first) or EPROTO / EPIPE
+ * (for good).  A retry after EAGAIN must offer the same unsent bytes
+ * first (OpenSSL's rule; it may offer more after them): callers resend
+ * from their queue, which does.  Past an EAGAIN the first record is in
+ * OpenSSL's hands and goes out before anything else.  The SSL must have
+ * TLS_IO_MODES. */
+ssize_t tls_io_sendv(SSL *ssl, const struct iovec *iov, int n, short *want);
 
-/* Receive up to len bytes into p; on TLS_IO_OK *moved > 0. */
-tls_io_rc tls_io_recv(SSL *ssl, void *p, size_t len, size_t *moved);
+/* Receive up to len bytes into p, as recv(2): the bytes (> 0), 0 at the
+ * end of the stream, or -1 with errno EAGAIN (*want as above) or EPROTO. */
+ssize_t tls_io_recv(SSL *ssl, void *p, size_t len, short *want);
 
 /* Bytes OpenSSL holds that the socket will not signal again: decrypted
  * data not yet read, or received bytes of a record not yet processed.  A
@@ -69,7 +67,7 @@ bool tls_io_pending(const SSL *ssl);
  * per system call rather than a header, then a body). */
 void tls_io_ctx_setup(SSL_CTX *ctx);
 
-/* Why the last call on this thread returned TLS_IO_ERROR (or a handshake
+/* Why the last call on this thread failed for good (or a handshake
  * failed): OpenSSL's reason, the errno text, or "connection closed". */
 const char *tls_io_error(void);
 
@@ -78,7 +76,8 @@ const char *tls_io_error(void);
  * certificate, a key, a CA file) that report through the queue. */
 const char *tls_io_reason(void);
 
-/* Drive the handshake one step (SSL_do_handshake). */
-tls_io_rc tls_io_handshake(SSL *ssl);
+/* Drive the handshake one step (SSL_do_handshake): 0 once it is done, or
+ * -1 with errno EAGAIN (*want as above) or EPROTO. */
+int tls_io_handshake(SSL *ssl, short *want);
 
 #endif

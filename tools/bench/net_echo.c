@@ -130,10 +130,10 @@ static void *serve(void *arg)
 		}
 		if (net_rd_bytes(r, in, hdr[0] - 8) < 0)
 			break;
-		int rows = (hdr[1] & ECHO_GATHER) != 0, scatter = (hdr[1] & ECHO_SCATTER) != 0;
+		int gather_rows = (hdr[1] & ECHO_GATHER) != 0, scatter = (hdr[1] & ECHO_SCATTER) != 0;
 		hdr[1] &= ~(ECHO_GATHER | ECHO_SCATTER);
 		size_t need = c->rows->batch * c->rows->row_bytes;
-		if ((rows && (!c->rows->region || hdr[1] < need)) ||
+		if ((gather_rows && (!c->rows->region || hdr[1] < need)) ||
 		    (scatter && (!c->rows->region || hdr[0] - 8 < need)))
 			break;
 		if (scatter)
@@ -145,7 +145,7 @@ static void *serve(void *arg)
 			if (!out)
 				harness_die("out of memory");
 		}
-		if (rows)
+		if (gather_rows)
 			gather(c, out);
 		if (net_write_all(c->fd, out, hdr[1]) < 0)
 			break;
