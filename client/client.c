@@ -207,8 +207,18 @@ int emdb_client_config_get(emdb_client *c, const char *pattern, emdb_client_kv *
 int emdb_client_config_set(emdb_client *c, const char *key, const char *value)
 {
 	CL_ARGS(CL_CONFIG_SET, "emdb_client_config_set");
-	a.s1 = key;
-	a.s2 = value;
+	a.keys = &key;
+	a.values = &value;
+	a.n_kv = 1;
+	return cl_call(c, &a);
+}
+
+int emdb_client_config_set_many(emdb_client *c, size_t n, const char *const *keys, const char *const *values)
+{
+	CL_ARGS(CL_CONFIG_SET, "emdb_client_config_set_many");
+	a.keys = keys;
+	a.values = values;
+	a.n_kv = n;
 	return cl_call(c, &a);
 }
 

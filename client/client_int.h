@@ -57,7 +57,10 @@ typedef struct cl_args {
 	bool all;                /* UPDATE of every table */
 	const float *grads;
 	uint32_t per_row;        /* READ_STATE */
-	const char *s1, *s2;     /* name / section / pattern / key, value */
+	const char *s1, *s2;     /* name / section / pattern */
+	const char *const *keys; /* CONFIG_SET: keys[i] = values[i], i < n_kv */
+	const char *const *values;
+	size_t n_kv;
 	const emdb_table_config *cfg;
 	uint64_t arg;            /* CHECKPOINT kind; RESTORE, CKPT_DELETE checkpoint; JOB_STATUS job */
 

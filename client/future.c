@@ -203,8 +203,14 @@ static int check_args(emdb_client *c, const cl_args *a)
 		*a->n_out = 0;
 		break;
 	case CL_CONFIG_SET:
-		if (!a->s1 || !a->s2)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: key or value is NULL", w);
+		if (a->n_kv == 0 || a->n_kv > EMDB_CLIENT_CONFIG_SET_MAX)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: %zu settings; 1 to %u at once", w, a->n_kv,
+					 EMDB_CLIENT_CONFIG_SET_MAX);
+		if (!a->keys || !a->values)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: keys or values is NULL", w);
+		for (size_t i = 0; i < a->n_kv; i++)
+			if (!a->keys[i] || !a->values[i])
+				return cl_seterr(EMDB_ERR_INVALID, "%s: key or value %zu is NULL", w, i);
 		break;
 	case CL_CHECKPOINT:
 		if (a->arg != EMDB_CKPT_FULL && a->arg != EMDB_CKPT_INCREMENTAL)

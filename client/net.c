@@ -378,6 +378,8 @@ static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uin
 		proto_job_status_req job;
 		proto_checkpoint_delete_req del;
 	} m;
+	proto_kv pairs[PROTO_CONFIG_SET_MAX]; /* CONFIG_SET's, borrowed from a */
+	_Static_assert(EMDB_CLIENT_CONFIG_SET_MAX == PROTO_CONFIG_SET_MAX, "one limit on both sides");
 
 	*heap = NULL;
 	memset(&m, 0, sizeof(m));
@@ -442,8 +444,9 @@ static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uin
 			rc = proto_config_get_req_encode(buf, cap, id, &m.cget, &len);
 			break;
 		case CL_CONFIG_SET:
-			m.cset.key = proto_cstr(a->s1);
-			m.cset.val = proto_cstr(a->s2);
+			for (size_t i = 0; i < a->n_kv && i < PROTO_CONFIG_SET_MAX; i++)
+				pairs[i] = (proto_kv){ proto_cstr(a->keys[i]), proto_cstr(a->values[i]) };
+			m.cset = (proto_config_set_req){ (uint32_t)a->n_kv, pairs, NULL, 0 };
 			rc = proto_config_set_req_encode(buf, cap, id, &m.cset, &len);
 			break;
 		case CL_SHUTDOWN:

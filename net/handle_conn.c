@@ -181,33 +181,54 @@ int handle_config_get(conn *c, const proto_hdr *h, const uint8_t *body)
 	return rc;
 }
 
+/* CONFIG SET with one or more pairs: all applied or none (the server's
+ * configuration is replaced whole under its lock). */
 int handle_config_set(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_config_set_req m;
 	int rc = proto_config_set_req_decode(h, body, &m);
 	if (rc)
 		return rc;
-	char key[PROTO_NAME_MAX + 1], val[CONFIG_VAL_MAX];
-	if ((rc = handle_cstr(m.key, key, sizeof(key), "CONFIG SET key")) ||
-	    (rc = handle_cstr(m.val, val, sizeof(val), "CONFIG SET value")))
-		return rc;
-	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
-	if (!p)
+	enum { KEY_CAP = PROTO_NAME_MAX + 1, PAIR_CAP = KEY_CAP + CONFIG_VAL_MAX };
+	char *strs = emdb_malloc((size_t)m.n * PAIR_CAP);
+	const char *keys[PROTO_CONFIG_SET_MAX], *vals[PROTO_CONFIG_SET_MAX];
+	if (!strs)
 		return EMDB_ERR_NOMEM;
-	char err[256];
-	if (server_config_set(c->srv, key, val, err, sizeof(err)) < 0) {
-		obuf_cancel(&c->out);
-		return handle_fail(EMDB_ERR_INVALID, "%s", err);
+	proto_kv kv;
+	size_t pos = 0;
+	for (uint32_t i = 0; i < m.n && proto_config_set_req_next(&m, &pos, &kv); i++) {
+		char *k = strs + (size_t)i * PAIR_CAP, *v = k + KEY_CAP;
+		if ((rc = handle_cstr(kv.key, k, KEY_CAP, "CONFIG SET key")) ||
+		    (rc = handle_cstr(kv.val, v, CONFIG_VAL_MAX, "CONFIG SET value")))
+			goto out;
+		keys[i] = k;
+		vals[i] = v;
 	}
-	log_info("conn %llu (%s): CONFIG SET %s %s", (unsigned long long)c->id, c->peer, key, val);
+	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
+	if (!p) {
+		rc = EMDB_ERR_NOMEM;
+		goto out;
+	}
+	char err[CONFIG_PATH_MAX + 256];
+	if (server_config_set_many(c->srv, m.n, keys, vals, err, sizeof(err)) < 0) {
+		obuf_cancel(&c->out);
+		rc = handle_fail(EMDB_ERR_INVALID, "%s", err);
+		goto out;
+	}
+	for (uint32_t i = 0; i < m.n; i++)
+		log_info("conn %llu (%s): CONFIG SET %s %s%s", (unsigned long long)c->id, c->peer, keys[i],
+			 vals[i], m.n > 1 ? " (one of several set together)" : "");
 	size_t len;
 	rc = proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
 	if (rc) {
 		obuf_cancel(&c->out);
-		return rc;
+		goto out;
 	}
 	obuf_commit(&c->out, len);
-	return HANDLED_OK;
+	rc = HANDLED_OK;
+out:
+	emdb_free(strs);
+	return rc;
 }
 
 int handle_shutdown(conn *c, const proto_hdr *h, const uint8_t *body)

@@ -18,14 +18,15 @@
  *      together under cfg_lock by server_config_set.
  *   5. With no token configured every loopback client is admin and every
  *      other client is refused; the log says so at start.
- *   6. SIGHUP reloads the TLS files for connections accepted afterwards;
- *      a reload that fails leaves the context in use as it was.
+ *   6. SIGHUP, and a CONFIG SET naming a tls_* key, reload the TLS files
+ *      for connections accepted afterwards; a reload that fails leaves
+ *      the context in use as it was (and the CONFIG SET changes nothing).
  *
  * State changes: server_create (engine, store, restore at start),
  * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
- * server_config_set (cfg, rt, memory limit, log level), reload_tls (the
- * TLS context, on SIGHUP).
+ * server_config_set_many (cfg, rt, memory limit, log level, the TLS
+ * context), reload_tls (the TLS context, on SIGHUP).
  */
 #include <errno.h>
 #include <signal.h>
@@ -228,10 +229,13 @@ static void reload_tls(server *s)
 		log_info("SIGHUP: no TLS configured, nothing to reload");
 		return;
 	}
-	net_config cfg;
 	char err[CONFIG_PATH_MAX * 2], line[CONFIG_PATH_MAX + 512];
-	server_config_copy(s, &cfg);
-	if (tls_server_reload(s->tls, &cfg, err, sizeof(err)) < 0) {
+	/* Under cfg_lock, as a CONFIG SET's reload: the two never interleave,
+	 * so the context in use is always that of the paths in cfg. */
+	pthread_mutex_lock(&s->cfg_lock);
+	int rc = tls_server_reload(s->tls, &s->cfg, err, sizeof(err));
+	pthread_mutex_unlock(&s->cfg_lock);
+	if (rc < 0) {
 		log_error("SIGHUP: TLS reload failed, the old certificates stay in use: %s", err);
 		return;
 	}
@@ -464,19 +468,55 @@ void server_destroy(server *s)
 
 /* ---- configuration at run time -------------------------------------- */
 
-int server_config_set(server *s, const char *key, const char *val, char *err, size_t errlen)
+/* A CONFIG SET that names a tls_* key: load next's files into the context
+ * in use, or refuse.  Called with cfg_lock held. */
+static int retls_locked(server *s, const net_config *next, char *err, size_t errlen)
 {
-	pthread_mutex_lock(&s->cfg_lock);
-	net_config next = s->cfg;
-	if (config_set(&next, key, val, true, err, errlen) < 0 ||
-	    config_validate(&next, err, errlen) < 0) {
-		pthread_mutex_unlock(&s->cfg_lock);
+	if (!s->tls) {
+		snprintf(err, errlen, "TLS is off in this server and cannot be turned on while it runs: "
+				      "set tls_cert_file and tls_key_file in its configuration and restart it");
 		return -1;
 	}
-	s->cfg = next;
-	publish_runtime(s);
-	pthread_mutex_unlock(&s->cfg_lock);
+	if (!next->tls_cert_file[0]) {
+		snprintf(err, errlen, "TLS cannot be turned off while the server runs");
+		return -1;
+	}
+	if (tls_server_reload(s->tls, next, err, errlen) < 0)
+		return -1;
+	char line[CONFIG_PATH_MAX + 512];
+	tls_server_describe(s->tls, line, sizeof(line));
+	log_info("CONFIG SET: TLS reloaded for new connections: %s", line);
 	return 0;
+}
+
+int server_config_set_many(server *s, size_t n, const char *const *keys, const char *const *vals, char *err,
+			   size_t errlen)
+{
+	bool tls = false;
+	int rc = 0;
+	pthread_mutex_lock(&s->cfg_lock);
+	net_config next = s->cfg;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		rc = config_set(&next, keys[i], vals[i], true, err, errlen);
+		tls |= strncmp(keys[i], "tls_", 4) == 0;
+	}
+	if (rc == 0)
+		rc = config_validate(&next, err, errlen);
+	/* Last, as it is the one step with an effect outside cfg: nothing can
+	 * fail after it. */
+	if (rc == 0 && tls)
+		rc = retls_locked(s, &next, err, errlen);
+	if (rc == 0) {
+		s->cfg = next;
+		publish_runtime(s);
+	}
+	pthread_mutex_unlock(&s->cfg_lock);
+	return rc;
+}
+
+int server_config_set(server *s, const char *key, const char *val, char *err, size_t errlen)
+{
+	return server_config_set_many(s, 1, &key, &val, err, errlen);
 }
 
 int server_config_get(server *s, const char *key, char *buf, size_t len)

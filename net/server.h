@@ -105,6 +105,13 @@ void server_request_shutdown(server *s, const char *reason);
  * settable at run time, validates, applies it (memory limit, log level,
  * the published runtime values) and returns 0, or -1 with a message. */
 int server_config_set(server *s, const char *key, const char *val, char *err, size_t errlen);
+/* keys[i] = vals[i] for i < n, all or none: every pair is checked, then
+ * the whole configuration validated, then, when a tls_* key is among them,
+ * the TLS files loaded (for connections accepted from then on); the first
+ * refusal returns -1 with its message and changes nothing.  TLS cannot be
+ * turned on or off while the server runs. */
+int server_config_set_many(server *s, size_t n, const char *const *keys, const char *const *vals, char *err,
+			   size_t errlen);
 int server_config_get(server *s, const char *key, char *buf, size_t len);
 /* A copy of the current configuration. */
 void server_config_copy(server *s, net_config *out);

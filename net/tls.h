@@ -14,8 +14,10 @@
  * record layer): asking for both runs libevent, with a log line.
  *
  * Certificates are rotated by replacing the files and sending the server
- * SIGHUP (tls_server_reload): connections accepted from then on get the
- * new ones, those open keep theirs.  A reload that fails keeps the old.
+ * SIGHUP, or by a CONFIG SET of the paths (tls_server_reload, called with
+ * the server's cfg_lock held in both cases): connections accepted from
+ * then on get the new ones, those open keep theirs.  A reload that fails
+ * keeps the old.
  *
  * Thread safety: the tls_server is shared by every I/O thread
  * (tls_server_accept) and the main thread (reload, describe); its context

@@ -363,16 +363,25 @@ int proto_config_get_resp_decode(const proto_hdr *h, const uint8_t *body,
  * body; on one built for encoding (kv set) it walks kv[0..n). */
 bool proto_config_get_resp_next(const proto_config_get_resp *m, size_t *pos, proto_kv *kv);
 
-/* CONFIG_SET: key (<= PROTO_NAME_MAX bytes) = value.  Empty response. */
+/* CONFIG_SET: one or more key (<= PROTO_NAME_MAX bytes) = value pairs,
+ * at most PROTO_CONFIG_SET_MAX, which the server applies together or not
+ * at all.  Empty response.  Encoding reads kv[0..n); decoding sets n, raw
+ * and raw_len (the validated pairs) and kv = NULL: walk the pairs with
+ * proto_config_set_req_next. */
+#define PROTO_CONFIG_SET_MAX 64u
 typedef struct proto_config_set_req {
-	proto_str key;
-	proto_str val;
+	uint32_t n;
+	const proto_kv *kv;
+	const uint8_t *raw;
+	size_t raw_len;
 } proto_config_set_req;
 
 int proto_config_set_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 				const proto_config_set_req *m, size_t *len);
 int proto_config_set_req_decode(const proto_hdr *h, const uint8_t *body,
 				proto_config_set_req *m);
+/* As proto_config_get_resp_next, for the pairs of a CONFIG_SET request. */
+bool proto_config_set_req_next(const proto_config_set_req *m, size_t *pos, proto_kv *kv);
 
 /* ------------------------------------------------------------------ */
 /* Tables and statistics                                               */

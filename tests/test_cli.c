@@ -544,7 +544,7 @@ Test(cli, flags_help_version_without_a_server)
 	r = run_cli_env(NULL, NULL, ARGS("-u", dead, "help"));
 	EXPECT(r, 0);
 	expect_has(r.out, "lookup TABLE ID...");
-	expect_has(r.out, "config set KEY VALUE");
+	expect_has(r.out, "config set KEY VALUE [KEY VALUE...]");
 	run_free(&r);
 
 	r = run_cli_env(NULL, NULL, ARGS("--uri", dead, "help", "table"));
@@ -778,6 +778,24 @@ Test(cli, config_get_and_set, .init = srv_up, .fini = srv_down)
 	r = CLI_JSON("config", "set", "port", "1234"); /* fixed at start */
 	EXPECT(r, 1);
 	cr_assert_eq(jbool(json_out(&r), "ok"), false);
+	run_free(&r);
+
+	/* Several pairs: together, or none of them. */
+	r = CLI("config", "set", "max_tickets", "77", "log_level", "warn");
+	EXPECT(r, 0);
+	cr_assert_str_eq(r.out, "OK\n");
+	run_free(&r);
+	r = CLI("config", "set", "max_tickets", "5", "no_such_key", "1");
+	EXPECT(r, 1);
+	expect_has(r.err, "no_such_key");
+	run_free(&r);
+	r = CLI("config", "get", "max_tickets");
+	EXPECT(r, 0);
+	expect_has(r.out, "max_tickets: 77\n");
+	run_free(&r);
+	r = CLI("config", "set", "max_tickets", "5", "log_level");
+	EXPECT(r, 2);
+	expect_has(r.err, "(error) USAGE: config set takes KEY VALUE pairs");
 	run_free(&r);
 }
 

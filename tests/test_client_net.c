@@ -618,6 +618,30 @@ Test(client_net, config_and_shutdown, .init = srv_start, .fini = srv_stop, .time
 		cr_assert(strcmp(kv[i].value, "adm1n"), "a token leaked");
 	emdb_free(kv);
 
+	/* Several settings at once: all of them, or none when one is refused. */
+	const char *k2[] = { "max_tickets", "no_such_key" }, *v2[] = { "7", "1" };
+	rc = emdb_client_config_set_many(c, 2, k2, v2);
+	cr_assert_eq(rc, EMDB_ERR_INVALID, "%s", emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "no_such_key"), "%s", emdb_client_last_error());
+	OK(emdb_client_config_get(c, "max_tickets", &kv, &n));
+	cr_assert_str_neq(kv[0].value, "7", "a refused CONFIG SET applied its first pair");
+	emdb_free(kv);
+	const char *k3[] = { "max_tickets", "log_level" }, *v3[] = { "7", "warn" };
+	OK(emdb_client_config_set_many(c, 2, k3, v3));
+	OK(emdb_client_config_get(c, "max_tickets", &kv, &n));
+	cr_assert_str_eq(kv[0].value, "7");
+	emdb_free(kv);
+	OK(emdb_client_config_get(c, "log_level", &kv, &n));
+	cr_assert_str_eq(kv[0].value, "warn");
+	emdb_free(kv);
+	cr_assert_eq(emdb_client_config_set_many(c, 0, k3, v3), EMDB_ERR_INVALID);
+	cr_assert_eq(emdb_client_config_set_many(c, EMDB_CLIENT_CONFIG_SET_MAX + 1, k3, v3), EMDB_ERR_INVALID);
+	/* TLS is fixed at start: a plain server cannot be switched to it. */
+	const char *k4[] = { "tls_cert_file", "tls_key_file" }, *v4[] = { "/nonexistent.crt", "/nonexistent.key" };
+	rc = emdb_client_config_set_many(c, 2, k4, v4);
+	cr_assert_eq(rc, EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_client_last_error(), "TLS is off"), "%s", emdb_client_last_error());
+
 	OK(emdb_client_shutdown(c));
 	for (int i = 0; i < 1000 && test_server_alive(&srv); i++)
 		test_sleep_ms(10);

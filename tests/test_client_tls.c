@@ -13,7 +13,8 @@
  * client on the TLS port and a TLS client on a plain port fail promptly
  * while the server goes on serving; with tls_ca_file only clients with a
  * certificate from that CA get in; SIGHUP rotates the certificate for new
- * connections (and a broken new key keeps the old one); a server with a
+ * connections (and a broken new key keeps the old one), and so does a
+ * CONFIG SET of the certificate and its key together; a server with a
  * missing or mismatched key refuses to start and says why.
  *
  * The certificates are made for each test by tests/tls_pki.h.
@@ -420,6 +421,54 @@ Test(client_tls, sighup_rotates_the_certificate)
 	emdb_client_close(old);
 	unlink(tls_pki_path(pki, "live.pem"));
 	unlink(tls_pki_path(pki, "live.key"));
+}
+
+/* CONFIG SET of the certificate and its key together, from an admin
+ * client: new connections get the new certificate, open ones carry on,
+ * CONFIG GET shows the new paths.  A certificate set without its key does
+ * not match the key in use and changes nothing; TLS cannot be turned off. */
+Test(client_tls, config_set_rotates_the_certificate)
+{
+	start_tls("srv", NULL);
+	char ours[256], theirs[256];
+	snprintf(ours, sizeof(ours), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	snprintf(theirs, sizeof(theirs), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "rogue.pem"));
+	emdb_client *admin = connect_ok("%s", ours);
+
+	char cert_path[128], key_path[128];
+	snprintf(cert_path, sizeof(cert_path), "%s", tls_pki_path(pki, "rogue_srv.pem"));
+	snprintf(key_path, sizeof(key_path), "%s", tls_pki_path(pki, "rogue_srv.key"));
+	const char *keys[] = { "tls_cert_file", "tls_key_file" };
+	const char *vals[] = { cert_path, key_path };
+	int rc = emdb_client_config_set(admin, keys[0], vals[0]);
+	cr_assert_eq(rc, EMDB_ERR_INVALID, "a certificate without its key was taken");
+	emdb_client *still = connect_ok("%s", ours);
+	emdb_client_close(still);
+
+	OK(emdb_client_config_set_many(admin, 2, keys, vals));
+	emdb_client *c = connect_ok("%s", theirs);
+	emdb_client *no = NULL;
+	cr_assert_eq(try_connect(ours, &no), EMDB_ERR_AUTH, "%s", emdb_client_last_error());
+	OK(emdb_client_ping(admin)); /* made before the change: untouched */
+	emdb_client_kv *kv;
+	size_t n;
+	OK(emdb_client_config_get(c, "tls_cert_file", &kv, &n));
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(kv[0].value, vals[0]);
+	emdb_free(kv);
+	char *info;
+	OK(emdb_client_info(c, "server", &info));
+	cr_assert(strstr(info, "tls_reloads: 1"), "%s", info);
+	emdb_free(info);
+
+	const char *empty[] = { "", "" };
+	rc = emdb_client_config_set_many(admin, 2, keys, empty);
+	cr_assert_eq(rc, EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_client_last_error(), "cannot be turned off"), "%s", emdb_client_last_error());
+	emdb_client *after = connect_ok("%s", theirs);
+	emdb_client_close(after);
+	emdb_client_close(c);
+	emdb_client_close(admin);
 }
 
 /* ---- the server's own settings -------------------------------------- */

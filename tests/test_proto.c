@@ -169,6 +169,17 @@ Test(proto, decoded_fields_match_what_was_encoded)
 	}
 	cr_assert_eq(k, 3);
 
+	len = ENC("config_set_req_3");
+	dec(buf, len, &m);
+	cr_assert_eq(m.config_set_req.n, 3);
+	pos = k = 0;
+	while (proto_config_set_req_next(&m.config_set_req, &pos, &kv)) {
+		cr_assert(str_eq(kv.key, sample_kv[k].key));
+		cr_assert(str_eq(kv.val, sample_kv[k].val));
+		k++;
+	}
+	cr_assert_eq(k, 3);
+
 	len = ENC("table_create_req");
 	dec(buf, len, &m);
 	emdb_table_config want = sample_cfg("ads.user_id");
@@ -852,6 +863,37 @@ Test(proto, persistence_bodies_carry_their_fields)
 	dec(buf, len, &m);
 	cr_assert_eq(m.checkpoint_list_resp.n, 0);
 	cr_assert_null(m.checkpoint_list_resp.ckpts);
+}
+
+Test(proto, config_set_carries_1_to_64_pairs)
+{
+	SAMPLES();
+	size_t len = ENC("config_set_req_3");
+	uint8_t *b = BODY(len);
+	put32(b, 0);
+	EXPECT_PROTOCOL(body_rc(buf, len), "no pair");
+	put32(b, 65);
+	EXPECT_PROTOCOL(body_rc(buf, len), "at most 64 allowed");
+	put32(b, 4); /* one pair more than the body holds */
+	EXPECT_PROTOCOL(body_rc(buf, len), "key_len needs");
+	put32(b, 2); /* one pair fewer: the third is trailing bytes */
+	EXPECT_PROTOCOL(body_rc(buf, len), "");
+	put32(b, 3);
+	b[4] = 1;
+	EXPECT_PROTOCOL(body_rc(buf, len), "reserved");
+
+	proto_kv many[PROTO_CONFIG_SET_MAX + 1];
+	for (size_t i = 0; i <= PROTO_CONFIG_SET_MAX; i++)
+		many[i] = (proto_kv){ proto_cstr("log_level"), proto_cstr("info") };
+	proto_config_set_req m = { PROTO_CONFIG_SET_MAX + 1, many, NULL, 0 };
+	cr_assert_eq(proto_config_set_req_encode(buf, sizeof(bufmem), 1, &m, &len), EMDB_ERR_INVALID);
+	m.n = 0;
+	cr_assert_eq(proto_config_set_req_encode(buf, sizeof(bufmem), 1, &m, &len), EMDB_ERR_INVALID);
+	m.n = PROTO_CONFIG_SET_MAX;
+	cr_assert_eq(proto_config_set_req_encode(buf, sizeof(bufmem), 1, &m, &len), EMDB_OK);
+	proto_msg d;
+	dec(buf, len, &d);
+	cr_assert_eq(d.config_set_req.n, PROTO_CONFIG_SET_MAX);
 }
 
 Test(proto, malformed_persistence_bodies_are_refused)

@@ -291,7 +291,8 @@ Test(server, config_get_set)
 	const char *bad[][2] = { { "port", "1234" }, { "nope", "1" }, { "max_frame", "abc" },
 				 { "max_frame", "4097" }, { "log_level", "loud" } };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		proto_config_set_req b = { proto_cstr(bad[i][0]), proto_cstr(bad[i][1]) };
+		proto_kv b_kv = { proto_cstr(bad[i][0]), proto_cstr(bad[i][1]) };
+		proto_config_set_req b = { 1, &b_kv, NULL, 0 };
 		id = CLI_SEND(&c, proto_config_set_req_encode, &b);
 		cli_err(&c, id, EMDB_ERR_INVALID, NULL, 0);
 	}

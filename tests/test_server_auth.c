@@ -92,7 +92,8 @@ Test(auth, tokens_and_roles)
 	proto_table_drop_req td = { t };
 	id = CLI_SEND(&trn, proto_table_drop_req_encode, &td);
 	cli_err(&trn, id, EMDB_ERR_AUTH, NULL, 0);
-	proto_config_set_req cs = { proto_cstr("max_memory"), proto_cstr("1") };
+	proto_kv cs_kv = { proto_cstr("max_memory"), proto_cstr("1") };
+	proto_config_set_req cs = { 1, &cs_kv, NULL, 0 };
 	id = CLI_SEND(&trn, proto_config_set_req_encode, &cs);
 	cli_err(&trn, id, EMDB_ERR_AUTH, NULL, 0);
 	id = cli_send_empty(&trn, PROTO_OP_SHUTDOWN);

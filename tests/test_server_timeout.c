@@ -169,7 +169,8 @@ Test(timeout, default_and_runtime_settings)
 	proto_frame_free(f);
 
 	/* A value out of range is refused and changes nothing. */
-	proto_config_set_req bad = { proto_cstr("handshake_timeout_ms"), proto_cstr("-5") };
+	proto_kv bad_kv = { proto_cstr("handshake_timeout_ms"), proto_cstr("-5") };
+	proto_config_set_req bad = { 1, &bad_kv, NULL, 0 };
 	id = CLI_SEND(&admin, proto_config_set_req_encode, &bad);
 	cli_err(&admin, id, EMDB_ERR_INVALID, NULL, 0);
 

@@ -390,7 +390,8 @@ static inline void cli_ping(cli *c)
 /* CONFIG SET key value, which must succeed. */
 static inline void cli_config_set(cli *c, const char *key, const char *value)
 {
-	proto_config_set_req s = { proto_cstr(key), proto_cstr(value) };
+	proto_kv kv = { proto_cstr(key), proto_cstr(value) };
+	proto_config_set_req s = { 1, &kv, NULL, 0 };
 	uint64_t id = CLI_SEND(c, proto_config_set_req_encode, &s);
 	proto_frame_free(cli_ok(c, id));
 }

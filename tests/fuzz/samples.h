@@ -86,7 +86,9 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = RESP_("config_get_resp", CONFIG_GET);
 	m->config_get_resp = (proto_config_get_resp){ 3, sample_kv, NULL, 0 };
 	m = REQ_("config_set_req", CONFIG_SET);
-	m->config_set_req = (proto_config_set_req){ { "maxmemory", 9 }, { "2gb", 3 } };
+	m->config_set_req = (proto_config_set_req){ 1, sample_kv, NULL, 0 };
+	m = REQ_("config_set_req_3", CONFIG_SET);
+	m->config_set_req = (proto_config_set_req){ 3, sample_kv, NULL, 0 };
 	m = RESP_("config_set_resp", CONFIG_SET);
 	m = REQ_("shutdown_req", SHUTDOWN);
 	m = RESP_("shutdown_resp", SHUTDOWN);

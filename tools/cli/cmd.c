@@ -43,12 +43,16 @@ static const cli_cmd cmds[] = {
 	  "PATTERN is a key or a glob (\"*\" for every setting, \"max_*\");\n"
 	  "tokens read <hidden>.  The keys are those of docs/server.md.",
 	  EMDB_ROLE_TRAINER, 1, 1, cmd_config_get, { CLI_COMP_CONFIG_KEY, CLI_COMP_NONE } },
-	{ "config set", "KEY VALUE", "change a setting while the server runs",
-	  "Only the keys marked run time in docs/server.md can change\n"
-	  "(max_connections, max_frame, max_memory, output_buffer_limit,\n"
-	  "max_tickets, drain_timeout_ms, log_level).  Sizes take K, M, G, T.\n"
+	{ "config set", "KEY VALUE [KEY VALUE...]", "change settings while the server runs",
+	  "Only the keys marked run time in docs/server.md can change (emdb-server\n"
+	  "--help marks them with *).  Sizes take K, M, G, T.  Several pairs are\n"
+	  "applied together or, when one is refused, not at all; a new TLS\n"
+	  "certificate goes with its key:\n"
+	  "  config set tls_cert_file /etc/emdb/new.crt tls_key_file /etc/emdb/new.key\n"
+	  "Naming a tls_* key reloads the TLS files for new connections.\n"
 	  "Quote a VALUE with blanks: config set log_level \"debug\".",
-	  EMDB_ROLE_ADMIN, 2, 2, cmd_config_set, { CLI_COMP_CONFIG_KEY, CLI_COMP_NONE } },
+	  EMDB_ROLE_ADMIN, 2, 2 * EMDB_CLIENT_CONFIG_SET_MAX, cmd_config_set,
+	  { CLI_COMP_CONFIG_KEY, CLI_COMP_NONE } },
 	{ "table create", "NAME DIM [KEY=VALUE...]", "create a table of DIM floats per row",
 	  "NAME is 1..63 of [A-Za-z0-9_.-]; DIM 1..65536.  Options:\n"
 	  "  optimizer=sgd|adagrad|rowwise_adagrad|adam|ftrl   (sgd)\n"

@@ -102,7 +102,15 @@ cli_status cmd_config_get(cli_session *s, emdb_client *c, int argc, char **argv)
 
 cli_status cmd_config_set(cli_session *s, emdb_client *c, int argc, char **argv)
 {
-	int rc = emdb_client_config_set(c, argv[0], argv[1]);
+	if (argc % 2)
+		return session_error(s, CLI_USAGE, "USAGE", "config set takes KEY VALUE pairs; '%s' has no value",
+				     argv[argc - 1]);
+	const char *keys[EMDB_CLIENT_CONFIG_SET_MAX], *vals[EMDB_CLIENT_CONFIG_SET_MAX];
+	for (int i = 0; i < argc / 2; i++) {
+		keys[i] = argv[2 * i];
+		vals[i] = argv[2 * i + 1];
+	}
+	int rc = emdb_client_config_set_many(c, (size_t)argc / 2, keys, vals);
 	if (rc != EMDB_OK)
 		return session_fail(s, rc);
 	return cmd_ok(s);

@@ -300,6 +300,17 @@ int emdb_client_config_get(emdb_client *c, const char *pattern,
  * TIMEOUT, AUTH.  Role: admin. */
 int emdb_client_config_set(emdb_client *c, const char *key, const char *value);
 
+/* Set n settings at once, keys[i] to values[i]: the server applies all of
+ * them or, when one is refused, none, and the message names the one.
+ * Settings that only make sense together need this: a new TLS
+ * certificate and its key (docs/server.md, "TLS").  1 <= n <=
+ * EMDB_CLIENT_CONFIG_SET_MAX; the arrays are read during the call only.
+ * Errors: as emdb_client_config_set, and INVALID for n out of range or a
+ * NULL key or value.  Role: admin. */
+#define EMDB_CLIENT_CONFIG_SET_MAX 64u
+int emdb_client_config_set_many(emdb_client *c, size_t n, const char *const *keys,
+				const char *const *values);
+
 /* Ask the server to exit.  EMDB_OK means the server accepted; it closes
  * the connection soon after, so later calls fail with CLOSED.
  * Errors: UNSUPPORTED (mem://), CLOSED, TIMEOUT, AUTH.  Role: admin. */
