@@ -79,6 +79,55 @@ ssize_t io_sendv(conn *c, const struct iovec *iov, int n)
 	return k;
 }
 
+int io_read_burst(conn *c)
+{
+	for (int i = 0; i < IO_READ_BURST && conn_wants_read(c); i++) {
+		uint8_t *p;
+		size_t n;
+		if (conn_read_space(c, &p, &n) < 0) {
+			conn_close(c);
+			return -1;
+		}
+		ssize_t r = io_recv(c, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (conn_on_read(c, r < 0 ? -errno : r) < 0) {
+			conn_close(c);
+			return -1;
+		}
+		if (r <= 0 || ((size_t)r < n && !c->ssl))
+			break; /* end of stream, or the socket is empty for now
+				* (a TLS read returns a record at a time: only
+				* EAGAIN says it is empty) */
+	}
+	return 0;
+}
+
+int io_flush(conn *c, bool *blocked)
+{
+	*blocked = false;
+	while (conn_wants_write(c)) {
+		struct iovec iov[IOV_MAX_DIRECT];
+		int n = conn_out_iov(c, iov, IOV_MAX_DIRECT);
+		ssize_t w = io_sendv(c, iov, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w == 0 && c->ssl)
+			return 0; /* TLS needs to read first: the read side calls back */
+		if ((w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || w == 0) {
+			*blocked = true;
+			return 0;
+		}
+		if (conn_on_written(c, w < 0 ? -errno : w) < 0) {
+			conn_close(c);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 void io_send_direct(conn *c)
 {
 	while (conn_wants_write(c)) {

@@ -93,6 +93,22 @@ void io_send_direct(conn *c);
 ssize_t io_recv(conn *c, void *p, size_t n);
 ssize_t io_sendv(conn *c, const struct iovec *iov, int n);
 
+/* Readiness-driven I/O, for a backend told "readable" or "writable" (the
+ * libevent backend for every connection, the io_uring one for TLS
+ * connections, whose records OpenSSL reads and writes itself).
+ *   io_read_burst: receive while c wants input, at most IO_READ_BURST
+ *     times (so one busy connection cannot starve the others), until the
+ *     socket is empty; reports each receive to the connection.
+ *   io_flush: send pending replies until none is left or the socket is
+ *     full (*blocked then says so: wait for "writable").
+ * Both return 0, or -1 after closing c (then c is gone).  For a TLS
+ * connection, afterwards: c->tls_drained false means OpenSSL may hold
+ * input no readiness event will announce, so come back at once if c
+ * wants input; c->tls_want_write means a read must wait for "writable". */
+#define IO_READ_BURST 16
+int io_read_burst(conn *c);
+int io_flush(conn *c, bool *blocked);
+
 /* A connection accepted by the main thread, on its way to an I/O thread. */
 typedef struct new_conn {
 	int fd;

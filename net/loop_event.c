@@ -11,8 +11,9 @@
  *      (replies are first sent at once, without waiting for an event).
  *   3. A callback touches a connection only until conn_close, which frees
  *      it: every path returns right after closing.
- *   4. One readable event reads at most READ_BURST times, so a busy
- *      connection cannot starve the others on its thread.
+ *   4. One readable event reads at most IO_READ_BURST times
+ *      (io_read_burst), so a busy connection cannot starve the others on
+ *      its thread.
  *   5. A TLS connection that wants input and whose last receive did not
  *      find OpenSSL empty is activated again without waiting for the
  *      socket (OpenSSL reads ahead; bytes it holds raise no event).
@@ -32,8 +33,6 @@
 #include "net/log.h"
 #include "net/loop.h"
 
-#define READ_BURST 16
-#define IOV_MAX_SEND 64
 
 typedef struct ev_thread {
 	struct event_base *base;
@@ -137,37 +136,12 @@ static void ev_conn_close(conn *c)
 	conn_destroy(c);
 }
 
-/* Send what the socket takes.  Returns 0 (all sent, or the socket is
- * full: *blocked says which) or -1 after closing c. */
-static int flush(conn *c, bool *blocked)
-{
-	*blocked = false;
-	while (conn_wants_write(c)) {
-		struct iovec iov[IOV_MAX_SEND];
-		int n = conn_out_iov(c, iov, IOV_MAX_SEND);
-		ssize_t w = io_sendv(c, iov, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w == 0 && c->ssl)
-			return 0; /* TLS needs to read first: the read event calls back */
-		if ((w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || w == 0) {
-			*blocked = true;
-			return 0;
-		}
-		if (conn_on_written(c, w < 0 ? -errno : w) < 0) {
-			conn_close(c);
-			return -1;
-		}
-	}
-	return 0;
-}
-
 /* Bring c's events in line with what it wants.  May close c. */
 static void sync_conn(conn *c)
 {
 	ev_conn *ec = c->be;
 	bool blocked;
-	if (flush(c, &blocked) < 0)
+	if (io_flush(c, &blocked) < 0)
 		return;
 	bool want_rd = conn_wants_read(c);
 	if (c->ssl) {
@@ -196,28 +170,8 @@ static void sync_conn(conn *c)
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	conn *c = arg;
-	for (int i = 0; i < READ_BURST && conn_wants_read(c); i++) {
-		uint8_t *p;
-		size_t n;
-		if (conn_read_space(c, &p, &n) < 0) {
-			conn_close(c);
-			return;
-		}
-		ssize_t r = io_recv(c, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		if (conn_on_read(c, r < 0 ? -errno : r) < 0) {
-			conn_close(c);
-			return;
-		}
-		if (r <= 0 || ((size_t)r < n && !c->ssl))
-			break; /* end of stream, or the socket is empty for now
-				* (a TLS read returns a record at a time: only
-				* EAGAIN says it is empty) */
-	}
-	sync_conn(c);
+	if (io_read_burst(c) == 0)
+		sync_conn(c);
 }
 
 static void on_writable(evutil_socket_t fd, short what, void *arg)

@@ -1,7 +1,10 @@
 /*
  * loop_uring.c - the io_uring backend of the I/O threads (liburing):
  * completion-based receive and send, one of each in flight per connection
- * at most.
+ * at most.  TLS connections are the exception: OpenSSL reads and writes
+ * their records through its own calls, so for them the ring carries
+ * one-shot readiness polls and the reads and writes are non-blocking
+ * calls (io_read_burst, io_flush of net/loop.h), as in loop_event.c.
  *
  * Every operation carries its target in user_data: a ur_conn pointer with
  * the operation in the low bits, or one of the two thread-level tags.
@@ -23,11 +26,17 @@
  *      a closed connection touch only its ur_conn.
  *   4. The eventfd read and the tick timeout are always re-armed until
  *      the thread stops.
+ *   5. A TLS connection has at most one POLL_IN (or, when OpenSSL holds
+ *      input already, a NOP in its place) and one POLL_OUT in flight,
+ *      counted in recv_busy and send_busy like a RECV and a SENDMSG; a
+ *      POLL_IN is armed while it wants input, a POLL_OUT while the socket
+ *      refused replies or a read waits to write.
  *
  * State changes: ur_conn flags (on submission and completion).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,7 +52,7 @@
 
 #define IOV_MAX_SEND 64
 
-enum { OP_RECV = 1, OP_SEND = 2, OP_CANCEL = 3, OP_MASK = 7 };
+enum { OP_RECV = 1, OP_SEND = 2, OP_CANCEL = 3, OP_POLL_IN = 4, OP_POLL_OUT = 5, OP_MASK = 7 };
 #define TAG_WAKE 8ull
 #define TAG_TICK 16ull
 
@@ -56,8 +65,9 @@ typedef struct ur_thread {
 
 typedef struct ur_conn {
 	conn *c;
-	bool recv_busy, send_busy;
+	bool recv_busy, send_busy; /* TLS: the POLL_IN, POLL_OUT in flight */
 	bool closed;
+	bool tls;
 	struct msghdr mh;
 	struct iovec iov[IOV_MAX_SEND];
 } ur_conn;
@@ -160,9 +170,9 @@ static void ur_conn_close(conn *c)
 	}
 	shutdown(c->fd, SHUT_RDWR);
 	if (uc->recv_busy)
-		submit_cancel(u, uc, OP_RECV);
+		submit_cancel(u, uc, uc->tls ? OP_POLL_IN : OP_RECV);
 	if (uc->send_busy)
-		submit_cancel(u, uc, OP_SEND);
+		submit_cancel(u, uc, uc->tls ? OP_POLL_OUT : OP_SEND);
 }
 
 /* Queue a SENDMSG of the pending replies.  Returns 0, or -1 when the
@@ -194,6 +204,59 @@ static void ur_conn_send_now(conn *c)
 		io_send_direct(c);
 }
 
+/* A TLS connection: OpenSSL reads and writes its records itself, so the
+ * ring only says when the socket is ready (one-shot polls) and the reads
+ * and writes are the libevent backend's (io_read_burst, io_flush).  Arm
+ * what c waits for.  May close c. */
+static void tls_sync(conn *c)
+{
+	ur_conn *uc = c->be;
+	ur_thread *u = c->t->be_state;
+	bool blocked;
+	if (io_flush(c, &blocked) < 0)
+		return;
+	blocked |= c->tls_want_write;
+	if (conn_wants_read(c) && !uc->recv_busy) {
+		struct io_uring_sqe *sqe = get_sqe(u);
+		if (!sqe) {
+			conn_close(c);
+			return;
+		}
+		/* Input OpenSSL already holds raises no readiness: come back at
+		 * once (invariant 5). */
+		if (c->tls_drained)
+			io_uring_prep_poll_add(sqe, c->fd, POLLIN);
+		else
+			io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)uc | OP_POLL_IN);
+		uc->recv_busy = true;
+	}
+	if (blocked && !uc->send_busy) {
+		struct io_uring_sqe *sqe = get_sqe(u);
+		if (!sqe) {
+			conn_close(c);
+			return;
+		}
+		io_uring_prep_poll_add(sqe, c->fd, POLLOUT);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)uc | OP_POLL_OUT);
+		uc->send_busy = true;
+	}
+}
+
+/* A TLS connection's poll came back: read (POLL_IN, or POLL_OUT where a
+ * read was waiting to write), then arm again.  May close c. */
+static void tls_ready(conn *c, int op)
+{
+	bool read = op == OP_POLL_IN;
+	if (op == OP_POLL_OUT && c->tls_want_write) {
+		c->tls_want_write = false;
+		read = true;
+	}
+	if (read && io_read_burst(c) < 0)
+		return;
+	tls_sync(c);
+}
+
 /* Start what c wants and is not already in flight.  May close c. */
 static void sync_conn(conn *c)
 {
@@ -201,6 +264,10 @@ static void sync_conn(conn *c)
 	ur_thread *u = c->t->be_state;
 	if (uc->closed)
 		return;
+	if (uc->tls) {
+		tls_sync(c);
+		return;
+	}
 	if (!uc->send_busy && conn_wants_write(c) && start_send(c) < 0) {
 		conn_close(c);
 		return;
@@ -226,13 +293,17 @@ static void sync_conn(conn *c)
 static void on_conn_cqe(ur_conn *uc, int op, int res)
 {
 	conn *c = uc->c;
-	if (op == OP_RECV)
+	if (op == OP_RECV || op == OP_POLL_IN)
 		uc->recv_busy = false;
 	else
 		uc->send_busy = false;
 	if (uc->closed) {
 		if (!uc->recv_busy && !uc->send_busy)
 			ur_conn_finish(uc);
+		return;
+	}
+	if (uc->tls) {
+		tls_ready(c, op); /* a poll's result is in the socket: the read says */
 		return;
 	}
 	int rc;
@@ -338,11 +409,13 @@ static int ur_conn_open(conn *c)
 	if (!uc)
 		return -ENOMEM;
 	uc->c = c;
+	uc->tls = c->ssl != NULL;
 	c->be = uc;
 	/* io_uring waits for readiness itself; a blocking descriptor keeps
-	 * it from ever answering EAGAIN. */
+	 * it from ever answering EAGAIN.  A TLS connection is read and
+	 * written with non-blocking calls after its polls: it stays so. */
 	int fl = fcntl(c->fd, F_GETFL);
-	if (fl >= 0)
+	if (fl >= 0 && !uc->tls)
 		fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
 	sync_conn(c);
 	return 0;

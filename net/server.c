@@ -276,10 +276,6 @@ static io_backend_kind pick_backend(server *s)
 {
 	if (s->cfg.io_backend != IO_BACKEND_URING)
 		return IO_BACKEND_LIBEVENT;
-	if (s->tls) {
-		log_warn("io_backend uring does not carry TLS (tls_cert_file is set): using libevent");
-		return IO_BACKEND_LIBEVENT;
-	}
 	/* One probe ring, so that an unavailable io_uring costs one log line,
 	 * not one per thread. */
 	io_thread probe;

@@ -9,9 +9,9 @@
  * tokens: TLS makes the token and the rows private on the wire, it does
  * not replace them.
  *
- * Only the libevent backend carries TLS (the io_uring one moves bytes
- * between the kernel and the connection's buffers with no hook for a
- * record layer): asking for both runs libevent, with a log line.
+ * Both I/O backends carry TLS: the io_uring one polls a TLS connection's
+ * socket through the ring and reads and writes it with the same
+ * non-blocking calls as libevent (net/loop.h, io_read_burst, io_flush).
  *
  * Certificates are rotated by replacing the files and sending the server
  * SIGHUP, or by a CONFIG SET of the paths (tls_server_reload, called with

@@ -335,6 +335,11 @@ Test(cli_pty, session, .init = setup, .fini = teardown)
 	term_expect(&tm, prompt());
 	term_run(&tm, "config set log_level \"debug\"\r", "OK");
 	term_expect(&tm, prompt());
+	/* config set completes every key of its KEY VALUE pairs. */
+	term_run(&tm, "config set log_level info max_tick\t500\r", "OK");
+	term_expect(&tm, prompt());
+	term_run(&tm, "config get max_tickets\r", "max_tickets: 500");
+	term_expect(&tm, prompt());
 
 	term_send(&tm, "quit\r");
 	term_exits_ok(&tm);

@@ -158,11 +158,26 @@ static void train_and_compare(emdb_client *net)
 	emdb_client_close(mem);
 }
 
-Test(client_tls, rows_cross_intact)
+/* The server runs the I/O backend asked for: with uring, INFO says so, or,
+ * where io_uring cannot be set up here, the log says it fell back. */
+static void check_backend(emdb_client *c, const char *backend)
 {
-	static const char *const extra[] = { "--output-buffer-limit", "256K", NULL };
+	char *info;
+	OK(emdb_client_info(c, "server", &info));
+	char want[64];
+	snprintf(want, sizeof(want), "io_backend: %s", backend);
+	if (!strstr(info, want))
+		cr_assert(!strcmp(backend, "uring") && strstr(test_server_log_tail(&srv), "using libevent"),
+			  "%s", info);
+	emdb_free(info);
+}
+
+static void rows_cross_intact_on(const char *backend)
+{
+	const char *const extra[] = { "--output-buffer-limit", "256K", "--io-backend", backend, NULL };
 	start_tls("srv", extra);
 	emdb_client *c = connect_ok("tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	check_backend(c, backend);
 	train_and_compare(c);
 	emdb_client_close(c);
 
@@ -178,6 +193,16 @@ Test(client_tls, rows_cross_intact)
 	emdb_client_close(c);
 }
 
+Test(client_tls, rows_cross_intact)
+{
+	rows_cross_intact_on("libevent");
+}
+
+Test(client_tls, rows_cross_intact_uring)
+{
+	rows_cross_intact_on("uring");
+}
+
 /* Hundreds of small requests in flight: the client packs many into one
  * record, and the server, pausing every few replies (16 KiB output
  * limit), stops with requests that OpenSSL has already read off the
@@ -187,11 +212,12 @@ Test(client_tls, rows_cross_intact)
 #define SMALL_N 32u
 #define SMALL_REQS 600u
 
-Test(client_tls, small_pipelined_requests_all_answered)
+static void small_requests_on(const char *backend)
 {
-	static const char *const extra[] = { "--output-buffer-limit", "16K", NULL };
+	const char *const extra[] = { "--output-buffer-limit", "16K", "--io-backend", backend, NULL };
 	start_tls("srv", extra);
 	emdb_client *c = connect_ok("tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	check_backend(c, backend);
 	emdb_client *mem;
 	OK(emdb_client_connect("mem://", NULL, &mem));
 	uint32_t tn = create_table(c, DIM), tm = create_table(mem, DIM);
@@ -220,6 +246,16 @@ Test(client_tls, small_pipelined_requests_all_answered)
 	emdb_free(b);
 	emdb_client_close(mem);
 	emdb_client_close(c);
+}
+
+Test(client_tls, small_pipelined_requests_all_answered)
+{
+	small_requests_on("libevent");
+}
+
+Test(client_tls, small_pipelined_requests_all_answered_uring)
+{
+	small_requests_on("uring");
 }
 
 Test(client_tls, unix_socket_stays_plain)

@@ -70,10 +70,13 @@ static const char *tr_name(net_transport tr)
 	return tr == NET_TCP ? "tcp" : "unix";
 }
 
-/* The backend column: "tls" for the TLS server (libevent). */
+/* The backend column: "tls" for the TLS server on libevent, "tls/uring"
+ * for the one on io_uring. */
 static const char *side_label(const char *backend, int tls)
 {
-	return tls ? "tls" : backend;
+	if (!tls)
+		return backend;
+	return strcmp(backend, "uring") ? "tls" : "tls/uring";
 }
 
 static double ratio(double a, double b)
@@ -126,11 +129,12 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 }
 
 /* emdb-servers measured per operation. */
+/* The servers measured: one per backend, twice with --net tls (with and
+ * without TLS). */
 static int n_backends(const net_bench_opts *o)
 {
-	if (o->tls)
-		return 2; /* with and without TLS */
-	return (o->backends & NET_BACKEND_LIBEVENT ? 1 : 0) + (o->backends & NET_BACKEND_URING ? 1 : 0);
+	int n = (o->backends & NET_BACKEND_LIBEVENT ? 1 : 0) + (o->backends & NET_BACKEND_URING ? 1 : 0);
+	return o->tls ? 2 * n : n;
 }
 
 static const char *mark(double r, double goal, int higher_better)
@@ -257,11 +261,11 @@ void net_bench_run(const net_bench_opts *opts)
 	net_bench_opts o = *opts;
 	net_server redis;
 	net_redis *rc = NULL;
-	net_side sides[2];
+	net_side sides[4];
 	keys_source src;
 	pool p;
 	net_echo *echo;
-	net_rec recs[2 * NET_N_OPS];
+	net_rec recs[4 * NET_N_OPS];
 	net_lat echo_lat = { 0 }, get_lat = { 0 };
 	int n = 0, has_redis, n_sides = 0;
 	net_op ops[NET_N_OPS];
@@ -270,16 +274,13 @@ void net_bench_run(const net_bench_opts *opts)
 	if (!o.rows)
 		o.rows = NET_DEFAULT_ROWS;
 	memset(sides, 0, sizeof(sides));
-	if (o.tls) {
-		/* TLS runs on libevent only (docs/server.md): it against the
-		 * same server without TLS. */
-		sides[n_sides++] = (net_side){ .backend = "libevent", .tls = 1 };
-		sides[n_sides++] = (net_side){ .backend = "libevent" };
-	} else {
+	/* With --net tls, a TLS server of each backend asked for, and the
+	 * same without TLS beside it. */
+	for (int tls = o.tls; tls >= 0; tls--) {
 		if (o.backends & NET_BACKEND_LIBEVENT)
-			sides[n_sides++].backend = "libevent";
+			sides[n_sides++] = (net_side){ .backend = "libevent", .tls = tls };
 		if (o.backends & NET_BACKEND_URING)
-			sides[n_sides++].backend = "uring";
+			sides[n_sides++] = (net_side){ .backend = "uring", .tls = tls };
 	}
 	net_servers_init();
 	if (o.tls)

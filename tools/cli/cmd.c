@@ -52,7 +52,7 @@ static const cli_cmd cmds[] = {
 	  "Naming a tls_* key reloads the TLS files for new connections.\n"
 	  "Quote a VALUE with blanks: config set log_level \"debug\".",
 	  EMDB_ROLE_ADMIN, 2, 2 * EMDB_CLIENT_CONFIG_SET_MAX, cmd_config_set,
-	  { CLI_COMP_CONFIG_KEY, CLI_COMP_NONE } },
+	  { CLI_COMP_CONFIG_KEY, CLI_COMP_NONE, CLI_COMP_REPEAT } },
 	{ "table create", "NAME DIM [KEY=VALUE...]", "create a table of DIM floats per row",
 	  "NAME is 1..63 of [A-Za-z0-9_.-]; DIM 1..65536.  Options:\n"
 	  "  optimizer=sgd|adagrad|rowwise_adagrad|adam|ftrl   (sgd)\n"

@@ -18,6 +18,8 @@ typedef enum cli_comp {
 	CLI_COMP_TABLE_OPTION, /* KEY=VALUE of table create (tableopt.h) */
 	CLI_COMP_INFO_SECTION, /* server, clients, memory, ops, tables, all */
 	CLI_COMP_CONFIG_KEY,   /* a setting's name, fetched from the server */
+	CLI_COMP_REPEAT,       /* at comp[r]: argument i >= r completes as
+				  comp[i % r] (KEY VALUE pairs) */
 	CLI_COMP_CKPT_KIND,    /* full, incremental, --no-wait, and the
 				  subcommands of checkpoint */
 	CLI_COMP_CKPT_ID,      /* latest, --no-wait */

@@ -125,8 +125,12 @@ void complete_line(cli_session *s, const char *line, cli_matches *m)
 		goto done;
 	}
 	int ai = k - used;
+	for (int r = 1; r < CLI_COMP_ARGS; r++)
+		if (cmd->comp[r] == CLI_COMP_REPEAT && ai >= r)
+			ai %= r;
 	switch (cmd->comp[ai < CLI_COMP_ARGS ? ai : CLI_COMP_ARGS - 1]) {
 	case CLI_COMP_NONE:
+	case CLI_COMP_REPEAT: /* folded away above */
 		break;
 	case CLI_COMP_COMMAND:
 		add_command_words(m, w.v + used, k - used, cur);
