@@ -196,13 +196,14 @@ int handle_config_set(conn *c, const proto_hdr *h, const uint8_t *body)
 		return EMDB_ERR_NOMEM;
 	proto_kv kv;
 	size_t pos = 0;
-	for (uint32_t i = 0; i < m.n && proto_config_set_req_next(&m, &pos, &kv); i++) {
-		char *k = strs + (size_t)i * PAIR_CAP, *v = k + KEY_CAP;
+	uint32_t n = 0;
+	while (n < m.n && proto_config_set_req_next(&m, &pos, &kv)) {
+		char *k = strs + (size_t)n * PAIR_CAP, *v = k + KEY_CAP;
 		if ((rc = handle_cstr(kv.key, k, KEY_CAP, "CONFIG SET key")) ||
 		    (rc = handle_cstr(kv.val, v, CONFIG_VAL_MAX, "CONFIG SET value")))
 			goto out;
-		keys[i] = k;
-		vals[i] = v;
+		keys[n] = k;
+		vals[n++] = v;
 	}
 	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
 	if (!p) {
@@ -210,14 +211,14 @@ int handle_config_set(conn *c, const proto_hdr *h, const uint8_t *body)
 		goto out;
 	}
 	char err[CONFIG_PATH_MAX + 256];
-	if (server_config_set_many(c->srv, m.n, keys, vals, err, sizeof(err)) < 0) {
+	if (server_config_set_many(c->srv, n, keys, vals, err, sizeof(err)) < 0) {
 		obuf_cancel(&c->out);
 		rc = handle_fail(EMDB_ERR_INVALID, "%s", err);
 		goto out;
 	}
-	for (uint32_t i = 0; i < m.n; i++)
+	for (uint32_t i = 0; i < n; i++)
 		log_info("conn %llu (%s): CONFIG SET %s %s%s", (unsigned long long)c->id, c->peer, keys[i],
-			 vals[i], m.n > 1 ? " (one of several set together)" : "");
+			 vals[i], n > 1 ? " (one of several set together)" : "");
 	size_t len;
 	rc = proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
 	if (rc) {
