@@ -21,6 +21,7 @@ struct emdb_ticket {
 	uint32_t shards;
 	size_t n;
 	uint64_t *locs;
+	uint64_t *slocs;  /* slocs[j] = locs[order[j]]: in shard order, for Push */
 	uint32_t *order;
 	uint32_t *start;
 };
@@ -30,6 +31,7 @@ struct emdb_ticket {
 typedef struct ops_rows {
 	size_t n;
 	const uint64_t *locs;
+	const uint64_t *slocs;   /* locs[order[j]] at j: Push reads them in order */
 	const uint32_t *order;
 	const uint32_t *start;
 	void *mem;        /* owned scratch, NULL when borrowed */
@@ -47,6 +49,8 @@ void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r);
 void ops_rows_abort(tbl *t, ops_rows *r);
 /* prepare + commit */
 int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r);
+/* slocs[j] = locs[order[j]] for j < n. */
+void ops_shard_order(const uint64_t *locs, const uint32_t *order, size_t n, uint64_t *slocs);
 void ops_rows_from_ticket(const emdb_ticket *tk, ops_rows *r);
 /* Frees what prepare allocated; also after abort. */
 void ops_rows_done(ops_rows *r);

@@ -182,14 +182,13 @@ static void add_locked(tbl *t, const push_work *pw, uint32_t s)
 
 	for (uint32_t j = a; j < b; j++) {
 		if (ahead && j + KEY_AHEAD < b) {
-			uint32_t q = r->order[j + KEY_AHEAD];
-			gradmap_prefetch_key(m, r->locs[q]);
-			prefetch_row(grad_row(g, q), g->dim);
+			gradmap_prefetch_key(m, r->slocs[j + KEY_AHEAD]);
+			prefetch_row(grad_row(g, r->order[j + KEY_AHEAD]), g->dim);
 		}
 		if (ahead && j + ACC_AHEAD < b)
-			gradmap_prefetch_acc(m, r->locs[r->order[j + ACC_AHEAD]]);
+			gradmap_prefetch_acc(m, r->slocs[j + ACC_AHEAD]);
 		uint32_t p = r->order[j];
-		gradmap_add(m, r->locs[p], grad_row(g, p), g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
+		gradmap_add(m, r->slocs[j], grad_row(g, p), g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
 	}
 	gradmap_unreserve(m, b - a);
 }
