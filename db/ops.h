@@ -40,14 +40,14 @@ typedef struct ops_rows {
 
 /* Resolving ids (inserting absent ones) into r, in two steps as
  * table_resolve_*: ops_rows_prepare groups and reserves (order and start
- * are valid afterwards, locs not yet); ops_rows_commit fills locs and cannot
+ * are valid afterwards, locs not yet); ops_rows_commit fills locs and slocs and cannot
  * fail; ops_rows_abort undoes prepare.  Needs no table lock (new rows are
  * invisible until published by the index).  Errors: NOMEM, LIMIT; nothing
  * is inserted then. */
 int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r);
 void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r);
 void ops_rows_abort(tbl *t, ops_rows *r);
-/* prepare + commit */
+/* prepare + commit, for readers: slocs is left NULL (only Push reads it) */
 int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r);
 /* slocs[j] = locs[order[j]] for j < n. */
 void ops_shard_order(const uint64_t *locs, const uint32_t *order, size_t n, uint64_t *slocs);

@@ -66,6 +66,13 @@ void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r)
 	ops_shard_order(r->locs, r->order, r->n, (uint64_t *)r->slocs);
 }
 
+/* Pull's resolution: locations in request order only. */
+static void commit_no_slocs(tbl *t, const uint64_t *ids, ops_rows *r)
+{
+	table_resolve_commit(t, ids, &r->plan, (uint64_t *)r->locs);
+	r->slocs = NULL;
+}
+
 void ops_shard_order(const uint64_t *locs, const uint32_t *order, size_t n, uint64_t *slocs)
 {
 	for (size_t j = 0; j < n; j++)
@@ -81,7 +88,7 @@ int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
 {
 	int rc = ops_rows_prepare(t, ids, n, r);
 	if (rc == EMDB_OK)
-		ops_rows_commit(t, ids, r);
+		commit_no_slocs(t, ids, r);
 	return rc;
 }
 
