@@ -12,7 +12,8 @@
  *    socket's read side back and forth (client/net.c, invariant 2).
  * 2. Async futures freed while still queued never write their buffers.
  * 3. The same over tls:// (a certificate of tests/tls_pki.h): the sender
- *    and the reader then share one SSL under the handle's tls_lock.
+ *    and the reader then share one SSL under the handle's tls_lock; with
+ *    the server on libevent and on io_uring.
  */
 #define _GNU_SOURCE /* nftw in tests/tmpdir.h */
 #include <math.h>
@@ -140,9 +141,10 @@ Test(concurrency, shared_client_handle_equals_engine)
 
 #ifdef EMDB_SERVER_BIN
 /* The same over a Unix socket, or over TLS when pki names the directory of
- * tests/tls_pki.h's files.  The server dies with this process if an
- * assertion aborts it (server_spawn: PR_SET_PDEATHSIG). */
-static void over_server(const char *pki)
+ * tests/tls_pki.h's files, on the server's I/O backend `backend`.  The
+ * server dies with this process if an assertion aborts it (server_spawn:
+ * PR_SET_PDEATHSIG). */
+static void over_server(const char *pki, const char *backend)
 {
 	char dir[] = "/tmp/emdb-conc-client-XXXXXX", sock[64], log[64], portfile[64], uri[256];
 	cr_assert_not_null(mkdtemp(dir), "mkdtemp");
@@ -150,12 +152,13 @@ static void over_server(const char *pki)
 	snprintf(log, sizeof(log), "%s/server.log", dir);
 	snprintf(portfile, sizeof(portfile), "%s/port", dir);
 	const char *argv[20] = { server_bin(), "--bind", "127.0.0.1", "--port", "0", "--port-file", portfile,
-				 "--unix-socket", sock, "--io-threads", "2", "--log-file", log };
+				 "--unix-socket", sock, "--io-threads", "2", "--log-file", log,
+				 "--io-backend", backend };
 	if (pki) {
-		argv[13] = "--tls-cert-file";
-		argv[14] = tls_pki_path(pki, "srv.pem");
-		argv[15] = "--tls-key-file";
-		argv[16] = tls_pki_path(pki, "srv.key");
+		argv[15] = "--tls-cert-file";
+		argv[16] = tls_pki_path(pki, "srv.pem");
+		argv[17] = "--tls-key-file";
+		argv[18] = tls_pki_path(pki, "srv.key");
 	}
 	pid_t pid;
 	unsigned port = server_spawn(argv, log, portfile, sock, 20000, &pid);
@@ -179,14 +182,24 @@ static void over_server(const char *pki)
 
 Test(concurrency, shared_net_handle_equals_engine)
 {
-	over_server(NULL);
+	over_server(NULL, "libevent");
 }
 
 Test(concurrency, shared_tls_handle_equals_engine)
 {
 	char pki[64];
 	tls_pki_make(pki);
-	over_server(pki);
+	over_server(pki, "libevent");
+	tls_pki_remove(pki);
+}
+
+/* TLS connections on the io_uring backend: polls through the ring, reads
+ * and writes by non-blocking calls (net/loop_uring.c). */
+Test(concurrency, shared_tls_handle_equals_engine_uring)
+{
+	char pki[64];
+	tls_pki_make(pki);
+	over_server(pki, "uring");
 	tls_pki_remove(pki);
 }
 #endif
