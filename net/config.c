@@ -70,7 +70,7 @@ static const key_def keys[] = {
 	{ "admin_token", T_STR, OFF(admin_token), 0, 0, F_SECRET, "AUTH token granting the admin role" },
 	{ "trainer_token", T_STR, OFF(trainer_token), 0, 0, F_SECRET, "AUTH token granting the trainer role" },
 	{ "reader_token", T_STR, OFF(reader_token), 0, 0, F_SECRET, "AUTH token granting the reader role" },
-	{ "tls_cert_file", T_STR, OFF(tls_cert_file), 0, 0, F_RUNTIME, "PEM certificate (chain) of the server; with tls_key_file, the TCP listener speaks only TLS (the Unix socket stays plain); empty: plain TCP" },
+	{ "tls_cert_file", T_STR, OFF(tls_cert_file), 0, 0, F_RUNTIME, "PEM certificate (chain) of the server; with tls_key_file, the TCP listener speaks only TLS (the Unix socket stays plain); empty: plain TCP.  At run time only while TLS is on: a CONFIG SET naming a tls_* key reloads the files" },
 	{ "tls_key_file", T_STR, OFF(tls_key_file), 0, 0, F_RUNTIME, "PEM private key of tls_cert_file" },
 	{ "tls_ca_file", T_STR, OFF(tls_ca_file), 0, 0, F_RUNTIME, "PEM CA certificates: TLS clients must present a certificate one of them signed; empty: none asked for" },
 	{ "log_level", T_LEVEL, OFF(log_level), 0, 0, F_RUNTIME, "debug, info, warn or error" },
