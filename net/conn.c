@@ -186,7 +186,10 @@ static void reply_and_close(conn *c, uint64_t id, uint16_t op, int status, const
 		 emdb_err_name(status), msg);
 	conn_reply_err(c, id, op, status, msg);
 	c->closing = true;
-	c->close_deadline_ns = stats_now_ns() + CLOSE_GRACE_NS;
+	/* A TLS connection whose handshake never finished cannot carry the
+	 * reply: no grace to wait out, close at the next tick. */
+	bool deliverable = !c->ssl || SSL_is_init_finished(c->ssl);
+	c->close_deadline_ns = stats_now_ns() + (deliverable ? CLOSE_GRACE_NS : 0);
 	c->frame = 0;
 }
 

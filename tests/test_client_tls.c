@@ -14,16 +14,23 @@
  * while the server goes on serving; with tls_ca_file only clients with a
  * certificate from that CA get in; SIGHUP rotates the certificate for new
  * connections (and a broken new key keeps the old one), and so does a
- * CONFIG SET of the certificate and its key together; a server with a
+ * CONFIG SET of the certificate and its key together; a TCP client that
+ * never starts its handshake is closed at the handshake timeout; a server with a
  * missing or mismatched key refuses to start and says why.
  *
  * The certificates are made for each test by tests/tls_pki.h.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <emdb/alloc.h>
 #include <emdb/client.h>
@@ -348,6 +355,47 @@ Test(client_tls, plain_and_tls_do_not_mix)
 	rc = try_connect(uri, &c);
 	cr_assert(rc == EMDB_ERR_PROTOCOL || rc == EMDB_ERR_CLOSED, "%d: %s", rc, emdb_client_last_error());
 	cr_assert(strstr(emdb_client_last_error(), "TLS handshake failed"), "%s", emdb_client_last_error());
+}
+
+/* A TCP client that never starts its TLS handshake holds its slot only
+ * until handshake_timeout_ms: the TIMEOUT reply cannot reach it (there is
+ * no session to carry it), so the server closes at once instead of
+ * waiting out the two seconds of grace a reply gets to drain.  The bound
+ * below (1.5 s for a 100 ms deadline) is far from both. */
+static void silent_tcp_client_closed(const char *backend)
+{
+	const char *const extra[] = { "--handshake-timeout-ms", "100", "--io-backend", backend, NULL };
+	start_tls("srv", extra);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)srv.port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 10000), 1, "not closed within 10 s");
+	char b;
+	cr_assert_leq(recv(fd, &b, 1, 0), 0, "the server sent bytes to a client with no TLS session");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert_lt(s, 1.5, "closed after %.2f s: the reply's grace was waited out", s);
+	close(fd);
+	emdb_client *c = connect_ok("tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	char *info;
+	OK(emdb_client_info(c, "clients", &info));
+	cr_assert(strstr(info, "handshake_timeouts: 1"), "%s", info);
+	emdb_free(info);
+	emdb_client_close(c);
+}
+
+Test(client_tls, silent_tcp_client_closed_at_the_handshake_timeout)
+{
+	silent_tcp_client_closed("libevent");
+}
+
+Test(client_tls, silent_tcp_client_closed_at_the_handshake_timeout_uring)
+{
+	silent_tcp_client_closed("uring");
 }
 
 /* ---- client certificates -------------------------------------------- */
