@@ -64,8 +64,10 @@ int ops_open(emdb_db *db, uint32_t id, const emdb_ticket *tk, size_t n, uint32_t
 /* Check bag offsets: n_bags+1 entries from 0 to n, never decreasing. */
 int ops_check_bags(const uint64_t *offsets, size_t n_bags, size_t n, emdb_pool pool);
 
-/* Scratch of n uint64 + n uint32 + (shards+1) uint32 for a plan and locs. */
-void *ops_scratch(size_t n, uint32_t shards, dit_plan *plan, uint64_t **locs);
+/* One block for a plan of n IDs and its locations: n hashes, n locs (and,
+ * with slocs, n more right after them: ops_rows' shard-ordered copy), n
+ * positions and shards+1 group starts.  Free it with emdb_free. */
+void *ops_scratch(size_t n, uint32_t shards, bool slocs, dit_plan *plan, uint64_t **locs);
 
 /* For an Update applying accumulator generation gen: if a push of that
  * generation still has gradients to add to shard s and nobody has taken

@@ -25,24 +25,25 @@
 #include "db/error_int.h"
 #include "db/ops.h"
 
-void *ops_scratch(size_t n, uint32_t shards, dit_plan *plan, uint64_t **locs)
+void *ops_scratch(size_t n, uint32_t shards, bool slocs, dit_plan *plan, uint64_t **locs)
 {
-	/* hash, locs, slocs (ops_rows), order, start */
-	size_t bytes = n * (3 * sizeof(uint64_t) + sizeof(uint32_t)) + ((size_t)shards + 1) * sizeof(uint32_t);
+	size_t words = slocs ? 3 : 2; /* hash, locs [, slocs] */
+	size_t bytes = n * (words * sizeof(uint64_t) + sizeof(uint32_t)) + ((size_t)shards + 1) * sizeof(uint32_t);
 	uint8_t *m = emdb_malloc(bytes);
 	if (!m)
 		return NULL;
 	plan->hash = (uint64_t *)m;
 	*locs = plan->hash + n;
-	plan->order = (uint32_t *)(*locs + 2 * n);
+	plan->order = (uint32_t *)(plan->hash + words * n);
 	plan->start = plan->order + n;
 	return m;
 }
 
-int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
+/* With slocs, room for the shard-ordered copy of the locations (Push). */
+static int prepare(tbl *t, const uint64_t *ids, size_t n, bool slocs, ops_rows *r)
 {
 	uint64_t *locs;
-	void *m = ops_scratch(n, t->shards, &r->plan, &locs);
+	void *m = ops_scratch(n, t->shards, slocs, &r->plan, &locs);
 	if (!m)
 		return EMDB_ERR_NOMEM;
 	int rc = table_resolve_prepare(t, ids, n, &r->plan);
@@ -52,11 +53,16 @@ int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
 	}
 	r->n = n;
 	r->locs = locs;
-	r->slocs = locs + n;
+	r->slocs = slocs ? locs + n : NULL;
 	r->order = r->plan.order;
 	r->start = r->plan.start;
 	r->mem = m;
 	return EMDB_OK;
+}
+
+int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
+{
+	return prepare(t, ids, n, true, r);
 }
 
 void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r)
@@ -64,13 +70,6 @@ void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r)
 	/* locs and slocs point into our own scratch block (ops_scratch). */
 	table_resolve_commit(t, ids, &r->plan, (uint64_t *)r->locs);
 	ops_shard_order(r->locs, r->order, r->n, (uint64_t *)r->slocs);
-}
-
-/* Pull's resolution: locations in request order only. */
-static void commit_no_slocs(tbl *t, const uint64_t *ids, ops_rows *r)
-{
-	table_resolve_commit(t, ids, &r->plan, (uint64_t *)r->locs);
-	r->slocs = NULL;
 }
 
 void ops_shard_order(const uint64_t *locs, const uint32_t *order, size_t n, uint64_t *slocs)
@@ -86,9 +85,10 @@ void ops_rows_abort(tbl *t, ops_rows *r)
 
 int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
 {
-	int rc = ops_rows_prepare(t, ids, n, r);
+	/* Readers: locations in request order only. */
+	int rc = prepare(t, ids, n, false, r);
 	if (rc == EMDB_OK)
-		commit_no_slocs(t, ids, r);
+		table_resolve_commit(t, ids, &r->plan, (uint64_t *)r->locs);
 	return rc;
 }
 

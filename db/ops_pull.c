@@ -134,7 +134,7 @@ int emdb_pull_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const
 static void *find_rows(tbl *t, const uint64_t *ids, size_t n, uint64_t **locs, size_t *found)
 {
 	dit_plan plan;
-	void *m = ops_scratch(n, t->shards, &plan, locs);
+	void *m = ops_scratch(n, t->shards, false, &plan, locs);
 	if (!m)
 		return NULL;
 	dit_plan_build(t->index, ids, n, &plan);
