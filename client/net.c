@@ -903,7 +903,7 @@ static int decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const
 	case CL_CONFIG_GET: {
 		size_t pos = 0, k = 0, bytes = 0;
 		proto_kv kv;
-		while (proto_config_get_resp_next(&m.config_get_resp, &pos, &kv)) {
+		while (proto_kv_list_next(&m.config_get_resp, &pos, &kv)) {
 			k++;
 			bytes += (size_t)kv.key.len + kv.val.len + 2;
 		}
@@ -912,7 +912,7 @@ static int decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const
 			goto nomem;
 		char *p = (char *)(out + k);
 		pos = 0;
-		for (size_t i = 0; proto_config_get_resp_next(&m.config_get_resp, &pos, &kv); i++) {
+		for (size_t i = 0; proto_kv_list_next(&m.config_get_resp, &pos, &kv); i++) {
 			out[i].key = p;
 			p = put_str(p, kv.key);
 			out[i].value = p;

@@ -197,7 +197,7 @@ int handle_config_set(conn *c, const proto_hdr *h, const uint8_t *body)
 	proto_kv kv;
 	size_t pos = 0;
 	uint32_t n = 0;
-	while (n < m.n && proto_config_set_req_next(&m, &pos, &kv)) {
+	while (n < m.n && proto_kv_list_next(&m, &pos, &kv)) {
 		char *k = strs + (size_t)n * PAIR_CAP, *v = k + KEY_CAP;
 		if ((rc = handle_cstr(kv.key, k, KEY_CAP, "CONFIG SET key")) ||
 		    (rc = handle_cstr(kv.val, v, CONFIG_VAL_MAX, "CONFIG SET value")))

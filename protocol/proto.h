@@ -340,15 +340,24 @@ typedef struct proto_kv {
 	proto_str val;
 } proto_kv;
 
-/* Encoding reads kv[0..n) or, when kv is NULL, copies raw (so a decoded
- * message re-encodes).  Decoding sets n, raw and raw_len (the validated
- * entries) and kv = NULL; walk the pairs with proto_config_get_resp_next. */
-typedef struct proto_config_get_resp {
+/* A list of key/value pairs, the body of a CONFIG_GET response and of a
+ * CONFIG_SET request.  Encoding reads kv[0..n) or, when kv is NULL, copies
+ * raw (so a decoded message re-encodes).  Decoding sets n, raw and raw_len
+ * (the validated entries) and kv = NULL; walk the pairs with
+ * proto_kv_list_next. */
+typedef struct proto_kv_list {
 	uint32_t n;
 	const proto_kv *kv;
 	const uint8_t *raw;
 	size_t raw_len;
-} proto_config_get_resp;
+} proto_kv_list;
+
+/* Iterate the pairs: start with *pos = 0; returns true and fills *kv
+ * while pairs remain.  On a decoded message the pointers point into the
+ * body; on one built for encoding (kv set) it walks kv[0..n). */
+bool proto_kv_list_next(const proto_kv_list *m, size_t *pos, proto_kv *kv);
+
+typedef proto_kv_list proto_config_get_resp;
 
 int proto_config_get_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 				const proto_config_get_req *m, size_t *len);
@@ -358,30 +367,17 @@ int proto_config_get_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
 				 const proto_config_get_resp *m, size_t *len);
 int proto_config_get_resp_decode(const proto_hdr *h, const uint8_t *body,
 				 proto_config_get_resp *m);
-/* Iterate the pairs: start with *pos = 0; returns true and fills *kv
- * while pairs remain.  On a decoded response the pointers point into the
- * body; on one built for encoding (kv set) it walks kv[0..n). */
-bool proto_config_get_resp_next(const proto_config_get_resp *m, size_t *pos, proto_kv *kv);
 
 /* CONFIG_SET: one or more key (<= PROTO_NAME_MAX bytes) = value pairs,
  * at most PROTO_CONFIG_SET_MAX, which the server applies together or not
- * at all.  Empty response.  Encoding reads kv[0..n); decoding sets n, raw
- * and raw_len (the validated pairs) and kv = NULL: walk the pairs with
- * proto_config_set_req_next. */
+ * at all (a proto_kv_list).  Empty response. */
 #define PROTO_CONFIG_SET_MAX 64u
-typedef struct proto_config_set_req {
-	uint32_t n;
-	const proto_kv *kv;
-	const uint8_t *raw;
-	size_t raw_len;
-} proto_config_set_req;
+typedef proto_kv_list proto_config_set_req;
 
 int proto_config_set_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 				const proto_config_set_req *m, size_t *len);
 int proto_config_set_req_decode(const proto_hdr *h, const uint8_t *body,
 				proto_config_set_req *m);
-/* As proto_config_get_resp_next, for the pairs of a CONFIG_SET request. */
-bool proto_config_set_req_next(const proto_config_set_req *m, size_t *pos, proto_kv *kv);
 
 /* ------------------------------------------------------------------ */
 /* Tables and statistics                                               */

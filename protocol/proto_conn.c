@@ -8,8 +8,8 @@
  *      with zero padding to a multiple of 8.  Length limits are checked by
  *      the encoder (INVALID) and again by the decoder (PROTOCOL).
  *   2. A decoded key/value list (CONFIG_GET response, CONFIG_SET request)
- *      has been walked completely once, so the *_next functions can walk
- *      it again without checks.
+ *      has been walked completely once, so proto_kv_list_next can walk it
+ *      again without checks.
  *   3. Each encoder is the exact mirror of its decoder: field order,
  *      limits and padding.
  */
@@ -259,46 +259,45 @@ static void kv_decode(proto_rd *r, proto_kv *kv)
 /* The list both CONFIG_GET responses and CONFIG_SET requests carry: n,
  * four reserved bytes, then n entries.  Encoding takes kv[0..n) or, with
  * kv NULL, copies raw (so a decoded message re-encodes). */
-static void kv_list_encode(proto_wr *w, uint32_t n, const proto_kv *kv, const uint8_t *raw, size_t raw_len)
+static void kv_list_encode(proto_wr *w, const proto_kv_list *m)
 {
-	wr_u32(w, n);
+	wr_u32(w, m->n);
 	wr_zero(w, 4);
-	if (kv) {
-		for (uint32_t i = 0; i < n && !w->err; i++)
-			kv_encode(w, &kv[i]);
-	} else if (n || raw_len) {
-		if (!raw || raw_len % PROTO_ALIGN)
+	if (m->kv) {
+		for (uint32_t i = 0; i < m->n && !w->err; i++)
+			kv_encode(w, &m->kv[i]);
+	} else if (m->n || m->raw_len) {
+		if (!m->raw || m->raw_len % PROTO_ALIGN)
 			proto__wr_fail(w, "a key/value list without kv[] or valid raw entries");
-		wr_bytes(w, raw, raw_len);
+		wr_bytes(w, m->raw, m->raw_len);
 	}
 }
 
 /* Validates every entry; *raw and *raw_len then span them. */
-static void kv_list_decode(proto_rd *r, uint32_t max, uint32_t *n, const uint8_t **raw, size_t *raw_len)
+static void kv_list_decode(proto_rd *r, uint32_t max, proto_kv_list *m)
 {
 	proto_kv kv;
-	*n = rd_u32(r, "n");
+	m->n = rd_u32(r, "n");
 	rd_zero(r, 4, "reserved");
-	if (!r->err && *n > max)
-		proto__rd_fail(r, "%u key/value pairs: at most %u allowed", *n, max);
-	*raw = r->p + r->off;
-	for (uint32_t i = 0; i < *n && !r->err; i++)
+	if (!r->err && m->n > max)
+		proto__rd_fail(r, "%u key/value pairs: at most %u allowed", m->n, max);
+	m->kv = NULL;
+	m->raw = r->p + r->off;
+	for (uint32_t i = 0; i < m->n && !r->err; i++)
 		kv_decode(r, &kv); /* each entry takes >= 8 bytes: bounded by len */
-	*raw_len = r->err ? 0 : r->off - 8;
+	m->raw_len = r->err ? 0 : r->off - 8;
 }
 
-/* The next pair of a list that kv_list_decode validated (or of kv[]). */
-static bool kv_list_next(uint32_t n, const proto_kv *kv_arr, const uint8_t *raw, size_t raw_len, size_t *pos,
-			 proto_kv *kv)
+bool proto_kv_list_next(const proto_kv_list *m, size_t *pos, proto_kv *kv)
 {
-	proto_rd r = { raw, raw_len, *pos, EMDB_OK, 0, false };
-	if (kv_arr) {
-		if (*pos >= n)
+	proto_rd r = { m->raw, m->raw_len, *pos, EMDB_OK, 0, false };
+	if (m->kv) {
+		if (*pos >= m->n)
 			return false;
-		*kv = kv_arr[(*pos)++];
+		*kv = m->kv[(*pos)++];
 		return true;
 	}
-	if (!raw || *pos >= raw_len)
+	if (!m->raw || *pos >= m->raw_len)
 		return false;
 	kv_decode(&r, kv);
 	assert(!r.err); /* invariant 2 */
@@ -311,7 +310,7 @@ int proto_config_get_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
 {
 	proto_wr w;
 	wr_begin(&w, buf, cap);
-	kv_list_encode(&w, m->n, m->kv, m->raw, m->raw_len);
+	kv_list_encode(&w, m);
 	return wr_end(&w, PROTO_OP_CONFIG_GET, true, 0, id, len);
 }
 
@@ -322,15 +321,10 @@ int proto_config_get_resp_decode(const proto_hdr *h, const uint8_t *body,
 	int rc = proto__rd_begin(&r, h, body, PROTO_OP_CONFIG_GET, true);
 	if (rc)
 		return rc;
-	m->kv = NULL;
-	kv_list_decode(&r, UINT32_MAX, &m->n, &m->raw, &m->raw_len);
+	kv_list_decode(&r, UINT32_MAX, m);
 	return rd_end(&r);
 }
 
-bool proto_config_get_resp_next(const proto_config_get_resp *m, size_t *pos, proto_kv *kv)
-{
-	return kv_list_next(m->n, m->kv, m->raw, m->raw_len, pos, kv);
-}
 
 /* ---- CONFIG_SET ---------------------------------------------------- */
 
@@ -342,7 +336,7 @@ int proto_config_set_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 	wr_begin(&w, buf, cap);
 	if (m->n == 0 || m->n > PROTO_CONFIG_SET_MAX)
 		proto__wr_fail(&w, "CONFIG_SET takes 1 to %u pairs, not %u", PROTO_CONFIG_SET_MAX, m->n);
-	kv_list_encode(&w, m->n, m->kv, m->raw, m->raw_len);
+	kv_list_encode(&w, m);
 	return wr_end(&w, PROTO_OP_CONFIG_SET, false, 0, id, len);
 }
 
@@ -353,14 +347,9 @@ int proto_config_set_req_decode(const proto_hdr *h, const uint8_t *body,
 	int rc = proto__rd_begin(&r, h, body, PROTO_OP_CONFIG_SET, false);
 	if (rc)
 		return rc;
-	m->kv = NULL;
-	kv_list_decode(&r, PROTO_CONFIG_SET_MAX, &m->n, &m->raw, &m->raw_len);
+	kv_list_decode(&r, PROTO_CONFIG_SET_MAX, m);
 	if (!r.err && m->n == 0)
 		proto__rd_fail(&r, "CONFIG_SET carries no pair");
 	return rd_end(&r);
 }
 
-bool proto_config_set_req_next(const proto_config_set_req *m, size_t *pos, proto_kv *kv)
-{
-	return kv_list_next(m->n, m->kv, m->raw, m->raw_len, pos, kv);
-}

@@ -162,7 +162,7 @@ Test(proto, decoded_fields_match_what_was_encoded)
 	cr_assert_eq(m.config_get_resp.n, 3);
 	size_t pos = 0, k = 0;
 	proto_kv kv;
-	while (proto_config_get_resp_next(&m.config_get_resp, &pos, &kv)) {
+	while (proto_kv_list_next(&m.config_get_resp, &pos, &kv)) {
 		cr_assert(str_eq(kv.key, sample_kv[k].key));
 		cr_assert(str_eq(kv.val, sample_kv[k].val));
 		k++;
@@ -173,7 +173,7 @@ Test(proto, decoded_fields_match_what_was_encoded)
 	dec(buf, len, &m);
 	cr_assert_eq(m.config_set_req.n, 3);
 	pos = k = 0;
-	while (proto_config_set_req_next(&m.config_set_req, &pos, &kv)) {
+	while (proto_kv_list_next(&m.config_set_req, &pos, &kv)) {
 		cr_assert(str_eq(kv.key, sample_kv[k].key));
 		cr_assert(str_eq(kv.val, sample_kv[k].val));
 		k++;

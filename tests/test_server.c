@@ -259,7 +259,7 @@ Test(server, config_get_set)
 	size_t pos = 0;
 	proto_kv kv;
 	int seen = 0;
-	while (proto_config_get_resp_next(&r, &pos, &kv)) {
+	while (proto_kv_list_next(&r, &pos, &kv)) {
 		if (kv.key.len == 11 && !memcmp(kv.key.p, "admin_token", 11)) {
 			cr_assert_eq(kv.val.len, 8);
 			cr_assert_eq(memcmp(kv.val.p, "<hidden>", 8), 0, "tokens are never shown");
@@ -282,7 +282,7 @@ Test(server, config_get_set)
 	cr_assert_eq(proto_config_get_resp_decode(&f->hdr, f->body, &r), 0);
 	cr_assert_eq(r.n, 1);
 	pos = 0;
-	cr_assert(proto_config_get_resp_next(&r, &pos, &kv));
+	cr_assert(proto_kv_list_next(&r, &pos, &kv));
 	cr_assert_eq(kv.val.len, 2);
 	cr_assert_eq(memcmp(kv.val.p, "77", 2), 0);
 	proto_frame_free(f);

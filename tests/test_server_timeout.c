@@ -152,7 +152,7 @@ Test(timeout, default_and_runtime_settings)
 	size_t pos = 0;
 	proto_kv kv;
 	int seen = 0;
-	while (proto_config_get_resp_next(&r, &pos, &kv)) {
+	while (proto_kv_list_next(&r, &pos, &kv)) {
 		char k[64], v[64];
 		snprintf(k, sizeof(k), "%.*s", (int)kv.key.len, kv.key.p);
 		snprintf(v, sizeof(v), "%.*s", (int)kv.val.len, kv.val.p);

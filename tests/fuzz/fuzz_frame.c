@@ -100,7 +100,7 @@ static void alt_encoders_check(const proto_hdr *h, const proto_msg *m, const uin
 		size_t pos = 0;
 		uint32_t n = 0;
 		proto_kv kv;
-		while (proto_config_get_resp_next(&m->config_get_resp, &pos, &kv))
+		while (proto_kv_list_next(&m->config_get_resp, &pos, &kv))
 			n++;
 		if (n != m->config_get_resp.n)
 			die("config iterator count", h, (int)n);
