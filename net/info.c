@@ -93,7 +93,7 @@ static void sec_server(server *s, sbuf *b)
 	put(b, "unix_socket: %s\n", cfg.unix_socket);
 	put(b, "auth: %s\n", s->auth_required ? "token" : "none (loopback only)");
 	if (s->tls) {
-		char line[CONFIG_PATH_MAX + 512];
+		char line[TLS_DESCRIBE_MAX];
 		tls_server_describe(s->tls, line, sizeof(line));
 		put(b, "tls: %s\n", line);
 		put(b, "tls_reloads: %" PRIu64 "\n", tls_server_reloads(s->tls));

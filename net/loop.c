@@ -128,6 +128,14 @@ int io_flush(conn *c, bool *blocked)
 	return 0;
 }
 
+bool io_read_waited_for_write(conn *c)
+{
+	if (!c->tls_want_write)
+		return false;
+	c->tls_want_write = false;
+	return true;
+}
+
 void io_send_direct(conn *c)
 {
 	while (conn_wants_write(c)) {

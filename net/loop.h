@@ -108,6 +108,9 @@ ssize_t io_sendv(conn *c, const struct iovec *iov, int n);
 #define IO_READ_BURST 16
 int io_read_burst(conn *c);
 int io_flush(conn *c, bool *blocked);
+/* On "writable": whether c's last receive was waiting for it (TLS); the
+ * flag is cleared and the caller reads before anything else. */
+bool io_read_waited_for_write(conn *c);
 
 /* A connection accepted by the main thread, on its way to an I/O thread. */
 typedef struct new_conn {

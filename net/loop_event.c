@@ -33,7 +33,6 @@
 #include "net/log.h"
 #include "net/loop.h"
 
-
 typedef struct ev_thread {
 	struct event_base *base;
 	struct event *wake;
@@ -179,10 +178,9 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 	conn *c = arg;
 	ev_conn *ec = c->be;
 	ec->wr_on = false; /* not EV_PERSIST: the event is spent */
-	if (c->ssl && c->tls_want_write) {
+	if (io_read_waited_for_write(c)) {
 		/* TLS had to write before it could read on: read again,
 		 * which ends in sync_conn. */
-		c->tls_want_write = false;
 		on_readable(fd, EV_READ, c);
 		return;
 	}

@@ -67,7 +67,6 @@ typedef struct ur_conn {
 	conn *c;
 	bool recv_busy, send_busy; /* TLS: the POLL_IN, POLL_OUT in flight */
 	bool closed;
-	bool tls;
 	struct msghdr mh;
 	struct iovec iov[IOV_MAX_SEND];
 } ur_conn;
@@ -170,9 +169,9 @@ static void ur_conn_close(conn *c)
 	}
 	shutdown(c->fd, SHUT_RDWR);
 	if (uc->recv_busy)
-		submit_cancel(u, uc, uc->tls ? OP_POLL_IN : OP_RECV);
+		submit_cancel(u, uc, c->ssl ? OP_POLL_IN : OP_RECV);
 	if (uc->send_busy)
-		submit_cancel(u, uc, uc->tls ? OP_POLL_OUT : OP_SEND);
+		submit_cancel(u, uc, c->ssl ? OP_POLL_OUT : OP_SEND);
 }
 
 /* Queue a SENDMSG of the pending replies.  Returns 0, or -1 when the
@@ -247,11 +246,7 @@ static void tls_sync(conn *c)
  * read was waiting to write), then arm again.  May close c. */
 static void tls_ready(conn *c, int op)
 {
-	bool read = op == OP_POLL_IN;
-	if (op == OP_POLL_OUT && c->tls_want_write) {
-		c->tls_want_write = false;
-		read = true;
-	}
+	bool read = op == OP_POLL_IN || io_read_waited_for_write(c);
 	if (read && io_read_burst(c) < 0)
 		return;
 	tls_sync(c);
@@ -264,7 +259,7 @@ static void sync_conn(conn *c)
 	ur_thread *u = c->t->be_state;
 	if (uc->closed)
 		return;
-	if (uc->tls) {
+	if (c->ssl) {
 		tls_sync(c);
 		return;
 	}
@@ -302,7 +297,7 @@ static void on_conn_cqe(ur_conn *uc, int op, int res)
 			ur_conn_finish(uc);
 		return;
 	}
-	if (uc->tls) {
+	if (c->ssl) {
 		tls_ready(c, op); /* a poll's result is in the socket: the read says */
 		return;
 	}
@@ -409,13 +404,12 @@ static int ur_conn_open(conn *c)
 	if (!uc)
 		return -ENOMEM;
 	uc->c = c;
-	uc->tls = c->ssl != NULL;
 	c->be = uc;
 	/* io_uring waits for readiness itself; a blocking descriptor keeps
 	 * it from ever answering EAGAIN.  A TLS connection is read and
 	 * written with non-blocking calls after its polls: it stays so. */
 	int fl = fcntl(c->fd, F_GETFL);
-	if (fl >= 0 && !uc->tls)
+	if (fl >= 0 && !c->ssl)
 		fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
 	sync_conn(c);
 	return 0;

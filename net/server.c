@@ -222,6 +222,21 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(s->base);
 }
 
+/* Load cfg's TLS files into the context new connections get, and log it
+ * for `who`.  Called with cfg_lock held, by SIGHUP and by CONFIG SET
+ * alike: the two never interleave, so the context in use is always that
+ * of the paths in cfg.  Returns 0, or -1 with the reason in err and the
+ * context unchanged. */
+static int reload_tls_locked(server *s, const net_config *cfg, const char *who, char *err, size_t errlen)
+{
+	if (tls_server_reload(s->tls, cfg, err, errlen) < 0)
+		return -1;
+	char line[TLS_DESCRIBE_MAX];
+	tls_server_describe(s->tls, line, sizeof(line));
+	log_info("%s: TLS reloaded for new connections: %s", who, line);
+	return 0;
+}
+
 /* SIGHUP: read the TLS files again (docs/server.md, "TLS"). */
 static void reload_tls(server *s)
 {
@@ -229,18 +244,12 @@ static void reload_tls(server *s)
 		log_info("SIGHUP: no TLS configured, nothing to reload");
 		return;
 	}
-	char err[CONFIG_PATH_MAX * 2], line[CONFIG_PATH_MAX + 512];
-	/* Under cfg_lock, as a CONFIG SET's reload: the two never interleave,
-	 * so the context in use is always that of the paths in cfg. */
+	char err[CONFIG_PATH_MAX * 2];
 	pthread_mutex_lock(&s->cfg_lock);
-	int rc = tls_server_reload(s->tls, &s->cfg, err, sizeof(err));
+	int rc = reload_tls_locked(s, &s->cfg, "SIGHUP", err, sizeof(err));
 	pthread_mutex_unlock(&s->cfg_lock);
-	if (rc < 0) {
+	if (rc < 0)
 		log_error("SIGHUP: TLS reload failed, the old certificates stay in use: %s", err);
-		return;
-	}
-	tls_server_describe(s->tls, line, sizeof(line));
-	log_info("SIGHUP: TLS reloaded for new connections: %s", line);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -385,7 +394,7 @@ int server_start(server *s)
 		}
 		log_info("listening on tcp %s:%u%s", c->bind, s->tcp_port, s->tls ? " (TLS only)" : "");
 		if (s->tls) {
-			char line[CONFIG_PATH_MAX + 512];
+			char line[TLS_DESCRIBE_MAX];
 			tls_server_describe(s->tls, line, sizeof(line));
 			log_info("TLS: %s", line);
 		}
@@ -477,12 +486,7 @@ static int retls_locked(server *s, const net_config *next, char *err, size_t err
 		snprintf(err, errlen, "TLS cannot be turned off while the server runs");
 		return -1;
 	}
-	if (tls_server_reload(s->tls, next, err, errlen) < 0)
-		return -1;
-	char line[CONFIG_PATH_MAX + 512];
-	tls_server_describe(s->tls, line, sizeof(line));
-	log_info("CONFIG SET: TLS reloaded for new connections: %s", line);
-	return 0;
+	return reload_tls_locked(s, next, "CONFIG SET", err, errlen);
 }
 
 int server_config_set_many(server *s, size_t n, const char *const *keys, const char *const *vals, char *err,

@@ -7,13 +7,14 @@
  *   CAs), so that a mistake stops the server with a message instead of
  *   failing every handshake later.  Each accepted TCP connection gets an
  *   SSL in accept state over the MSG_NOSIGNAL socket BIO of tls_io.h;
- *   the I/O thread's libevent callbacks then read and write through
- *   tls_io (net/loop_event.c).
+ *   the I/O thread then reads and writes through tls_io, on either
+ *   backend (io_recv and io_sendv of net/loop.c).
  *
  *   The context's common settings (versions, modes, read-ahead, and an
  *   unexpected EOF taken as the end of the stream) are tls_io_ctx_setup's.
  *
- *   A reload (SIGHUP) builds a whole new context from the files, checked
+ *   A reload (SIGHUP, or a CONFIG SET of a tls_* key) builds a whole new
+ *   context from the files, checked
  *   the same way, and only then swaps it in; OpenSSL counts references to
  *   a context, so the old one lives on in the connections made from it.
  *
@@ -39,7 +40,7 @@
 struct tls_server {
 	pthread_mutex_t mu; /* ctx, describe, reloads */
 	SSL_CTX *ctx;
-	char describe[CONFIG_PATH_MAX + 512];
+	char describe[TLS_DESCRIBE_MAX];
 	uint64_t reloads;
 };
 

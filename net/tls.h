@@ -54,7 +54,9 @@ void tls_server_free(tls_server *ts);
 int tls_server_reload(tls_server *ts, const net_config *cfg, char *err, size_t errlen);
 
 /* One line for the log and INFO, into buf: the certificate's subject and
- * expiry, and whether client certificates are required. */
+ * expiry, and whether client certificates are required.  The whole line
+ * fits in TLS_DESCRIBE_MAX bytes. */
+#define TLS_DESCRIBE_MAX (CONFIG_PATH_MAX + 512)
 void tls_server_describe(tls_server *ts, char *buf, size_t len);
 
 /* Successful reloads since start. */
