@@ -64,23 +64,34 @@ typedef struct echo_conn {
 #define ECHO_SCATTER 0x40000000u
 #define ECHO_PREFETCH_ROWS 8u
 
+/* The ranks of the connection's next batch of rows; moves on past them. */
+static const uint64_t *take_ranks(echo_conn *c)
+{
+	const net_echo_rows *g = c->rows;
+	const uint64_t *rk = g->ranks + c->next;
+	c->next = (c->next + g->batch) % g->n_ranks;
+	return rk;
+}
+
+/* The region's row of rank r (ranks start at 1, rows at 0). */
+static uint8_t *rank_row(const net_echo_rows *g, uint64_t r)
+{
+	return (uint8_t *)g->region + (r - 1) * g->row_bytes;
+}
+
 /* Add the request's last batch rows of floats into the next batch of
  * region rows (in must hold at least batch * row_bytes). */
 static void scatter_add(echo_conn *c, const char *in, size_t in_len)
 {
 	const net_echo_rows *g = c->rows;
-	const uint64_t *rk = g->ranks + c->next;
+	const uint64_t *rk = take_ranks(c);
 	size_t rb = g->row_bytes, nf = rb / sizeof(float);
 	const float *src = (const float *)(const void *)(in + in_len - g->batch * rb);
-	uint8_t *region = (uint8_t *)g->region;
-	c->next = (c->next + g->batch) % g->n_ranks;
 	for (size_t i = 0; i < g->batch; i++) {
-		if (i + ECHO_PREFETCH_ROWS < g->batch) {
-			const uint8_t *ahead = region + (rk[i + ECHO_PREFETCH_ROWS] - 1) * rb;
+		if (i + ECHO_PREFETCH_ROWS < g->batch)
 			for (size_t o = 0; o < rb; o += 64)
-				__builtin_prefetch(ahead + o, 1, 3);
-		}
-		float *dst = (float *)(void *)(region + (rk[i] - 1) * rb);
+				__builtin_prefetch(rank_row(g, rk[i + ECHO_PREFETCH_ROWS]) + o, 1, 3);
+		float *dst = (float *)(void *)rank_row(g, rk[i]);
 		for (size_t f = 0; f < nf; f++)
 			dst[f] += src[i * nf + f];
 	}
@@ -90,16 +101,13 @@ static void scatter_add(echo_conn *c, const char *in, size_t in_len)
 static void gather(echo_conn *c, char *out)
 {
 	const net_echo_rows *g = c->rows;
-	const uint64_t *rk = g->ranks + c->next;
+	const uint64_t *rk = take_ranks(c);
 	size_t rb = g->row_bytes;
-	c->next = (c->next + g->batch) % g->n_ranks;
 	for (size_t i = 0; i < g->batch; i++) {
-		if (i + ECHO_PREFETCH_ROWS < g->batch) {
-			const uint8_t *ahead = g->region + (rk[i + ECHO_PREFETCH_ROWS] - 1) * rb;
+		if (i + ECHO_PREFETCH_ROWS < g->batch)
 			for (size_t o = 0; o < rb; o += 64)
-				__builtin_prefetch(ahead + o, 0, 3);
-		}
-		memcpy(out + i * rb, g->region + (rk[i] - 1) * rb, rb);
+				__builtin_prefetch(rank_row(g, rk[i + ECHO_PREFETCH_ROWS]) + o, 0, 3);
+		memcpy(out + i * rb, rank_row(g, rk[i]), rb);
 	}
 }
 
