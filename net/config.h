@@ -42,6 +42,7 @@ typedef struct net_config {
 	uint32_t io_threads;                /* 0 = one per online CPU       */
 	io_backend_kind io_backend;
 	uint32_t uring_entries;             /* submission queue depth       */
+	uint32_t busy_poll_us;              /* poll this long before sleeping */
 	/* limits */
 	uint32_t max_connections;
 	uint64_t max_frame;                 /* largest frame body, bytes    */

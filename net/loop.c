@@ -353,6 +353,16 @@ static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_
 	}
 }
 
+uint64_t io_busy_poll_ns(const io_thread *t)
+{
+	return atomic_load_explicit(&t->srv->rt.busy_poll_us, memory_order_relaxed) * 1000u;
+}
+
+void io_busy_poll_hit(io_thread *t)
+{
+	atomic_fetch_add_explicit(&t->busy_poll_hits, 1, memory_order_relaxed);
+}
+
 void io_thread_on_tick(io_thread *t)
 {
 	uint64_t now = stats_now_ns();

@@ -150,6 +150,7 @@ struct io_thread {
 	_Atomic uint64_t bytes_in, bytes_out;
 	_Atomic uint64_t frames_bad;   /* malformed frames answered and closed */
 	_Atomic uint64_t handshake_timeouts, idle_timeouts; /* connections closed so */
+	_Atomic uint64_t busy_poll_hits; /* polls that found work: sleeps saved */
 };
 
 /* Create the thread's state and backend (kind, falling back to libevent
@@ -169,7 +170,14 @@ int io_thread_post_conn(io_thread *t, const new_conn *nc);
  * close every connection (forcibly after drain_timeout_ms), then exit. */
 void io_thread_drain(io_thread *t);
 
-/* For backends. */
+/* For backends.
+ * io_busy_poll_ns: busy_poll_us as CONFIG SET last left it, in ns.  After
+ * handling events a backend polls for more, without sleeping, until this
+ * long has passed with nothing found; each poll that finds work (an
+ * event, or completions) counts once in busy_poll_hits.  Read before each
+ * window, so a change takes effect once the window under way ends. */
+uint64_t io_busy_poll_ns(const io_thread *t);
+void io_busy_poll_hit(io_thread *t);
 void io_thread_on_wake(io_thread *t);
 void io_thread_on_tick(io_thread *t);
 /* Called by conn_destroy once a connection of t is gone (unlinked and

@@ -17,6 +17,10 @@
  *   5. A TLS connection that wants input and whose last receive did not
  *      find OpenSSL empty is activated again without waiting for the
  *      socket (OpenSSL reads ahead; bytes it holds raise no event).
+ *   6. After I/O, the loop sleeps in epoll_wait only once busy_poll_us of
+ *      non-blocking polls found nothing (at once when it is 0).  e->events
+ *      counts the I/O callbacks (not the tick's), which is how the loop
+ *      knows it did I/O and a poll knows it found some.
  *
  * State changes: the per-connection ev_conn (events added or not).
  */
@@ -32,11 +36,13 @@
 #include "net/conn.h"
 #include "net/log.h"
 #include "net/loop.h"
+#include "net/stats.h"
 
 typedef struct ev_thread {
 	struct event_base *base;
 	struct event *wake;
 	struct event *tick;
+	uint64_t events; /* I/O callbacks run (invariant 6) */
 } ev_thread;
 
 typedef struct ev_conn {
@@ -49,7 +55,9 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 	uint64_t v;
 	ssize_t r = read(fd, &v, sizeof(v));
 	(void)r;
-	io_thread_on_wake(arg);
+	io_thread *t = arg;
+	((ev_thread *)t->be_state)->events++;
+	io_thread_on_wake(t);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -88,10 +96,41 @@ fail:
 	return -ENOMEM;
 }
 
+/* Poll without sleeping until busy_poll_us pass with nothing to do
+ * (invariant 6).  Returns false once the loop was told to stop. */
+static bool busy_poll(io_thread *t, ev_thread *e, uint64_t busy_ns)
+{
+	uint64_t seen = e->events, until = stats_now_ns() + busy_ns;
+	do {
+		if (event_base_loop(e->base, EVLOOP_NONBLOCK) != 0 || event_base_got_break(e->base))
+			return false;
+		if (e->events != seen) {
+			seen = e->events;
+			io_busy_poll_hit(t);
+			until = stats_now_ns() + busy_ns;
+		}
+	} while (stats_now_ns() < until);
+	return true;
+}
+
 static void ev_run(io_thread *t)
 {
 	ev_thread *e = t->be_state;
-	event_base_dispatch(e->base);
+	uint64_t seen = e->events;
+	for (;;) {
+		uint64_t busy_ns = io_busy_poll_ns(t);
+		if (busy_ns && e->events != seen && !busy_poll(t, e, busy_ns))
+			return;
+		seen = e->events;
+		int rc = event_base_loop(e->base, EVLOOP_ONCE);
+		if (rc != 0) { /* 1: nothing left to wait for, as dispatch ends */
+			if (rc < 0)
+				log_error("io thread %u: event loop failed", t->index);
+			return;
+		}
+		if (event_base_got_break(e->base))
+			return;
+	}
 }
 
 static void ev_stop(io_thread *t)
@@ -169,6 +208,7 @@ static void sync_conn(conn *c)
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	conn *c = arg;
+	((ev_thread *)c->t->be_state)->events++;
 	if (io_read_burst(c) == 0)
 		sync_conn(c);
 }
@@ -177,6 +217,7 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
 	conn *c = arg;
 	ev_conn *ec = c->be;
+	((ev_thread *)c->t->be_state)->events++;
 	ec->wr_on = false; /* not EV_PERSIST: the event is spent */
 	if (io_read_waited_for_write(c)) {
 		/* TLS had to write before it could read on: read again,

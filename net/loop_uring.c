@@ -32,6 +32,12 @@
  *      POLL_IN is armed while it wants input, a POLL_OUT while the socket
  *      refused replies or a read waits to write.
  *
+ *   6. After I/O completions, the thread waits in the kernel only once
+ *      busy_poll_us of watching the completion ring found nothing (at
+ *      once when it is 0; the tick alone starts no watch).
+ *      Completions are posted while it watches: the ring is set up
+ *      without COOP_TASKRUN or DEFER_TASKRUN.
+ *
  * State changes: ur_conn flags (on submission and completion).
  */
 #include <errno.h>
@@ -49,6 +55,7 @@
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
+#include "net/stats.h"
 
 #define IOV_MAX_SEND 64
 
@@ -318,11 +325,38 @@ static void on_conn_cqe(ur_conn *uc, int op, int res)
 	sync_conn(c);
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Submit what is queued and watch the completion ring for busy_ns
+ * (invariant 6).  Returns whether a completion came. */
+static bool busy_poll(io_thread *t, ur_thread *u, uint64_t busy_ns)
+{
+	io_uring_submit(&u->ring);
+	uint64_t until = stats_now_ns() + busy_ns;
+	while (!io_uring_cq_ready(&u->ring))
+		if (stats_now_ns() >= until)
+			return false;
+		else
+			cpu_relax();
+	io_busy_poll_hit(t);
+	return true;
+}
+
 static void ur_run(io_thread *t)
 {
 	ur_thread *u = t->be_state;
+	bool did_io = false; /* the last batch held more than the tick */
 	while (!u->stop) {
-		int rc = io_uring_submit_and_wait(&u->ring, 1);
+		uint64_t busy_ns = io_busy_poll_ns(t);
+		bool ready = io_uring_cq_ready(&u->ring) || (busy_ns && did_io && busy_poll(t, u, busy_ns));
+		/* With completions at hand, only submit: no wait, and no
+		 * system call when nothing is queued. */
+		int rc = ready ? io_uring_submit(&u->ring) : io_uring_submit_and_wait(&u->ring, 1);
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
 			log_error("io thread %u: io_uring_submit_and_wait: %s", t->index, strerror(-rc));
 			break;
@@ -342,9 +376,11 @@ static void ur_run(io_thread *t)
 				break;
 		}
 		io_uring_cq_advance(&u->ring, seen);
+		did_io = false;
 		for (unsigned i = 0; i < seen; i++) {
 			uint64_t d = batch[i].data;
 			int res = batch[i].res;
+			did_io |= d != TAG_TICK;
 			if (d == TAG_WAKE) {
 				io_thread_on_wake(t);
 				if (!u->stop)

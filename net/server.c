@@ -69,6 +69,7 @@ static void publish_runtime(server *s)
 	atomic_store(&s->rt.drain_timeout_ms, s->cfg.drain_timeout_ms);
 	atomic_store(&s->rt.handshake_timeout_ms, s->cfg.handshake_timeout_ms);
 	atomic_store(&s->rt.idle_timeout_s, s->cfg.idle_timeout_s);
+	atomic_store(&s->rt.busy_poll_us, s->cfg.busy_poll_us);
 	emdb_alloc_set_limit((size_t)s->cfg.max_memory);
 	log_set_level((log_level)s->cfg.log_level);
 	if (s->persist) {

@@ -47,6 +47,7 @@ typedef struct server_runtime {
 	_Atomic uint64_t drain_timeout_ms;
 	_Atomic uint64_t handshake_timeout_ms;
 	_Atomic uint64_t idle_timeout_s;
+	_Atomic uint64_t busy_poll_us;
 } server_runtime;
 
 typedef struct listener listener;

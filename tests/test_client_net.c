@@ -4,7 +4,8 @@
  * (TIMEOUT, and the handle recovers), refuses a token or a role (AUTH),
  * speaks something else (PROTOCOL); many threads share one handle; many
  * requests are in flight at once; the Prefetch of batch i+1 overlaps the
- * work on batch i; the example trainer runs against the server.
+ * work on batch i; the example trainer runs against the server; busy
+ * polling (busy_poll_us) finds requests without the I/O thread sleeping.
  *
  * Every server is started on loopback with an ephemeral port and a Unix
  * socket in a temporary directory, and is killed in the test's .fini.
@@ -695,4 +696,86 @@ Test(client_net, example_trainer_unix, .init = srv_start, .fini = srv_stop, .tim
 Test(client_net, example_trainer_mem, .timeout = 120)
 {
 	run_trainer("mem://");
+}
+
+/* ---- busy polling -------------------------------------------------- */
+
+static uint64_t busy_poll_hits(emdb_client *c)
+{
+	char *info;
+	OK(emdb_client_info(c, "clients", &info));
+	const char *p = strstr(info, "busy_poll_hits: ");
+	cr_assert_not_null(p, "%s", info);
+	uint64_t v = strtoull(p + strlen("busy_poll_hits: "), NULL, 10);
+	emdb_free(info);
+	return v;
+}
+
+/* Sequential Lookups, each sent only after the last one's answer: with
+ * busy_poll_us off the I/O thread sleeps between them, so no poll finds
+ * work; with a window far longer than a round trip, polls find them
+ * (run alone here, every one; the assertion asks for one, as the tests
+ * running beside this one, a polling server among them, may keep the
+ * server off the CPU past its window: 1 of 50 seen so).  The answers are the same either
+ * way, and CONFIG SET changes the setting on a running server. */
+static void busy_poll_on(const char *backend)
+{
+	const char *const extra[] = { "--io-backend", backend, NULL };
+	test_server_start(&srv, extra);
+	emdb_client *c = connect_uri(srv.unix_uri, 10000);
+	emdb_client *mem = connect_uri("mem://", 0);
+	uint32_t tn = create_table(c, "t", 8), tm = create_table(mem, "t", 8);
+	float a[8], b[8];
+	enum { CALLS = 50 };
+	uint64_t ids[CALLS];
+	float rows[CALLS * 8];
+	for (uint64_t i = 0; i < CALLS; i++)
+		ids[i] = 1000 + 7 * i;
+	OK(emdb_client_pull(c, tn, ids, CALLS, 8, rows));
+	OK(emdb_client_pull(mem, tm, ids, CALLS, 8, rows));
+
+	emdb_client_kv *kv;
+	size_t n;
+	OK(emdb_client_config_get(c, "busy_poll_us", &kv, &n));
+	cr_assert(n == 1 && !strcmp(kv[0].value, "0"), "busy_poll_us is off by default");
+	emdb_free(kv);
+	for (const uint64_t *id = ids; id < ids + CALLS; id++) {
+		OK(emdb_client_lookup(c, tn, id, 1, 8, a, NULL));
+		OK(emdb_client_lookup(mem, tm, id, 1, 8, b, NULL));
+		cr_assert(memcmp(a, b, sizeof(a)) == 0, "lookup %llu differs", (unsigned long long)*id);
+	}
+	cr_assert_eq(busy_poll_hits(c), 0, "no busy polling while busy_poll_us is 0");
+
+	OK(emdb_client_config_set(c, "busy_poll_us", "10000"));
+	cr_assert_eq(emdb_client_config_set(c, "busy_poll_us", "10001"), EMDB_ERR_INVALID,
+		     "a window over 10 ms is refused");
+	uint64_t before = busy_poll_hits(c);
+	for (const uint64_t *id = ids; id < ids + CALLS; id++) {
+		OK(emdb_client_lookup(c, tn, id, 1, 8, a, NULL));
+		OK(emdb_client_lookup(mem, tm, id, 1, 8, b, NULL));
+		cr_assert(memcmp(a, b, sizeof(a)) == 0, "lookup %llu differs while polling", (unsigned long long)*id);
+	}
+	uint64_t hits = busy_poll_hits(c) - before;
+	cr_assert_geq(hits, 1, "%llu of %d requests found by polling (%s)", (unsigned long long)hits,
+		      CALLS, backend);
+
+	OK(emdb_client_config_set(c, "busy_poll_us", "0"));
+	test_sleep_ms(50); /* the last window ends */
+	before = busy_poll_hits(c);
+	for (const uint64_t *id = ids; id < ids + CALLS; id++)
+		OK(emdb_client_lookup(c, tn, id, 1, 8, a, NULL));
+	/* The CONFIG SET's own reply may open one last window. */
+	cr_assert_leq(busy_poll_hits(c) - before, 2, "polling goes on after busy_poll_us 0");
+	emdb_client_close(mem);
+	emdb_client_close(c);
+}
+
+Test(client_net, busy_poll_finds_requests_without_sleeping, .fini = srv_stop, .timeout = 60)
+{
+	busy_poll_on("libevent");
+}
+
+Test(client_net, busy_poll_finds_requests_without_sleeping_uring, .fini = srv_stop, .timeout = 60)
+{
+	busy_poll_on("uring");
 }

@@ -12,7 +12,9 @@
  *   (MGET for Pull, MSET for Push); and, against those same anchors, each
  *   emdb-server through the client library with `depth` requests in
  *   flight.  Lookup of a single ID is measured as latency, beside Redis
- *   GET and the echo of the same sizes.
+ *   GET and the echo of the same sizes, twice per emdb-server: with its
+ *   default busy_poll_us 0 (sleep when idle) and with NET_BUSY_POLL_US
+ *   (poll a while before sleeping), set by CONFIG SET between turns.
  *
  *   A ratio is workload / anchor for rates and workload / anchor for
  *   latencies too (so a latency ratio should be at most its goal).
@@ -43,6 +45,7 @@
 
 #define NET_POOL_IDS (256u << 10)
 #define NET_LAT_ROUNDS 10         /* turns of the single-ID latency sides */
+#define NET_BUSY_POLL_US "50"     /* emdb-server's busy_poll_us, second latency side */
 
 typedef struct net_rec {
 	net_op op;
@@ -62,7 +65,8 @@ typedef struct net_side {
 	int tls;
 	net_server srv;
 	net_wl w;
-	net_lat lat; /* single-ID Lookup */
+	net_lat lat;      /* single-ID Lookup, busy_poll_us 0 */
+	net_lat lat_busy; /* the same, busy_poll_us NET_BUSY_POLL_US */
 } net_side;
 
 static const char *tr_name(net_transport tr)
@@ -110,14 +114,15 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 		printf(",\"core_rtt_ns\":[%.0f,%.0f],\"echo_core_rtt_ns\":[%.0f,%.0f]}\n", x->emdb.rtt_ns[0],
 		       x->emdb.rtt_ns[1], x->echo.rtt_ns[0], x->echo.rtt_ns[1]);
 	}
-	for (int b = 0; b < n_sides; b++) {
-		const net_lat *lat = &sides[b].lat;
+	for (int i = 0; i < 2 * n_sides; i++) {
+		int b = i / 2, busy = i % 2;
+		const net_lat *lat = busy ? &sides[b].lat_busy : &sides[b].lat;
 		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"tls\":%s,\"io_backend\":\"%s\","
-		       "\"workload\":\"lookup_one\",\"dim\":%u,"
+		       "\"workload\":\"lookup_one\",\"busy_poll_us\":%s,\"dim\":%u,"
 		       "\"p50_us\":%.2f,\"p99_us\":%.2f,\"samples\":%llu,"
 		       "\"echo_p50_us\":%.2f,\"echo_p99_us\":%.2f,\"ratio_echo_p99\":%.4f",
-		       tr_name(o->transport), sides[b].tls ? "true" : "false", sides[b].backend, o->dim,
-		       lat->p50_us, lat->p99_us,
+		       tr_name(o->transport), sides[b].tls ? "true" : "false", sides[b].backend,
+		       busy ? NET_BUSY_POLL_US : "0", o->dim, lat->p50_us, lat->p99_us,
 		       (unsigned long long)lat->samples, echo_lat->p50_us, echo_lat->p99_us,
 		       ratio(lat->p99_us, echo_lat->p99_us));
 		if (has_redis)
@@ -203,10 +208,12 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 		       r[i].echo.best / o->batch * (double)(r[i].req + r[i].resp) / 1e9);
 	printf(")\n");
 	print_placement(r, n);
-	for (int b = 0; b < n_sides; b++) {
-		const net_lat *lat = &sides[b].lat;
-		printf("\nlookup of 1 ID, synchronous, %s: p50 %.1f us, p99 %.1f us (%llu calls)\n",
-		       side_label(sides[b].backend, sides[b].tls), lat->p50_us, lat->p99_us, (unsigned long long)lat->samples);
+	for (int i = 0; i < 2 * n_sides; i++) {
+		int b = i / 2, busy = i % 2;
+		const net_lat *lat = busy ? &sides[b].lat_busy : &sides[b].lat;
+		printf("\nlookup of 1 ID, synchronous, %s, busy_poll_us %s: p50 %.1f us, p99 %.1f us (%llu calls)\n",
+		       side_label(sides[b].backend, sides[b].tls), busy ? NET_BUSY_POLL_US : "0", lat->p50_us,
+		       lat->p99_us, (unsigned long long)lat->samples);
 		printf("  echo of the same sizes:       p50 %.1f us, p99 %.1f us; p99 ratio %.2f\n",
 		       echo_lat->p50_us, echo_lat->p99_us, ratio(lat->p99_us, echo_lat->p99_us));
 		if (has_redis) {
@@ -218,6 +225,12 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 	}
 	if (!has_redis)
 		printf("\nRedis anchor skipped: %s not found (tools/deps.sh installs it)\n", NET_REDIS_BIN);
+}
+
+static void set_busy_poll(const net_side *sd, const char *us)
+{
+	if (emdb_client_config_set(sd->w.c, "busy_poll_us", us) != EMDB_OK)
+		harness_die("config set busy_poll_us %s: %s", us, emdb_client_last_error());
 }
 
 /* emdb-server's unix_send_buffer, for the echo anchor's sockets. */
@@ -363,15 +376,21 @@ void net_bench_run(const net_bench_opts *opts)
 		 * of on whichever ran through it. */
 		double t = o.seconds / NET_LAT_ROUNDS;
 		for (int r = 0; r < NET_LAT_ROUNDS; r++) {
-			for (int b = 0; b < n_sides; b++)
+			for (int b = 0; b < n_sides; b++) {
 				net_wl_lookup_latency(&sides[b].w, &p, t, &sides[b].lat);
+				set_busy_poll(&sides[b], NET_BUSY_POLL_US);
+				net_wl_lookup_latency(&sides[b].w, &p, t, &sides[b].lat_busy);
+				set_busy_poll(&sides[b], "0");
+			}
 			net_echo_latency(echo, net_op_req_bytes(NET_LOOKUP, 1, o.dim),
 					 net_op_resp_bytes(NET_LOOKUP, 1, o.dim), t, &echo_lat);
 			if (has_redis)
 				net_redis_get_latency(rc, &p, o.dim, t, &get_lat);
 		}
-		for (int b = 0; b < n_sides; b++)
+		for (int b = 0; b < n_sides; b++) {
 			net_lat_finish(&sides[b].lat);
+			net_lat_finish(&sides[b].lat_busy);
+		}
 		net_lat_finish(&echo_lat);
 		net_lat_finish(&get_lat);
 	}
