@@ -41,6 +41,9 @@ static int read_options(const emdb_client_options *opts, emdb_client_options *o)
 	if (o->mem_threads > 64)
 		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_options.mem_threads must be 0..64, not %u",
 				 o->mem_threads);
+	if (o->busy_poll_us > EMDB_CLIENT_BUSY_POLL_MAX_US)
+		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_options.busy_poll_us must be 0..%u, not %u",
+				 EMDB_CLIENT_BUSY_POLL_MAX_US, o->busy_poll_us);
 	return EMDB_OK;
 }
 

@@ -21,7 +21,8 @@
  * would have to wake, then wake the caller).  Its first wait for the
  * response is a blocking recv() bounded by SO_RCVTIMEO, set to the
  * handle's timeout (the socket itself is blocking, for this one call):
- * poll() then recv() would cost one more system call per Lookup.  The
+ * poll() then recv() would cost one more system call per Lookup.  With
+ * busy_poll_us, non-blocking recv()s come first, for up to that long.  The
  * receiver sleeps while no request is pending or someone else reads.
  * The reader reads a header, finds the future by the request id, marks
  * it RUNNING and reads the body straight into the caller's buffers where
@@ -1043,8 +1044,30 @@ static bool wait_readable(net_state *n, uint64_t deadline)
 	}
 }
 
-/* A synchronous call's first wait: one blocking recv() into the read-ahead
- * buffer, which SO_RCVTIMEO ends after the handle's timeout `ms` (0: none).
+/* busy_poll_us: non-blocking recv() into the read-ahead buffer until it
+ * gets something or the window passes.  recv's result; -1 with EAGAIN
+ * when nothing came (or polling is off). */
+static ssize_t busy_poll_first(net_state *n)
+{
+	if (!n->busy_poll_ns) {
+		errno = EAGAIN;
+		return -1;
+	}
+	uint64_t until = cl_now_ns() + n->busy_poll_ns;
+	for (;;) {
+		ssize_t k = recv(n->fd, n->ahead, NET_AHEAD, MSG_DONTWAIT);
+		if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return k;
+		if (cl_now_ns() >= until) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+}
+
+/* A synchronous call's first wait: busy_poll_first, then one blocking
+ * recv() into the read-ahead buffer, which SO_RCVTIMEO ends after the
+ * handle's timeout `ms` (0: none).
  * The call's deadline is its submission plus that timeout, so the wait
  * ends at most the time since submission late; where that is over a
  * millisecond (or a signal cut the wait short), poll() takes over as for
@@ -1064,7 +1087,9 @@ static int block_first(net_state *n, uint32_t ms, uint64_t deadline)
 			return !deadline || wait_readable(n, deadline) ? EMDB_OK : EMDB_ERR_TIMEOUT;
 		n->rcv_ms = ms;
 	}
-	ssize_t k = recv(n->fd, n->ahead, NET_AHEAD, 0);
+	ssize_t k = busy_poll_first(n);
+	if (k < 0 && errno == EAGAIN)
+		k = recv(n->fd, n->ahead, NET_AHEAD, 0);
 	if (k > 0) {
 		n->ahead_off = 0;
 		n->ahead_len = (size_t)k;
@@ -1397,6 +1422,7 @@ int cl_net_open(emdb_client *c, const cl_uri *u, const emdb_client_options *o)
 	const char *token = o->token ? o->token : u->token;
 	const char *name = o->client_name ? o->client_name : u->client_name ? u->client_name : "emdb-client";
 	n->rcv_ms = UINT32_MAX;
+	n->busy_poll_ns = (uint64_t)o->busy_poll_us * 1000u;
 	int rc = net_dial(n, u, o, deadline);
 	if (rc == EMDB_OK) {
 		c->priv = n;

@@ -50,6 +50,9 @@ typedef struct net_state {
 	/* Reader: the socket's SO_RCVTIMEO in ms (0: none), UINT32_MAX
 	 * until first set. */
 	uint32_t rcv_ms;
+	/* emdb_client_options.busy_poll_us, in ns: block_first polls this
+	 * long before it blocks. */
+	uint64_t busy_poll_ns;
 	/* tls:// only (NULL otherwise).  OpenSSL forbids two threads in one
 	 * SSL at once, and the sender and the reader run side by side:
 	 * tls_lock is held for each non-blocking SSL call, never across a

@@ -12,9 +12,11 @@
  *   (MGET for Pull, MSET for Push); and, against those same anchors, each
  *   emdb-server through the client library with `depth` requests in
  *   flight.  Lookup of a single ID is measured as latency, beside Redis
- *   GET and the echo of the same sizes, twice per emdb-server: with its
- *   default busy_poll_us 0 (sleep when idle) and with NET_BUSY_POLL_US
- *   (poll a while before sleeping), set by CONFIG SET between turns.
+ *   GET and the echo of the same sizes, three times per emdb-server: with
+ *   its default busy_poll_us 0 (sleep when idle); with NET_BUSY_POLL_US
+ *   (poll a while before sleeping), set by CONFIG SET between turns; and
+ *   with that and a second connection whose client polls as long too
+ *   (emdb_client_options.busy_poll_us).
  *
  *   A ratio is workload / anchor for rates and workload / anchor for
  *   latencies too (so a latency ratio should be at most its goal).
@@ -65,9 +67,13 @@ typedef struct net_side {
 	int tls;
 	net_server srv;
 	net_wl w;
-	net_lat lat;      /* single-ID Lookup, busy_poll_us 0 */
-	net_lat lat_busy; /* the same, busy_poll_us NET_BUSY_POLL_US */
+	net_wl w_poll;    /* w on a connection whose client polls */
+	net_lat lat[3];   /* single-ID Lookup: busy_poll_us 0; the server's
+			     NET_BUSY_POLL_US; that and the client's (w_poll) */
 } net_side;
+
+static const char *const lat_label[3] = { "busy_poll_us 0", "server busy_poll_us " NET_BUSY_POLL_US,
+					  "server and client busy_poll_us " NET_BUSY_POLL_US };
 
 static const char *tr_name(net_transport tr)
 {
@@ -114,15 +120,16 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 		printf(",\"core_rtt_ns\":[%.0f,%.0f],\"echo_core_rtt_ns\":[%.0f,%.0f]}\n", x->emdb.rtt_ns[0],
 		       x->emdb.rtt_ns[1], x->echo.rtt_ns[0], x->echo.rtt_ns[1]);
 	}
-	for (int i = 0; i < 2 * n_sides; i++) {
-		int b = i / 2, busy = i % 2;
-		const net_lat *lat = busy ? &sides[b].lat_busy : &sides[b].lat;
+	for (int i = 0; i < 3 * n_sides; i++) {
+		int b = i / 3, k = i % 3;
+		const net_lat *lat = &sides[b].lat[k];
 		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"tls\":%s,\"io_backend\":\"%s\","
-		       "\"workload\":\"lookup_one\",\"busy_poll_us\":%s,\"dim\":%u,"
-		       "\"p50_us\":%.2f,\"p99_us\":%.2f,\"samples\":%llu,"
+		       "\"workload\":\"lookup_one\",\"busy_poll_us\":%s,\"client_busy_poll_us\":%s,"
+		       "\"dim\":%u,\"p50_us\":%.2f,\"p99_us\":%.2f,\"samples\":%llu,"
 		       "\"echo_p50_us\":%.2f,\"echo_p99_us\":%.2f,\"ratio_echo_p99\":%.4f",
 		       tr_name(o->transport), sides[b].tls ? "true" : "false", sides[b].backend,
-		       busy ? NET_BUSY_POLL_US : "0", o->dim, lat->p50_us, lat->p99_us,
+		       k ? NET_BUSY_POLL_US : "0", k == 2 ? NET_BUSY_POLL_US : "0", o->dim, lat->p50_us,
+		       lat->p99_us,
 		       (unsigned long long)lat->samples, echo_lat->p50_us, echo_lat->p99_us,
 		       ratio(lat->p99_us, echo_lat->p99_us));
 		if (has_redis)
@@ -208,12 +215,12 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 		       r[i].echo.best / o->batch * (double)(r[i].req + r[i].resp) / 1e9);
 	printf(")\n");
 	print_placement(r, n);
-	for (int i = 0; i < 2 * n_sides; i++) {
-		int b = i / 2, busy = i % 2;
-		const net_lat *lat = busy ? &sides[b].lat_busy : &sides[b].lat;
-		printf("\nlookup of 1 ID, synchronous, %s, busy_poll_us %s: p50 %.1f us, p99 %.1f us (%llu calls)\n",
-		       side_label(sides[b].backend, sides[b].tls), busy ? NET_BUSY_POLL_US : "0", lat->p50_us,
-		       lat->p99_us, (unsigned long long)lat->samples);
+	for (int i = 0; i < 3 * n_sides; i++) {
+		int b = i / 3;
+		const net_lat *lat = &sides[b].lat[i % 3];
+		printf("\nlookup of 1 ID, synchronous, %s, %s: p50 %.1f us, p99 %.1f us (%llu calls)\n",
+		       side_label(sides[b].backend, sides[b].tls), lat_label[i % 3], lat->p50_us, lat->p99_us,
+		       (unsigned long long)lat->samples);
 		printf("  echo of the same sizes:       p50 %.1f us, p99 %.1f us; p99 ratio %.2f\n",
 		       echo_lat->p50_us, echo_lat->p99_us, ratio(lat->p99_us, echo_lat->p99_us));
 		if (has_redis) {
@@ -267,6 +274,11 @@ static void side_start(net_side *sd, const net_bench_opts *o, net_redis *rc)
 	if (err != EMDB_OK)
 		harness_die("table create: %s", emdb_client_last_error());
 	net_wl_preload(&sd->w, o->rows, rc);
+	sd->w_poll = sd->w;
+	copt.busy_poll_us = atoi(NET_BUSY_POLL_US);
+	err = emdb_client_connect(sd->srv.uri, &copt, &sd->w_poll.c);
+	if (err != EMDB_OK)
+		harness_die("connect %s: %s", sd->srv.uri, emdb_client_last_error());
 }
 
 void net_bench_run(const net_bench_opts *opts)
@@ -377,9 +389,10 @@ void net_bench_run(const net_bench_opts *opts)
 		double t = o.seconds / NET_LAT_ROUNDS;
 		for (int r = 0; r < NET_LAT_ROUNDS; r++) {
 			for (int b = 0; b < n_sides; b++) {
-				net_wl_lookup_latency(&sides[b].w, &p, t, &sides[b].lat);
+				net_wl_lookup_latency(&sides[b].w, &p, t, &sides[b].lat[0]);
 				set_busy_poll(&sides[b], NET_BUSY_POLL_US);
-				net_wl_lookup_latency(&sides[b].w, &p, t, &sides[b].lat_busy);
+				net_wl_lookup_latency(&sides[b].w, &p, t, &sides[b].lat[1]);
+				net_wl_lookup_latency(&sides[b].w_poll, &p, t, &sides[b].lat[2]);
 				set_busy_poll(&sides[b], "0");
 			}
 			net_echo_latency(echo, net_op_req_bytes(NET_LOOKUP, 1, o.dim),
@@ -387,10 +400,9 @@ void net_bench_run(const net_bench_opts *opts)
 			if (has_redis)
 				net_redis_get_latency(rc, &p, o.dim, t, &get_lat);
 		}
-		for (int b = 0; b < n_sides; b++) {
-			net_lat_finish(&sides[b].lat);
-			net_lat_finish(&sides[b].lat_busy);
-		}
+		for (int b = 0; b < n_sides; b++)
+			for (int k = 0; k < 3; k++)
+				net_lat_finish(&sides[b].lat[k]);
 		net_lat_finish(&echo_lat);
 		net_lat_finish(&get_lat);
 	}
@@ -399,6 +411,7 @@ void net_bench_run(const net_bench_opts *opts)
 	net_redis_close(rc);
 	for (int b = 0; b < n_sides; b++) {
 		emdb_client_close(sides[b].w.c);
+		emdb_client_close(sides[b].w_poll.c);
 		net_server_stop(&sides[b].srv);
 	}
 	if (has_redis)
