@@ -34,9 +34,11 @@
  *
  *   6. After I/O completions, the thread waits in the kernel only once
  *      busy_poll_us of watching the completion ring found nothing (at
- *      once when it is 0; the tick alone starts no watch).
- *      Completions are posted while it watches: the ring is set up
- *      without COOP_TASKRUN or DEFER_TASKRUN.
+ *      once when it is 0; the tick alone starts no watch).  The ring is
+ *      set up with COOP_TASKRUN and TASKRUN_FLAG where the kernel has
+ *      them: a completion that needs this thread in the kernel raises
+ *      IORING_SQ_TASKRUN instead of interrupting it, and the watch enters
+ *      the kernel for it (io_uring_get_events); a wait enters anyway.
  *
  * State changes: ur_conn flags (on submission and completion).
  */
@@ -117,7 +119,12 @@ static int ur_init(io_thread *t)
 		return -ENOMEM;
 	net_config cfg;
 	server_config_copy(t->srv, &cfg);
-	int rc = io_uring_queue_init(cfg.uring_entries, &u->ring, 0);
+	/* Cooperative task running (invariant 6); kernels before 5.19 know
+	 * neither flag. */
+	int rc = io_uring_queue_init(cfg.uring_entries, &u->ring,
+				     IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG);
+	if (rc == -EINVAL)
+		rc = io_uring_queue_init(cfg.uring_entries, &u->ring, 0);
 	if (rc < 0) {
 		emdb_free(u);
 		return rc;
@@ -339,7 +346,9 @@ static bool busy_poll(io_thread *t, ur_thread *u, uint64_t busy_ns)
 	io_uring_submit(&u->ring);
 	uint64_t until = stats_now_ns() + busy_ns;
 	while (!io_uring_cq_ready(&u->ring))
-		if (stats_now_ns() >= until)
+		if (IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_TASKRUN)
+			io_uring_get_events(&u->ring);
+		else if (stats_now_ns() >= until)
 			return false;
 		else
 			cpu_relax();
