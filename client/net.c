@@ -1044,6 +1044,20 @@ static bool wait_readable(net_state *n, uint64_t deadline)
 	}
 }
 
+/* busy_poll_us where the first wait polls (tls://, or a deadline too near
+ * for SO_RCVTIMEO): poll(2) without a timeout until there is something to
+ * read or the window passes. */
+static bool busy_poll_readable(net_state *n)
+{
+	uint64_t until = cl_now_ns() + n->busy_poll_ns;
+	do {
+		struct pollfd pf = { .fd = n->fd, .events = rd_events(n) };
+		if (n->ahead_off < n->ahead_len || tls_pending(n) || poll(&pf, 1, 0) != 0)
+			return true;
+	} while (cl_now_ns() < until);
+	return false;
+}
+
 /* busy_poll_us: non-blocking recv() into the read-ahead buffer until it
  * gets something or the window passes.  recv's result; -1 with EAGAIN
  * when nothing came (or polling is off). */
@@ -1080,7 +1094,8 @@ static int block_first(net_state *n, uint32_t ms, uint64_t deadline)
 	/* TLS keeps the socket non-blocking: a blocking SSL_read would hold
 	 * tls_lock against the senders. */
 	if (n->ssl || (deadline && cl_now_ns() + (uint64_t)ms * 1000000ull > deadline + 1000000ull))
-		return wait_readable(n, deadline) ? EMDB_OK : EMDB_ERR_TIMEOUT;
+		return (n->busy_poll_ns && busy_poll_readable(n)) || wait_readable(n, deadline) ? EMDB_OK
+											: EMDB_ERR_TIMEOUT;
 	if (n->rcv_ms != ms) {
 		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 		if (setsockopt(n->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)

@@ -16,7 +16,8 @@
  * connections (and a broken new key keeps the old one), and so does a
  * CONFIG SET of the certificate and its key together; a TCP client that
  * never starts its handshake is closed at the handshake timeout; a server with a
- * missing or mismatched key refuses to start and says why.
+ * missing or mismatched key refuses to start and says why; busy polling on
+ * both sides answers as the engine does and keeps the client's deadline.
  *
  * The certificates are made for each test by tests/tls_pki.h.
  */
@@ -620,4 +621,43 @@ Test(client_tls, bad_server_settings_stop_the_start)
 			  text);
 	}
 	unlink(log);
+}
+
+/* Busy polling through TLS: the server polls (busy_poll_us) and so does
+ * the client (emdb_client_options.busy_poll_us, which over TLS polls the
+ * socket, OpenSSL's buffer included); synchronous Lookups, one at a time,
+ * answer what the engine answers, and the client's deadline still holds
+ * while the server is stopped. */
+Test(client_tls, busy_polling_on_both_sides)
+{
+	const char *const extra[] = { "--busy-poll-us", "1000", NULL };
+	start_tls("srv", extra);
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.busy_poll_us = 1000;
+	o.timeout_ms = 20000;
+	char uri[512];
+	snprintf(uri, sizeof(uri), "tls://127.0.0.1:%u?ca=%s", srv.port, tls_pki_path(pki, "ca.pem"));
+	emdb_client *c, *mem;
+	OK(emdb_client_connect(uri, &o, &c));
+	OK(emdb_client_connect("mem://", NULL, &mem));
+	uint32_t tn = create_table(c, DIM), tm = create_table(mem, DIM);
+	enum { N = 64 };
+	uint64_t ids[N];
+	float a[DIM], b[DIM], rows[N * DIM];
+	for (uint64_t i = 0; i < N; i++)
+		ids[i] = 100 + 13 * i;
+	OK(emdb_client_pull(c, tn, ids, N, DIM, rows));
+	OK(emdb_client_pull(mem, tm, ids, N, DIM, rows));
+	for (int i = 0; i < N; i++) {
+		OK(emdb_client_lookup(c, tn, &ids[i], 1, DIM, a, NULL));
+		OK(emdb_client_lookup(mem, tm, &ids[i], 1, DIM, b, NULL));
+		cr_assert(memcmp(a, b, sizeof(a)) == 0, "lookup %d differs", i);
+	}
+	emdb_client_set_timeout(c, 300);
+	test_server_pause(&srv);
+	int rc = emdb_client_ping(c);
+	test_server_resume(&srv);
+	cr_assert_eq(rc, EMDB_ERR_TIMEOUT, "%s", emdb_err_name(rc));
+	emdb_client_close(mem);
+	emdb_client_close(c);
 }

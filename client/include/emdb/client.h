@@ -201,13 +201,14 @@ typedef struct emdb_client_options {
 	const char *tls_cert_file;   /* PEM client certificate (chain), for a
 					server with tls_ca_file; NULL = URI's */
 	const char *tls_key_file;    /* its PEM private key; NULL = URI's */
-	/* tcp:// and unix://: a synchronous call polls the socket for its
-	 * response this long (0..10000 us) before it sleeps in the kernel,
+	/* Sockets: a synchronous call polls the socket for its response
+	 * this long (0..10000 us) before it sleeps in the kernel,
 	 * so an answer that comes within the window costs no wake-up (with
 	 * a server that polls too, busy_poll_us in docs/server.md, a single
 	 * Lookup over a Unix socket took 6 us at p50 against 46 us).  The
 	 * price is the calling thread's CPU while it waits.  0 (default):
-	 * sleep at once.  Asynchronous calls and tls:// always sleep. */
+	 * sleep at once.  Asynchronous calls always sleep; mem:// ignores
+	 * it. */
 	uint32_t busy_poll_us;
 } emdb_client_options;
 
