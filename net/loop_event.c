@@ -102,7 +102,10 @@ static bool busy_poll(io_thread *t, ev_thread *e, uint64_t busy_ns)
 {
 	uint64_t seen = e->events, until = stats_now_ns() + busy_ns;
 	do {
-		if (event_base_loop(e->base, EVLOOP_NONBLOCK) != 0 || event_base_got_break(e->base))
+		int rc = event_base_loop(e->base, EVLOOP_NONBLOCK);
+		if (rc < 0)
+			log_error("io thread %u: event loop failed", t->index);
+		if (rc != 0 || event_base_got_break(e->base))
 			return false;
 		if (e->events != seen) {
 			seen = e->events;
