@@ -331,6 +331,22 @@ static cl_args update_args(uint32_t table, bool all, uint64_t *rows, const char 
 	return a;
 }
 
+/* A synchronous step: the update of table (0: all) over `workers`. */
+static cl_args step_args(uint32_t table, uint32_t workers, uint64_t *rows, const char *what)
+{
+	cl_args a = update_args(table, table == 0, rows, what);
+	a.workers = workers;
+	return a;
+}
+
+static int check_workers(uint32_t workers, const char *what)
+{
+	if (workers == 0 || workers > EMDB_CLIENT_UPDATE_WORKERS_MAX)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: workers must be 1..%u, not %u", what,
+				 EMDB_CLIENT_UPDATE_WORKERS_MAX, workers);
+	return EMDB_OK;
+}
+
 static cl_args lookup_args(uint32_t table, const uint64_t *ids, size_t n, uint32_t dim, float *out,
 			   uint8_t *found, const char *what)
 {
@@ -423,6 +439,15 @@ int emdb_client_update(emdb_client *c, uint32_t table, uint64_t *rows_out)
 int emdb_client_update_all(emdb_client *c, uint64_t *rows_out)
 {
 	cl_args a = update_args(0, true, rows_out, "emdb_client_update_all");
+	return cl_call(c, &a);
+}
+
+int emdb_client_update_sync(emdb_client *c, uint32_t table, uint32_t workers, uint64_t *rows_out)
+{
+	int rc = check_workers(workers, "emdb_client_update_sync");
+	if (rc != EMDB_OK)
+		return rc;
+	cl_args a = step_args(table, workers, rows_out, "emdb_client_update_sync");
 	return cl_call(c, &a);
 }
 
@@ -531,6 +556,15 @@ emdb_future *emdb_client_update_async(emdb_client *c, uint32_t table, uint64_t *
 emdb_future *emdb_client_update_all_async(emdb_client *c, uint64_t *rows_out)
 {
 	cl_args a = update_args(0, true, rows_out, "emdb_client_update_all_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_update_sync_async(emdb_client *c, uint32_t table, uint32_t workers,
+					  uint64_t *rows_out)
+{
+	if (check_workers(workers, "emdb_client_update_sync_async") != EMDB_OK)
+		return NULL;
+	cl_args a = step_args(table, workers, rows_out, "emdb_client_update_sync_async");
 	return cl_call_async(c, &a);
 }
 

@@ -55,6 +55,7 @@ typedef struct cl_args {
 	emdb_pool pool;
 	bool bags;               /* a *_bags call */
 	bool all;                /* UPDATE of every table */
+	uint32_t workers;        /* UPDATE: >= 2, a synchronous step */
 	const float *grads;
 	uint32_t per_row;        /* READ_STATE */
 	const char *s1, *s2;     /* name / section / pattern */

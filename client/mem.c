@@ -31,11 +31,13 @@
 #include <emdb/db.h>
 
 #include "client/client_int.h"
+#include "client/mem_step.h"
 #include "client/uri.h"
 
 typedef struct mem_shared {
 	char name[64];
 	emdb_db *db;
+	mem_steps steps;      /* synchronous steps, shared by its handles */
 	unsigned refs;
 	struct mem_shared *next;
 } mem_shared;
@@ -47,6 +49,8 @@ typedef struct mem_state {
 	emdb_db *db;
 	bool own;             /* a private database: close it with the handle */
 	mem_shared *shared;   /* or a registry entry to release              */
+	mem_steps own_steps;  /* synchronous steps of a private or wrapped db */
+	mem_steps *steps;     /* &own_steps or &shared->steps                 */
 	pthread_t *workers;
 	uint32_t n_workers;
 	pthread_cond_t work;  /* queue non-empty or stopping, with c->lock    */
@@ -255,6 +259,10 @@ static int exec(emdb_client *c, emdb_future *f, char *msg, size_t msglen)
 				: emdb_push(db, a->table, a->ids, a->n, a->dim, a->grads);
 		break;
 	case CL_UPDATE:
+		if (a->workers >= 2)
+			return mem_step_run(m->steps, db, a->all ? 0 : a->table, a->workers,
+					    __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED), a->rows, msg,
+					    msglen);
 		rc = a->all ? emdb_update_all(db, a->rows) : emdb_update(db, a->table, a->rows);
 		break;
 	case CL_LOOKUP:
@@ -371,6 +379,7 @@ static void mem_release_db(mem_state *m)
 			while (*pp != m->shared)
 				pp = &(*pp)->next;
 			*pp = m->shared->next;
+			mem_steps_destroy(&m->shared->steps);
 			emdb_db_close(m->shared->db);
 			emdb_free(m->shared);
 		}
@@ -389,6 +398,8 @@ static void mem_close(emdb_client *c)
 		pthread_join(m->workers[i], NULL);
 	emdb_free(m->workers);
 	pthread_cond_destroy(&m->work);
+	if (m->steps == &m->own_steps)
+		mem_steps_destroy(&m->own_steps);
 	mem_release_db(m);
 	emdb_free(m);
 }
@@ -431,6 +442,7 @@ static int open_db(mem_state *m, const cl_uri *u, const emdb_client_options *o)
 			return cl_seterr(rc, "emdb_client_connect: %s", emdb_last_error());
 		}
 		snprintf(s->name, sizeof(s->name), "%s", u->name);
+		mem_steps_init(&s->steps);
 		s->next = registry;
 		registry = s;
 	}
@@ -455,6 +467,12 @@ int cl_mem_open(emdb_client *c, const cl_uri *u, emdb_db *db, const emdb_client_
 			emdb_free(m);
 			return rc;
 		}
+	}
+	if (m->shared) {
+		m->steps = &m->shared->steps;
+	} else {
+		mem_steps_init(&m->own_steps);
+		m->steps = &m->own_steps;
 	}
 	pthread_cond_init(&m->work, NULL);
 	c->priv = m;

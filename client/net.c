@@ -493,6 +493,7 @@ static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uin
 			break;
 		case CL_UPDATE:
 			m.update.table = a->table;
+			m.update.workers = a->workers;
 			rc = proto_update_req_encode(buf, cap, id, &m.update, &len);
 			break;
 		case CL_CHECKPOINT:

@@ -54,6 +54,7 @@ typedef struct net_config {
 	uint32_t drain_timeout_ms;          /* SIGTERM/SHUTDOWN grace       */
 	uint32_t handshake_timeout_ms;      /* HELLO (and AUTH) due; 0 = never */
 	uint32_t idle_timeout_s;            /* close silent clients; 0 = never */
+	uint32_t update_barrier_timeout_ms; /* synchronous steps; 0 = never */
 	/* auth */
 	char admin_token[CONFIG_TOKEN_MAX];
 	char trainer_token[CONFIG_TOKEN_MAX];

@@ -21,6 +21,11 @@
  *      4096 rows is 1 MiB) the peer copies reply i out of the socket
  *      while reply i+1 is built, instead of every reply of a burst of
  *      input waiting for the last one.
+ *   7. A connection with steps_waiting > 0 is owed answers that another
+ *      thread will post (net/barrier.h): it is not closed for a drain or
+ *      idleness while it waits.  Its peer's end of stream does close it
+ *      (a worker that went away), and conn_destroy withdraws those
+ *      requests from their steps.
  *
  * State changes: conn_on_read (input, frames run), conn_on_written
  * (output, unpausing), conn_fail (closing), conn_destroy (everything).
@@ -34,6 +39,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "net/barrier.h"
 #include "net/conn.h"
 #include "net/handle.h"
 #include "net/log.h"
@@ -86,6 +92,9 @@ void conn_destroy(conn *c)
 {
 	io_thread *t = c->t;
 	log_debug("conn %llu (%s): closed", (unsigned long long)c->id, c->peer);
+	if (c->steps_waiting)
+		log_info("conn %llu (%s): closed with %u UPDATEs of synchronous steps waiting: withdrawn",
+			 (unsigned long long)c->id, c->peer, barriers_leave(&c->srv->barriers, c->id));
 	atomic_fetch_sub_explicit(&t->n_tickets, c->tickets.live, memory_order_relaxed);
 	SSL_free(c->ssl);
 	tickets_destroy(&c->tickets);
@@ -322,8 +331,12 @@ static int settle(conn *c)
 		return -1;
 	if (c->paused)
 		return 0;
-	if (c->eof || c->t->draining)
-		return -1; /* nothing more will come, or no more is taken */
+	if (c->eof)
+		return -1; /* nothing more will come: a worker gone leaves its steps */
+	if (c->steps_waiting)
+		return 0;
+	if (c->t->draining)
+		return -1; /* no more is taken */
 	return 0;
 }
 

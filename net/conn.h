@@ -73,6 +73,8 @@ typedef struct conn {
 	uint64_t close_deadline_ns;
 	uint64_t opened_ns;    /* accepted (for handshake_timeout_ms)   */
 	uint64_t last_recv_ns; /* bytes last arrived (for idle_timeout_s) */
+	uint32_t steps_waiting; /* UPDATEs of synchronous steps owed an answer
+				   (net/barrier.h): no eof, drain or idle close */
 	size_t accounted; /* buffer bytes last added to t->mem_buffers */
 
 	ticket_table tickets;

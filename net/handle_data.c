@@ -19,14 +19,19 @@
  *   3. A reply never exceeds max_frame; the check happens before any
  *      memory is reserved for it.
  *
+ * An UPDATE of a synchronous step (workers >= 2) is answered when its
+ * step completes, maybe from another thread (net/barrier.h).
+ *
  * State changes: the engine (rows, gradients, steps), c->tickets, the
- * step count of the automatic checkpoints (UPDATE, net/persist.h).
+ * step count of the automatic checkpoints (UPDATE, net/persist.h), the
+ * server's open steps and c->steps_waiting.
  */
 #include <stdio.h>
 
 #include <emdb/db.h>
 #include <emdb/error.h>
 
+#include "net/barrier.h"
 #include "net/conn.h"
 #include "net/handle_int.h"
 #include "net/loop.h"
@@ -211,12 +216,48 @@ int handle_push(conn *c, const proto_hdr *h, const uint8_t *body)
 	return HANDLED_OK;
 }
 
+/* UPDATE with workers >= 2 (net/barrier.h): join the table's step.  The
+ * request that completes it applies the Update once and has every request
+ * of the step answered, itself included, through their threads'
+ * mailboxes; the others get no reply now. */
+static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
+{
+	if (m->workers > PROTO_UPDATE_WORKERS_MAX)
+		return handle_fail(EMDB_ERR_INVALID, "UPDATE: %u workers, at most %u", m->workers,
+				   PROTO_UPDATE_WORKERS_MAX);
+	emdb_table_info info;
+	int rc = m->table ? emdb_table_describe(db_of(c), m->table, &info) : EMDB_OK;
+	if (rc)
+		return rc;
+	server *s = c->srv;
+	barrier_waiter w = { c->t, c->id, h->id };
+	uint64_t timeout_ns = atomic_load(&s->rt.update_barrier_timeout_ms) * 1000000ull;
+	bool done;
+	barrier_step *step;
+	char msg[200];
+	rc = barriers_join(&s->barriers, m->table, m->workers, &w, timeout_ns, &done, &step, msg, sizeof(msg));
+	if (rc)
+		return handle_fail(rc, "%s", msg);
+	c->steps_waiting++;
+	if (!done)
+		return HANDLED_OK;
+	uint64_t rows = 0;
+	rc = m->table ? emdb_update(db_of(c), m->table, &rows) : emdb_update_all(db_of(c), &rows);
+	if (rc == EMDB_OK)
+		persist_note_step(s->persist);
+	barrier_answer(step, rc, rows, rc ? emdb_last_error() : NULL);
+	barrier_step_free(step);
+	return HANDLED_OK;
+}
+
 int handle_update(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_update_req m;
 	int rc = proto_update_req_decode(h, body, &m);
 	if (rc)
 		return rc;
+	if (m.workers >= 2)
+		return update_step(c, h, &m);
 	proto_update_resp r = { 0 };
 	size_t len;
 	proto_update_resp_encode(NULL, 0, h->id, &r, &len);

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include <emdb/alloc.h>
+#include <emdb/error.h>
 
 #include "net/conn.h"
 #include "net/log.h"
@@ -45,6 +46,7 @@
 #include "net/server.h"
 #include "net/stats.h"
 #include "net/tls.h"
+#include "protocol/proto.h"
 #include "protocol/tls_io.h"
 
 #define IOV_MAX_DIRECT 64
@@ -197,13 +199,21 @@ void io_thread_cleanup(io_thread *t)
 	emdb_free(t->mbox);
 	t->mbox = NULL;
 	t->mbox_n = 0;
+	emdb_free(t->replies);
+	t->replies = NULL;
+	t->replies_n = 0;
 	close(t->wake_fd);
 	pthread_mutex_destroy(&t->mbox_lock);
 }
 
-void io_thread_join(io_thread *t)
+void io_thread_wait(io_thread *t)
 {
 	pthread_join(t->tid, NULL);
+}
+
+void io_thread_join(io_thread *t)
+{
+	io_thread_wait(t);
 	io_thread_cleanup(t);
 }
 
@@ -228,6 +238,25 @@ int io_thread_post_conn(io_thread *t, const new_conn *nc)
 		t->mbox_cap = cap;
 	}
 	t->mbox[t->mbox_n++] = *nc;
+	pthread_mutex_unlock(&t->mbox_lock);
+	wake(t);
+	return 0;
+}
+
+int io_thread_post_reply(io_thread *t, const io_reply *r)
+{
+	pthread_mutex_lock(&t->mbox_lock);
+	if (t->replies_n == t->replies_cap) {
+		uint32_t cap = t->replies_cap ? t->replies_cap * 2 : 16;
+		io_reply *m = emdb_realloc(t->replies, (size_t)cap * sizeof(*m));
+		if (!m) {
+			pthread_mutex_unlock(&t->mbox_lock);
+			return -ENOMEM;
+		}
+		t->replies = m;
+		t->replies_cap = cap;
+	}
+	t->replies[t->replies_n++] = *r;
 	pthread_mutex_unlock(&t->mbox_lock);
 	wake(t);
 	return 0;
@@ -262,7 +291,7 @@ static void start_drain(io_thread *t)
 		next = c->next;
 		if (c->dead)
 			continue;
-		if (!c->paused && obuf_pending(&c->out) == 0)
+		if (!c->paused && obuf_pending(&c->out) == 0 && !c->steps_waiting)
 			conn_close(c);
 		else
 			conn_update(c);
@@ -295,9 +324,55 @@ static void open_conn(io_thread *t, const new_conn *nc)
 	}
 }
 
+/* A reply from another thread (io_thread_post_reply) to its connection,
+ * if that is still here. */
+static void deliver(io_thread *t, const io_reply *r)
+{
+	conn *c = t->conns;
+	while (c && c->id != r->conn_id)
+		c = c->next;
+	if (!c || c->dead)
+		return;
+	c->steps_waiting--;
+	if (r->status < 0) {
+		conn_reply_err(c, r->req_id, PROTO_OP_UPDATE, r->status, r->msg);
+	} else {
+		proto_update_resp m = { r->rows };
+		size_t len;
+		proto_update_resp_encode(NULL, 0, r->req_id, &m, &len);
+		uint8_t *p = conn_reply_reserve(c, len);
+		if (p) {
+			proto_update_resp_encode(p, len, r->req_id, &m, &len);
+			obuf_commit(&c->out, len);
+		}
+	}
+	conn_update(c); /* may destroy c */
+}
+
+static void deliver_replies(io_thread *t)
+{
+	for (;;) {
+		pthread_mutex_lock(&t->mbox_lock);
+		io_reply *list = t->replies;
+		uint32_t n = t->replies_n;
+		t->replies = NULL;
+		t->replies_n = t->replies_cap = 0;
+		pthread_mutex_unlock(&t->mbox_lock);
+		if (!n) {
+			emdb_free(list);
+			return;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			deliver(t, &list[i]);
+		emdb_free(list);
+	}
+}
+
 void io_thread_on_wake(io_thread *t)
 {
 	new_conn batch[64];
+	/* Before a drain that may have come with them: the replies are owed. */
+	deliver_replies(t);
 	for (;;) {
 		uint32_t n = 0;
 		bool drain;
@@ -344,7 +419,7 @@ static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_
 					   : "HELLO did not come within handshake_timeout_ms");
 		return;
 	}
-	if (idle_ns && c->role != PROTO_ROLE_NONE && !obuf_pending(&c->out) &&
+	if (idle_ns && c->role != PROTO_ROLE_NONE && !obuf_pending(&c->out) && !c->steps_waiting &&
 	    now - c->last_recv_ns >= idle_ns && !unread_input(c)) {
 		log_info("conn %llu (%s): idle for idle_timeout_s: closing", (unsigned long long)c->id,
 			 c->peer);
@@ -366,6 +441,9 @@ void io_busy_poll_hit(io_thread *t)
 void io_thread_on_tick(io_thread *t)
 {
 	uint64_t now = stats_now_ns();
+	if (t->index == 0)
+		barriers_fail(&t->srv->barriers, now, false, EMDB_ERR_TIMEOUT,
+			      "within update_barrier_timeout_ms");
 	bool force = t->draining && now >= t->drain_deadline_ns;
 	uint64_t handshake_ns = atomic_load(&t->srv->rt.handshake_timeout_ms) * 1000000ull;
 	uint64_t idle_ns = atomic_load(&t->srv->rt.idle_timeout_s) * 1000000000ull;

@@ -112,6 +112,16 @@ int io_flush(conn *c, bool *blocked);
  * flag is cleared and the caller reads before anything else. */
 bool io_read_waited_for_write(conn *c);
 
+/* A reply decided on another thread (a synchronous step, net/barrier.h):
+ * for request req_id of connection conn_id, the UPDATE response (status
+ * 0, rows) or an error frame (status < 0, msg).  The thread drops it when
+ * the connection is gone. */
+typedef struct io_reply {
+	uint64_t conn_id, req_id;
+	int status;
+	uint64_t rows;
+	char msg[240];
+} io_reply;
 /* A connection accepted by the main thread, on its way to an I/O thread. */
 typedef struct new_conn {
 	int fd;
@@ -132,6 +142,8 @@ struct io_thread {
 	pthread_mutex_t mbox_lock;
 	new_conn *mbox;
 	uint32_t mbox_n, mbox_cap;
+	io_reply *replies;
+	uint32_t replies_n, replies_cap;
 	bool mbox_drain;
 
 	/* owned by the thread itself */
@@ -160,8 +172,15 @@ int io_thread_init(io_thread *t, server *srv, unsigned index, io_backend_kind ki
 int io_thread_start(io_thread *t);
 /* Wait for the thread to end (after io_thread_drain) and free its state. */
 void io_thread_join(io_thread *t);
+/* The two halves of io_thread_join: wait for the thread to end, then free
+ * its state.  A server waits for all its threads before it frees any, as
+ * one thread may still post a reply to another (io_thread_post_reply). */
+void io_thread_wait(io_thread *t);
 /* Free the state of a thread that was never started. */
 void io_thread_cleanup(io_thread *t);
+
+/* Queue r for t (any thread) and wake it.  Returns 0 or -ENOMEM. */
+int io_thread_post_reply(io_thread *t, const io_reply *r);
 
 /* Hand a connection over (any thread).  Returns 0, or -errno with the
  * descriptor left to the caller. */

@@ -70,6 +70,7 @@ static void publish_runtime(server *s)
 	atomic_store(&s->rt.handshake_timeout_ms, s->cfg.handshake_timeout_ms);
 	atomic_store(&s->rt.idle_timeout_s, s->cfg.idle_timeout_s);
 	atomic_store(&s->rt.busy_poll_us, s->cfg.busy_poll_us);
+	atomic_store(&s->rt.update_barrier_timeout_ms, s->cfg.update_barrier_timeout_ms);
 	emdb_alloc_set_limit((size_t)s->cfg.max_memory);
 	log_set_level((log_level)s->cfg.log_level);
 	if (s->persist) {
@@ -126,6 +127,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 		emdb_free(s);
 		return -1;
 	}
+	barriers_init(&s->barriers);
 	*out = s;
 	return 0;
 }
@@ -421,6 +423,19 @@ int server_start(server *s)
 	return 0;
 }
 
+/* Drain every I/O thread, wait for all, then free their state: one may
+ * post a reply to another until it ends (net/barrier.h). */
+static void stop_threads(server *s)
+{
+	for (uint32_t i = 0; i < s->n_threads; i++)
+		io_thread_drain(&s->threads[i]);
+	for (uint32_t i = 0; i < s->n_threads; i++)
+		io_thread_wait(&s->threads[i]);
+	for (uint32_t i = 0; i < s->n_threads; i++)
+		io_thread_cleanup(&s->threads[i]);
+	s->threads_started = false;
+}
+
 int server_run(server *s)
 {
 	if (!atomic_load(&s->shutting_down))
@@ -431,11 +446,9 @@ int server_run(server *s)
 	listener_close(s->tcp);
 	listener_close(s->unix_l);
 	s->tcp = s->unix_l = NULL;
-	for (uint32_t i = 0; i < s->n_threads; i++)
-		io_thread_drain(&s->threads[i]);
-	for (uint32_t i = 0; i < s->n_threads; i++)
-		io_thread_join(&s->threads[i]);
-	s->threads_started = false;
+	/* Before the drain, so that the answers are queued ahead of it. */
+	barriers_fail(&s->barriers, 0, true, EMDB_ERR_CLOSED, "before the server shut down");
+	stop_threads(s);
 	log_info("all connections closed");
 	return 0;
 }
@@ -446,12 +459,9 @@ void server_destroy(server *s)
 		return;
 	listener_close(s->tcp);
 	listener_close(s->unix_l);
-	if (s->threads_started) {
-		for (uint32_t i = 0; i < s->n_threads; i++)
-			io_thread_drain(&s->threads[i]);
-		for (uint32_t i = 0; i < s->n_threads; i++)
-			io_thread_join(&s->threads[i]);
-	}
+	if (s->threads_started)
+		stop_threads(s);
+	barriers_destroy(&s->barriers);
 	emdb_free(s->threads);
 	if (s->ev_wake)
 		event_free(s->ev_wake);

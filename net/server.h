@@ -33,6 +33,7 @@
 
 #include "net/config.h"
 #include "net/loop.h"
+#include "net/barrier.h"
 #include "net/persist.h"
 
 #define EMDB_SERVER_NAME "emdb 0.1.0"
@@ -48,6 +49,7 @@ typedef struct server_runtime {
 	_Atomic uint64_t handshake_timeout_ms;
 	_Atomic uint64_t idle_timeout_s;
 	_Atomic uint64_t busy_poll_us;
+	_Atomic uint64_t update_barrier_timeout_ms;
 } server_runtime;
 
 typedef struct listener listener;
@@ -71,6 +73,7 @@ struct server {
 	_Atomic uint64_t conns_total, conns_rejected, next_conn_id;
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
+	barriers barriers;         /* synchronous steps of UPDATE */
 
 	/* behind cfg_lock, any thread */
 	pthread_mutex_t cfg_lock;

@@ -584,9 +584,14 @@ int proto_push_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_pus
 int proto_push_req_iov(proto_iov *v, uint64_t id, const proto_push_req *m);
 int proto_push_req_decode(const proto_hdr *h, const uint8_t *body, proto_push_req *m);
 
-/* UPDATE: table id, or 0 for every table -> rows updated. */
+/* UPDATE: table id, or 0 for every table -> rows updated.  workers 0 or
+ * 1: applied at once; n >= 2: a synchronous step, applied once n UPDATEs
+ * of the same table and n have arrived, all answered then (the server's
+ * limit: PROTO_UPDATE_WORKERS_MAX). */
+#define PROTO_UPDATE_WORKERS_MAX 65536u
 typedef struct proto_update_req {
 	uint32_t table;
+	uint32_t workers;
 } proto_update_req;
 
 typedef struct proto_update_resp {

@@ -317,7 +317,7 @@ int proto_update_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_u
 	proto_wr w;
 	wr_begin(&w, buf, cap);
 	wr_u32(&w, m->table);
-	wr_zero(&w, 4);
+	wr_u32(&w, m->workers);
 	return wr_end(&w, PROTO_OP_UPDATE, false, 0, id, len);
 }
 
@@ -328,7 +328,7 @@ int proto_update_req_decode(const proto_hdr *h, const uint8_t *body, proto_updat
 	if (rc)
 		return rc;
 	m->table = rd_u32(&r, "table");
-	rd_zero(&r, 4, "reserved");
+	m->workers = rd_u32(&r, "workers");
 	return rd_end(&r);
 }
 

@@ -14,6 +14,9 @@
  * 3. The same over tls:// (a certificate of tests/tls_pki.h): the sender
  *    and the reader then share one SSL under the handle's tls_lock; with
  *    the server on libevent and on io_uring.
+ * 4. Threads of one mem:// handle meet in synchronous steps
+ *    (emdb_client_update_sync): one Update per round, the same answer for
+ *    all, rows as an engine gives them round by round.
  */
 #define _GNU_SOURCE /* nftw in tests/tmpdir.h */
 #include <math.h>
@@ -82,6 +85,20 @@ static void *work(void *arg)
 	return NULL;
 }
 
+/* Every row of the pool through c's table tc equals the engine ref's table
+ * tr, within float summation order. */
+static void expect_rows_as_engine(emdb_client *c, uint32_t tc, emdb_db *ref, uint32_t tr)
+{
+	uint64_t all[POOL];
+	static float a[POOL * DIM], b[POOL * DIM];
+	for (int i = 0; i < POOL; i++)
+		all[i] = scramble((uint64_t)i);
+	cr_assert_eq(emdb_client_lookup(c, tc, all, POOL, DIM, a, NULL), 0);
+	cr_assert_eq(emdb_lookup(ref, tr, all, POOL, DIM, b, NULL), 0);
+	for (int i = 0; i < POOL * DIM; i++)
+		cr_assert(fabsf(a[i] - b[i]) <= 1e-5f * (1 + fabsf(b[i])), "value %d: %g vs %g", i, a[i], b[i]);
+}
+
 /* Test 1 on handle c: the workers, one Update, then every row against
  * the same pushes on a plain engine. */
 static void shared_handle_equals_engine(emdb_client *c)
@@ -118,14 +135,7 @@ static void shared_handle_equals_engine(emdb_client *c)
 		}
 	cr_assert_eq(emdb_update(ref, tr, NULL), 0);
 
-	uint64_t all[POOL];
-	static float a[POOL * DIM], b[POOL * DIM];
-	for (int i = 0; i < POOL; i++)
-		all[i] = scramble((uint64_t)i);
-	cr_assert_eq(emdb_client_lookup(c, tc, all, POOL, DIM, a, NULL), 0);
-	cr_assert_eq(emdb_lookup(ref, tr, all, POOL, DIM, b, NULL), 0);
-	for (int i = 0; i < POOL * DIM; i++)
-		cr_assert(fabsf(a[i] - b[i]) <= 1e-5f * (1 + fabsf(b[i])), "value %d: %g vs %g", i, a[i], b[i]);
+	expect_rows_as_engine(c, tc, ref, tr);
 	emdb_db_close(ref);
 }
 
@@ -136,6 +146,75 @@ Test(concurrency, shared_client_handle_equals_engine)
 	emdb_client *c;
 	cr_assert_eq(emdb_client_connect("mem://", &o, &c), 0, "%s", emdb_client_last_error());
 	shared_handle_equals_engine(c);
+	emdb_client_close(c);
+}
+
+/* Test 4: synchronous steps over mem://, threads sharing one handle: each
+ * round every thread pushes, then calls emdb_client_update_sync; the
+ * rounds are steps, one Update each, and the rows end as on an engine
+ * given each round's pushes and then one Update. */
+typedef struct stepper {
+	emdb_client *c;
+	uint32_t table;
+	int tid;
+	uint64_t rows[ROUNDS];
+} stepper;
+
+static void *step_work(void *arg)
+{
+	stepper *w = arg;
+	uint64_t ids[BATCH];
+	static _Thread_local float g[BATCH * DIM];
+	for (int r = 0; r < ROUNDS; r++) {
+		batch_ids(w->tid, r, ids);
+		batch_grads(w->tid, r, g);
+		cr_assert_eq(emdb_client_push(w->c, w->table, ids, BATCH, DIM, g), 0);
+		cr_assert_eq(emdb_client_update_sync(w->c, w->table, THREADS, &w->rows[r]), 0, "%s",
+			     emdb_client_last_error());
+	}
+	return NULL;
+}
+
+Test(concurrency, mem_threads_step_together)
+{
+	emdb_client *c;
+	cr_assert_eq(emdb_client_connect("mem://", NULL, &c), 0, "%s", emdb_client_last_error());
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	strcpy(cfg.name, "t");
+	cfg.dim = DIM;
+	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_ADAGRAD, &cfg.optimizer), 0);
+	cfg.init = (emdb_init){ EMDB_INIT_UNIFORM, -0.1, 0.1 };
+	uint32_t tc, tr;
+	cr_assert_eq(emdb_client_table_create(c, &cfg, &tc), 0);
+	pthread_t th[THREADS];
+	static stepper w[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (stepper){ .c = c, .table = tc, .tid = i };
+		pthread_create(&th[i], NULL, step_work, &w[i]);
+	}
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+
+	emdb_db *ref = open_db(64);
+	cr_assert_eq(emdb_table_create(ref, &cfg, &tr), 0);
+	uint64_t ids[BATCH];
+	static float g[BATCH * DIM];
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < THREADS; i++) {
+			batch_ids(i, r, ids);
+			batch_grads(i, r, g);
+			cr_assert_eq(emdb_push(ref, tr, ids, BATCH, DIM, g), 0);
+		}
+		uint64_t rows;
+		cr_assert_eq(emdb_update(ref, tr, &rows), 0);
+		for (int i = 0; i < THREADS; i++)
+			cr_assert_eq(w[i].rows[r], rows, "round %d, thread %d", r, i);
+	}
+	emdb_table_info info;
+	cr_assert_eq(emdb_client_table_describe(c, tc, &info), 0);
+	cr_assert_eq(info.stats.step, ROUNDS);
+	expect_rows_as_engine(c, tc, ref, tr);
+	emdb_db_close(ref);
 	emdb_client_close(c);
 }
 

@@ -96,7 +96,7 @@ Test(server, data_plane_pipelined)
 	uint64_t a = CLI_SEND(&c, proto_pull_req_encode, &pl1);
 	proto_push_req ps = { .table = t, .dim = dim, .ticket = pr.ticket, .n_rows = 5, .grads = grads };
 	uint64_t b = CLI_SEND(&c, proto_push_req_encode, &ps);
-	proto_update_req up = { t };
+	proto_update_req up = { t, 0 };
 	uint64_t u = CLI_SEND(&c, proto_update_req_encode, &up);
 	proto_pull_req pl2 = { .table = t, .dim = dim, .n_ids = 4, .ids = ids };
 	uint64_t d = CLI_SEND(&c, proto_pull_req_encode, &pl2);
@@ -179,6 +179,12 @@ Test(server, data_plane_pipelined)
 	proto_pull_req bad = { .table = t, .dim = 7, .n_ids = 1, .ids = ids };
 	uint64_t x = CLI_SEND(&c, proto_pull_req_encode, &bad);
 	cli_err(&c, x, EMDB_ERR_DIM, NULL, 0);
+	/* A synchronous step over more workers than the server takes. */
+	proto_update_req many = { t, PROTO_UPDATE_WORKERS_MAX + 1 };
+	x = CLI_SEND(&c, proto_update_req_encode, &many);
+	char why[256];
+	cli_err(&c, x, EMDB_ERR_INVALID, why, sizeof(why));
+	cr_assert(strstr(why, "workers"), "%s", why);
 	proto_pull_req nt = { .table = 77, .dim = 8, .n_ids = 1, .ids = ids };
 	x = CLI_SEND(&c, proto_pull_req_encode, &nt);
 	cli_err(&c, x, EMDB_ERR_NO_TABLE, NULL, 0);

@@ -25,7 +25,8 @@ for t in build/asan/tests/test_server build/asan/tests/test_server_auth \
 	 build/asan/tests/test_server_load build/asan/tests/test_server_malformed \
 	 build/asan/tests/test_server_ckpt build/asan/tests/test_server_crash \
 	 build/asan/tests/test_server_timeout \
-	 build/asan/tests/test_client_net build/asan/tests/test_client_tls; do
+	 build/asan/tests/test_client_net build/asan/tests/test_client_tls \
+	 build/asan/tests/test_client_step; do
 	echo "== $t against build/tsan/net/emdb-server"
 	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" \
 		TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/tests/tsan.supp" "$t" --jobs 2

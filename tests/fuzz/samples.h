@@ -143,6 +143,8 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 					2, sample_vecs };
 	m = RESP_("push_resp", PUSH);
 	m = REQ_("update_req", UPDATE);
+	m = REQ_("update_req_sync", UPDATE);
+	m->update_req = (proto_update_req){ 7, 3 };
 	m = RESP_("update_resp", UPDATE);
 	m->update_resp.rows = 42;
 	m = REQ_("lookup_req", LOOKUP);

@@ -486,6 +486,34 @@ int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table,
 int emdb_client_update(emdb_client *c, uint32_t table, uint64_t *rows_out);
 int emdb_client_update_all(emdb_client *c, uint64_t *rows_out);
 
+/* A synchronous step of data-parallel training: each of `workers`
+ * workers pushes its gradients, then calls this; every call waits until
+ * all `workers` calls for the same table (0: every table) have arrived,
+ * the Update is then applied once, and all of them return its result
+ * (*rows_out the same for all).  So no worker pulls the next batch before
+ * every worker's gradients are in and applied.  Each worker calls it once
+ * per step.  workers 1 is a plain emdb_client_update.
+ *
+ * Over a socket the server holds the step: the workers may be any
+ * processes, on any connections.  With mem:// the workers are threads of
+ * this process using this handle, or handles on the same mem://NAME
+ * database; each call blocks its thread (an asynchronous one, a mem_threads
+ * worker).
+ *
+ * Errors: INVALID (workers 0 or over EMDB_CLIENT_UPDATE_WORKERS_MAX, or
+ * another workers count than the step already open for the table, which
+ * stays open), NO_TABLE, TIMEOUT (the step was still short of workers
+ * after the server's update_barrier_timeout_ms, 20 s by default, or with
+ * mem:// the handle's timeout: nothing was applied, the gradients stay
+ * for the next Update, every worker of the step got TIMEOUT), CLOSED (the
+ * server shut down meanwhile), and the errors of emdb_client_update.  A
+ * worker whose connection closes leaves the step.  Keep the handle's
+ * timeout above update_barrier_timeout_ms: a call the handle gave up on
+ * still counts in the server's step until that step ends.  Role: trainer. */
+#define EMDB_CLIENT_UPDATE_WORKERS_MAX 65536u
+int emdb_client_update_sync(emdb_client *c, uint32_t table, uint32_t workers,
+			    uint64_t *rows_out);
+
 /* found may be NULL; otherwise it receives n bytes, 1 where the ID is held. */
 int emdb_client_lookup(emdb_client *c, uint32_t table, const uint64_t *ids,
 		       size_t n, uint32_t dim, float *out, uint8_t *found);
@@ -547,6 +575,9 @@ emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
 emdb_future *emdb_client_update_async(emdb_client *c, uint32_t table,
 				      uint64_t *rows_out);
 emdb_future *emdb_client_update_all_async(emdb_client *c, uint64_t *rows_out);
+/* NULL also for invalid workers (emdb_client_last_error says so). */
+emdb_future *emdb_client_update_sync_async(emdb_client *c, uint32_t table,
+					   uint32_t workers, uint64_t *rows_out);
 emdb_future *emdb_client_lookup_async(emdb_client *c, uint32_t table,
 				      const uint64_t *ids, size_t n,
 				      uint32_t dim, float *out, uint8_t *found);
