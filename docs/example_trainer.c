@@ -16,6 +16,14 @@
  *   emdb-example-trainer tcp://127.0.0.1:7878 20
  *   emdb-example-trainer mem:// 20          # no server at all
  *
+ * Data-parallel: N processes (WORKERS RANK as two more arguments), each
+ * training on its own share of every step's data, end each step with
+ * emdb_client_update_sync, which returns once all N have pushed and the
+ * server has applied the step's Update, once:
+ *
+ *   emdb-example-trainer tcp://127.0.0.1:7878 20 2 0 &
+ *   emdb-example-trainer tcp://127.0.0.1:7878 20 2 1
+ *
  * Build: cc example_trainer.c -lemdb_client -lemdb -lpthread -lm
  * (it is also built by CMake as emdb-example-trainer).
  */
@@ -59,6 +67,8 @@ int main(int argc, char **argv)
 {
 	const char *uri = argc > 1 ? argv[1] : "tcp://127.0.0.1:7878";
 	int steps = argc > 2 ? atoi(argv[2]) : 10;
+	uint32_t workers = argc > 3 ? (uint32_t)atoi(argv[3]) : 1;
+	uint64_t rank = argc > 4 ? (uint64_t)atoll(argv[4]) : 0;
 	int status = 1;
 	emdb_client *c = NULL;
 	emdb_client_ticket *tk = NULL, *tk_next = NULL;
@@ -78,7 +88,7 @@ int main(int argc, char **argv)
 	CHECK(emdb_client_connect(uri, &opt, &c));
 	printf("connected to %s (%s)\n", uri, emdb_client_server(c));
 
-	/* The table: reuse it if an earlier run made it. */
+	/* The table: reuse it if an earlier run (or another worker) made it. */
 	uint32_t table;
 	if (emdb_client_table_find(c, "example", &table) != EMDB_OK) {
 		emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
@@ -88,18 +98,22 @@ int main(int argc, char **argv)
 		cfg.optimizer.lr = 0.5;
 		cfg.init = (emdb_init){ EMDB_INIT_UNIFORM, -0.1, 0.1 };
 		cfg.seed = 42;
-		CHECK(emdb_client_table_create(c, &cfg, &table));
+		int rc = emdb_client_table_create(c, &cfg, &table);
+		if (rc == EMDB_ERR_EXISTS) /* another worker was first */
+			rc = emdb_client_table_find(c, "example", &table);
+		CHECK(rc);
 	}
 
 	/* Batch 0 is resolved synchronously; each later batch is
-	 * prefetched while the previous one trains. */
-	make_batch(0, ids[0]);
+	 * prefetched while the previous one trains.  A worker's batch of
+	 * step s is batch s * workers + rank of the data. */
+	make_batch(rank, ids[0]);
 	CHECK(emdb_client_prefetch(c, table, ids[0], BATCH, &tk));
 
 	for (int step = 0; step < steps; step++) {
 		uint64_t *next = ids[(step + 1) & 1];
 		if (step + 1 < steps) {
-			make_batch((uint64_t)step + 1, next);
+			make_batch(((uint64_t)step + 1) * workers + rank, next);
 			/* ids and tk_next must stay untouched until f completes. */
 			f = emdb_client_prefetch_async(c, table, next, BATCH, &tk_next);
 		}
@@ -115,10 +129,11 @@ int main(int argc, char **argv)
 			}
 		loss /= BATCH;
 
-		/* Backward: gradients in, optimizer step on the server. */
+		/* Backward: gradients in, optimizer step on the server (with
+		 * several workers, once all of them have pushed). */
 		CHECK(emdb_client_push_ticket(c, table, tk, DIM, grad));
 		uint64_t rows;
-		CHECK(emdb_client_update(c, table, &rows));
+		CHECK(emdb_client_update_sync(c, table, workers, &rows));
 		printf("step %3d  loss %.6f  rows updated %" PRIu64 "\n", step, loss, rows);
 
 		emdb_client_ticket_free(tk);

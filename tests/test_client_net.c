@@ -4,7 +4,8 @@
  * (TIMEOUT, and the handle recovers), refuses a token or a role (AUTH),
  * speaks something else (PROTOCOL); many threads share one handle; many
  * requests are in flight at once; the Prefetch of batch i+1 overlaps the
- * work on batch i; the example trainer runs against the server; busy
+ * work on batch i; the example trainer runs against the server, also as
+ * two data-parallel workers whose steps meet (one Update a step); busy
  * polling (busy_poll_us) finds requests without the I/O thread sleeping.
  *
  * Every server is started on loopback with an ephemeral port and a Unix
@@ -654,16 +655,21 @@ Test(client_net, config_and_shutdown, .init = srv_start, .fini = srv_stop, .time
 
 /* ---- the example trainer ------------------------------------------- */
 
-static void run_trainer(const char *uri)
+#ifdef EMDB_TRAINER_BIN
+/* Start the example trainer for 8 steps on uri; `more` are its further
+ * arguments (workers and rank), "" for none. */
+static FILE *start_trainer(const char *uri, const char *more)
 {
-#ifndef EMDB_TRAINER_BIN
-	(void)uri;
-	cr_skip_test("emdb-example-trainer is not part of this build");
-#else
 	char cmd[1024];
-	snprintf(cmd, sizeof(cmd), "'%s' '%s' 8 2>&1", EMDB_TRAINER_BIN, uri);
+	snprintf(cmd, sizeof(cmd), "'%s' '%s' 8 %s 2>&1", EMDB_TRAINER_BIN, uri, more);
 	FILE *p = popen(cmd, "r");
 	cr_assert_not_null(p);
+	return p;
+}
+
+/* Its output to the end: it must exit 0 with a falling loss. */
+static void finish_trainer(FILE *p)
+{
 	char line[256], all[8192] = "";
 	double first = -1, last = -1;
 	while (fgets(line, sizeof(line), p)) {
@@ -679,6 +685,38 @@ static void run_trainer(const char *uri)
 	int st = pclose(p);
 	cr_assert_eq(st, 0, "trainer exited with status %d:\n%s", st, all);
 	cr_assert(first > 0 && last < first, "the loss did not fall:\n%s", all);
+}
+#endif
+
+static void run_trainer(const char *uri)
+{
+#ifndef EMDB_TRAINER_BIN
+	(void)uri;
+	cr_skip_test("emdb-example-trainer is not part of this build");
+#else
+	finish_trainer(start_trainer(uri, ""));
+#endif
+}
+
+/* Two data-parallel workers, two processes: each step's Update happens
+ * once, when both have pushed, so 8 steps of both make 8 Updates. */
+Test(client_net, example_trainer_two_workers, .init = srv_start, .fini = srv_stop, .timeout = 120)
+{
+#ifndef EMDB_TRAINER_BIN
+	cr_skip_test("emdb-example-trainer is not part of this build");
+#else
+	FILE *a = start_trainer(srv.unix_uri, "2 0");
+	FILE *b = start_trainer(srv.tcp_uri, "2 1");
+	finish_trainer(a);
+	finish_trainer(b);
+	emdb_client *c = connect_uri(srv.unix_uri, 10000);
+	uint32_t t;
+	OK(emdb_client_table_find(c, "example", &t));
+	emdb_table_info info;
+	OK(emdb_client_table_describe(c, t, &info));
+	cr_assert_eq(info.stats.step, 8, "%llu Updates for 8 steps of 2 workers",
+		     (unsigned long long)info.stats.step);
+	emdb_client_close(c);
 #endif
 }
 
