@@ -29,9 +29,10 @@
 
 struct barrier_step {
 	barrier_step *next;
-	uint32_t table, workers, n;
+	uint32_t table, workers, n, cap;
 	uint64_t deadline_ns; /* 0: none */
-	barrier_waiter w[];   /* [workers] */
+	barrier_waiter *w;    /* [cap], grown as workers arrive: a step's
+				 memory follows its waiters, not its count */
 };
 
 void barriers_init(barriers *b)
@@ -45,7 +46,7 @@ void barriers_destroy(barriers *b)
 	barrier_step *next;
 	for (barrier_step *s = b->open; s; s = next) {
 		next = s->next;
-		emdb_free(s);
+		barrier_step_free(s);
 	}
 	b->open = NULL;
 	pthread_mutex_destroy(&b->lock);
@@ -53,7 +54,25 @@ void barriers_destroy(barriers *b)
 
 void barrier_step_free(barrier_step *s)
 {
+	if (s)
+		emdb_free(s->w);
 	emdb_free(s);
+}
+
+/* Room for one more waiter in s.  Returns 0, or -1 (NOMEM). */
+static int make_room(barrier_step *s)
+{
+	if (s->n < s->cap)
+		return 0;
+	uint32_t cap = s->cap ? s->cap * 2 : 4;
+	if (cap > s->workers)
+		cap = s->workers;
+	barrier_waiter *w = emdb_realloc(s->w, (size_t)cap * sizeof(*w));
+	if (!w)
+		return -1;
+	s->w = w;
+	s->cap = cap;
+	return 0;
 }
 
 static void unlink_step(barriers *b, barrier_step *s)
@@ -84,18 +103,27 @@ int barriers_join(barriers *b, uint32_t table, uint32_t workers, const barrier_w
 		snprintf(msg, msglen, "synchronous step of table %u: this UPDATE says %u workers, the open step %u",
 			 table, workers, s->workers);
 	} else if (!s) {
-		s = emdb_calloc(1, sizeof(*s) + (size_t)workers * sizeof(s->w[0]));
-		if (!s) {
-			rc = EMDB_ERR_NOMEM;
-			snprintf(msg, msglen, "no memory for a synchronous step of %u workers", workers);
-		} else {
+		s = emdb_calloc(1, sizeof(*s));
+		if (s) {
 			s->table = table;
 			s->workers = workers;
 			s->deadline_ns = timeout_ns ? stats_now_ns() + timeout_ns : 0;
+		}
+		if (s && make_room(s) < 0) {
+			barrier_step_free(s);
+			s = NULL;
+		}
+		if (!s) {
+			rc = EMDB_ERR_NOMEM;
+		} else {
 			s->next = b->open;
 			b->open = s;
 		}
+	} else if (make_room(s) < 0) {
+		rc = EMDB_ERR_NOMEM;
 	}
+	if (rc == EMDB_ERR_NOMEM)
+		snprintf(msg, msglen, "no memory for a synchronous step of %u workers", workers);
 	if (rc == EMDB_OK) {
 		s->w[s->n++] = *w;
 		if (s->n == s->workers) {
@@ -135,7 +163,7 @@ unsigned barriers_leave(barriers *b, uint64_t conn_id)
 	pthread_mutex_unlock(&b->lock);
 	for (barrier_step *s = empty; s; s = next) {
 		next = s->next;
-		emdb_free(s);
+		barrier_step_free(s);
 	}
 	return gone;
 }
@@ -164,7 +192,7 @@ void barriers_fail(barriers *b, uint64_t now_ns, bool all, int status, const cha
 			 s->table, s->n, s->workers, why);
 		log_warn("%s", msg);
 		barrier_answer(s, status, 0, msg);
-		emdb_free(s);
+		barrier_step_free(s);
 	}
 }
 
