@@ -1,6 +1,7 @@
 /*
- * loop.c - the I/O thread's core, shared by both backends: the mailbox,
- * the connection list, the tick, the drain.
+ * loop.c - the I/O thread's core, shared by both backends: the mailbox
+ * (new connections, replies decided on other threads, the drain), the
+ * connection list, the tick, the drain, busy polling's setting.
  *
  * Invariants:
  *   1. Only the thread itself touches conns, n_conns, draining and its
