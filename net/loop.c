@@ -23,9 +23,14 @@
  *      checked on the tick, so they act up to IO_TICK_MS late, and
  *      neither acts while the kernel holds unread bytes of the
  *      connection: the thread, not the client, was late then.
+ *   6. A reply posted to the mailbox (io_thread_post_reply) goes to its
+ *      connection if that still lives, before a drain that the same wake
+ *      brings; the tick of thread 0 ends the synchronous steps past their
+ *      deadline (net/barrier.h).
  *
- * State changes: io_thread_on_wake (new connections, drain start),
- * io_thread_on_tick (timeouts), io_thread_forget (counts, stop).
+ * State changes: io_thread_on_wake (replies, new connections, drain
+ * start), io_thread_on_tick (timeouts, steps past their deadline),
+ * io_thread_forget (counts, stop).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
