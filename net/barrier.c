@@ -191,17 +191,20 @@ void barriers_fail(barriers *b, uint64_t now_ns, bool all, int status, const cha
 		snprintf(msg, sizeof(msg), "synchronous step of table %u: %u of %u workers arrived %s; nothing applied",
 			 s->table, s->n, s->workers, why);
 		log_warn("%s", msg);
-		barrier_answer(s, status, 0, msg);
+		barrier_answer(s, NULL, status, 0, msg);
 		barrier_step_free(s);
 	}
 }
 
-void barrier_answer(const barrier_step *s, int status, uint64_t rows, const char *msg)
+void barrier_answer(const barrier_step *s, const barrier_waiter *self, int status, uint64_t rows,
+		    const char *msg)
 {
 	io_reply r = { .status = status, .rows = rows };
 	if (status < 0)
 		snprintf(r.msg, sizeof(r.msg), "%s", msg ? msg : "");
 	for (uint32_t i = 0; i < s->n; i++) {
+		if (self && s->w[i].conn_id == self->conn_id && s->w[i].req_id == self->req_id)
+			continue;
 		r.conn_id = s->w[i].conn_id;
 		r.req_id = s->w[i].req_id;
 		if (io_thread_post_reply(s->w[i].t, &r) < 0)

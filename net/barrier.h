@@ -61,8 +61,10 @@ unsigned barriers_leave(barriers *b, uint64_t conn_id);
 void barriers_fail(barriers *b, uint64_t now_ns, bool all, int status, const char *why);
 
 /* Post the same answer (status, rows, message when status < 0) to every
- * waiter of a completed step. */
-void barrier_answer(const barrier_step *s, int status, uint64_t rows, const char *msg);
+ * waiter of a completed step but `self` (NULL: none), whom the caller
+ * answers itself. */
+void barrier_answer(const barrier_step *s, const barrier_waiter *self, int status, uint64_t rows,
+		    const char *msg);
 void barrier_step_free(barrier_step *s);
 
 #endif

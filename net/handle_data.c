@@ -217,9 +217,9 @@ int handle_push(conn *c, const proto_hdr *h, const uint8_t *body)
 }
 
 /* UPDATE with workers >= 2 (net/barrier.h): join the table's step.  The
- * request that completes it applies the Update once and has every request
- * of the step answered, itself included, through their threads'
- * mailboxes; the others get no reply now. */
+ * request that completes it applies the Update once, is answered here like
+ * any request, and has the step's other requests answered through their
+ * threads' mailboxes; the others get no reply now. */
 static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 {
 	if (m->workers > PROTO_UPDATE_WORKERS_MAX)
@@ -235,18 +235,36 @@ static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 	bool done;
 	barrier_step *step;
 	char msg[200];
+	proto_update_resp r = { 0 };
+	size_t len;
+	proto_update_resp_encode(NULL, 0, h->id, &r, &len);
 	rc = barriers_join(&s->barriers, m->table, m->workers, &w, timeout_ns, &done, &step, msg, sizeof(msg));
 	if (rc)
 		return handle_fail(rc, "%s", msg);
-	c->steps_waiting++;
-	if (!done)
+	if (!done) {
+		c->steps_waiting++;
 		return HANDLED_OK;
-	uint64_t rows = 0;
-	rc = m->table ? emdb_update(db_of(c), m->table, &rows) : emdb_update_all(db_of(c), &rows);
+	}
+	/* Invariant 1: the reply's room first; without it the step fails
+	 * for all, nothing applied. */
+	uint8_t *p = conn_reply_reserve(c, len);
+	if (!p) {
+		barrier_answer(step, &w, EMDB_ERR_NOMEM, 0,
+			       "no memory for the reply of the synchronous step's last UPDATE; nothing applied");
+		barrier_step_free(step);
+		return EMDB_ERR_NOMEM;
+	}
+	rc = m->table ? emdb_update(db_of(c), m->table, &r.rows) : emdb_update_all(db_of(c), &r.rows);
 	if (rc == EMDB_OK)
 		persist_note_step(s->persist);
-	barrier_answer(step, rc, rows, rc ? emdb_last_error() : NULL);
+	else
+		obuf_cancel(&c->out);
+	barrier_answer(step, &w, rc, r.rows, rc ? emdb_last_error() : NULL);
 	barrier_step_free(step);
+	if (rc)
+		return rc; /* this request's error reply, as the others get */
+	proto_update_resp_encode(p, len, h->id, &r, &len);
+	obuf_commit(&c->out, len);
 	return HANDLED_OK;
 }
 

@@ -56,6 +56,7 @@ enum {
 	WL_LOOKUP = 8,
 	WL_ALL = 15,     /* the in-memory workloads; checkpoint only when named */
 	WL_CKPT = 16,
+	WL_STEP = 32,    /* --net only, only when named */
 };
 
 #define DEFAULT_INDEX_ROWS 30000000ull /* HypeReca-scale table for Prefetch */
@@ -98,7 +99,9 @@ static void usage(FILE *f)
 	      "it is a ratio to (see docs/benchmarks.md).\n"
 	      "\n"
 	      "  --workload W    prefetch, pull, push, lookup, all (default: the four),\n"
-	      "                  or checkpoint (only when named: disk I/O of several GB)\n"
+	      "                  or checkpoint (only when named: disk I/O of several GB),\n"
+	      "                  or step (with --net, only when named: synchronous steps\n"
+	      "                  of --threads workers, default 2)\n"
 	      "  --rows N        table rows (k, M, G suffixes; default 30M for\n"
 	      "                  prefetch/pull/lookup, 2M per optimizer for push,\n"
 	      "                  5M for checkpoint)\n"
@@ -245,9 +248,11 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 				o->workloads = WL_ALL;
 			else if (strcmp(optarg, "checkpoint") == 0)
 				o->workloads = WL_CKPT;
+			else if (strcmp(optarg, "step") == 0)
+				o->workloads = WL_STEP;
 			else
-				bad_usage("--workload: '%s' is not prefetch, pull, push, lookup, all "
-					  "or checkpoint", optarg);
+				bad_usage("--workload: '%s' is not prefetch, pull, push, lookup, all, "
+					  "checkpoint or step", optarg);
 			break;
 		case 'r':
 			o->rows = parse_count("--rows", optarg, 1, 1ull << 40);
@@ -344,6 +349,11 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		bad_usage("unexpected argument '%s'", argv[optind]);
 	if (o->workloads == WL_CKPT && o->net != NET_OFF)
 		bad_usage("%s: the checkpoint workload runs in process only", "--net");
+	if (o->workloads == WL_STEP && o->net == NET_OFF)
+		bad_usage("--workload step: synchronous steps are measured over the network: add --net %s",
+			  "unix (or tcp, tls)");
+	if (o->workloads == WL_STEP && o->threads == 1)
+		bad_usage("--threads 1: a step needs %s", "2 workers or more");
 	if (o->workloads == WL_CKPT && o->opt_set && o->n_opts != 1)
 		bad_usage("--optimizer: the checkpoint workload takes one optimizer, not '%s'", "all");
 }
@@ -544,6 +554,7 @@ int main(int argc, char **argv)
 			.pull = !!(o.workloads & WL_PULL), .push = !!(o.workloads & WL_PUSH),
 			.lookup = !!(o.workloads & WL_LOOKUP),
 			.prefetch = !!(o.workloads & WL_PREFETCH), .tls = o.net_tls,
+			.step = !!(o.workloads & WL_STEP), .workers = o.threads ? o.threads : 2,
 		};
 		free(r);
 		net_bench_run(&no);

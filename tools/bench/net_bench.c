@@ -16,7 +16,9 @@
  *   its default busy_poll_us 0 (sleep when idle); with NET_BUSY_POLL_US
  *   (poll a while before sleeping), set by CONFIG SET between turns; and
  *   with that and a second connection whose client polls as long too
- *   (emdb_client_options.busy_poll_us).
+ *   (emdb_client_options.busy_poll_us).  With --workload step, the
+ *   synchronous steps of `workers` workers against a barrier in the
+ *   trainer (net_step.h).
  *
  *   A ratio is workload / anchor for rates and workload / anchor for
  *   latencies too (so a latency ratio should be at most its goal).
@@ -40,6 +42,7 @@
 #include "tools/bench/net_echo.h"
 #include "tools/bench/net_redis.h"
 #include "tools/bench/net_server.h"
+#include "tools/bench/net_step.h"
 #include "tools/bench/net_tls.h"
 #include "tools/bench/net_wl.h"
 #include "tools/bench/pool.h"
@@ -70,6 +73,7 @@ typedef struct net_side {
 	net_wl w_poll;    /* w on a connection whose client polls */
 	net_lat lat[3];   /* single-ID Lookup: busy_poll_us 0; the server's
 			     NET_BUSY_POLL_US; that and the client's (w_poll) */
+	net_step_result step; /* --workload step */
 } net_side;
 
 static const char *const lat_label[3] = { "busy_poll_us 0", "server busy_poll_us " NET_BUSY_POLL_US,
@@ -92,6 +96,14 @@ static const char *side_label(const char *backend, int tls)
 static double ratio(double a, double b)
 {
 	return b > 0 ? a / b : 0;
+}
+
+/* The servers measured: one per backend, twice with --net tls (with and
+ * without TLS). */
+static int n_backends(const net_bench_opts *o)
+{
+	int n = (o->backends & NET_BACKEND_LIBEVENT ? 1 : 0) + (o->backends & NET_BACKEND_URING ? 1 : 0);
+	return o->tls ? 2 * n : n;
 }
 
 /* n_sides is 0 when single-ID Lookup latency was not measured. */
@@ -120,6 +132,15 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 		printf(",\"core_rtt_ns\":[%.0f,%.0f],\"echo_core_rtt_ns\":[%.0f,%.0f]}\n", x->emdb.rtt_ns[0],
 		       x->emdb.rtt_ns[1], x->echo.rtt_ns[0], x->echo.rtt_ns[1]);
 	}
+	for (int b = 0; o->step && b < n_backends(o); b++) {
+		const net_step_result *st = &sides[b].step;
+		printf("{\"mode\":\"net\",\"transport\":\"%s\",\"tls\":%s,\"io_backend\":\"%s\","
+		       "\"workload\":\"step\",\"workers\":%u,\"batch\":%u,\"dim\":%u,"
+		       "\"steps_per_sec\":%.1f,\"peer_steps_per_sec\":%.1f,\"ratio_peer\":%.4f}\n",
+		       tr_name(o->transport), sides[b].tls ? "true" : "false", sides[b].backend, st->workers,
+		       o->batch, o->dim, st->steps_per_sec, st->peer_steps_per_sec,
+		       ratio(st->steps_per_sec, st->peer_steps_per_sec));
+	}
 	for (int i = 0; i < 3 * n_sides; i++) {
 		int b = i / 3, k = i % 3;
 		const net_lat *lat = &sides[b].lat[k];
@@ -138,15 +159,6 @@ static void print_json(const net_bench_opts *o, const net_rec *r, int n,
 			       get_lat->p50_us, get_lat->p99_us, ratio(lat->p99_us, get_lat->p99_us));
 		printf("}\n");
 	}
-}
-
-/* emdb-servers measured per operation. */
-/* The servers measured: one per backend, twice with --net tls (with and
- * without TLS). */
-static int n_backends(const net_bench_opts *o)
-{
-	int n = (o->backends & NET_BACKEND_LIBEVENT ? 1 : 0) + (o->backends & NET_BACKEND_URING ? 1 : 0);
-	return o->tls ? 2 * n : n;
 }
 
 static const char *mark(double r, double goal, int higher_better)
@@ -178,15 +190,9 @@ static void print_placement(const net_rec *r, int n)
 		printf("\n");
 }
 
-static void print_table(const net_bench_opts *o, const net_rec *r, int n,
-			const net_side *sides, int n_sides, const net_lat *echo_lat,
-			const net_lat *get_lat, int has_redis)
+/* The throughput table, one line per operation and server. */
+static void print_ops(const net_bench_opts *o, const net_rec *r, int n)
 {
-	printf("emdb-bench --net %s: depth %u, batch %u, dim %u, %llu rows, 1 connection\n",
-	       o->tls ? "tls" : tr_name(o->transport), o->depth, o->batch, o->dim, (unsigned long long)o->rows);
-	if (o->tls)
-		printf("(the tls rows through TLS 1.3; the others plain TCP; echo and Redis plain TCP)\n");
-	printf("\n");
 	printf("%-12s %-8s %10s %10s %10s %10s %8s %9s %7s %-6s %10s %8s\n", "operation", "backend",
 	       "req B", "resp B", "M IDs/s", "echo M/s", "/echo", "+rows M/s", "/+rows", "redis", "redis M/s",
 	       "/redis");
@@ -214,7 +220,30 @@ static void print_table(const net_bench_opts *o, const net_rec *r, int n,
 		printf(" %s %.2f", net_op_name(r[i].op),
 		       r[i].echo.best / o->batch * (double)(r[i].req + r[i].resp) / 1e9);
 	printf(")\n");
+}
+
+static void print_table(const net_bench_opts *o, const net_rec *r, int n,
+			const net_side *sides, int n_sides, const net_lat *echo_lat,
+			const net_lat *get_lat, int has_redis)
+{
+	printf("emdb-bench --net %s: depth %u, batch %u, dim %u, %llu rows, 1 connection\n",
+	       o->tls ? "tls" : tr_name(o->transport), o->depth, o->batch, o->dim, (unsigned long long)o->rows);
+	if (o->tls)
+		printf("(the tls rows through TLS 1.3; the others plain TCP; echo and Redis plain TCP)\n");
+	printf("\n");
+	if (n)
+		print_ops(o, r, n);
 	print_placement(r, n);
+	for (int b = 0; o->step && b < n_backends(o); b++) {
+		const net_step_result *st = &sides[b].step;
+		printf("\nsynchronous step of %u workers, a connection each, each pushing %u IDs x %u, %s:\n"
+		       "  emdb_client_update_sync:          %8.1f steps/s (%.0f us a step)\n"
+		       "  a barrier in the trainer, Update: %8.1f steps/s (%.0f us a step); ratio %.2f\n",
+		       st->workers, o->batch, o->dim, side_label(sides[b].backend, sides[b].tls),
+		       st->steps_per_sec, st->steps_per_sec > 0 ? 1e6 / st->steps_per_sec : 0,
+		       st->peer_steps_per_sec, st->peer_steps_per_sec > 0 ? 1e6 / st->peer_steps_per_sec : 0,
+		       ratio(st->steps_per_sec, st->peer_steps_per_sec));
+	}
 	for (int i = 0; i < 3 * n_sides; i++) {
 		int b = i / 3;
 		const net_lat *lat = &sides[b].lat[i % 3];
@@ -381,6 +410,14 @@ void net_bench_run(const net_bench_opts *opts)
 				    net_op_name(y->op), side_label(y->backend, y->tls), y->emdb.best / 1e6,
 				    y->echo.best / 1e6, y->redis.best / 1e6);
 		}
+	}
+	if (o.step) {
+		pool sp;
+		pool_init(&sp, &src, o.workers, o.batch, NET_POOL_IDS, 0, 8);
+		for (int b = 0; b < n_sides; b++)
+			net_step_measure(sides[b].srv.uri, sides[b].w.table, o.dim, &sp, o.workers, o.seconds,
+					 &sides[b].step);
+		pool_free(&sp);
 	}
 	if (o.lookup) {
 		/* In NET_LAT_ROUNDS short turns, each side in turn, so that a

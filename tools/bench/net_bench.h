@@ -27,6 +27,8 @@ typedef struct net_bench_opts {
 	double seconds;
 	keys_dist dist;
 	int pull, push, lookup, prefetch; /* which workloads */
+	int step;            /* synchronous steps (net_step.h) */
+	unsigned workers;    /* step: workers, >= 2 */
 	int json;
 	int tls;             /* transport NET_TCP: emdb over TLS beside emdb
 				over plain TCP (libevent), same anchors */
