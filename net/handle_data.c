@@ -33,6 +33,7 @@
 
 #include "net/barrier.h"
 #include "net/conn.h"
+#include "net/handle.h"
 #include "net/handle_int.h"
 #include "net/loop.h"
 #include "net/persist.h"
@@ -266,6 +267,15 @@ static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 	proto_update_resp_encode(p, len, h->id, &r, &len);
 	obuf_commit(&c->out, len);
 	return HANDLED_OK;
+}
+
+void handle_step_answer(conn *c, uint64_t req_id, int status, uint64_t rows, const char *msg)
+{
+	c->steps_waiting--;
+	proto_update_resp r = { rows };
+	if (status < 0 || HANDLE_REPLY(c, req_id, proto_update_resp_encode, &r) != EMDB_OK)
+		conn_reply_err(c, req_id, PROTO_OP_UPDATE, status < 0 ? status : EMDB_ERR_NOMEM,
+			       status < 0 ? msg : "no memory for the reply");
 }
 
 int handle_update(conn *c, const proto_hdr *h, const uint8_t *body)

@@ -47,12 +47,12 @@
 #include <emdb/error.h>
 
 #include "net/conn.h"
+#include "net/handle.h"
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
 #include "net/stats.h"
 #include "net/tls.h"
-#include "protocol/proto.h"
 #include "protocol/tls_io.h"
 
 #define IOV_MAX_DIRECT 64
@@ -339,19 +339,7 @@ static void deliver(io_thread *t, const io_reply *r)
 		c = c->next;
 	if (!c || c->dead)
 		return;
-	c->steps_waiting--;
-	if (r->status < 0) {
-		conn_reply_err(c, r->req_id, PROTO_OP_UPDATE, r->status, r->msg);
-	} else {
-		proto_update_resp m = { r->rows };
-		size_t len;
-		proto_update_resp_encode(NULL, 0, r->req_id, &m, &len);
-		uint8_t *p = conn_reply_reserve(c, len);
-		if (p) {
-			proto_update_resp_encode(p, len, r->req_id, &m, &len);
-			obuf_commit(&c->out, len);
-		}
-	}
+	handle_step_answer(c, r->req_id, r->status, r->rows, r->msg);
 	conn_update(c); /* may destroy c */
 }
 
