@@ -23,6 +23,7 @@
 #include <emdb/client.h>
 
 #include "tools/bench/harness.h"
+#include "tools/bench/net_wl.h"
 
 #define STEP_REPS 3
 #define STEP_CALIBRATE 20 /* steps of the sizing run */
@@ -44,11 +45,6 @@ typedef struct step_worker {
 	pthread_t th;
 } step_worker;
 
-static void die_rc(const char *what, int rc)
-{
-	harness_die("%s: %s (%s)", what, emdb_err_name(rc), emdb_client_last_error());
-}
-
 static void *step_main(void *arg)
 {
 	step_worker *w = arg;
@@ -57,16 +53,16 @@ static void *step_main(void *arg)
 	for (uint64_t s = r->first; s < r->first + r->steps; s++) {
 		int rc = emdb_client_push(c, r->table, pool_ids(r->p, w->t, s), r->p->batch, r->dim, r->grads);
 		if (rc != EMDB_OK)
-			die_rc("emdb_client_push", rc);
+			net_wl_die("emdb_client_push", rc);
 		if (!r->peer) {
 			rc = emdb_client_update_sync(c, r->table, r->workers, NULL);
 			if (rc != EMDB_OK)
-				die_rc("emdb_client_update_sync", rc);
+				net_wl_die("emdb_client_update_sync", rc);
 			continue;
 		}
 		pthread_barrier_wait(&r->bar);
 		if (w->t == 0 && (rc = emdb_client_update(c, r->table, NULL)) != EMDB_OK)
-			die_rc("emdb_client_update", rc);
+			net_wl_die("emdb_client_update", rc);
 		pthread_barrier_wait(&r->bar);
 	}
 	return NULL;
@@ -105,7 +101,7 @@ void net_step_measure(const char *uri, uint32_t table, uint32_t dim, const pool 
 	for (unsigned t = 0; t < workers; t++) {
 		int rc = emdb_client_connect(uri, &opt, &c[t]);
 		if (rc != EMDB_OK)
-			die_rc("connect", rc);
+			net_wl_die("connect", rc);
 	}
 	pthread_barrier_init(&r.bar, NULL, workers);
 

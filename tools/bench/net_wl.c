@@ -74,7 +74,7 @@ size_t net_op_resp_bytes(net_op op, size_t n, uint32_t dim)
 	}
 }
 
-static void die_client(const char *what, int rc)
+void net_wl_die(const char *what, int rc)
 {
 	harness_die("%s: %s (%s)", what, emdb_strerror(rc), emdb_client_last_error());
 }
@@ -96,11 +96,11 @@ void net_wl_preload(const net_wl *w, uint64_t rows, net_redis *r)
 			ids[i] = keys_id(lo + i);
 		rc = emdb_client_prefetch(w->c, w->table, ids, n, &tk);
 		if (rc != EMDB_OK)
-			die_client("emdb_client_prefetch", rc);
+			net_wl_die("emdb_client_prefetch", rc);
 		if (r) {
 			rc = emdb_client_pull_ticket(w->c, w->table, tk, w->dim, vecs);
 			if (rc != EMDB_OK)
-				die_client("emdb_client_pull_ticket", rc);
+				net_wl_die("emdb_client_pull_ticket", rc);
 			net_redis_load(r, ids, n, w->dim, vecs);
 		}
 		emdb_client_ticket_free(tk);
@@ -133,7 +133,7 @@ static uint64_t ring_complete(ring *g, size_t s)
 	emdb_future_free(g->f[s]);
 	g->f[s] = NULL;
 	if (rc != EMDB_OK)
-		die_client(net_op_name(g->op), rc);
+		net_wl_die(net_op_name(g->op), rc);
 	if (g->made[s]) {
 		emdb_client_ticket_free(g->made[s]);
 		g->made[s] = NULL;
@@ -202,7 +202,7 @@ void net_wl_measure(const net_wl *w, net_op op, const pool *p, harness_result *o
 		for (size_t b = 0; b < p->batches; b++) {
 			int rc = emdb_client_prefetch(w->c, w->table, pool_ids(p, 0, b), p->batch, &g->tk[b]);
 			if (rc != EMDB_OK)
-				die_client("emdb_client_prefetch", rc);
+				net_wl_die("emdb_client_prefetch", rc);
 		}
 	}
 	harness_measure(1, w->seconds, ring_step, g, out);
@@ -233,7 +233,7 @@ static void lookup_once(void *arg)
 	int rc = emdb_client_lookup(o->w->c, o->w->table, id, 1, o->w->dim, o->out, NULL);
 
 	if (rc != EMDB_OK)
-		die_client("emdb_client_lookup", rc);
+		net_wl_die("emdb_client_lookup", rc);
 }
 
 void net_wl_lookup_latency(const net_wl *w, const pool *p, double seconds, net_lat *out)

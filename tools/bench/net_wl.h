@@ -37,6 +37,9 @@ typedef struct net_wl {
 
 const char *net_op_name(net_op op);
 
+/* Exit the process: what failed with rc, and the client's message. */
+void net_wl_die(const char *what, int rc) __attribute__((noreturn));
+
 /* Bytes on the wire, frame header included, of op's request and of its
  * response for a batch of n IDs (docs/protocol.md). */
 size_t net_op_req_bytes(net_op op, size_t n, uint32_t dim);
