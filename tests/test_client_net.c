@@ -760,6 +760,19 @@ static uint64_t busy_poll_hits(emdb_client *c)
  * client may poll for its answers as well (emdb_client_options.
  * busy_poll_us).  One test runs both backends, one after the other, as
  * two polling servers side by side would starve each other. */
+/* One synchronous Lookup per ID of ids[n], each answered as mem's table tm
+ * answers it (`how` names the phase in a failure). */
+static void lookups_as_mem(emdb_client *c, uint32_t t, emdb_client *mem, uint32_t tm, const uint64_t *ids,
+			   int n, const char *how)
+{
+	float a[8], b[8];
+	for (const uint64_t *id = ids; id < ids + n; id++) {
+		OK(emdb_client_lookup(c, t, id, 1, 8, a, NULL));
+		OK(emdb_client_lookup(mem, tm, id, 1, 8, b, NULL));
+		cr_assert(memcmp(a, b, sizeof(a)) == 0, "lookup %llu differs%s", (unsigned long long)*id, how);
+	}
+}
+
 #define LOOKUPS_MAX 500
 static void busy_poll_on(const char *backend)
 {
@@ -768,7 +781,7 @@ static void busy_poll_on(const char *backend)
 	emdb_client *c = connect_uri(srv.unix_uri, 10000);
 	emdb_client *mem = connect_uri("mem://", 0);
 	uint32_t tn = create_table(c, "t", 8), tm = create_table(mem, "t", 8);
-	float a[8], b[8];
+	float a[8];
 	enum { CALLS = 50 };
 	uint64_t ids[CALLS];
 	float rows[CALLS * 8];
@@ -782,11 +795,7 @@ static void busy_poll_on(const char *backend)
 	OK(emdb_client_config_get(c, "busy_poll_us", &kv, &n));
 	cr_assert(n == 1 && !strcmp(kv[0].value, "0"), "busy_poll_us is off by default");
 	emdb_free(kv);
-	for (const uint64_t *id = ids; id < ids + CALLS; id++) {
-		OK(emdb_client_lookup(c, tn, id, 1, 8, a, NULL));
-		OK(emdb_client_lookup(mem, tm, id, 1, 8, b, NULL));
-		cr_assert(memcmp(a, b, sizeof(a)) == 0, "lookup %llu differs", (unsigned long long)*id);
-	}
+	lookups_as_mem(c, tn, mem, tm, ids, CALLS, "");
 	cr_assert_eq(busy_poll_hits(c), 0, "no busy polling while busy_poll_us is 0");
 
 	OK(emdb_client_config_set(c, "busy_poll_us", "10000"));
@@ -795,12 +804,8 @@ static void busy_poll_on(const char *backend)
 	uint64_t before = busy_poll_hits(c), hits;
 	int calls = 0;
 	do {
-		for (const uint64_t *id = ids; id < ids + CALLS; id++, calls++) {
-			OK(emdb_client_lookup(c, tn, id, 1, 8, a, NULL));
-			OK(emdb_client_lookup(mem, tm, id, 1, 8, b, NULL));
-			cr_assert(memcmp(a, b, sizeof(a)) == 0, "lookup %llu differs while polling",
-				  (unsigned long long)*id);
-		}
+		lookups_as_mem(c, tn, mem, tm, ids, CALLS, " while polling");
+		calls += CALLS;
 		hits = busy_poll_hits(c) - before;
 	} while (hits == 0 && calls < LOOKUPS_MAX);
 	cr_assert_geq(hits, 1, "none of %d requests found by polling (%s)", calls, backend);
@@ -816,12 +821,7 @@ static void busy_poll_on(const char *backend)
 	o.busy_poll_us = 1000;
 	emdb_client *cp;
 	OK(emdb_client_connect(srv.tcp_uri, &o, &cp));
-	for (const uint64_t *id = ids; id < ids + CALLS; id++) {
-		OK(emdb_client_lookup(cp, tn, id, 1, 8, a, NULL));
-		OK(emdb_client_lookup(mem, tm, id, 1, 8, b, NULL));
-		cr_assert(memcmp(a, b, sizeof(a)) == 0, "lookup %llu differs, client polling",
-			  (unsigned long long)*id);
-	}
+	lookups_as_mem(cp, tn, mem, tm, ids, CALLS, ", client polling");
 	/* Its deadline still holds while the server is stopped. */
 	emdb_client_set_timeout(cp, 300);
 	test_server_pause(&srv);

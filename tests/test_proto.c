@@ -101,6 +101,21 @@ static bool str_eq(proto_str a, proto_str b)
 /* Round trips                                                          */
 /* ------------------------------------------------------------------ */
 
+/* A decoded key/value list (CONFIG_GET response, CONFIG_SET request)
+ * holds samples.h's three pairs, in order. */
+static void expect_sample_kv(const proto_kv_list *l)
+{
+	size_t pos = 0, k = 0;
+	proto_kv kv;
+	cr_assert_eq(l->n, 3);
+	while (proto_kv_list_next(l, &pos, &kv)) {
+		cr_assert(str_eq(kv.key, sample_kv[k].key));
+		cr_assert(str_eq(kv.val, sample_kv[k].val));
+		k++;
+	}
+	cr_assert_eq(k, 3);
+}
+
 Test(proto, every_sample_round_trips_bit_for_bit)
 {
 	SAMPLES();
@@ -159,26 +174,11 @@ Test(proto, decoded_fields_match_what_was_encoded)
 
 	len = ENC("config_get_resp");
 	dec(buf, len, &m);
-	cr_assert_eq(m.config_get_resp.n, 3);
-	size_t pos = 0, k = 0;
-	proto_kv kv;
-	while (proto_kv_list_next(&m.config_get_resp, &pos, &kv)) {
-		cr_assert(str_eq(kv.key, sample_kv[k].key));
-		cr_assert(str_eq(kv.val, sample_kv[k].val));
-		k++;
-	}
-	cr_assert_eq(k, 3);
+	expect_sample_kv(&m.config_get_resp);
 
 	len = ENC("config_set_req_3");
 	dec(buf, len, &m);
-	cr_assert_eq(m.config_set_req.n, 3);
-	pos = k = 0;
-	while (proto_kv_list_next(&m.config_set_req, &pos, &kv)) {
-		cr_assert(str_eq(kv.key, sample_kv[k].key));
-		cr_assert(str_eq(kv.val, sample_kv[k].val));
-		k++;
-	}
-	cr_assert_eq(k, 3);
+	expect_sample_kv(&m.config_set_req);
 
 	len = ENC("table_create_req");
 	dec(buf, len, &m);
