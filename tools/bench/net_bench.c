@@ -303,6 +303,8 @@ static void side_start(net_side *sd, const net_bench_opts *o, net_redis *rc)
 	if (err != EMDB_OK)
 		harness_die("table create: %s", emdb_client_last_error());
 	net_wl_preload(&sd->w, o->rows, rc);
+	if (!o->lookup)
+		return; /* the polling client serves the Lookup latency only */
 	sd->w_poll = sd->w;
 	copt.busy_poll_us = atoi(NET_BUSY_POLL_US);
 	err = emdb_client_connect(sd->srv.uri, &copt, &sd->w_poll.c);
