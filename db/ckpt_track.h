@@ -5,7 +5,12 @@
  * changed before the checkpoint got to them (copy on write).
  *
  * Dirty marks: two bitmaps per chunk (chunk_mark_*, generations 0 and 1).
- * Update marks each row it applies in generation `gen`.  The switch of a
+ * Update marks each row it applies in generation `gen`, but only while the
+ * table is tracked (ckpt_tracking): it has a checkpoint that a later
+ * INCREMENTAL counts from, or one is being written whose success makes
+ * one.  Before that, the next checkpoint is written whole and reads no
+ * marks, so an Update skips them (a random access per row, about a tenth
+ * of an SGD Update's time).  The switch of a
  * checkpoint flips `gen`: the old generation then holds exactly the rows
  * updated since the previous checkpoint, frozen, and the new one collects
  * the rows for the next.  Rows created since the previous checkpoint are
@@ -102,10 +107,21 @@ static inline bool ckpt_cow_wants(const ckpt_cow *cow, const chunk_store *cs, ui
 /* Called by Update's pass, before it changes the row at loc. */
 void ckpt_cow_keep_slow(ckpt_cow *cow, const chunk_store *cs, uint64_t loc, const void *row);
 
-static inline void ckpt_touch(const chunk_store *cs, ckpt_cow *cow, uint32_t gen, uint64_t loc,
-			      const void *row)
+/* Whether Updates must mark the rows they change.  Stable while the
+ * table's rows_lock is held: the switch and the end of a checkpoint
+ * change both fields holding it for writing. */
+static inline bool ckpt_tracking(const ckpt_track *ck)
 {
-	chunk_mark_set(cs, loc, gen);
+	return ck->base_ckpt != 0 || ck->cow != NULL;
+}
+
+/* Update's pass, before it changes the row at loc: the dirty mark (when
+ * tracking) and the checkpoint's copy on write (when one runs). */
+static inline void ckpt_touch(const chunk_store *cs, ckpt_cow *cow, bool tracking, uint32_t gen,
+			      uint64_t loc, const void *row)
+{
+	if (tracking)
+		chunk_mark_set(cs, loc, gen);
 	if (cow)
 		ckpt_cow_keep_slow(cow, cs, loc, row);
 }

@@ -98,20 +98,29 @@ static inline void cpu_relax(void)
 		}                                                    \
 	} while (0)
 
+/* Where the pass is this many rows ahead, the dirty mark's word too (a
+ * read: once set, a mark is only read again). */
+static inline void apply_prefetch(const tbl *t, uint64_t loc, size_t row_bytes, bool tracking, uint32_t gen)
+{
+	ops_prefetch_row_w(table_row(t, loc), row_bytes);
+	if (tracking)
+		__builtin_prefetch(chunk_mark_word(&t->rows, loc, gen), 0, 3);
+}
+
 /* Rows locs[0..cnt) with gradient GRAD(j), prefetched for writing a few
- * rows ahead.  Uses t, sc, dim, row_bytes, cow, gen. */
-#define APPLY_LOOP(rowfn, locs, cnt, GRAD)                                                 \
-	do {                                                                               \
-		for (uint32_t j = 0; j < (cnt) && j < OPS_PREFETCH_ROWS; j++)              \
-			ops_prefetch_row_w(table_row(t, (locs)[j]), row_bytes);            \
-		for (uint32_t j = 0; j < (cnt); j++) {                                     \
-			if (j + OPS_PREFETCH_ROWS < (cnt))                                 \
-				ops_prefetch_row_w(table_row(t, (locs)[j + OPS_PREFETCH_ROWS]), \
-						   row_bytes);                             \
-			float *row_ = table_row(t, (locs)[j]);                             \
-			ckpt_touch(&t->rows, cow, gen, (locs)[j], row_);                   \
-			rowfn(&sc, dim, row_, GRAD(j));                                    \
-		}                                                                          \
+ * rows ahead.  Uses t, sc, dim, row_bytes, cow, tracking, gen. */
+#define APPLY_LOOP(rowfn, locs, cnt, GRAD)                                                   \
+	do {                                                                                 \
+		for (uint32_t j = 0; j < (cnt) && j < OPS_PREFETCH_ROWS; j++)                \
+			apply_prefetch(t, (locs)[j], row_bytes, tracking, gen);              \
+		for (uint32_t j = 0; j < (cnt); j++) {                                       \
+			if (j + OPS_PREFETCH_ROWS < (cnt))                                   \
+				apply_prefetch(t, (locs)[j + OPS_PREFETCH_ROWS], row_bytes,  \
+					       tracking, gen);                               \
+			float *row_ = table_row(t, (locs)[j]);                               \
+			ckpt_touch(&t->rows, cow, tracking, gen, (locs)[j], row_);           \
+			rowfn(&sc, dim, row_, GRAD(j));                                      \
+		}                                                                            \
 	} while (0)
 
 #define APPLY_VARS(t, scp)                                                            \
@@ -120,6 +129,7 @@ static inline void cpu_relax(void)
 	size_t row_bytes = ((size_t)dim + (t)->state_floats) * sizeof(float);        \
 	/* Stable during the pass: the switch changes them holding rows_lock. */     \
 	ckpt_cow *cow = (t)->ck.cow;                                                  \
+	bool tracking = ckpt_tracking(&(t)->ck);                                      \
 	uint32_t gen = (t)->ck.gen
 
 /* One shard's accumulators. */
