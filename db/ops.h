@@ -77,6 +77,19 @@ bool ops_push_help(tbl *t, uint32_t gen, uint32_t s);
 
 #define OPS_PREFETCH_ROWS 8u
 
+/* Row loops turn their locations into addresses a block at a time, in a
+ * loop of their own, before the loop that prefetches and copies: the
+ * directory's loads, done beside the rows' misses, cost that loop a fifth
+ * of its rate (docs/benchmarks.md). */
+#define OPS_ROW_BLOCK 512u
+
+/* rows[k] = the row of locs[k], k < n; LOC_NONE gives NULL. */
+static inline void ops_row_addrs(const tbl *t, const uint64_t *locs, size_t n, float **rows)
+{
+	for (size_t k = 0; k < n; k++)
+		rows[k] = locs[k] == LOC_NONE ? NULL : table_row(t, locs[k]);
+}
+
 /* Prefetch the first `bytes` of a row. */
 static inline void ops_prefetch_row(const void *p, size_t bytes)
 {

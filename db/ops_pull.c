@@ -4,7 +4,9 @@
  *
  * All of them copy rows with software prefetch OPS_PREFETCH_ROWS rows
  * ahead, so the memory system works on several random rows at once; this
- * is what lets Pull approach the gather bound of emdb-bench.
+ * is what lets Pull approach the gather bound of emdb-bench.  Plain Pull
+ * and Lookup take the rows' addresses a block at a time first
+ * (ops_row_addrs).
  *
  * Invariants:
  *   1. Every call holds the table's rows_lock for reading while it reads
@@ -26,12 +28,18 @@
 static void gather(const tbl *t, const uint64_t *locs, size_t n, float *out)
 {
 	size_t bytes = (size_t)t->dim * sizeof(float);
-	for (size_t i = 0; i < n && i < OPS_PREFETCH_ROWS; i++)
-		ops_prefetch_row(table_row(t, locs[i]), bytes);
-	for (size_t i = 0; i < n; i++) {
-		if (i + OPS_PREFETCH_ROWS < n)
-			ops_prefetch_row(table_row(t, locs[i + OPS_PREFETCH_ROWS]), bytes);
-		memcpy(out + i * t->dim, table_row(t, locs[i]), bytes);
+	float *rp[OPS_ROW_BLOCK];
+	for (size_t b = 0; b < n; b += OPS_ROW_BLOCK) {
+		size_t m = n - b < OPS_ROW_BLOCK ? n - b : OPS_ROW_BLOCK;
+		float *o = out + b * t->dim;
+		ops_row_addrs(t, locs + b, m, rp);
+		for (size_t i = 0; i < m && i < OPS_PREFETCH_ROWS; i++)
+			ops_prefetch_row(rp[i], bytes);
+		for (size_t i = 0; i < m; i++) {
+			if (i + OPS_PREFETCH_ROWS < m)
+				ops_prefetch_row(rp[i + OPS_PREFETCH_ROWS], bytes);
+			memcpy(o + i * t->dim, rp[i], bytes);
+		}
 	}
 }
 
@@ -159,22 +167,28 @@ int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_
 	if (m) {
 		size_t bytes = (size_t)dim * sizeof(float);
 		const emdb_table_config *c = &t->cfg;
-		for (size_t i = 0; i < n && i < OPS_PREFETCH_ROWS; i++)
-			if (locs[i] != LOC_NONE)
-				ops_prefetch_row(table_row(t, locs[i]), bytes);
-		for (size_t i = 0; i < n; i++) {
-			size_t ahead = i + OPS_PREFETCH_ROWS;
-			if (ahead < n && locs[ahead] != LOC_NONE)
-				ops_prefetch_row(table_row(t, locs[ahead]), bytes);
-			float *o = out + i * dim;
-			if (locs[i] != LOC_NONE)
-				memcpy(o, table_row(t, locs[i]), bytes);
-			else if (c->lookup_default == EMDB_DEFAULT_INIT)
-				emdb_init_row(c->init.kind, c->init.a, c->init.b, c->seed, t->id, ids[i], dim, o);
-			else
-				memset(o, 0, bytes);
-			if (found)
-				found[i] = locs[i] != LOC_NONE;
+		float *rp[OPS_ROW_BLOCK];
+		for (size_t b = 0; b < n; b += OPS_ROW_BLOCK) {
+			size_t nb = n - b < OPS_ROW_BLOCK ? n - b : OPS_ROW_BLOCK;
+			ops_row_addrs(t, locs + b, nb, rp);
+			for (size_t i = 0; i < nb && i < OPS_PREFETCH_ROWS; i++)
+				if (rp[i])
+					ops_prefetch_row(rp[i], bytes);
+			for (size_t i = 0; i < nb; i++) {
+				size_t ahead = i + OPS_PREFETCH_ROWS;
+				if (ahead < nb && rp[ahead])
+					ops_prefetch_row(rp[ahead], bytes);
+				float *o = out + (b + i) * dim;
+				if (rp[i])
+					memcpy(o, rp[i], bytes);
+				else if (c->lookup_default == EMDB_DEFAULT_INIT)
+					emdb_init_row(c->init.kind, c->init.a, c->init.b, c->seed, t->id, ids[b + i],
+						      dim, o);
+				else
+					memset(o, 0, bytes);
+				if (found)
+					found[b + i] = rp[i] != NULL;
+			}
 		}
 	}
 	pthread_rwlock_unlock(&t->rows_lock);

@@ -98,29 +98,37 @@ static inline void cpu_relax(void)
 		}                                                    \
 	} while (0)
 
-/* Where the pass is this many rows ahead, the dirty mark's word too (a
- * read: once set, a mark is only read again). */
-static inline void apply_prefetch(const tbl *t, uint64_t loc, size_t row_bytes, bool tracking, uint32_t gen)
+/* The pass's prefetch, OPS_PREFETCH_ROWS rows ahead: the row for writing,
+ * and where it marks, the mark's word (a read: once set, a mark is only
+ * read again). */
+static inline void apply_prefetch(const tbl *t, const float *row, uint64_t loc, size_t row_bytes,
+				  bool tracking, uint32_t gen)
 {
-	ops_prefetch_row_w(table_row(t, loc), row_bytes);
+	ops_prefetch_row_w(row, row_bytes);
 	if (tracking)
 		__builtin_prefetch(chunk_mark_word(&t->rows, loc, gen), 0, 3);
 }
 
 /* Rows locs[0..cnt) with gradient GRAD(j), prefetched for writing a few
- * rows ahead.  Uses t, sc, dim, row_bytes, cow, tracking, gen. */
-#define APPLY_LOOP(rowfn, locs, cnt, GRAD)                                                   \
-	do {                                                                                 \
-		for (uint32_t j = 0; j < (cnt) && j < OPS_PREFETCH_ROWS; j++)                \
-			apply_prefetch(t, (locs)[j], row_bytes, tracking, gen);              \
-		for (uint32_t j = 0; j < (cnt); j++) {                                       \
-			if (j + OPS_PREFETCH_ROWS < (cnt))                                   \
-				apply_prefetch(t, (locs)[j + OPS_PREFETCH_ROWS], row_bytes,  \
-					       tracking, gen);                               \
-			float *row_ = table_row(t, (locs)[j]);                               \
-			ckpt_touch(&t->rows, cow, tracking, gen, (locs)[j], row_);           \
-			rowfn(&sc, dim, row_, GRAD(j));                                      \
-		}                                                                            \
+ * rows ahead, their addresses taken a block at a time (ops_row_addrs).
+ * Uses t, sc, dim, row_bytes, cow, tracking, gen. */
+#define APPLY_LOOP(rowfn, locs, cnt, GRAD)                                                     \
+	do {                                                                                   \
+		float *rp_[OPS_ROW_BLOCK];                                                     \
+		for (uint32_t b_ = 0; b_ < (cnt); b_ += OPS_ROW_BLOCK) {                       \
+			uint32_t n_ = (cnt) - b_ < OPS_ROW_BLOCK ? (cnt) - b_ : OPS_ROW_BLOCK; \
+			const uint64_t *l_ = (locs) + b_;                                      \
+			ops_row_addrs(t, l_, n_, rp_);                                         \
+			for (uint32_t k = 0; k < n_ && k < OPS_PREFETCH_ROWS; k++)             \
+				apply_prefetch(t, rp_[k], l_[k], row_bytes, tracking, gen);    \
+			for (uint32_t k = 0; k < n_; k++) {                                    \
+				uint32_t a_ = k + OPS_PREFETCH_ROWS;                           \
+				if (a_ < n_)                                                   \
+					apply_prefetch(t, rp_[a_], l_[a_], row_bytes, tracking, gen); \
+				ckpt_touch(&t->rows, cow, tracking, gen, l_[k], rp_[k]);       \
+				rowfn(&sc, dim, rp_[k], GRAD(b_ + k));                         \
+			}                                                                      \
+		}                                                                              \
 	} while (0)
 
 #define APPLY_VARS(t, scp)                                                            \
