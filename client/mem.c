@@ -173,11 +173,11 @@ static int do_prefetch(emdb_client *c, emdb_future *f)
 static int do_read_state(emdb_client *c, const cl_args *a, char *msg, size_t msglen)
 {
 	mem_state *m = c->priv;
-	emdb_table_info info;
-	int rc = emdb_table_describe(m->db, a->table, &info);
+	emdb_table_config cfg;
+	int rc = emdb_table_get_config(m->db, a->table, &cfg);
 	if (rc != EMDB_OK)
 		return rc;
-	uint32_t per = emdb_optimizer_state_floats(info.config.optimizer.kind, info.config.dim);
+	uint32_t per = emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim);
 	if (per != a->per_row) {
 		snprintf(msg, msglen, "%s: table %u keeps %u state floats per row, not %u", a->what, a->table,
 			 per, a->per_row);

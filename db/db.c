@@ -285,6 +285,19 @@ int emdb_table_describe(emdb_db *db, uint32_t id, emdb_table_info *out)
 	return EMDB_OK;
 }
 
+int emdb_table_get_config(emdb_db *db, uint32_t id, emdb_table_config *out)
+{
+	tbl *t;
+	if (!out)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_get_config: out is NULL");
+	int rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	*out = t->cfg;
+	table_release(t);
+	return EMDB_OK;
+}
+
 int emdb_table_list(emdb_db *db, uint32_t *ids, size_t cap, size_t *n_out)
 {
 	if (!db || !n_out || (cap && !ids))

@@ -63,18 +63,12 @@
 #include "db/db_int.h"
 #include "db/error_int.h"
 #include "db/optim_math.h"
+#include "db/spin.h"
 #include "db/job_int.h"
 #include "db/ops.h"
 
 #define UPDATE_SPIN_NS 50000u /* wrlock_spinning: tries for this long, */
 #define UPDATE_PAUSE_NS 5000u  /* pausing between tries for this long   */
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
 
 /* Optimizer kind dispatched once per run, not per row. */
 #define APPLY_SWITCH(LOOP)                                           \

@@ -226,8 +226,8 @@ static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 	if (m->workers > PROTO_UPDATE_WORKERS_MAX)
 		return handle_fail(EMDB_ERR_INVALID, "UPDATE: %u workers, at most %u", m->workers,
 				   PROTO_UPDATE_WORKERS_MAX);
-	emdb_table_info info;
-	int rc = m->table ? emdb_table_describe(db_of(c), m->table, &info) : EMDB_OK;
+	emdb_table_config cfg;
+	int rc = m->table ? emdb_table_get_config(db_of(c), m->table, &cfg) : EMDB_OK;
 	if (rc)
 		return rc;
 	server *s = c->srv;
@@ -334,10 +334,10 @@ int handle_read_state(conn *c, const proto_hdr *h, const uint8_t *body)
 	int rc = proto_read_state_req_decode(h, body, &m);
 	if (rc)
 		return rc;
-	emdb_table_info info;
-	if ((rc = emdb_table_describe(db_of(c), m.table, &info)))
+	emdb_table_config cfg;
+	if ((rc = emdb_table_get_config(db_of(c), m.table, &cfg)))
 		return rc;
-	uint32_t per_row = emdb_optimizer_state_floats(info.config.optimizer.kind, info.config.dim);
+	uint32_t per_row = emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim);
 	uint8_t *p = NULL, *found = NULL;
 	float *state = NULL;
 	size_t len = 0;

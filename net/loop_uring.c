@@ -53,6 +53,8 @@
 
 #include <emdb/alloc.h>
 
+#include "db/spin.h"
+
 #include "net/conn.h"
 #include "net/log.h"
 #include "net/loop.h"
@@ -330,13 +332,6 @@ static void on_conn_cqe(ur_conn *uc, int op, int res)
 		return;
 	}
 	sync_conn(c);
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
 }
 
 /* Submit what is queued and watch the completion ring for busy_ns

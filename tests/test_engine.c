@@ -31,6 +31,19 @@ Test(engine, table_admin)
 	cr_assert_eq(info.config.optimizer.kind, EMDB_OPT_ADAM);
 	cr_assert_eq(info.stats.rows, 0);
 
+	/* The configuration alone: the same as describe's, and the same errors. */
+	emdb_table_config cfg;
+	cr_assert_eq(emdb_table_get_config(db, b, &cfg), 0);
+	cr_assert_str_eq(cfg.name, "items.v2");
+	cr_assert_eq(cfg.dim, 16);
+	cr_assert_eq(cfg.optimizer.kind, EMDB_OPT_ADAM);
+	cr_assert_eq(cfg.init.kind, EMDB_INIT_UNIFORM);
+	cr_assert_eq(cfg.init.a, info.config.init.a);
+	cr_assert_eq(cfg.init.b, info.config.init.b);
+	cr_assert_eq(cfg.optimizer.lr, info.config.optimizer.lr);
+	cr_assert_eq(emdb_table_get_config(db, 999, &cfg), EMDB_ERR_NO_TABLE);
+	cr_assert_eq(emdb_table_get_config(db, b, NULL), EMDB_ERR_INVALID);
+
 	uint32_t ids[4];
 	size_t n;
 	cr_assert_eq(emdb_table_list(db, ids, 4, &n), 0);

@@ -208,8 +208,16 @@ int emdb_table_drop(emdb_db *db, uint32_t table);
 /* Find a table's id by name.  Errors: NO_TABLE, INVALID (NULL). */
 int emdb_table_find(emdb_db *db, const char *name, uint32_t *out_id);
 
-/* Configuration and statistics of one table.  Errors: NO_TABLE, INVALID. */
+/* Configuration and statistics of one table.  Gathering the statistics
+ * visits every index shard and accumulator under its lock.
+ * Errors: NO_TABLE, INVALID. */
 int emdb_table_describe(emdb_db *db, uint32_t table, emdb_table_info *out);
+
+/* The configuration of one table alone: what emdb_table_describe puts in
+ * info->config, without gathering statistics (no shard lock is taken), for
+ * callers that need the dim or optimizer on every request.
+ * Errors: NO_TABLE, INVALID (NULL out). */
+int emdb_table_get_config(emdb_db *db, uint32_t table, emdb_table_config *out);
 
 /* Ids of the live tables in creation order: up to `cap` are written to ids
  * (which may be NULL when cap is 0) and *n_out gets the total count. */
