@@ -19,11 +19,13 @@
  * the pass.
  *
  * Before a row changes it is marked dirty for the next incremental
- * checkpoint, and, while a checkpoint is being written, its old bytes are
- * kept if the checkpoint still needs them (db/ckpt_track.h).
+ * checkpoint (once the table has a checkpoint to count from), and, while a
+ * checkpoint is being written, its old bytes are kept if the checkpoint
+ * still needs them (db/ckpt_track.h).
  *
  * Rows are visited shard by shard in accumulator order with their memory
- * prefetched for writing a few rows ahead; shards of few rows (small or
+ * prefetched for writing a few rows ahead, their addresses taken a block
+ * at a time before the loop that touches them; shards of few rows (small or
  * skewed batches) are gathered into runs of at least 128 rows so that the
  * prefetch goes on across them.  The optimizer kind is dispatched once per
  * run, not per row.  A row belongs to one shard, so shards can
@@ -63,9 +65,9 @@
 #include "db/db_int.h"
 #include "db/error_int.h"
 #include "db/optim_math.h"
-#include "db/spin.h"
 #include "db/job_int.h"
 #include "db/ops.h"
+#include "db/spin.h"
 
 #define UPDATE_SPIN_NS 50000u /* wrlock_spinning: tries for this long, */
 #define UPDATE_PAUSE_NS 5000u  /* pausing between tries for this long   */
