@@ -90,6 +90,29 @@ static inline void ops_row_addrs(const tbl *t, const uint64_t *locs, size_t n, f
 		rows[k] = locs[k] == LOC_NONE ? NULL : table_row(t, locs[k]);
 }
 
+/* Run the statements after `row` for each location locs[at], at = 0..n-1
+ * in order, with `row` its row's address (const float *; NULL for
+ * LOC_NONE): the addresses a block at a time, each row's first `bytes`
+ * prefetched for reading OPS_PREFETCH_ROWS rows ahead. */
+#define OPS_FOR_ROWS(t, locs, n, bytes, at, row, ...)                                          \
+	do {                                                                                   \
+		float *rp_[OPS_ROW_BLOCK];                                                     \
+		for (size_t b_ = 0; b_ < (n); b_ += OPS_ROW_BLOCK) {                           \
+			size_t m_ = (n) - b_ < OPS_ROW_BLOCK ? (n) - b_ : OPS_ROW_BLOCK;       \
+			ops_row_addrs((t), (locs) + b_, m_, rp_);                              \
+			for (size_t k_ = 0; k_ < m_ && k_ < OPS_PREFETCH_ROWS; k_++)           \
+				if (rp_[k_])                                                   \
+					ops_prefetch_row(rp_[k_], (bytes));                    \
+			for (size_t k_ = 0; k_ < m_; k_++) {                                   \
+				if (k_ + OPS_PREFETCH_ROWS < m_ && rp_[k_ + OPS_PREFETCH_ROWS]) \
+					ops_prefetch_row(rp_[k_ + OPS_PREFETCH_ROWS], (bytes)); \
+				size_t at = b_ + k_;                                           \
+				const float *row = rp_[k_];                                    \
+				__VA_ARGS__                                                    \
+			}                                                                      \
+		}                                                                              \
+	} while (0)
+
 /* Prefetch the first `bytes` of a row. */
 static inline void ops_prefetch_row(const void *p, size_t bytes)
 {

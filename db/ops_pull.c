@@ -4,9 +4,8 @@
  *
  * All of them copy rows with software prefetch OPS_PREFETCH_ROWS rows
  * ahead, so the memory system works on several random rows at once; this
- * is what lets Pull approach the gather bound of emdb-bench.  Plain Pull
- * and Lookup take the rows' addresses a block at a time first
- * (ops_row_addrs).
+ * is what lets Pull approach the gather bound of emdb-bench.  They take
+ * the rows' addresses a block at a time first (ops_row_addrs).
  *
  * Invariants:
  *   1. Every call holds the table's rows_lock for reading while it reads
@@ -28,19 +27,7 @@
 static void gather(const tbl *t, const uint64_t *locs, size_t n, float *out)
 {
 	size_t bytes = (size_t)t->dim * sizeof(float);
-	float *rp[OPS_ROW_BLOCK];
-	for (size_t b = 0; b < n; b += OPS_ROW_BLOCK) {
-		size_t m = n - b < OPS_ROW_BLOCK ? n - b : OPS_ROW_BLOCK;
-		float *o = out + b * t->dim;
-		ops_row_addrs(t, locs + b, m, rp);
-		for (size_t i = 0; i < m && i < OPS_PREFETCH_ROWS; i++)
-			ops_prefetch_row(rp[i], bytes);
-		for (size_t i = 0; i < m; i++) {
-			if (i + OPS_PREFETCH_ROWS < m)
-				ops_prefetch_row(rp[i + OPS_PREFETCH_ROWS], bytes);
-			memcpy(o + i * t->dim, rp[i], bytes);
-		}
-	}
+	OPS_FOR_ROWS(t, locs, n, bytes, i, r, memcpy(out + i * t->dim, r, bytes););
 }
 
 static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64_t *offsets, size_t n_bags,
@@ -48,21 +35,22 @@ static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64
 {
 	uint32_t dim = t->dim;
 	size_t bytes = (size_t)dim * sizeof(float);
-	for (size_t i = 0; i < n && i < OPS_PREFETCH_ROWS; i++)
-		ops_prefetch_row(table_row(t, locs[i]), bytes);
-	for (size_t b = 0; b < n_bags; b++) {
-		float *o = out + b * dim;
-		memset(o, 0, bytes);
-		for (uint64_t i = offsets[b]; i < offsets[b + 1]; i++) {
-			if (i + OPS_PREFETCH_ROWS < n)
-				ops_prefetch_row(table_row(t, locs[i + OPS_PREFETCH_ROWS]), bytes);
-			const float *r = table_row(t, locs[i]);
-			for (uint32_t c = 0; c < dim; c++)
-				o[c] += r[c];
-		}
-		uint64_t cnt = offsets[b + 1] - offsets[b];
-		if (pool == EMDB_POOL_MEAN && cnt > 1) {
+	size_t bag = 0;
+	memset(out, 0, n_bags * bytes);
+	OPS_FOR_ROWS(t, locs, n, bytes, i, r,
+		while (offsets[bag + 1] <= i) /* offsets end at n: stops */
+			bag++;
+		float *o = out + bag * dim;
+		for (uint32_t c = 0; c < dim; c++)
+			o[c] += r[c];
+	);
+	if (pool != EMDB_POOL_MEAN)
+		return;
+	for (size_t k = 0; k < n_bags; k++) {
+		uint64_t cnt = offsets[k + 1] - offsets[k];
+		if (cnt > 1) {
 			float inv = 1.0f / (float)cnt;
+			float *o = out + k * dim;
 			for (uint32_t c = 0; c < dim; c++)
 				o[c] *= inv;
 		}
@@ -167,29 +155,17 @@ int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_
 	if (m) {
 		size_t bytes = (size_t)dim * sizeof(float);
 		const emdb_table_config *c = &t->cfg;
-		float *rp[OPS_ROW_BLOCK];
-		for (size_t b = 0; b < n; b += OPS_ROW_BLOCK) {
-			size_t nb = n - b < OPS_ROW_BLOCK ? n - b : OPS_ROW_BLOCK;
-			ops_row_addrs(t, locs + b, nb, rp);
-			for (size_t i = 0; i < nb && i < OPS_PREFETCH_ROWS; i++)
-				if (rp[i])
-					ops_prefetch_row(rp[i], bytes);
-			for (size_t i = 0; i < nb; i++) {
-				size_t ahead = i + OPS_PREFETCH_ROWS;
-				if (ahead < nb && rp[ahead])
-					ops_prefetch_row(rp[ahead], bytes);
-				float *o = out + (b + i) * dim;
-				if (rp[i])
-					memcpy(o, rp[i], bytes);
-				else if (c->lookup_default == EMDB_DEFAULT_INIT)
-					emdb_init_row(c->init.kind, c->init.a, c->init.b, c->seed, t->id, ids[b + i],
-						      dim, o);
-				else
-					memset(o, 0, bytes);
-				if (found)
-					found[b + i] = rp[i] != NULL;
-			}
-		}
+		OPS_FOR_ROWS(t, locs, n, bytes, i, r,
+			float *o = out + i * dim;
+			if (r)
+				memcpy(o, r, bytes);
+			else if (c->lookup_default == EMDB_DEFAULT_INIT)
+				emdb_init_row(c->init.kind, c->init.a, c->init.b, c->seed, t->id, ids[i], dim, o);
+			else
+				memset(o, 0, bytes);
+			if (found)
+				found[i] = r != NULL;
+		);
 	}
 	pthread_rwlock_unlock(&t->rows_lock);
 	if (m) {

@@ -136,9 +136,9 @@ Test(engine, sgd_step_by_ids_and_by_ticket)
 	emdb_db_close(db);
 }
 
-/* Pull, Update and Lookup take row addresses a block of 512 at a time
- * (db/ops.h): a batch of 1300 rows, all in one shard, crosses two block
- * boundaries in every loop.  Each row is checked against values computed
+/* Pull (plain and pooled), Update and Lookup take row addresses a block
+ * of 512 at a time (db/ops.h): a batch of 1300 rows, all in one shard,
+ * crosses two block boundaries in every loop.  Each row is checked against values computed
  * here from the documented rules. */
 Test(engine, batches_longer_than_a_row_block)
 {
@@ -167,6 +167,38 @@ Test(engine, batches_longer_than_a_row_block)
 	cr_assert_eq(emdb_pull(db, t, ids, N, D, out), 0);
 	for (int i = 0; i < N * D; i++)
 		cr_assert_float_eq(out[i], want[i] - 0.01f * g[i], 1e-6, "row %d after SGD", i / D);
+
+	/* Pooled: bags of 0 to 12 rows (empty ones among them) across the
+	 * blocks; each sum in request order, as the rule says, so exact. */
+	enum { BAGS_MAX = N };
+	uint64_t *off = malloc((BAGS_MAX + 1) * sizeof(uint64_t));
+	size_t n_bags = 0;
+	off[0] = 0;
+	for (uint64_t at = 0; at < N; n_bags++) {
+		uint64_t len = (n_bags * 5) % 13;
+		at = at + len > N ? N : at + len;
+		off[n_bags + 1] = at;
+	}
+	float *sums = malloc(n_bags * D * sizeof(float)), *ref = calloc(n_bags * D, sizeof(float));
+	for (int pool = EMDB_POOL_SUM; pool <= EMDB_POOL_MEAN; pool++) {
+		cr_assert_eq(emdb_pull_bags(db, t, ids, N, off, n_bags, (emdb_pool)pool, D, sums), 0, "%s",
+			     emdb_last_error());
+		for (size_t b = 0; b < n_bags; b++) {
+			uint64_t cnt = off[b + 1] - off[b];
+			for (int c = 0; c < D; c++) {
+				float acc = 0;
+				for (uint64_t i = off[b]; i < off[b + 1]; i++)
+					acc += out[i * D + c];
+				if (pool == EMDB_POOL_MEAN && cnt > 1)
+					acc *= 1.0f / (float)cnt;
+				ref[b * D + c] = acc;
+			}
+		}
+		cr_assert_eq(memcmp(sums, ref, n_bags * D * sizeof(float)), 0, "pooled rows, pool %d", pool);
+	}
+	free(off);
+	free(sums);
+	free(ref);
 
 	/* Every 7th ID unknown: Lookup's found flags and the zero default
 	 * land at the right places across the blocks. */

@@ -73,6 +73,7 @@ typedef struct bench_opts {
 	uint64_t rows;          /* 0: per-workload defaults */
 	uint32_t dim;
 	uint32_t batch;
+	uint32_t bags;          /* --bags: Pull pooled into this many bags; 0 plain */
 	unsigned threads;       /* 0: the core count */
 	emdb_opt_kind opts[MAX_OPTS];
 	int n_opts;
@@ -107,6 +108,9 @@ static void usage(FILE *f)
 	      "                  5M for checkpoint)\n"
 	      "  --dim D         row dimension (default 64)\n"
 	      "  --batch B       IDs per call (default 4096)\n"
+	      "  --bags N        pull: pool each batch into N bags of about B/N IDs\n"
+	      "                  (sum, emdb_pull_bags_ticket), reported as pull_bags\n"
+	      "                  (default: plain Pull)\n"
 	      "  --threads T     threads (default: the cores online); Prefetch is\n"
 	      "                  also measured at 1 thread for the scaling ratio\n"
 	      "  --optimizer O   sgd, adagrad, adam, rowwise, ftrl, or all (default all:\n"
@@ -211,6 +215,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		{ "rows", required_argument, NULL, 'r' },
 		{ "dim", required_argument, NULL, 'd' },
 		{ "batch", required_argument, NULL, 'b' },
+		{ "bags", required_argument, NULL, 'G' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "optimizer", required_argument, NULL, 'o' },
 		{ "dist", required_argument, NULL, 'D' },
@@ -262,6 +267,9 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 			break;
 		case 'b':
 			o->batch = (uint32_t)parse_count("--batch", optarg, 1, 4u << 20);
+			break;
+		case 'G':
+			o->bags = (uint32_t)parse_count("--bags", optarg, 1, 4u << 20);
 			break;
 		case 't':
 			o->threads = (unsigned)parse_count("--threads", optarg, 1, HARNESS_MAX_THREADS);
@@ -349,6 +357,10 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		bad_usage("unexpected argument '%s'", argv[optind]);
 	if (o->workloads == WL_CKPT && o->net != NET_OFF)
 		bad_usage("%s: the checkpoint workload runs in process only", "--net");
+	if (o->bags && (o->net != NET_OFF || !(o->workloads & WL_PULL)))
+		bad_usage("--bags: pooling is measured by the in-process %s workload", "pull");
+	if (o->bags > o->batch)
+		bad_usage("--bags: more bags than IDs in a batch (%s) would leave bags empty", "--batch");
 	if (o->workloads == WL_STEP && o->net == NET_OFF)
 		bad_usage("--workload step: synchronous steps are measured over the network: add --net %s",
 			  "unix (or tcp, tls)");
@@ -420,7 +432,7 @@ static void run_index(bench_run *r)
 
 	db = preload_db_open();
 	preload_config(&cfg, "bench", o->dim, EMDB_OPT_SGD, o->init);
-	env = (wl_env){ .db = db, .dim = o->dim, .rows = rows, .seconds = o->seconds };
+	env = (wl_env){ .db = db, .dim = o->dim, .rows = rows, .seconds = o->seconds, .bags = o->bags };
 	preload_table(db, &cfg, rows, r->threads, &env.table);
 	preload_describe(db, env.table, &info);
 

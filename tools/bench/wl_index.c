@@ -49,6 +49,7 @@ typedef struct pull_ctx {
 	const wl_env *e;
 	const pool *p;
 	emdb_ticket **tk;
+	uint64_t *offsets; /* [bags + 1], or NULL: plain Pull */
 	float *out[HARNESS_MAX_THREADS];
 } pull_ctx;
 
@@ -56,10 +57,12 @@ static uint64_t pull_step(void *arg, unsigned t, uint64_t iter)
 {
 	pull_ctx *c = arg;
 	const emdb_ticket *tk = c->tk[t * c->p->batches + iter % c->p->batches];
-	int rc = emdb_pull_ticket(c->e->db, c->e->table, tk, c->e->dim, c->out[t]);
+	int rc = c->offsets ? emdb_pull_bags_ticket(c->e->db, c->e->table, tk, c->offsets, c->e->bags,
+						    EMDB_POOL_SUM, c->e->dim, c->out[t])
+			    : emdb_pull_ticket(c->e->db, c->e->table, tk, c->e->dim, c->out[t]);
 
 	if (rc != EMDB_OK)
-		preload_die_engine("emdb_pull_ticket", rc);
+		preload_die_engine(c->offsets ? "emdb_pull_bags_ticket" : "emdb_pull_ticket", rc);
 	return c->p->batch;
 }
 
@@ -67,14 +70,25 @@ void wl_pull(const wl_env *e, const pool *p, unsigned threads, report_record *re
 {
 	pull_ctx c = { .e = e, .p = p };
 
+	if (e->bags) {
+		c.offsets = malloc(((size_t)e->bags + 1) * sizeof(uint64_t));
+		if (!c.offsets)
+			harness_die("out of memory");
+		for (uint32_t b = 0; b <= e->bags; b++)
+			c.offsets[b] = (uint64_t)p->batch * b / e->bags;
+	}
 	c.tk = preload_tickets(e->db, e->table, p);
 	for (unsigned t = 0; t < threads; t++)
-		c.out[t] = out_buffer(p->batch, e->dim);
-	record_init(rec, "pull", e, p, threads);
+		c.out[t] = out_buffer(e->bags ? e->bags : p->batch, e->dim);
+	record_init(rec, e->bags ? "pull_bags" : "pull", e, p, threads);
 	harness_measure(threads, e->seconds, pull_step, &c, &rec->res);
-	harness_log("pull, %u thread(s): %.2fM IDs/s", threads, rec->res.best / 1e6);
+	if (e->bags)
+		harness_log("pull into %u bags, %u thread(s): %.2fM IDs/s", e->bags, threads, rec->res.best / 1e6);
+	else
+		harness_log("pull, %u thread(s): %.2fM IDs/s", threads, rec->res.best / 1e6);
 	for (unsigned t = 0; t < threads; t++)
 		free(c.out[t]);
+	free(c.offsets);
 	preload_tickets_free(c.tk, p);
 }
 

@@ -22,10 +22,13 @@ typedef struct wl_env {
 	uint32_t dim;
 	uint64_t rows;     /* preloaded: the IDs of ranks 1..rows */
 	double seconds;
+	uint32_t bags;     /* wl_pull: sum-pool each batch into this many bags; 0 plain */
 } wl_env;
 
 /* Pull through tickets resolved beforehand (emdb_pull_ticket), p's batches
- * on `threads` threads.  p must hold no new-ID markers. */
+ * on `threads` threads; with e->bags, pooled (emdb_pull_bags_ticket, SUM,
+ * bags of equal size but for rounding), recorded as pull_bags.  p must
+ * hold no new-ID markers. */
 void wl_pull(const wl_env *e, const pool *p, unsigned threads, report_record *rec);
 
 /* Lookup (emdb_lookup) of p's batches. */
