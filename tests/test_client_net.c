@@ -59,15 +59,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static emdb_client *connect_uri(const char *uri, uint32_t timeout_ms)
-{
-	emdb_client *c;
-	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
-	o.timeout_ms = timeout_ms;
-	OK(emdb_client_connect(uri, &o, &c));
-	return c;
-}
-
 static uint32_t create_table(emdb_client *c, const char *name, uint32_t dim)
 {
 	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
@@ -84,8 +75,8 @@ static uint32_t create_table(emdb_client *c, const char *name, uint32_t dim)
 
 Test(client_net, server_killed_gives_closed, .init = srv_start, .fini = srv_stop, .timeout = 60)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri, 0); /* no timeout: only CLOSED can end a wait */
-	emdb_client *u = connect_uri(srv.unix_uri, 0);
+	emdb_client *c = test_client_open(srv.tcp_uri, 0); /* no timeout: only CLOSED can end a wait */
+	emdb_client *u = test_client_open(srv.unix_uri, 0);
 	OK(emdb_client_ping(c));
 	OK(emdb_client_ping(u));
 	uint32_t t = create_table(c, "t", 4);
@@ -126,7 +117,7 @@ Test(client_net, server_killed_gives_closed, .init = srv_start, .fini = srv_stop
 
 Test(client_net, server_killed_while_idle, .init = srv_start, .fini = srv_stop, .timeout = 60)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri, 30000);
+	emdb_client *c = test_client_open(srv.tcp_uri, 30000);
 	uint32_t t = create_table(c, "t", 4);
 	emdb_client_ticket *tk;
 	uint64_t ids[3] = { 5, 6, 7 };
@@ -145,7 +136,7 @@ Test(client_net, server_killed_while_idle, .init = srv_start, .fini = srv_stop, 
 
 Test(client_net, timeout_then_recovery, .init = srv_start, .fini = srv_stop, .timeout = 60)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri, 300);
+	emdb_client *c = test_client_open(srv.tcp_uri, 300);
 	uint32_t t = create_table(c, "t", 4);
 	uint64_t ids[2] = { 1, 2 };
 	float out[8], want[8];
@@ -406,7 +397,7 @@ static void *hammer(void *arg)
 
 static void threads_share_one_handle(const char *uri)
 {
-	emdb_client *c = connect_uri(uri, 30000);
+	emdb_client *c = test_client_open(uri, 30000);
 	uint32_t t = create_table(c, "shared", TDIM);
 	/* The initial rows, from a pull of all IDs (Lookup in case 2 would
 	 * return defaults for IDs not inserted yet, so insert them all). */
@@ -453,7 +444,7 @@ Test(client_net, threads_share_one_handle_mem, .timeout = 120)
 static void many_in_flight(const char *uri)
 {
 	enum { REQS = 500, PN = 32, PD = 8 };
-	emdb_client *c = connect_uri(uri, 30000);
+	emdb_client *c = test_client_open(uri, 30000);
 	uint32_t t = create_table(c, "p", PD);
 	static uint64_t ids[REQS][PN];
 	static float out[REQS][PN * PD], want[PN * PD];
@@ -490,7 +481,7 @@ Test(client_net, many_requests_in_flight_mem, .timeout = 120)
 Test(client_net, big_batches, .init = srv_start, .fini = srv_stop, .timeout = 120)
 {
 	enum { BN = 200000, BD = 32 };
-	emdb_client *c = connect_uri(srv.tcp_uri, 60000);
+	emdb_client *c = test_client_open(srv.tcp_uri, 60000);
 	uint32_t t = create_table(c, "big", BD);
 	uint64_t *ids = malloc(BN * sizeof(uint64_t));
 	float *v = malloc((size_t)BN * BD * sizeof(float));
@@ -524,7 +515,7 @@ Test(client_net, big_batches, .init = srv_start, .fini = srv_stop, .timeout = 12
 Test(client_net, request_over_the_server_frame_limit, .init = srv_start_small_frames, .fini = srv_stop,
      .timeout = 60)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri, 10000);
+	emdb_client *c = test_client_open(srv.tcp_uri, 10000);
 	uint32_t t = create_table(c, "t", 8);
 	static uint64_t ids[4096];
 	static float g[4096 * 8];
@@ -539,7 +530,7 @@ Test(client_net, request_over_the_server_frame_limit, .init = srv_start_small_fr
 static void prefetch_overlap(const char *uri)
 {
 	enum { STEPS = 12, BN = 256, BD = 8 };
-	emdb_client *c = connect_uri(uri, 30000);
+	emdb_client *c = test_client_open(uri, 30000);
 	uint32_t t = create_table(c, "o", BD);
 	emdb_db *db = open_db(64);
 	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
@@ -604,7 +595,7 @@ Test(client_net, prefetch_next_batch_while_training_mem, .timeout = 120)
 
 Test(client_net, config_and_shutdown, .init = srv_start, .fini = srv_stop, .timeout = 60)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri, 10000);
+	emdb_client *c = test_client_open(srv.tcp_uri, 10000);
 	emdb_client_kv *kv;
 	size_t n;
 	OK(emdb_client_config_set(c, "log_level", "debug"));
@@ -709,7 +700,7 @@ Test(client_net, example_trainer_two_workers, .init = srv_start, .fini = srv_sto
 	FILE *b = start_trainer(srv.tcp_uri, "2 1");
 	finish_trainer(a);
 	finish_trainer(b);
-	emdb_client *c = connect_uri(srv.unix_uri, 10000);
+	emdb_client *c = test_client_open(srv.unix_uri, 10000);
 	uint32_t t;
 	OK(emdb_client_table_find(c, "example", &t));
 	emdb_table_info info;
@@ -778,8 +769,8 @@ static void busy_poll_on(const char *backend)
 {
 	const char *const extra[] = { "--io-backend", backend, NULL };
 	test_server_start(&srv, extra);
-	emdb_client *c = connect_uri(srv.unix_uri, 10000);
-	emdb_client *mem = connect_uri("mem://", 0);
+	emdb_client *c = test_client_open(srv.unix_uri, 10000);
+	emdb_client *mem = test_client_open("mem://", 0);
 	uint32_t tn = create_table(c, "t", 8), tm = create_table(mem, "t", 8);
 	float a[8];
 	enum { CALLS = 50 };

@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <emdb/client.h>
+
 #include "tests/server_spawn.h"
 
 typedef struct test_server {
@@ -42,6 +44,18 @@ typedef struct test_server {
 static inline void test_sleep_ms(long ms)
 {
 	server_sleep_ms(ms);
+}
+
+/* A client of uri whose calls time out after timeout_ms; the test fails
+ * where it cannot connect. */
+static inline emdb_client *test_client_open(const char *uri, uint32_t timeout_ms)
+{
+	emdb_client *c = NULL;
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.timeout_ms = timeout_ms;
+	int rc = emdb_client_connect(uri, &o, &c);
+	cr_assert_eq(rc, EMDB_OK, "connect %s: %s", uri, emdb_client_last_error());
+	return c;
 }
 
 /* The last lines of the server's log, for failure messages. */

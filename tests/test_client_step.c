@@ -47,15 +47,7 @@ static void srv_stop(void)
 }
 
 #define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
-
-static emdb_client *open_uri(const char *uri)
-{
-	emdb_client *c;
-	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
-	o.timeout_ms = 60000;
-	OK(emdb_client_connect(uri, &o, &c));
-	return c;
-}
+#define CALL_MS 60000 /* the clients' call timeout */
 
 static uint32_t create_table(emdb_client *c)
 {
@@ -119,7 +111,7 @@ static long long info_waiting(emdb_client *c)
 /* The state after every worker's push and one Update, from mem://. */
 static void expected_rows(float *out)
 {
-	emdb_client *mem = open_uri("mem://");
+	emdb_client *mem = test_client_open("mem://", CALL_MS);
 	uint32_t t = create_table(mem);
 	for (int w = 0; w < WORKERS; w++)
 		push_batch(mem, t, w);
@@ -138,9 +130,9 @@ static void wait_waiting(emdb_client *c, long long want)
 Test(client_step, applied_once_when_every_worker_has_pushed, .init = srv_start, .fini = srv_stop,
      .timeout = 120)
 {
-	emdb_client *c[WORKERS], *watch = open_uri(srv.tcp_uri);
+	emdb_client *c[WORKERS], *watch = test_client_open(srv.tcp_uri, CALL_MS);
 	for (int w = 0; w < WORKERS; w++)
-		c[w] = open_uri(w % 2 ? srv.unix_uri : srv.tcp_uri);
+		c[w] = test_client_open(w % 2 ? srv.unix_uri : srv.tcp_uri, CALL_MS);
 	uint32_t t = create_table(watch);
 	static float before[N_IDS * WORKERS * DIM], now[N_IDS * WORKERS * DIM],
 		want[N_IDS * WORKERS * DIM];
@@ -197,7 +189,8 @@ Test(client_step, applied_once_when_every_worker_has_pushed, .init = srv_start, 
 
 Test(client_step, another_worker_count_is_refused, .init = srv_start, .fini = srv_stop, .timeout = 120)
 {
-	emdb_client *a = open_uri(srv.unix_uri), *b = open_uri(srv.unix_uri), *d = open_uri(srv.tcp_uri);
+	emdb_client *a = test_client_open(srv.unix_uri, CALL_MS),
+		    *b = test_client_open(srv.unix_uri, CALL_MS), *d = test_client_open(srv.tcp_uri, CALL_MS);
 	uint32_t t = create_table(a);
 	emdb_future *f = emdb_client_update_sync_async(a, t, 3, NULL);
 	wait_waiting(d, 1);
@@ -224,7 +217,7 @@ Test(client_step, another_worker_count_is_refused, .init = srv_start, .fini = sr
 Test(client_step, a_step_short_of_workers_times_out_and_applies_nothing, .init = srv_start,
      .fini = srv_stop, .timeout = 120)
 {
-	emdb_client *a = open_uri(srv.unix_uri), *b = open_uri(srv.unix_uri);
+	emdb_client *a = test_client_open(srv.unix_uri, CALL_MS), *b = test_client_open(srv.unix_uri, CALL_MS);
 	uint32_t t = create_table(a);
 	static float before[N_IDS * WORKERS * DIM], now[N_IDS * WORKERS * DIM];
 	pull_all(a, t, before);
@@ -249,7 +242,8 @@ Test(client_step, a_step_short_of_workers_times_out_and_applies_nothing, .init =
 
 Test(client_step, a_closed_connection_leaves_the_step, .init = srv_start, .fini = srv_stop, .timeout = 120)
 {
-	emdb_client *a = open_uri(srv.unix_uri), *b = open_uri(srv.unix_uri), *d = open_uri(srv.tcp_uri);
+	emdb_client *a = test_client_open(srv.unix_uri, CALL_MS),
+		    *b = test_client_open(srv.unix_uri, CALL_MS), *d = test_client_open(srv.tcp_uri, CALL_MS);
 	uint32_t t = create_table(b);
 	emdb_future *f = emdb_client_update_sync_async(a, t, 2, NULL);
 	wait_waiting(b, 1);
@@ -269,7 +263,7 @@ Test(client_step, a_closed_connection_leaves_the_step, .init = srv_start, .fini 
 
 Test(client_step, shutdown_answers_waiting_workers, .init = srv_start, .fini = srv_stop, .timeout = 120)
 {
-	emdb_client *a = open_uri(srv.unix_uri), *b = open_uri(srv.unix_uri);
+	emdb_client *a = test_client_open(srv.unix_uri, CALL_MS), *b = test_client_open(srv.unix_uri, CALL_MS);
 	uint32_t t = create_table(a);
 	emdb_future *f = emdb_client_update_sync_async(a, t, 2, NULL);
 	wait_waiting(b, 1);
@@ -311,9 +305,9 @@ static void *mem_worker_main(void *arg)
 static void mem_threads_meet(bool shared_handle)
 {
 	emdb_client *h[WORKERS];
-	h[0] = open_uri("mem://steps");
+	h[0] = test_client_open("mem://steps", CALL_MS);
 	for (int w = 1; w < WORKERS; w++)
-		h[w] = shared_handle ? h[0] : open_uri("mem://steps");
+		h[w] = shared_handle ? h[0] : test_client_open("mem://steps", CALL_MS);
 	uint32_t t = create_table(h[0]);
 	mem_worker x[WORKERS];
 	pthread_t th[WORKERS];
@@ -358,7 +352,7 @@ static void *step_call_main(void *arg)
 
 Test(client_step, mem_step_times_out_and_refuses_another_count, .timeout = 120)
 {
-	emdb_client *c = open_uri("mem://");
+	emdb_client *c = test_client_open("mem://", CALL_MS);
 	uint32_t t = create_table(c);
 	push_batch(c, t, 0);
 	emdb_client_set_timeout(c, 200);
@@ -373,7 +367,7 @@ Test(client_step, mem_step_times_out_and_refuses_another_count, .timeout = 120)
 	 * was the one refused), try again. */
 	bool refused = false;
 	for (int attempt = 0; attempt < 10 && !refused; attempt++) {
-		emdb_client_set_timeout(c, 60000);
+		emdb_client_set_timeout(c, CALL_MS);
 		step_call x = { c, t, 2, EMDB_OK };
 		pthread_t th;
 		cr_assert_eq(pthread_create(&th, NULL, step_call_main, &x), 0);
@@ -383,7 +377,7 @@ Test(client_step, mem_step_times_out_and_refuses_another_count, .timeout = 120)
 		if (rc == EMDB_ERR_INVALID) {
 			refused = true;
 			cr_assert(strstr(emdb_client_last_error(), "3 workers"), "%s", emdb_client_last_error());
-			emdb_client_set_timeout(c, 60000);
+			emdb_client_set_timeout(c, CALL_MS);
 			OK(emdb_client_update_sync(c, t, 2, NULL));
 		} else {
 			cr_assert_eq(rc, EMDB_ERR_TIMEOUT, "%s", emdb_err_name(rc));

@@ -29,6 +29,7 @@ static char data_dir[64];
 static char exit_log[64]; /* expect_exit's log, removed by stop_all */
 
 #define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
+#define CALL_MS 60000 /* the clients' call timeout */
 #define FAILS(call, code, needle)                                                          \
 	do {                                                                               \
 		int rc_ = (call);                                                          \
@@ -82,15 +83,6 @@ static void stop_all(void)
 		unlink(exit_log);
 		exit_log[0] = 0;
 	}
-}
-
-static emdb_client *connect_uri(const char *uri)
-{
-	emdb_client *c;
-	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
-	o.timeout_ms = 60000;
-	OK(emdb_client_connect(uri, &o, &c));
-	return c;
 }
 
 /* An orderly stop (SHUTDOWN): the server waits for a running job and
@@ -250,7 +242,7 @@ Test(server_ckpt, full_checkpoint_restores_every_optimizer_bit_exact, .init = st
 	static const emdb_opt_kind kinds[N_OPT] = { EMDB_OPT_SGD, EMDB_OPT_ADAGRAD,
 						   EMDB_OPT_ROWWISE_ADAGRAD, EMDB_OPT_ADAM, EMDB_OPT_FTRL };
 	static const uint32_t dims[N_OPT] = { 4, 5, 3, 7, 2 };
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	uint32_t t[N_OPT];
 	uint64_t ids[N_OLD + N_NEW];
 	ids_from(ids, N_OLD + N_NEW, 1000);
@@ -288,7 +280,7 @@ Test(server_ckpt, full_checkpoint_restores_every_optimizer_bit_exact, .init = st
 	}
 
 	/* Restore through the other socket and compare everything. */
-	emdb_client *u = connect_uri(srv.unix_uri);
+	emdb_client *u = test_client_open(srv.unix_uri, CALL_MS);
 	emdb_ckpt_info rs;
 	OK(emdb_client_restore(u, ck.id, &rs));
 	cr_assert_eq(rs.id, ck.id);
@@ -330,7 +322,7 @@ Test(server_ckpt, full_checkpoint_restores_every_optimizer_bit_exact, .init = st
 Test(server_ckpt, incremental_chain_restores_each_link, .init = start_persist, .fini = stop_all,
      .timeout = 120)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	uint32_t ta = create_table(c, "ada", 4, EMDB_OPT_ADAGRAD, 1);
 	uint32_t tb = create_table(c, "adam", 3, EMDB_OPT_ADAM, 2);
 	uint64_t ids[CH_TOTAL];
@@ -426,7 +418,7 @@ static size_t list_ids(emdb_client *c, uint64_t *out, size_t cap)
 
 Test(server_ckpt, list_delete_and_retention, .init = start_persist, .fini = stop_all, .timeout = 120)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	uint32_t t = create_table(c, "t", 4, EMDB_OPT_SGD, 3);
 	uint64_t ids[20], got[8];
 	ids_from(ids, 20, 1);
@@ -520,7 +512,7 @@ static void expect_exit(const char *const *argv, const char *log, int status)
 Test(server_ckpt, restore_latest_at_start_on_the_same_data_dir, .init = start_persist,
      .fini = stop_all, .timeout = 180)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	uint32_t t = create_table(c, "emb", 6, EMDB_OPT_ADAM, 11);
 	uint64_t ids[80];
 	ids_from(ids, 80, 77);
@@ -540,7 +532,7 @@ Test(server_ckpt, restore_latest_at_start_on_the_same_data_dir, .init = start_pe
 	/* A second server on the same directory, restoring the latest. */
 	static const char *const latest[] = { "--restore", "latest", NULL };
 	start_on_data_dir(&srv2, latest);
-	c = connect_uri(srv2.unix_uri);
+	c = test_client_open(srv2.unix_uri, CALL_MS);
 	uint32_t t2;
 	OK(emdb_client_table_find(c, "emb", &t2));
 	cr_assert_eq(t2, t, "the table keeps its id");
@@ -566,7 +558,7 @@ Test(server_ckpt, restore_latest_at_start_on_the_same_data_dir, .init = start_pe
 	snprintf(id, sizeof(id), "%llu", (unsigned long long)full.id);
 	const char *const by_id[] = { "--restore", id, NULL };
 	start_on_data_dir(&srv2, by_id);
-	c = connect_uri(srv2.tcp_uri);
+	c = test_client_open(srv2.tcp_uri, CALL_MS);
 	snap_take(c, t, ids, 80, &got);
 	snap_assert_equal(&at_full, &got, "restored at start by id");
 	snap_free(&got);
@@ -594,7 +586,7 @@ Test(server_ckpt, restore_latest_on_an_empty_store_starts_empty, .fini = stop_al
 	make_data_dir();
 	static const char *const latest[] = { "--restore", "latest", NULL };
 	start_on_data_dir(&srv, latest);
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	size_t n = 9;
 	OK(emdb_client_table_list(c, NULL, 0, &n));
 	cr_assert_eq(n, 0);
@@ -636,7 +628,7 @@ static void start_every_steps(void)
 Test(server_ckpt, automatic_checkpoints_every_steps, .init = start_every_steps, .fini = stop_all,
      .timeout = 120)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	uint32_t t = create_table(c, "t", 4, EMDB_OPT_ROWWISE_ADAGRAD, 5);
 	uint64_t ids[30];
 	ids_from(ids, 30, 9);
@@ -685,7 +677,7 @@ static void start_every_second(void)
 Test(server_ckpt, automatic_checkpoints_every_seconds, .init = start_every_second,
      .fini = stop_all, .timeout = 120)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	uint32_t t = create_table(c, "t", 3, EMDB_OPT_SGD, 5);
 	uint64_t ids[10];
 	ids_from(ids, 10, 3);
@@ -700,7 +692,7 @@ Test(server_ckpt, automatic_checkpoints_every_seconds, .init = start_every_secon
 Test(server_ckpt, without_data_dir_everything_is_unsupported, .init = start_plain,
      .fini = stop_all, .timeout = 60)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	uint64_t job;
 	emdb_job_status st;
 	emdb_ckpt_info *list;
@@ -737,7 +729,7 @@ static void count_polls(void *arg, const emdb_job_status *st)
 Test(server_ckpt, busy_invalid_and_unknown_jobs, .init = start_persist, .fini = stop_all,
      .timeout = 180)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	emdb_job_status st;
 	OK(emdb_client_job_status(c, 0, &st));
 	cr_assert_eq(st.state, EMDB_JOB_IDLE);
@@ -785,7 +777,7 @@ Test(server_ckpt, busy_invalid_and_unknown_jobs, .init = start_persist, .fini = 
 Test(server_ckpt, shutdown_waits_for_the_running_job, .init = start_persist, .fini = stop_all,
      .timeout = 180)
 {
-	emdb_client *c = connect_uri(srv.tcp_uri);
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
 	size_t n = BIG_ROWS;
 	uint32_t t = big_table(c, EMDB_OPT_ADAGRAD);
 	uint64_t job;
@@ -798,7 +790,7 @@ Test(server_ckpt, shutdown_waits_for_the_running_job, .init = start_persist, .fi
 	/* The checkpoint is complete: a new server restores it. */
 	static const char *const latest[] = { "--restore", "latest", NULL };
 	start_on_data_dir(&srv2, latest);
-	c = connect_uri(srv2.tcp_uri);
+	c = test_client_open(srv2.tcp_uri, CALL_MS);
 	emdb_table_info info;
 	OK(emdb_client_table_describe(c, t, &info));
 	cr_assert_eq(info.stats.rows, n);
@@ -817,14 +809,14 @@ Test(server_ckpt, a_reader_may_look_but_not_checkpoint, .init = start_persist_au
 {
 	char uri[300];
 	snprintf(uri, sizeof(uri), "%s?token=reader", srv.tcp_uri);
-	emdb_client *r = connect_uri(uri);
+	emdb_client *r = test_client_open(uri, CALL_MS);
 	cr_assert_eq(emdb_client_role(r), EMDB_ROLE_READER);
 	FAILS(emdb_client_checkpoint_start(r, EMDB_CKPT_FULL, NULL), EMDB_ERR_AUTH, "CHECKPOINT");
 	FAILS(emdb_client_restore_start(r, 0, NULL), EMDB_ERR_AUTH, "RESTORE");
 	FAILS(emdb_client_checkpoint_delete(r, 1), EMDB_ERR_AUTH, "CHECKPOINT_DELETE");
 
 	snprintf(uri, sizeof(uri), "%s?token=adm1n", srv.unix_uri);
-	emdb_client *a = connect_uri(uri);
+	emdb_client *a = test_client_open(uri, CALL_MS);
 	create_table(a, "t", 2, EMDB_OPT_SGD, 1);
 	emdb_ckpt_info ck;
 	OK(emdb_client_checkpoint(a, EMDB_CKPT_FULL, &ck));
