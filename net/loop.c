@@ -230,42 +230,45 @@ static void wake(io_thread *t)
 	(void)w; /* EAGAIN: the counter is already nonzero, a wake is pending */
 }
 
+/* Append the item of `size` bytes to a mailbox array of *n items in room
+ * for *cap, doubling the room (first `first`) when it is full.  Called with
+ * mbox_lock held.  Returns 0, or -ENOMEM with nothing changed. */
+static int mbox_append(void **arr, uint32_t *n, uint32_t *cap, uint32_t first, size_t size, const void *item)
+{
+	if (*n == *cap) {
+		uint32_t room = *cap ? *cap * 2 : first;
+		void *m = emdb_realloc(*arr, (size_t)room * size);
+		if (!m)
+			return -ENOMEM;
+		*arr = m;
+		*cap = room;
+	}
+	memcpy((char *)*arr + (size_t)(*n)++ * size, item, size);
+	return 0;
+}
+
 int io_thread_post_conn(io_thread *t, const new_conn *nc)
 {
 	pthread_mutex_lock(&t->mbox_lock);
-	if (t->mbox_n == t->mbox_cap) {
-		uint32_t cap = t->mbox_cap ? t->mbox_cap * 2 : 64;
-		new_conn *m = emdb_realloc(t->mbox, (size_t)cap * sizeof(*m));
-		if (!m) {
-			pthread_mutex_unlock(&t->mbox_lock);
-			return -ENOMEM;
-		}
-		t->mbox = m;
-		t->mbox_cap = cap;
-	}
-	t->mbox[t->mbox_n++] = *nc;
+	void *arr = t->mbox;
+	int rc = mbox_append(&arr, &t->mbox_n, &t->mbox_cap, 64, sizeof(*nc), nc);
+	t->mbox = arr;
 	pthread_mutex_unlock(&t->mbox_lock);
-	wake(t);
-	return 0;
+	if (rc == 0)
+		wake(t);
+	return rc;
 }
 
 int io_thread_post_reply(io_thread *t, const io_reply *r)
 {
 	pthread_mutex_lock(&t->mbox_lock);
-	if (t->replies_n == t->replies_cap) {
-		uint32_t cap = t->replies_cap ? t->replies_cap * 2 : 16;
-		io_reply *m = emdb_realloc(t->replies, (size_t)cap * sizeof(*m));
-		if (!m) {
-			pthread_mutex_unlock(&t->mbox_lock);
-			return -ENOMEM;
-		}
-		t->replies = m;
-		t->replies_cap = cap;
-	}
-	t->replies[t->replies_n++] = *r;
+	void *arr = t->replies;
+	int rc = mbox_append(&arr, &t->replies_n, &t->replies_cap, 16, sizeof(*r), r);
+	t->replies = arr;
 	pthread_mutex_unlock(&t->mbox_lock);
-	wake(t);
-	return 0;
+	if (rc == 0)
+		wake(t);
+	return rc;
 }
 
 void io_thread_drain(io_thread *t)
