@@ -91,23 +91,27 @@ static inline void ops_row_addrs(const tbl *t, const uint64_t *locs, size_t n, f
 }
 
 /* Run the statements after `row` for each location locs[at], at = 0..n-1
- * in order, with `row` its row's address (const float *; NULL for
- * LOC_NONE): the addresses a block at a time, each row's first `bytes`
- * prefetched for reading OPS_PREFETCH_ROWS rows ahead. */
-#define OPS_FOR_ROWS(t, locs, n, bytes, at, row, ...)                                          \
+ * in order, with `row` its row's address (float *; NULL for LOC_NONE):
+ * the addresses a block at a time, and PREFETCH(row, loc) run for each
+ * row that is not NULL OPS_PREFETCH_ROWS rows ahead (PREFETCH names a
+ * function or macro of the caller's: what to fetch, for reading or
+ * writing). */
+#define OPS_FOR_ROWS(t, locs, n, PREFETCH, at, row, ...)                                       \
 	do {                                                                                   \
 		float *rp_[OPS_ROW_BLOCK];                                                     \
 		for (size_t b_ = 0; b_ < (n); b_ += OPS_ROW_BLOCK) {                           \
 			size_t m_ = (n) - b_ < OPS_ROW_BLOCK ? (n) - b_ : OPS_ROW_BLOCK;       \
-			ops_row_addrs((t), (locs) + b_, m_, rp_);                              \
+			const uint64_t *l_ = (locs) + b_;                                      \
+			ops_row_addrs((t), l_, m_, rp_);                                       \
 			for (size_t k_ = 0; k_ < m_ && k_ < OPS_PREFETCH_ROWS; k_++)           \
 				if (rp_[k_])                                                   \
-					ops_prefetch_row(rp_[k_], (bytes));                    \
+					PREFETCH(rp_[k_], l_[k_]);                             \
 			for (size_t k_ = 0; k_ < m_; k_++) {                                   \
-				if (k_ + OPS_PREFETCH_ROWS < m_ && rp_[k_ + OPS_PREFETCH_ROWS]) \
-					ops_prefetch_row(rp_[k_ + OPS_PREFETCH_ROWS], (bytes)); \
+				size_t a_ = k_ + OPS_PREFETCH_ROWS;                            \
+				if (a_ < m_ && rp_[a_])                                        \
+					PREFETCH(rp_[a_], l_[a_]);                             \
 				size_t at = b_ + k_;                                           \
-				const float *row = rp_[k_];                                    \
+				float *row = rp_[k_];                                          \
 				__VA_ARGS__                                                    \
 			}                                                                      \
 		}                                                                              \

@@ -24,10 +24,13 @@
 #include "db/init_math.h"
 #include "db/ops.h"
 
+/* OPS_FOR_ROWS's prefetch here: the row's first `bytes`, for reading. */
+#define PULL_PREFETCH(row, loc) ops_prefetch_row((row), bytes)
+
 static void gather(const tbl *t, const uint64_t *locs, size_t n, float *out)
 {
 	size_t bytes = (size_t)t->dim * sizeof(float);
-	OPS_FOR_ROWS(t, locs, n, bytes, i, r, memcpy(out + i * t->dim, r, bytes););
+	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r, memcpy(out + i * t->dim, r, bytes););
 }
 
 static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64_t *offsets, size_t n_bags,
@@ -37,7 +40,7 @@ static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64
 	size_t bytes = (size_t)dim * sizeof(float);
 	size_t bag = 0;
 	memset(out, 0, n_bags * bytes);
-	OPS_FOR_ROWS(t, locs, n, bytes, i, r,
+	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r,
 		while (offsets[bag + 1] <= i) /* offsets end at n: stops */
 			bag++;
 		float *o = out + bag * dim;
@@ -155,7 +158,7 @@ int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_
 	if (m) {
 		size_t bytes = (size_t)dim * sizeof(float);
 		const emdb_table_config *c = &t->cfg;
-		OPS_FOR_ROWS(t, locs, n, bytes, i, r,
+		OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r,
 			float *o = out + i * dim;
 			if (r)
 				memcpy(o, r, bytes);

@@ -105,27 +105,16 @@ static inline void apply_prefetch(const tbl *t, const float *row, uint64_t loc, 
 		__builtin_prefetch(chunk_mark_word(&t->rows, loc, gen), 0, 3);
 }
 
+/* OPS_FOR_ROWS's prefetch in the pass (apply_prefetch). */
+#define APPLY_PREFETCH(row, loc) apply_prefetch(t, (row), (loc), row_bytes, tracking, gen)
+
 /* Rows locs[0..cnt) with gradient GRAD(j), prefetched for writing a few
- * rows ahead, their addresses taken a block at a time (ops_row_addrs).
+ * rows ahead, their addresses taken a block at a time (OPS_FOR_ROWS).
  * Uses t, sc, dim, row_bytes, cow, tracking, gen. */
-#define APPLY_LOOP(rowfn, locs, cnt, GRAD)                                                     \
-	do {                                                                                   \
-		float *rp_[OPS_ROW_BLOCK];                                                     \
-		for (uint32_t b_ = 0; b_ < (cnt); b_ += OPS_ROW_BLOCK) {                       \
-			uint32_t n_ = (cnt) - b_ < OPS_ROW_BLOCK ? (cnt) - b_ : OPS_ROW_BLOCK; \
-			const uint64_t *l_ = (locs) + b_;                                      \
-			ops_row_addrs(t, l_, n_, rp_);                                         \
-			for (uint32_t k = 0; k < n_ && k < OPS_PREFETCH_ROWS; k++)             \
-				apply_prefetch(t, rp_[k], l_[k], row_bytes, tracking, gen);    \
-			for (uint32_t k = 0; k < n_; k++) {                                    \
-				uint32_t a_ = k + OPS_PREFETCH_ROWS;                           \
-				if (a_ < n_)                                                   \
-					apply_prefetch(t, rp_[a_], l_[a_], row_bytes, tracking, gen); \
-				ckpt_touch(&t->rows, cow, tracking, gen, l_[k], rp_[k]);       \
-				rowfn(&sc, dim, rp_[k], GRAD(b_ + k));                         \
-			}                                                                      \
-		}                                                                              \
-	} while (0)
+#define APPLY_LOOP(rowfn, locs, cnt, GRAD)                                               \
+	OPS_FOR_ROWS(t, locs, cnt, APPLY_PREFETCH, j_, row_,                             \
+		     ckpt_touch(&t->rows, cow, tracking, gen, (locs)[j_], row_);         \
+		     rowfn(&sc, dim, row_, GRAD(j_));)
 
 #define APPLY_VARS(t, scp)                                                            \
 	emdb_opt_scalars sc = *(scp);                                                 \
