@@ -233,9 +233,17 @@ static void table_figs(const ckpt_bench_opts *o, const table_results *t, ckpt_re
 		 (double)t->info.stats.bytes_index / 1e9, (double)t->full.info.bytes / 1e9);
 
 	f = add_fig(rep, "disk_write", "disk write bound", t->bw.write_mbs, "MB/s");
-	f->seconds = t->bw.write_s, f->bytes = t->bw.bytes;
+	f->bytes = t->bw.bytes;
 	f = add_fig(rep, "disk_read", "disk read bound", t->bw.read_mbs, "MB/s");
-	f->seconds = t->bw.read_s, f->bytes = t->bw.bytes;
+	f->bytes = t->bw.bytes;
+	f = add_fig(rep, "disk_write_direct", "  write, O_DIRECT", t->bw.direct_write_mbs, "MB/s");
+	f->seconds = t->bw.direct_write_s, f->bytes = t->bw.direct_bytes;
+	f = add_fig(rep, "disk_read_direct", "  read, O_DIRECT", t->bw.direct_read_mbs, "MB/s");
+	f->seconds = t->bw.direct_read_s, f->bytes = t->bw.direct_bytes;
+	f = add_fig(rep, "disk_write_cache", "  write, page cache", t->bw.cache_write_mbs, "MB/s");
+	f->seconds = t->bw.cache_write_s, f->bytes = t->bw.bytes;
+	f = add_fig(rep, "disk_read_cache", "  read, page cache", t->bw.cache_read_mbs, "MB/s");
+	f->seconds = t->bw.cache_read_s, f->bytes = t->bw.bytes;
 	f = add_fig(rep, "full", "full checkpoint",
 		    (double)t->full.info.bytes / t->full.seconds / 1e6, "MB/s");
 	set_peer(f, "disk write bound", t->bw.write_mbs, '>', 0.60);

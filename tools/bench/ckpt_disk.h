@@ -29,20 +29,31 @@ void ckpt_tree_remove(const char *path);
 uint64_t ckpt_tree_drop_cache(const char *path);
 
 typedef struct ckpt_disk_bw {
-	uint64_t bytes;      /* file size; 0 before the first repetition  */
+	uint64_t bytes;        /* checkpoint size; 0 before the first repetition */
+	uint64_t direct_bytes; /* moved by each direct pass: bytes rounded up to
+				* whole 4 MiB requests                         */
 	int reps;
-	double write_s;      /* writes and the fdatasync, best repetition */
-	double read_s;       /* reads from the disk, best repetition      */
-	double write_mbs;    /* bytes / write_s, 1e6 bytes per MB        */
-	double read_mbs;
+	/* Best repetition of each; MB = 1e6 bytes; writes include the sync. */
+	double direct_write_s, direct_read_s;   /* O_DIRECT, 4 x 4 MiB in flight */
+	double direct_write_mbs, direct_read_mbs;
+	double cache_write_s, cache_read_s;     /* page cache, 1 MiB, one thread */
+	double cache_write_mbs, cache_read_mbs;
+	/* The bounds: the better of the two methods in each direction. */
+	double write_mbs, read_mbs;
 } ckpt_disk_bw;
 
-/* One repetition of the sequential bounds of the disk holding dir: a new
- * file of `bytes` written in 1 MiB blocks of incompressible data and
- * fdatasync'ed (timed together), dropped from the page cache, read back in
- * 1 MiB blocks (timed), then unlinked.  *best (zeroed before the first
- * call) keeps the best write and the best read over the repetitions.
- * Exits the process on any I/O error. */
+/* One repetition of the sequential rates of the disk holding dir, on a
+ * file of `bytes` of incompressible data at dir/disk-bound:
+ *   - through the page cache: written in 1 MiB blocks and
+ *     fdatasync'ed (timed together), dropped from the page cache, read
+ *     back in 1 MiB blocks (timed);
+ *   - the device: rewritten with O_DIRECT in 4 MiB requests, four in
+ *     flight, and fdatasync'ed (timed together), then read back the same
+ *     way (timed).
+ * The file is unlinked at the end.  *best (zeroed before the first call)
+ * keeps the best of each over the repetitions, and as the bounds the
+ * better method in each direction.  Exits the process on any
+ * I/O error, O_DIRECT refused by the file system included. */
 void ckpt_disk_bound_rep(const char *dir, uint64_t bytes, ckpt_disk_bw *best);
 
 #endif
