@@ -25,9 +25,9 @@
  *
  * Rows are visited shard by shard in accumulator order with their memory
  * prefetched for writing a few rows ahead, their addresses taken a block
- * at a time before the loop that touches them; shards of few rows (small or
- * skewed batches) are gathered into runs of at least 128 rows so that the
- * prefetch goes on across them.  The optimizer kind is dispatched once per
+ * at a time before the loop that touches them; shards of under 512 rows
+ * (a 4096-ID batch puts about 64 in each) are gathered into runs of at
+ * least 1024 rows so that the prefetch goes on across them.  The optimizer kind is dispatched once per
  * run, not per row.  A row belongs to one shard, so shards can
  * be applied by different threads: another thread calling Update on the
  * same table while this one applies claims shards of this pass first (it
@@ -139,12 +139,15 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
 
 /* A shard with fewer than APPLY_ALONE_ROWS rows joins a group, applied as
  * one run once it holds APPLY_GROUP_ROWS rows (or at the end of the
- * sweep): with small batches a shard holds a few rows, and a run per
- * shard would wait for each shard's first rows with nothing else in
- * flight.  A fuller shard is applied by itself, straight from its
- * accumulators. */
-#define APPLY_ALONE_ROWS 32u
-#define APPLY_GROUP_ROWS 128u
+ * sweep): each run waits for its first rows' misses with nothing else in
+ * flight and ends with no rows ahead to fetch, and at 64 rows a shard (a
+ * 4096-ID batch) those two ends cost a pass about a tenth of its rate
+ * (groups from 32/128 to 512/1024 rows: 1-thread uniform Push+Update
+ * 5-14% faster, docs/benchmarks.md).  A fuller shard is applied by
+ * itself, straight from its accumulators.  The group's arrays (20 bytes
+ * a row) live on the stack: 30 KiB. */
+#define APPLY_ALONE_ROWS 512u
+#define APPLY_GROUP_ROWS 1024u
 #define APPLY_GROUP_MAX (APPLY_GROUP_ROWS + APPLY_ALONE_ROWS)
 
 /* Every member holds a row at least, and the group runs once it holds

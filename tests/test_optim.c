@@ -10,7 +10,7 @@
  * weight and every state float the engine returns must equal the model bit
  * for bit, and a row not pushed since the last Update must come back
  * bit-identical to what it was.  Each step has small pushes full of
- * duplicates and a wide one of 104 distinct rows, so that both ways an
+ * duplicates and a wide one of 1176 distinct rows, so that both ways an
  * Update applies a shard are checked: alone (a shard of many rows, with
  * few shards) and gathered with other shards of few rows (many shards).
  */
@@ -25,7 +25,10 @@
 
 #define DIM 7        /* not a multiple of the vector width */
 #define WIDE0 24     /* rows WIDE0..NIDS-1: one wide push every step */
-#define NIDS 128
+#define NIDS 1200    /* the wide push: 1176 rows, so that one shard holds
+		      * enough to be applied alone (ops_update.c,
+		      * APPLY_ALONE_ROWS) and 64 shards fill more than
+		      * one gathered run (APPLY_GROUP_ROWS) */
 #define STEPS 6
 #define MAXSF (2 * DIM)
 
