@@ -10,7 +10,9 @@
  *        preloaded, then every row pushed and updated once so that weights
  *        and optimizer state are all nonzero
  *     2. three rounds of: a FULL checkpoint, timed; the disk bounds on a
- *        file of exactly its bytes in the same directory; every file of
+ *        file of exactly its bytes in the same directory (ckpt_disk.c);
+ *        the same bytes through RocksDB's SST writer alone, with the
+ *        checkpoint's options and two writers (ckpt_sst.c); every file of
  *        the store dropped from the page cache, then the restore of that
  *        checkpoint into a fresh emdb_db, timed, checked against the
  *        original on a sample of rows, closed
@@ -50,7 +52,9 @@
 
 #include <emdb/checkpoint.h>
 
+#include "db/store_int.h"
 #include "tools/bench/ckpt_disk.h"
+#include "tools/bench/ckpt_sst.h"
 #include "tools/bench/harness.h"
 #include "tools/bench/preload.h"
 #include "tools/bench/wl_ckpt.h"
@@ -58,7 +62,7 @@
 #define VERIFY_ROWS 4096u
 #define ROUNDS 3 /* full checkpoint, disk bounds, restore: best of 3 */
 #define POOL_IDS (1u << 20)
-#define MAX_FIGS 24
+#define MAX_FIGS 28
 
 /* ---- the report -------------------------------------------------------- */
 
@@ -208,6 +212,7 @@ typedef struct table_results {
 	emdb_table_info info;
 	ckpt_run full, rest, inc[2];
 	ckpt_disk_bw bw;
+	ckpt_sst_bw sst;
 	ckpt_pull_result pull;
 } table_results;
 
@@ -244,10 +249,15 @@ static void table_figs(const ckpt_bench_opts *o, const table_results *t, ckpt_re
 	f->seconds = t->bw.cache_write_s, f->bytes = t->bw.bytes;
 	f = add_fig(rep, "disk_read_cache", "  read, page cache", t->bw.cache_read_mbs, "MB/s");
 	f->seconds = t->bw.cache_read_s, f->bytes = t->bw.bytes;
+	f = add_fig(rep, "sst_write", "  SST writer alone, 2 threads", t->sst.mbs, "MB/s");
+	f->seconds = t->sst.seconds, f->bytes = t->sst.bytes;
 	f = add_fig(rep, "full", "full checkpoint",
 		    (double)t->full.info.bytes / t->full.seconds / 1e6, "MB/s");
 	set_peer(f, "disk write bound", t->bw.write_mbs, '>', 0.60);
 	job_fig(f, &t->full, t->full.info.rows);
+	f = add_fig(rep, "full_vs_sst", "  the same", (double)t->full.info.bytes / t->full.seconds / 1e6,
+		    "MB/s");
+	set_peer(f, "SST writer alone", t->sst.mbs, 0, 0);
 	f = add_fig(rep, "restore", "restore (from disk)",
 		    (double)t->rest.info.bytes / t->rest.seconds / 1e6, "MB/s");
 	set_peer(f, "disk read bound", t->bw.read_mbs, '>', 0.50);
@@ -310,6 +320,7 @@ static void run_table(const ckpt_bench_opts *o, const char *dir, table_results *
 		full_id = run.info.id;
 		ckpt_tree_drop_cache(path);
 		ckpt_disk_bound_rep(dir, run.info.bytes, &t->bw);
+		ckpt_sst_bound_rep(dir, st->rows_opts, run.info.bytes, 2, &t->sst);
 		harness_log("dropped %.2f GB of store files from the page cache",
 			    (double)ckpt_tree_drop_cache(path) / 1e9);
 		copy = wl_ckpt_restore(st, full_id, &run);
