@@ -52,8 +52,9 @@ typedef struct ckpt_disk_bw {
  *     way (timed).
  * The file is unlinked at the end.  *best (zeroed before the first call)
  * keeps the best of each over the repetitions, and as the bounds the
- * better method in each direction.  Exits the process on any
- * I/O error, O_DIRECT refused by the file system included. */
+ * better method in each direction.  Where the file system refuses
+ * O_DIRECT (tmpfs), the direct figures are 0 and the bounds the page
+ * cache's.  Exits the process on any other I/O error. */
 void ckpt_disk_bound_rep(const char *dir, uint64_t bytes, ckpt_disk_bw *best);
 
 #endif
