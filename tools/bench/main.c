@@ -497,6 +497,33 @@ static void run_index(bench_run *r)
 }
 
 /* Phase 5: Push+Update per optimizer and distribution, and the bare loop. */
+/* The anchor "a table per thread": the same steps with nothing shared
+ * between the threads.  Thread 0 keeps env's table; the others get
+ * tables of their own, preloaded alike and dropped afterwards. */
+static void push_private_tables(bench_run *r, emdb_db *db, const wl_env *env,
+				const emdb_table_config *cfg, const pool *pools, int n_dists,
+				harness_result *priv)
+{
+	uint32_t tables[HARNESS_MAX_THREADS];
+
+	tables[0] = env->table;
+	for (unsigned t = 1; t < r->threads; t++) {
+		emdb_table_config c = *cfg;
+		int n = snprintf(c.name, sizeof(c.name), "private_%u", t);
+
+		if (n < 0 || (size_t)n >= sizeof(c.name))
+			harness_die("table name too long");
+		preload_table(db, &c, env->rows, r->threads, &tables[t]);
+	}
+	for (int d = 0; d < n_dists; d++)
+		wl_push_update_private(env, tables, &pools[d], r->threads, &priv[d]);
+	for (unsigned t = 1; t < r->threads; t++) {
+		int rc = emdb_table_drop(db, tables[t]);
+		if (rc != EMDB_OK)
+			preload_die_engine("emdb_table_drop", rc);
+	}
+}
+
 static void run_push(bench_run *r)
 {
 	const bench_opts *o = r->o;
@@ -517,6 +544,7 @@ static void run_push(bench_run *r)
 	}
 	for (int k = 0; k < o->n_opts; k++) {
 		report_record *recs[2];
+		harness_result priv[2]; /* a table per thread, with threads > 1 */
 		emdb_table_config cfg;
 		char name[EMDB_NAME_MAX];
 		wl_env env = { .db = db, .dim = o->dim, .rows = rows, .seconds = o->seconds };
@@ -527,6 +555,8 @@ static void run_push(bench_run *r)
 		preload_table(db, &cfg, rows, r->threads, &env.table);
 		for (int d = 0; d < n_dists; d++)
 			wl_push_update(&env, &pools[d], r->threads, recs[d] = new_record(r));
+		if (r->threads > 1)
+			push_private_tables(r, db, &env, &cfg, pools, n_dists, priv);
 		rc = emdb_table_drop(db, env.table);
 		if (rc != EMDB_OK)
 			preload_die_engine("emdb_table_drop", rc);
@@ -536,6 +566,10 @@ static void run_push(bench_run *r)
 				       o->seconds, &bare);
 			report_add_anchor(recs[d], "bare_loop_ids_per_sec", "ratio_bare_loop",
 					  "bare optimizer loop", bare.best, 0.70);
+			if (r->threads > 1)
+				report_add_anchor(recs[d], "private_tables_ids_per_sec",
+						  "ratio_private_tables", "a table per thread",
+						  priv[d].best, 0);
 		}
 		if (n_dists == 2)
 			report_add_anchor(recs[0], "uniform_ids_per_sec", "ratio_zipf_uniform",

@@ -61,6 +61,7 @@ typedef struct push_ctx {
 	const wl_env *e;
 	const pool *p;
 	emdb_ticket **tk;
+	uint32_t table[HARNESS_MAX_THREADS]; /* each thread's table */
 	float *grads[HARNESS_MAX_THREADS];
 } push_ctx;
 
@@ -68,11 +69,11 @@ static uint64_t push_step(void *arg, unsigned t, uint64_t iter)
 {
 	push_ctx *c = arg;
 	const emdb_ticket *tk = c->tk[t * c->p->batches + iter % c->p->batches];
-	int rc = emdb_push_ticket(c->e->db, c->e->table, tk, c->e->dim, c->grads[t]);
+	int rc = emdb_push_ticket(c->e->db, c->table[t], tk, c->e->dim, c->grads[t]);
 
 	if (rc != EMDB_OK)
 		preload_die_engine("emdb_push_ticket", rc);
-	rc = emdb_update(c->e->db, c->e->table, NULL);
+	rc = emdb_update(c->e->db, c->table[t], NULL);
 	if (rc != EMDB_OK)
 		preload_die_engine("emdb_update", rc);
 	return c->p->batch;
@@ -86,8 +87,10 @@ void wl_push_update(const wl_env *e, const pool *p, unsigned threads,
 	uint64_t ids;
 
 	c.tk = preload_tickets(e->db, e->table, p);
-	for (unsigned t = 0; t < threads; t++)
+	for (unsigned t = 0; t < threads; t++) {
+		c.table[t] = e->table;
 		c.grads[t] = wl_grads_new(p->batch, e->dim, t);
+	}
 	report_record_init(rec, "push", threads, (uint32_t)p->batch, e->dim, e->rows, p->dist);
 	rec->zipf_s = p->zipf_s;
 	rec->zipf_share = p->share;
@@ -100,6 +103,36 @@ void wl_push_update(const wl_env *e, const pool *p, unsigned threads,
 	harness_log("push+update %s %s, %u thread(s): %.2fM IDs/s, %.2f rows updated per ID",
 		    rec->optimizer, keys_dist_name(p->dist), threads,
 		    rec->res.best / 1e6, rec->unique_frac);
+	for (unsigned t = 0; t < threads; t++)
+		free(c.grads[t]);
+	preload_tickets_free(c.tk, p);
+}
+
+/* The same steps with a table of its own per thread: nothing shared
+ * between the threads but the database handle. */
+void wl_push_update_private(const wl_env *e, const uint32_t *tables, const pool *p,
+			    unsigned threads, harness_result *out)
+{
+	push_ctx c = { .e = e, .p = p };
+	emdb_ticket **mine;
+
+	c.tk = calloc(p->threads * p->batches, sizeof(*c.tk));
+	if (!c.tk)
+		harness_die("out of memory");
+	for (unsigned t = 0; t < threads; t++) {
+		c.table[t] = tables[t];
+		c.grads[t] = wl_grads_new(p->batch, e->dim, t);
+		/* Thread t's batches as tickets of its own table. */
+		mine = preload_tickets(e->db, tables[t], p);
+		for (size_t b = 0; b < p->batches; b++) {
+			c.tk[t * p->batches + b] = mine[t * p->batches + b];
+			mine[t * p->batches + b] = NULL;
+		}
+		preload_tickets_free(mine, p);
+	}
+	harness_measure(threads, e->seconds, push_step, &c, out);
+	harness_log("push+update, a table per thread, %u thread(s): %.2fM IDs/s", threads,
+		    out->best / 1e6);
 	for (unsigned t = 0; t < threads; t++)
 		free(c.grads[t]);
 	preload_tickets_free(c.tk, p);
