@@ -131,7 +131,8 @@ void preload_describe(emdb_db *db, uint32_t table, emdb_table_info *out)
 
 typedef struct ticket_job {
 	emdb_db *db;
-	uint32_t table;
+	uint32_t table;         /* every thread's, unless tables  */
+	const uint32_t *tables; /* [p->threads] or NULL            */
 	const pool *p;
 	emdb_ticket **tk;
 } ticket_job;
@@ -139,23 +140,37 @@ typedef struct ticket_job {
 static void ticket_part(void *arg, unsigned t)
 {
 	ticket_job *j = arg;
+	uint32_t table = j->tables ? j->tables[t] : j->table;
 
 	for (size_t b = 0; b < j->p->batches; b++) {
-		int rc = emdb_prefetch(j->db, j->table, pool_ids(j->p, t, b),
+		int rc = emdb_prefetch(j->db, table, pool_ids(j->p, t, b),
 				       j->p->batch, &j->tk[t * j->p->batches + b]);
 		if (rc != EMDB_OK)
 			preload_die_engine("emdb_prefetch (tickets)", rc);
 	}
 }
 
+static emdb_ticket **tickets_run(ticket_job *j)
+{
+	j->tk = calloc(j->p->threads * j->p->batches, sizeof(emdb_ticket *));
+	if (!j->tk)
+		harness_die("out of memory");
+	harness_parallel(j->p->threads, ticket_part, j);
+	return j->tk;
+}
+
 emdb_ticket **preload_tickets(emdb_db *db, uint32_t table, const pool *p)
 {
-	ticket_job j = { db, table, p, calloc(p->threads * p->batches, sizeof(emdb_ticket *)) };
+	ticket_job j = { .db = db, .table = table, .p = p };
 
-	if (!j.tk)
-		harness_die("out of memory");
-	harness_parallel(p->threads, ticket_part, &j);
-	return j.tk;
+	return tickets_run(&j);
+}
+
+emdb_ticket **preload_tickets_each(emdb_db *db, const uint32_t *tables, const pool *p)
+{
+	ticket_job j = { .db = db, .tables = tables, .p = p };
+
+	return tickets_run(&j);
 }
 
 void preload_tickets_free(emdb_ticket **tk, const pool *p)

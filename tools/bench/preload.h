@@ -40,6 +40,8 @@ void preload_describe(emdb_db *db, uint32_t table, emdb_table_info *out);
  * set-up for the workloads that run on tickets.  Free with
  * preload_tickets_free. */
 emdb_ticket **preload_tickets(emdb_db *db, uint32_t table, const pool *p);
+/* The same with thread t's batches resolved in tables[t]. */
+emdb_ticket **preload_tickets_each(emdb_db *db, const uint32_t *tables, const pool *p);
 void preload_tickets_free(emdb_ticket **tk, const pool *p);
 
 /* Print the engine's error for call `what` and exit. */

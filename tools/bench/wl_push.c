@@ -114,21 +114,11 @@ void wl_push_update_private(const wl_env *e, const uint32_t *tables, const pool 
 			    unsigned threads, harness_result *out)
 {
 	push_ctx c = { .e = e, .p = p };
-	emdb_ticket **mine;
 
-	c.tk = calloc(p->threads * p->batches, sizeof(*c.tk));
-	if (!c.tk)
-		harness_die("out of memory");
+	c.tk = preload_tickets_each(e->db, tables, p);
 	for (unsigned t = 0; t < threads; t++) {
 		c.table[t] = tables[t];
 		c.grads[t] = wl_grads_new(p->batch, e->dim, t);
-		/* Thread t's batches as tickets of its own table. */
-		mine = preload_tickets(e->db, tables[t], p);
-		for (size_t b = 0; b < p->batches; b++) {
-			c.tk[t * p->batches + b] = mine[t * p->batches + b];
-			mine[t * p->batches + b] = NULL;
-		}
-		preload_tickets_free(mine, p);
 	}
 	harness_measure(threads, e->seconds, push_step, &c, out);
 	harness_log("push+update, a table per thread, %u thread(s): %.2fM IDs/s", threads,
