@@ -29,6 +29,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <emdb/error.h>
+
+#include "db/store_int.h"
 #include "tools/bench/harness.h"
 #include "tools/bench/keys.h"
 
@@ -43,13 +46,11 @@ typedef struct sst_job {
 	double secs[MAX_WRITERS];
 } sst_job;
 
-static void die_rocks(const char *what, const char *path, char *err)
+/* Exits with RocksDB's error (freed by store_rocks_err), if any. */
+static void check_rocks(char *err, const char *what, const char *path)
 {
-	char msg[512];
-
-	snprintf(msg, sizeof(msg), "%s", err ? err : "unknown error");
-	rocksdb_free(err);
-	harness_die("%s %s: %s", what, path, msg);
+	if (store_rocks_err(err, what) != EMDB_OK)
+		harness_die("%s: %s", path, emdb_last_error());
 }
 
 static void sst_write(void *arg, unsigned t)
@@ -69,8 +70,7 @@ static void sst_write(void *arg, unsigned t)
 	snprintf(path, sizeof(path), "%s/sst-bound-%u.sst", j->dir, t);
 	t0 = harness_now();
 	rocksdb_sstfilewriter_open(w, path, &err);
-	if (err)
-		die_rocks("creating", path, err);
+	check_rocks(err, "creating an SST file", path);
 	for (uint64_t i = 0; i < j->values[t]; i++) {
 		uint8_t key[8];
 		for (int b = 0; b < 8; b++)
@@ -78,12 +78,10 @@ static void sst_write(void *arg, unsigned t)
 		memcpy(val, key, sizeof(key));
 		rocksdb_sstfilewriter_put(w, (const char *)key, sizeof(key), (const char *)val,
 					  VALUE_BYTES, &err);
-		if (err)
-			die_rocks("writing", path, err);
+		check_rocks(err, "writing an SST file", path);
 	}
 	rocksdb_sstfilewriter_finish(w, &err);
-	if (err)
-		die_rocks("finishing", path, err);
+	check_rocks(err, "finishing an SST file", path);
 	j->secs[t] = harness_now() - t0;
 	rocksdb_sstfilewriter_destroy(w);
 	unlink(path);
