@@ -25,20 +25,20 @@
  *
  * Rows are visited shard by shard in accumulator order with their memory
  * prefetched for writing a few rows ahead, their addresses taken a block
- * at a time before the loop that touches them; shards of under 512 rows
- * (a 4096-ID batch puts about 64 in each) are gathered into runs of at
- * least 1024 rows so that the prefetch goes on across them.  The optimizer kind is dispatched once per
- * run, not per row.  A row belongs to one shard, so shards can
- * be applied by different threads: another thread calling Update on the
- * same table while this one applies claims shards of this pass first (it
- * would have to wait for it anyway), and only then runs its own Update;
- * while rows_lock is still held it keeps helping and trying for up to
- * 50 us before it sleeps on the lock (a small batch's whole pass is
- * shorter than a futex sleep and wake-up on a VM), and it waits for the
+ * at a time before the loop that touches them; shards of under 512 rows (a
+ * 4096-ID batch puts about 64 in each) are gathered into runs of at least
+ * 1024 rows so that the prefetch goes on across them.  The optimizer kind
+ * is dispatched once per run, not per row.  A row belongs to one shard, so
+ * shards can be applied by different threads: another thread calling
+ * Update on the same table while this one applies claims shards of this
+ * pass first (it would have to wait for it anyway), and only then runs its
+ * own Update; while rows_lock is still held it keeps helping and trying
+ * for up to 50 us before it sleeps on the lock (a small batch's whole pass
+ * is shorter than a futex sleep and wake-up on a VM), and it waits for the
  * pushes reserving under update_lock the same way.  Readiness is one
  * acquire load of the shard's reservation count, and the pass's shared
- * counters are added to once per sweep, not per shard: the lines they
- * sit on are shared by the threads of the pass and by pushes.
+ * counters are added to once per sweep, not per shard: the lines they sit
+ * on are shared by the threads of the pass and by pushes.
  *
  * Invariants:
  *   1. step advances by exactly one per Update, before the rule is

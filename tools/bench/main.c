@@ -496,7 +496,6 @@ static void run_index(bench_run *r)
 		pool_free(&rows_pool);
 }
 
-/* Phase 5: Push+Update per optimizer and distribution, and the bare loop. */
 /* The anchor "a table per thread": the same steps with nothing shared
  * between the threads.  Thread 0 keeps env's table; the others get
  * tables of their own, preloaded alike and dropped afterwards. */
@@ -524,6 +523,7 @@ static void push_private_tables(bench_run *r, emdb_db *db, const wl_env *env,
 	}
 }
 
+/* Phase 5: Push+Update per optimizer and distribution, and the bare loop. */
 static void run_push(bench_run *r)
 {
 	const bench_opts *o = r->o;
