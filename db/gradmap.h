@@ -16,9 +16,11 @@
 #ifndef EMDB_GRADMAP_H
 #define EMDB_GRADMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "db/loc.h"
 #include "index/hash.h"
 
 typedef struct gradmap_key {
@@ -48,6 +50,21 @@ void gradmap_unreserve(gradmap *g, uint32_t n);
 
 /* accumulator(loc) += scale * grad[0..dim).  Needs a reservation. */
 void gradmap_add(gradmap *g, uint64_t loc, const float *grad, float scale);
+
+/* Whether loc holds an accumulator (inline: callers ask it of every row,
+ * and the map is most often empty). */
+static inline bool gradmap_has(const gradmap *g, uint64_t loc)
+{
+	if (!g->count)
+		return false;
+	uint32_t mask = g->map_cap - 1;
+	for (uint32_t i = (uint32_t)dit_hash(loc) & mask;; i = (i + 1) & mask) {
+		if (g->keys[i].loc == loc)
+			return true;
+		if (g->keys[i].loc == LOC_NONE)
+			return false;
+	}
+}
 
 /* Hints for a coming gradmap_add(g, loc), for a caller that walks a batch
  * and prefetches ahead: first the key's home slot, then, some adds later

@@ -137,9 +137,8 @@ static int reserve_shard(grad_sweep *w, uint32_t s, const void *ctx)
 	return gradmap_reserve(&w->t->grads[s].acc[w->gen], group_of(w->r, s));
 }
 
-/* First sweep: room for every position of the batch in its shard's
- * accumulators of generation gen.  On failure nothing stays reserved. */
-static int grads_reserve(tbl *t, const ops_rows *r, uint32_t gen)
+/* First sweep (ops.h). */
+int ops_grads_reserve(tbl *t, const ops_rows *r, uint32_t gen)
 {
 	grad_sweep w = { .t = t, .r = r, .gen = gen };
 	int rc = sweep(&w, reserve_shard, NULL);
@@ -249,6 +248,32 @@ bool ops_push_help(tbl *t, uint32_t gen, uint32_t s)
 	return did;
 }
 
+/* Everything that can fail (index room, rows, accumulator room) is
+ * reserved before the first insert or add (invariant 1); only the
+ * accumulator room needs update_lock (invariant 2).  ids: r was prepared
+ * from them and is committed or aborted here; NULL for a ticket's rows. */
+static int push_rows(tbl *t, ops_rows *r, const uint64_t *ids, const grad_src *g)
+{
+	pthread_rwlock_rdlock(&t->update_lock);
+	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
+	int rc = ops_grads_reserve(t, r, gen);
+	pthread_rwlock_unlock(&t->update_lock);
+	if (rc == EMDB_OK) {
+		if (ids)
+			ops_rows_commit(t, ids, r);
+		grads_add(t, r, g, gen);
+	} else if (ids) {
+		ops_rows_abort(t, r);
+	}
+	return rc;
+}
+
+int ops_push_rows(tbl *t, ops_rows *r, const uint64_t *ids, const float *grads)
+{
+	grad_src g = { .grads = grads, .dim = t->dim };
+	return push_rows(t, r, ids, &g);
+}
+
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, const float *grads)
 {
@@ -284,26 +309,13 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 		g.bag_scale = scale;
 	}
 
-	/* Everything that can fail (index room, rows, accumulator room) is
-	 * reserved before the first insert or add (invariant 1); only the
-	 * accumulator room needs update_lock (invariant 2). */
 	ops_rows r;
 	if (tk)
 		ops_rows_from_ticket(tk, &r);
 	else
 		rc = ops_rows_prepare(t, ids, n, &r);
 	if (rc == EMDB_OK) {
-		pthread_rwlock_rdlock(&t->update_lock);
-		uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
-		rc = grads_reserve(t, &r, gen);
-		pthread_rwlock_unlock(&t->update_lock);
-		if (rc == EMDB_OK) {
-			if (!tk)
-				ops_rows_commit(t, ids, &r);
-			grads_add(t, &r, &g, gen);
-		} else if (!tk) {
-			ops_rows_abort(t, &r);
-		}
+		rc = push_rows(t, &r, tk ? NULL : ids, &g);
 		ops_rows_done(&r);
 	}
 	if (rc == EMDB_OK) {

@@ -168,15 +168,22 @@ static void group_add(apply_group *g, uint32_t s, const gradmap *m)
 	}
 }
 
-static void apply_group_rows(const tbl *t, const apply_group *g, const emdb_opt_scalars *scp)
+/* Rows loc[0..cnt) with gradients grad[0..cnt), one run.  (Prefetching
+ * the gradients with the rows made it slower: docs/benchmarks.md.) */
+static void apply_rows(const tbl *t, const uint64_t *loc, const float *const *grad, size_t cnt,
+		       const emdb_opt_scalars *scp)
 {
 	APPLY_VARS(t, scp);
-	uint32_t cnt = g->rows;
-#define GROUP_GRAD(j) (g->grad[j])
-#define GROUP_LOOP(rowfn) APPLY_LOOP(rowfn, g->loc, cnt, GROUP_GRAD)
-	APPLY_SWITCH(GROUP_LOOP);
-#undef GROUP_LOOP
-#undef GROUP_GRAD
+#define ROWS_GRAD(j) (grad[j])
+#define ROWS_LOOP(rowfn) APPLY_LOOP(rowfn, loc, cnt, ROWS_GRAD)
+	APPLY_SWITCH(ROWS_LOOP);
+#undef ROWS_LOOP
+#undef ROWS_GRAD
+}
+
+static void apply_group_rows(const tbl *t, const apply_group *g, const emdb_opt_scalars *scp)
+{
+	apply_rows(t, g->loc, g->grad, g->rows, scp);
 }
 
 /* Clear shard s's accumulators of the pass, applied. */
@@ -312,12 +319,29 @@ static void wrlock_spinning(pthread_rwlock_t *l, tbl *help)
 	pthread_rwlock_wrlock(l);
 }
 
-static uint64_t update_table(tbl *t)
+void ops_update_lock(tbl *t)
 {
-	table_apply *a = &t->apply;
-
 	wrlock_spinning(&t->rows_lock, t);
 	wrlock_spinning(&t->update_lock, NULL);
+}
+
+bool ops_update_trylock(tbl *t)
+{
+	if (pthread_rwlock_trywrlock(&t->rows_lock) != 0)
+		return false;
+	wrlock_spinning(&t->update_lock, NULL);
+	return true;
+}
+
+void ops_update_unlock(tbl *t)
+{
+	pthread_rwlock_unlock(&t->update_lock);
+	pthread_rwlock_unlock(&t->rows_lock);
+}
+
+uint32_t ops_update_open(tbl *t)
+{
+	table_apply *a = &t->apply;
 	uint64_t step = t->step + 1;
 	__atomic_store_n(&t->step, step, __ATOMIC_RELAXED);
 	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
@@ -333,17 +357,35 @@ static uint64_t update_table(tbl *t)
 	__atomic_store_n(&a->done, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->rows, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->active, 1, __ATOMIC_RELEASE);
+	return gen;
+}
+
+void ops_update_apply(const tbl *t, const uint64_t *locs, const float *const *grads, size_t n)
+{
+	apply_rows(t, locs, grads, n, &t->apply.sc);
+}
+
+uint64_t ops_update_close(tbl *t, uint64_t more_rows)
+{
+	table_apply *a = &t->apply;
 	apply_claims(t, 0);
 	while (__atomic_load_n(&a->done, __ATOMIC_ACQUIRE) < t->shards)
 		sched_yield();
 	__atomic_store_n(&a->active, 0, __ATOMIC_SEQ_CST);
 	while (__atomic_load_n(&a->helpers, __ATOMIC_SEQ_CST))
 		sched_yield();
-	uint64_t rows = __atomic_load_n(&a->rows, __ATOMIC_RELAXED);
+	uint64_t rows = __atomic_load_n(&a->rows, __ATOMIC_RELAXED) + more_rows;
 	pthread_rwlock_unlock(&t->rows_lock);
 	TABLE_COUNT(t, calls_update, 1);
 	TABLE_COUNT(t, rows_updated, rows);
 	return rows;
+}
+
+uint64_t ops_update(tbl *t)
+{
+	ops_update_lock(t);
+	(void)ops_update_open(t);
+	return ops_update_close(t, 0);
 }
 
 int emdb_update(emdb_db *db, uint32_t id, uint64_t *rows_out)
@@ -352,7 +394,7 @@ int emdb_update(emdb_db *db, uint32_t id, uint64_t *rows_out)
 	int rc = db_table_get(db, id, &t);
 	if (rc != EMDB_OK)
 		return rc;
-	uint64_t rows = update_table(t);
+	uint64_t rows = ops_update(t);
 	table_release(t);
 	if (rows_out)
 		*rows_out = rows;
@@ -370,7 +412,7 @@ int emdb_update_all(emdb_db *db, uint64_t *rows_out)
 	if (rc != EMDB_OK)
 		return rc;
 	for (uint32_t i = 0; i < n; i++) {
-		rows += update_table(v[i]);
+		rows += ops_update(v[i]);
 		table_release(v[i]);
 	}
 	emdb_free(v);

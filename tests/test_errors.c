@@ -147,6 +147,11 @@ static int op_push(emdb_db *db, uint32_t t, int round)
 	return emdb_push(db, t, big_ids, 20000, 4, big_grads);
 }
 
+static int op_push_update(emdb_db *db, uint32_t t, int round)
+{
+	return emdb_push_update(db, t, big_ids, 20000, 4, big_grads, NULL);
+}
+
 static int op_pull(emdb_db *db, uint32_t t, int round)
 {
 	static float out[20000 * 4];
@@ -186,6 +191,11 @@ static void inject_everywhere(op_fn op, const char *what)
 		cr_assert_eq(after.st.pending_rows, 20000);
 		cr_assert_eq(emdb_update(db, t, NULL), 0);
 	}
+	if (op == op_push_update) {
+		cr_assert_eq(after.st.pending_rows, 0);
+		cr_assert_eq(after.st.step, before.st.step + 1);
+		cr_assert_eq(after.st.rows_updated, 20000);
+	}
 	emdb_db_close(db);
 }
 
@@ -197,6 +207,11 @@ Test(errors, injected_allocation_failure_in_prefetch)
 Test(errors, injected_allocation_failure_in_push)
 {
 	inject_everywhere(op_push, "push");
+}
+
+Test(errors, injected_allocation_failure_in_push_update)
+{
+	inject_everywhere(op_push_update, "push_update");
 }
 
 Test(errors, injected_allocation_failure_in_pull)

@@ -4,7 +4,8 @@
  * Design
  *   A training step pushes one batch of gradients and applies the
  *   optimizer; the workload does exactly that per step: emdb_push_ticket
- *   (ticket resolved beforehand, as after a Prefetch) then emdb_update.
+ *   (ticket resolved beforehand, as after a Prefetch) then emdb_update,
+ *   or both in one call, emdb_push_update_ticket (workload push_update).
  *   With several threads each runs its own steps, so an Update may apply
  *   another thread's gradients too; the work per ID is the same.
  *
@@ -29,6 +30,7 @@
  *   1. Both sides see the same pool positions with the same gradients.
  *   2. The bare loop's region is unmapped before wl_bare_update returns.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +62,7 @@ float *wl_grads_new(size_t batch, uint32_t dim, unsigned t)
 typedef struct push_ctx {
 	const wl_env *e;
 	const pool *p;
+	bool fused;                          /* emdb_push_update_ticket */
 	emdb_ticket **tk;
 	uint32_t table[HARNESS_MAX_THREADS]; /* each thread's table */
 	float *grads[HARNESS_MAX_THREADS];
@@ -69,8 +72,15 @@ static uint64_t push_step(void *arg, unsigned t, uint64_t iter)
 {
 	push_ctx *c = arg;
 	const emdb_ticket *tk = c->tk[t * c->p->batches + iter % c->p->batches];
-	int rc = emdb_push_ticket(c->e->db, c->table[t], tk, c->e->dim, c->grads[t]);
+	int rc;
 
+	if (c->fused) {
+		rc = emdb_push_update_ticket(c->e->db, c->table[t], tk, c->e->dim, c->grads[t], NULL);
+		if (rc != EMDB_OK)
+			preload_die_engine("emdb_push_update_ticket", rc);
+		return c->p->batch;
+	}
+	rc = emdb_push_ticket(c->e->db, c->table[t], tk, c->e->dim, c->grads[t]);
 	if (rc != EMDB_OK)
 		preload_die_engine("emdb_push_ticket", rc);
 	rc = emdb_update(c->e->db, c->table[t], NULL);
@@ -79,10 +89,10 @@ static uint64_t push_step(void *arg, unsigned t, uint64_t iter)
 	return c->p->batch;
 }
 
-void wl_push_update(const wl_env *e, const pool *p, unsigned threads,
+void wl_push_update(const wl_env *e, const pool *p, unsigned threads, bool fused,
 		    report_record *rec)
 {
-	push_ctx c = { .e = e, .p = p };
+	push_ctx c = { .e = e, .p = p, .fused = fused };
 	emdb_table_info before, after;
 	uint64_t ids;
 
@@ -91,7 +101,7 @@ void wl_push_update(const wl_env *e, const pool *p, unsigned threads,
 		c.table[t] = e->table;
 		c.grads[t] = wl_grads_new(p->batch, e->dim, t);
 	}
-	report_record_init(rec, "push", threads, (uint32_t)p->batch, e->dim, e->rows, p->dist);
+	report_record_init(rec, fused ? "push_update" : "push", threads, (uint32_t)p->batch, e->dim, e->rows, p->dist);
 	rec->zipf_s = p->zipf_s;
 	rec->zipf_share = p->share;
 	preload_describe(e->db, e->table, &before);
@@ -100,8 +110,8 @@ void wl_push_update(const wl_env *e, const pool *p, unsigned threads,
 	preload_describe(e->db, e->table, &after);
 	ids = after.stats.ids_push - before.stats.ids_push;
 	rec->unique_frac = ids ? (double)(after.stats.rows_updated - before.stats.rows_updated) / (double)ids : 0;
-	harness_log("push+update %s %s, %u thread(s): %.2fM IDs/s, %.2f rows updated per ID",
-		    rec->optimizer, keys_dist_name(p->dist), threads,
+	harness_log("%s %s %s, %u thread(s): %.2fM IDs/s, %.2f rows updated per ID",
+		    fused ? "push_update (one call)" : "push+update", rec->optimizer, keys_dist_name(p->dist), threads,
 		    rec->res.best / 1e6, rec->unique_frac);
 	for (unsigned t = 0; t < threads; t++)
 		free(c.grads[t]);

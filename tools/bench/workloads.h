@@ -6,6 +6,7 @@
 #ifndef EMDB_BENCH_WORKLOADS_H
 #define EMDB_BENCH_WORKLOADS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,8 +48,9 @@ void wl_prefetch(const wl_env *e, const pool *p, unsigned threads,
 		 wl_prefetch_state *st, report_record *rec);
 
 /* Push+Update: emdb_push_ticket of p's batches with fixed gradients, each
- * followed by emdb_update, on `threads` threads. */
-void wl_push_update(const wl_env *e, const pool *p, unsigned threads,
+ * followed by emdb_update, on `threads` threads; with fused, each step is
+ * one emdb_push_update_ticket instead (record "push_update"). */
+void wl_push_update(const wl_env *e, const pool *p, unsigned threads, bool fused,
 		    report_record *rec);
 
 /* The same with thread t pushing to and updating tables[t] (each

@@ -297,6 +297,26 @@ int emdb_update(emdb_db *db, uint32_t table, uint64_t *rows_out);
 /* emdb_update on every table, in creation order. */
 int emdb_update_all(emdb_db *db, uint64_t *rows_out);
 
+/* emdb_push (or emdb_push_ticket) and then emdb_update of the same table,
+ * as one call: the step advances once, and the Update applies this batch's
+ * gradients together with every gradient pushed to the table before the
+ * call (duplicates summed, as always), with no other push in between.
+ * The result equals the two calls made back to back, bit for bit, when
+ * nothing else pushes to the table meanwhile.  It is faster: a row that
+ * the batch holds once and that has no gradient waiting from another push
+ * is applied straight from grads, without the accumulator's write and
+ * read, so a trainer that pushes and updates one batch per step pays one
+ * pass over its rows instead of two.  Readers of the table wait while it
+ * applies, as they wait for emdb_update.  *rows_out (may be NULL) gets
+ * the number of rows updated.  Errors: as emdb_push; on any error nothing
+ * is pushed and the step does not advance. */
+int emdb_push_update(emdb_db *db, uint32_t table, const uint64_t *ids,
+		     size_t n, uint32_t dim, const float *grads,
+		     uint64_t *rows_out);
+int emdb_push_update_ticket(emdb_db *db, uint32_t table,
+			    const emdb_ticket *t, uint32_t dim,
+			    const float *grads, uint64_t *rows_out);
+
 /* Read-only: copy the vectors of ids into out[n*dim]; an ID the table does
  * not hold gets the table's lookup default and is never inserted.  found
  * (may be NULL) receives n bytes, 1 where the ID is held.

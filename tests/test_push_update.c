@@ -1,0 +1,232 @@
+/*
+ * test_push_update.c - emdb_push_update, Push and Update in one call.
+ *
+ * What a trainer relies on: the call gives exactly the rows and optimizer
+ * state that emdb_push followed by emdb_update give, bit for bit, for
+ * every optimizer, by IDs and by ticket, with duplicate IDs in the batch,
+ * new IDs, and gradients pushed before the call (which it must apply
+ * too); the step advances once; and bad input changes nothing.
+ *
+ * The reference runs in a database of its own: initial values depend on
+ * the table's id, so the twin table must have the same id in each.
+ */
+#include <stdlib.h>
+
+#include <emdb/db.h>
+
+#include "tests/helpers.h"
+
+enum { DIM = 8, STEPS = 6 };
+
+typedef struct twin {
+	emdb_db *ref, *db;   /* ref: push + update; db: push_update */
+	uint32_t tref, t;
+} twin;
+
+static void twin_open(twin *w, uint32_t shards, emdb_opt_kind opt)
+{
+	w->ref = open_db(shards);
+	w->db = open_db(shards);
+	w->tref = make_table(w->ref, "t", DIM, opt, EMDB_INIT_UNIFORM, -0.5, 0.5);
+	w->t = make_table(w->db, "t", DIM, opt, EMDB_INIT_UNIFORM, -0.5, 0.5);
+	cr_assert_eq(w->tref, w->t);
+}
+
+static void twin_close(twin *w)
+{
+	emdb_db_close(w->ref);
+	emdb_db_close(w->db);
+}
+
+/* Step s's batch of n: IDs drawn from a universe that grows by a tenth of
+ * n a step (so each step also inserts new IDs), with duplicates. */
+static void make_batch(int s, size_t n, uint64_t *ids, float *g)
+{
+	uint64_t universe = n / 2 + (uint64_t)s * (n / 10);
+	uint64_t x = 0x9e37u + (uint64_t)s;
+	for (size_t i = 0; i < n; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		ids[i] = scramble((x >> 33) % universe);
+	}
+	for (size_t i = 0; i < n * DIM; i++)
+		g[i] = (float)((int)((i * 7 + (size_t)s * 3) % 17) - 8) * 0.01f;
+}
+
+/* Every row and state of the universe, equal in both databases. */
+static void assert_twins_equal(const twin *w, size_t n)
+{
+	uint64_t universe = n / 2 + (uint64_t)STEPS * (n / 10);
+	uint64_t *ids = malloc(universe * sizeof(uint64_t));
+	size_t sf = 2 * DIM + 2; /* more than any optimizer's state per row */
+	float *a = calloc(universe * sf, sizeof(float)), *b = calloc(universe * sf, sizeof(float));
+	uint8_t *fa = malloc(universe), *fb = malloc(universe);
+	cr_assert(ids && a && b && fa && fb);
+	for (uint64_t i = 0; i < universe; i++)
+		ids[i] = scramble(i);
+	cr_assert_eq(emdb_lookup(w->ref, w->tref, ids, universe, DIM, a, fa), 0);
+	cr_assert_eq(emdb_lookup(w->db, w->t, ids, universe, DIM, b, fb), 0);
+	cr_assert_eq(memcmp(fa, fb, universe), 0, "the same IDs are held");
+	for (uint64_t i = 0; i < universe * DIM; i++)
+		cr_assert_eq(a[i], b[i], "weight %llu: %.9g against %.9g", (unsigned long long)i, b[i], a[i]);
+	cr_assert_eq(emdb_read_state(w->ref, w->tref, ids, universe, a, NULL), 0);
+	cr_assert_eq(emdb_read_state(w->db, w->t, ids, universe, b, NULL), 0);
+	cr_assert_eq(memcmp(a, b, universe * sf * sizeof(float)), 0, "optimizer state equal");
+	emdb_table_info x, y;
+	cr_assert_eq(emdb_table_describe(w->ref, w->tref, &x), 0);
+	cr_assert_eq(emdb_table_describe(w->db, w->t, &y), 0);
+	cr_assert_eq(y.stats.step, x.stats.step);
+	cr_assert_eq(y.stats.rows, x.stats.rows);
+	cr_assert_eq(y.stats.pending_rows, 0);
+	cr_assert_eq(y.stats.rows_updated, x.stats.rows_updated);
+	free(ids);
+	free(a);
+	free(b);
+	free(fa);
+	free(fb);
+}
+
+/* STEPS steps of n IDs on both twins; odd steps first push a batch of
+ * another step (gradients waiting when the call comes); steps alternate
+ * IDs and tickets. */
+static void run_twins(emdb_opt_kind opt, uint32_t shards, size_t n)
+{
+	twin w;
+	twin_open(&w, shards, opt);
+	uint64_t *ids = malloc(n * sizeof(uint64_t)), *pend = malloc(n * sizeof(uint64_t));
+	float *g = malloc(n * DIM * sizeof(float)), *pg = malloc(n * DIM * sizeof(float));
+	cr_assert(ids && pend && g && pg);
+	for (int s = 0; s < STEPS; s++) {
+		make_batch(s, n, ids, g);
+		if (s % 2) {
+			make_batch(s + 100, n, pend, pg);
+			cr_assert_eq(emdb_push(w.ref, w.tref, pend, n, DIM, pg), 0);
+			cr_assert_eq(emdb_push(w.db, w.t, pend, n, DIM, pg), 0);
+		}
+		uint64_t ra = 0, rb = 0;
+		if (s % 3 == 2) {
+			emdb_ticket *ta, *tb;
+			cr_assert_eq(emdb_prefetch(w.ref, w.tref, ids, n, &ta), 0);
+			cr_assert_eq(emdb_prefetch(w.db, w.t, ids, n, &tb), 0);
+			cr_assert_eq(emdb_push_ticket(w.ref, w.tref, ta, DIM, g), 0);
+			cr_assert_eq(emdb_update(w.ref, w.tref, &ra), 0);
+			cr_assert_eq(emdb_push_update_ticket(w.db, w.t, tb, DIM, g, &rb), 0, "%s",
+				     emdb_last_error());
+			emdb_ticket_free(ta);
+			emdb_ticket_free(tb);
+		} else {
+			cr_assert_eq(emdb_push(w.ref, w.tref, ids, n, DIM, g), 0);
+			cr_assert_eq(emdb_update(w.ref, w.tref, &ra), 0);
+			cr_assert_eq(emdb_push_update(w.db, w.t, ids, n, DIM, g, &rb), 0, "%s", emdb_last_error());
+		}
+		cr_assert_eq(rb, ra, "step %d: %llu rows updated, push + update %llu", s,
+			     (unsigned long long)rb, (unsigned long long)ra);
+		cr_assert_lt(ra, n + (s % 2 ? n : 0), "the batch holds duplicates");
+	}
+	assert_twins_equal(&w, n);
+	free(ids);
+	free(pend);
+	free(g);
+	free(pg);
+	twin_close(&w);
+}
+
+Test(push_update, sgd_equals_push_then_update)
+{
+	run_twins(EMDB_OPT_SGD, 64, 3000);
+}
+
+Test(push_update, adagrad_equals_push_then_update)
+{
+	run_twins(EMDB_OPT_ADAGRAD, 64, 3000);
+}
+
+Test(push_update, rowwise_adagrad_equals_push_then_update)
+{
+	run_twins(EMDB_OPT_ROWWISE_ADAGRAD, 16, 1000);
+}
+
+Test(push_update, adam_equals_push_then_update)
+{
+	run_twins(EMDB_OPT_ADAM, 64, 3000);
+}
+
+Test(push_update, ftrl_equals_push_then_update)
+{
+	run_twins(EMDB_OPT_FTRL, 16, 1000);
+}
+
+/* One shard: all of a large batch in one group, duplicates throughout. */
+Test(push_update, one_shard_large_batch)
+{
+	run_twins(EMDB_OPT_ADAM, 1, 5000);
+}
+
+/* A row the batch holds once, with no gradient waiting, is applied from
+ * the caller's buffer; a row held twice, or waiting, goes through the
+ * accumulators.  All three kinds in one call, checked by value (SGD, lr
+ * 1, zero rows: a row is minus the sum of what was pushed to it). */
+Test(push_update, single_duplicate_and_waiting_rows)
+{
+	emdb_db *db = open_db(4);
+	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
+	strcpy(c.name, "t");
+	c.dim = 2;
+	c.optimizer.lr = 1.0;
+	uint32_t t;
+	cr_assert_eq(emdb_table_create(db, &c, &t), 0);
+	uint64_t wait_id = 7;
+	float wait_g[2] = { 100, 200 };
+	cr_assert_eq(emdb_push(db, t, &wait_id, 1, 2, wait_g), 0);
+	uint64_t ids[5] = { 1, 2, 7, 2, 3 };
+	float g[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+	uint64_t rows = 0;
+	cr_assert_eq(emdb_push_update(db, t, ids, 5, 2, g, &rows), 0);
+	cr_assert_eq(rows, 4, "rows 1, 2, 3 and 7");
+	uint64_t q[4] = { 1, 2, 3, 7 };
+	float v[8];
+	cr_assert_eq(emdb_lookup(db, t, q, 4, 2, v, NULL), 0);
+	float want[8] = { -1, -2, -(3 + 7), -(4 + 8), -9, -10, -(100 + 5), -(200 + 6) };
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(v[i], want[i], "value %d: %g, want %g", i, v[i], want[i]);
+	emdb_table_info info;
+	cr_assert_eq(emdb_table_describe(db, t, &info), 0);
+	cr_assert_eq(info.stats.step, 1);
+	cr_assert_eq(info.stats.pending_rows, 0);
+	cr_assert_eq(info.stats.calls_push, 2);
+	cr_assert_eq(info.stats.calls_update, 1);
+	emdb_db_close(db);
+}
+
+/* Bad input: a clear error, and the table as it was (no row, no step). */
+Test(push_update, bad_input_changes_nothing)
+{
+	emdb_db *db = open_db(4);
+	uint32_t t = make_table(db, "t", 4, EMDB_OPT_ADAM, EMDB_INIT_NORMAL, 0, 1);
+	uint32_t u = make_table(db, "u", 4, EMDB_OPT_SGD, EMDB_INIT_ZEROS, 0, 0);
+	uint64_t ids[3] = { 1, 2, 3 };
+	float g[12] = { 0 };
+	emdb_ticket *tu;
+	cr_assert_eq(emdb_prefetch(db, u, ids, 3, &tu), 0);
+
+	cr_assert_eq(emdb_push_update(db, 99, ids, 3, 4, g, NULL), EMDB_ERR_NO_TABLE);
+	cr_assert_eq(emdb_push_update(db, t, ids, 3, 5, g, NULL), EMDB_ERR_DIM);
+	cr_assert(strstr(emdb_last_error(), "dim"), "%s", emdb_last_error());
+	cr_assert_eq(emdb_push_update(db, t, ids, 0, 4, g, NULL), EMDB_ERR_BATCH);
+	cr_assert_eq(emdb_push_update(db, t, ids, 3, 4, NULL, NULL), EMDB_ERR_INVALID);
+	cr_assert_eq(emdb_push_update(db, t, NULL, 3, 4, g, NULL), EMDB_ERR_INVALID);
+	cr_assert_eq(emdb_push_update_ticket(db, t, NULL, 4, g, NULL), EMDB_ERR_INVALID);
+	int rc = emdb_push_update_ticket(db, t, tu, 4, g, NULL);
+	cr_assert_neq(rc, EMDB_OK, "a ticket of another table is refused");
+	cr_assert(strstr(emdb_last_error(), "ticket"), "%s", emdb_last_error());
+
+	emdb_table_info info;
+	cr_assert_eq(emdb_table_describe(db, t, &info), 0);
+	cr_assert_eq(info.stats.rows, 0);
+	cr_assert_eq(info.stats.step, 0);
+	cr_assert_eq(info.stats.calls_push, 0);
+	cr_assert_eq(emdb_table_describe(db, u, &info), 0);
+	cr_assert_eq(info.stats.step, 0);
+	cr_assert_eq(info.stats.pending_rows, 0);
+	emdb_ticket_free(tu);
+	emdb_db_close(db);
+}
