@@ -322,6 +322,17 @@ static cl_args push_args(uint32_t table, const uint64_t *ids, size_t n, const em
 	return a;
 }
 
+/* A Push and an Update in one request: Push's arguments without bags. */
+static cl_args push_update_args(uint32_t table, const uint64_t *ids, size_t n,
+				const emdb_client_ticket *t, uint32_t dim, const float *grads,
+				uint64_t *rows, const char *what)
+{
+	cl_args a = push_args(table, ids, n, t, false, NULL, 0, 0, dim, grads, what);
+	a.op = CL_PUSH_UPDATE;
+	a.rows = rows;
+	return a;
+}
+
 static cl_args update_args(uint32_t table, bool all, uint64_t *rows, const char *what)
 {
 	CL_ARGS(CL_UPDATE, what);
@@ -427,6 +438,22 @@ int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table, const emdb_clie
 {
 	cl_args a = push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
 			      "emdb_client_push_bags_ticket");
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_update(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+			    uint32_t dim, const float *grads, uint64_t *rows_out)
+{
+	cl_args a = push_update_args(table, ids, n, NULL, dim, grads, rows_out,
+				     "emdb_client_push_update");
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_update_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+				   uint32_t dim, const float *grads, uint64_t *rows_out)
+{
+	cl_args a = push_update_args(table, NULL, 0, t, dim, grads, rows_out,
+				     "emdb_client_push_update_ticket");
 	return cl_call(c, &a);
 }
 
@@ -544,6 +571,24 @@ emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
 {
 	cl_args a = push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
 			      "emdb_client_push_bags_ticket_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_update_async(emdb_client *c, uint32_t table, const uint64_t *ids,
+					   size_t n, uint32_t dim, const float *grads,
+					   uint64_t *rows_out)
+{
+	cl_args a = push_update_args(table, ids, n, NULL, dim, grads, rows_out,
+				     "emdb_client_push_update_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_update_ticket_async(emdb_client *c, uint32_t table,
+						  const emdb_client_ticket *t, uint32_t dim,
+						  const float *grads, uint64_t *rows_out)
+{
+	cl_args a = push_update_args(table, NULL, 0, t, dim, grads, rows_out,
+				     "emdb_client_push_update_ticket_async");
 	return cl_call_async(c, &a);
 }
 

@@ -31,6 +31,7 @@ typedef enum cl_op {
 	CL_PULL,   /* plain or pooled, by IDs or ticket */
 	CL_PUSH,   /* plain or pooled, by IDs or ticket */
 	CL_UPDATE, /* table 0 = every table */
+	CL_PUSH_UPDATE, /* by IDs or ticket, no bags */
 	CL_LOOKUP,
 	CL_READ_STATE,
 	CL_CHECKPOINT,      /* start a checkpoint job */
@@ -56,7 +57,7 @@ typedef struct cl_args {
 	bool bags;               /* a *_bags call */
 	bool all;                /* UPDATE of every table */
 	uint32_t workers;        /* UPDATE: >= 2, a synchronous step */
-	const float *grads;
+	const float *grads;      /* PUSH, PUSH_UPDATE */
 	uint32_t per_row;        /* READ_STATE */
 	const char *s1, *s2;     /* name / section / pattern */
 	const char *const *keys; /* CONFIG_SET: keys[i] = values[i], i < n_kv */
@@ -67,7 +68,7 @@ typedef struct cl_args {
 
 	float *out;              /* PULL, LOOKUP, READ_STATE */
 	uint8_t *found;          /* LOOKUP, READ_STATE; may be NULL */
-	uint64_t *rows;          /* UPDATE; may be NULL */
+	uint64_t *rows;          /* UPDATE, PUSH_UPDATE; may be NULL */
 	uint32_t *id_out;        /* TABLE_CREATE, TABLE_FIND; may be NULL */
 	emdb_client_ticket **ticket_out; /* PREFETCH */
 	emdb_table_info *info;   /* TABLE_DESCRIBE */

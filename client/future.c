@@ -141,16 +141,18 @@ static int check_args(emdb_client *c, const cl_args *a)
 		break;
 	case CL_PULL:
 	case CL_PUSH:
+	case CL_PUSH_UPDATE:
 	case CL_LOOKUP:
-	case CL_READ_STATE:
-		if (a->op == CL_PUSH ? !a->grads : !a->out)
+	case CL_READ_STATE: {
+		bool push = a->op == CL_PUSH || a->op == CL_PUSH_UPDATE;
+		if (push ? !a->grads : !a->out)
 			return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
-					 a->op == CL_PUSH ? "grads" : a->op == CL_READ_STATE ? "state" : "out");
+					 push ? "grads" : a->op == CL_READ_STATE ? "state" : "out");
 		if (a->ticket && a->ticket->c != c)
 			return cl_seterr(EMDB_ERR_INVALID, "%s: the ticket belongs to another handle", w);
 		if (!a->ticket && !a->ids)
 			return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
-					 a->op == CL_PULL || a->op == CL_PUSH ? "ids or ticket" : "ids");
+					 push || a->op == CL_PULL ? "ids or ticket" : "ids");
 		if (a->bags) {
 			/* The same checks, codes and order as the engine's,
 			 * needed here because the wire reads n_bags 0 as
@@ -168,6 +170,7 @@ static int check_args(emdb_client *c, const cl_args *a)
 		if (a->n > UINT32_MAX)
 			return cl_seterr(EMDB_ERR_BATCH, "%s: %zu IDs is more than a request carries", w, a->n);
 		break;
+	}
 	case CL_UPDATE:
 		break;
 	case CL_TABLE_CREATE:

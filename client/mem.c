@@ -265,6 +265,10 @@ static int exec(emdb_client *c, emdb_future *f, char *msg, size_t msglen)
 					    msglen);
 		rc = a->all ? emdb_update_all(db, a->rows) : emdb_update(db, a->table, a->rows);
 		break;
+	case CL_PUSH_UPDATE:
+		rc = et ? emdb_push_update_ticket(db, a->table, et, a->dim, a->grads, a->rows)
+			: emdb_push_update(db, a->table, a->ids, a->n, a->dim, a->grads, a->rows);
+		break;
 	case CL_LOOKUP:
 		rc = emdb_lookup(db, a->table, a->ids, a->n, a->dim, a->out, a->found);
 		break;

@@ -337,6 +337,7 @@ static uint16_t wire_op(cl_op op)
 	case CL_PULL: return PROTO_OP_PULL;
 	case CL_PUSH: return PROTO_OP_PUSH;
 	case CL_UPDATE: return PROTO_OP_UPDATE;
+	case CL_PUSH_UPDATE: return PROTO_OP_PUSH_UPDATE;
 	case CL_LOOKUP: return PROTO_OP_LOOKUP;
 	case CL_READ_STATE: return PROTO_OP_READ_STATE;
 	case CL_CHECKPOINT: return PROTO_OP_CHECKPOINT;
@@ -404,14 +405,15 @@ static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uin
 		rc = proto_pull_req_iov(v, id, &r);
 		goto iov_done;
 	}
-	case CL_PUSH: {
+	case CL_PUSH:
+	case CL_PUSH_UPDATE: { /* the same body; PUSH_UPDATE's a->bags is false */
 		proto_push_req r = { .table = a->table, .dim = a->dim, .ticket = ticket,
 				     .n_ids = a->ticket ? 0 : (uint32_t)a->n, .ids = a->ticket ? NULL : a->ids,
 				     .n_bags = a->bags ? (uint32_t)a->n_bags : 0,
 				     .pool = a->bags ? (uint32_t)a->pool : 0,
 				     .offsets = a->bags ? a->offsets : NULL,
 				     .n_rows = (uint32_t)sel_rows(a), .grads = a->grads };
-		rc = proto_push_req_iov(v, id, &r);
+		rc = a->op == CL_PUSH ? proto_push_req_iov(v, id, &r) : proto_push_update_req_iov(v, id, &r);
 		goto iov_done;
 	}
 	case CL_LOOKUP: {
@@ -961,6 +963,10 @@ static int decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const
 	case CL_UPDATE:
 		if (a->rows)
 			*a->rows = m.update_resp.rows;
+		break;
+	case CL_PUSH_UPDATE:
+		if (a->rows)
+			*a->rows = m.push_update_resp.rows;
 		break;
 	case CL_CHECKPOINT:
 		if (a->job_out)

@@ -85,6 +85,7 @@ static op_handler handler_of(uint16_t op)
 	case PROTO_OP_UPDATE: return handle_update;
 	case PROTO_OP_LOOKUP: return handle_lookup;
 	case PROTO_OP_READ_STATE: return handle_read_state;
+	case PROTO_OP_PUSH_UPDATE: return handle_push_update;
 	case PROTO_OP_CHECKPOINT: return handle_checkpoint;
 	case PROTO_OP_RESTORE: return handle_restore;
 	case PROTO_OP_JOB_STATUS: return handle_job_status;

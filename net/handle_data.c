@@ -1,6 +1,6 @@
 /*
  * handle_data.c - the data plane: PREFETCH, TICKET_FREE, PULL, PUSH,
- * UPDATE, LOOKUP, READ_STATE.
+ * UPDATE, LOOKUP, READ_STATE, PUSH_UPDATE.
  *
  * Requests are used where they lie: ids, offsets and gradients are the
  * decoder's pointers into the connection's input buffer, handed to the
@@ -22,9 +22,12 @@
  * An UPDATE of a synchronous step (workers >= 2) is answered when its
  * step completes, maybe from another thread (net/barrier.h).
  *
+ * PUSH_UPDATE is PUSH's checks and UPDATE's reply around one engine call;
+ * like an UPDATE it counts as one step for the automatic checkpoints.
+ *
  * State changes: the engine (rows, gradients, steps), c->tickets, the
- * step count of the automatic checkpoints (UPDATE, net/persist.h), the
- * server's open steps and c->steps_waiting.
+ * step count of the automatic checkpoints (UPDATE, PUSH_UPDATE,
+ * net/persist.h), the server's open steps and c->steps_waiting.
  */
 #include <stdio.h>
 
@@ -178,18 +181,30 @@ int handle_pull(conn *c, const proto_hdr *h, const uint8_t *body)
 	return HANDLED_OK;
 }
 
+/* What PUSH and PUSH_UPDATE check before the engine: the ticket is one of
+ * this connection's, and without bags it gets one row of gradients per ID
+ * (the decoder cannot know the ticket's count).  *t is NULL for IDs. */
+static int push_ticket(conn *c, const proto_push_req *m, const emdb_ticket **t)
+{
+	int rc;
+	*t = NULL;
+	if (m->ticket && (rc = ticket_of(c, m->ticket, t)))
+		return rc;
+	if (*t && !m->n_bags && m->n_rows != emdb_ticket_count(*t))
+		return handle_fail(EMDB_ERR_BATCH, "%u gradient rows for a ticket of %zu IDs", m->n_rows,
+				   emdb_ticket_count(*t));
+	return EMDB_OK;
+}
+
 int handle_push(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_push_req m;
 	int rc = proto_push_req_decode(h, body, &m);
 	if (rc)
 		return rc;
-	const emdb_ticket *t = NULL;
-	if (m.ticket && (rc = ticket_of(c, m.ticket, &t)))
+	const emdb_ticket *t;
+	if ((rc = push_ticket(c, &m, &t)))
 		return rc;
-	if (t && !m.n_bags && m.n_rows != emdb_ticket_count(t))
-		return handle_fail(EMDB_ERR_BATCH, "%u gradient rows for a ticket of %zu IDs", m.n_rows,
-				   emdb_ticket_count(t));
 	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
 	if (!p)
 		return EMDB_ERR_NOMEM;
@@ -215,6 +230,60 @@ int handle_push(conn *c, const proto_hdr *h, const uint8_t *body)
 	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
 	obuf_commit(&c->out, len);
 	return HANDLED_OK;
+}
+
+/* The reply of an UPDATE applied at once or of a PUSH_UPDATE (rows
+ * updated): reserved before the engine runs (invariant 1), then either
+ * cancelled or written and counted as one step for the automatic
+ * checkpoints. */
+static int rows_reply_encode(const proto_hdr *h, uint8_t *p, size_t cap, uint64_t rows,
+			     size_t *len)
+{
+	proto_update_resp r = { rows };
+	return h->opcode == PROTO_OP_PUSH_UPDATE ? proto_push_update_resp_encode(p, cap, h->id, &r, len)
+						 : proto_update_resp_encode(p, cap, h->id, &r, len);
+}
+
+static uint8_t *rows_reply_reserve(conn *c, const proto_hdr *h, size_t *len)
+{
+	rows_reply_encode(h, NULL, 0, 0, len);
+	return conn_reply_reserve(c, *len);
+}
+
+static int rows_reply_finish(conn *c, const proto_hdr *h, uint8_t *p, size_t len, int rc,
+			     uint64_t rows)
+{
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	rows_reply_encode(h, p, len, rows, &len);
+	obuf_commit(&c->out, len);
+	persist_note_step(c->srv->persist);
+	return HANDLED_OK;
+}
+
+int handle_push_update(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_push_update_req m;
+	int rc = proto_push_update_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	const emdb_ticket *t;
+	if ((rc = push_ticket(c, &m, &t)))
+		return rc;
+	size_t len;
+	uint8_t *p = rows_reply_reserve(c, h, &len);
+	if (!p)
+		return EMDB_ERR_NOMEM;
+	uint64_t rows = 0;
+	m.grads = OR_EMPTY(m.grads, no_f32);
+	if (t)
+		rc = emdb_push_update_ticket(db_of(c), m.table, t, m.dim, m.grads, &rows);
+	else
+		rc = emdb_push_update(db_of(c), m.table, OR_EMPTY(m.ids, no_u64), m.n_ids, m.dim,
+				      m.grads, &rows);
+	return rows_reply_finish(c, h, p, len, rc, rows);
 }
 
 /* UPDATE with workers >= 2 (net/barrier.h): join the table's step.  The
@@ -286,21 +355,13 @@ int handle_update(conn *c, const proto_hdr *h, const uint8_t *body)
 		return rc;
 	if (m.workers >= 2)
 		return update_step(c, h, &m);
-	proto_update_resp r = { 0 };
 	size_t len;
-	proto_update_resp_encode(NULL, 0, h->id, &r, &len);
-	uint8_t *p = conn_reply_reserve(c, len);
+	uint8_t *p = rows_reply_reserve(c, h, &len);
 	if (!p)
 		return EMDB_ERR_NOMEM;
-	rc = m.table ? emdb_update(db_of(c), m.table, &r.rows) : emdb_update_all(db_of(c), &r.rows);
-	if (rc) {
-		obuf_cancel(&c->out);
-		return rc;
-	}
-	proto_update_resp_encode(p, len, h->id, &r, &len);
-	obuf_commit(&c->out, len);
-	persist_note_step(c->srv->persist);
-	return HANDLED_OK;
+	uint64_t rows = 0;
+	rc = m.table ? emdb_update(db_of(c), m.table, &rows) : emdb_update_all(db_of(c), &rows);
+	return rows_reply_finish(c, h, p, len, rc, rows);
 }
 
 int handle_lookup(conn *c, const proto_hdr *h, const uint8_t *body)

@@ -10,7 +10,7 @@
  *      (no thread, no store).
  *   2. Everything in struct persist marked "under lock" is read and
  *      written with p->lock held; the step counter alone is atomic, so an
- *      UPDATE costs one relaxed add.
+ *      UPDATE or PUSH_UPDATE costs one relaxed add.
  *   3. A refused call changes nothing: checks (kind, checkpoint id, a
  *      running job) come before a job is accepted; a delete runs under the
  *      lock, so no job starts in the middle of it.

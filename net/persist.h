@@ -10,7 +10,7 @@
  *                       the server listens;
  *   persist_start       starts the job thread;
  *   ... handlers (any I/O thread) start jobs, read their status, list and
- *   delete checkpoints; UPDATE handlers count steps ...
+ *   delete checkpoints; UPDATE and PUSH_UPDATE handlers count steps ...
  *   persist_close       waits for a running job (logged), joins the thread,
  *                       closes the store.  Call it after the I/O threads
  *                       ended and before emdb_db_close.
@@ -71,7 +71,7 @@ typedef struct persist_report {
 	bool have_job;
 	persist_job_status job;      /* the running job, or else the newest one */
 	persist_settings settings;
-	uint64_t steps_since;        /* UPDATEs since the last checkpoint started */
+	uint64_t steps_since;        /* UPDATEs and PUSH_UPDATEs since the last checkpoint started */
 	uint64_t auto_checkpoints;   /* started automatically since start */
 } persist_report;
 
@@ -98,7 +98,8 @@ void persist_close(persist *p);
 /* New settings, from server_config_set. */
 void persist_configure(persist *p, const persist_settings *set);
 
-/* One UPDATE request was handled: counts toward checkpoint_every_steps.
+/* One UPDATE or PUSH_UPDATE request was handled: counts toward
+ * checkpoint_every_steps.
  * Cheap: one relaxed atomic add, a wake-up only when the count is due. */
 void persist_note_step(persist *p);
 

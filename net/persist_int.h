@@ -42,7 +42,7 @@ struct persist {
 	uint64_t last_ckpt_ns;      /* monotonic: the last checkpoint's start, or the open */
 	uint64_t auto_count;        /* automatic checkpoints started */
 
-	_Atomic uint64_t steps;     /* UPDATEs since the last checkpoint started */
+	_Atomic uint64_t steps;     /* UPDATEs and PUSH_UPDATEs since the last checkpoint started */
 	_Atomic uint64_t steps_due; /* set.every_steps, for persist_note_step */
 };
 

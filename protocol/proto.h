@@ -37,8 +37,8 @@
  *   buf needs no particular alignment except for the *_resp_begin
  *   functions, which hand out float pointers into it (8-aligned buf).
  *
- *   Requests that carry big arrays (PREFETCH, PULL, PUSH, LOOKUP,
- *   READ_STATE) also have a scatter-gather encoder, proto_X_req_iov, that
+ *   Requests that carry big arrays (PREFETCH, PULL, PUSH, PUSH_UPDATE,
+ *   LOOKUP, READ_STATE) also have a scatter-gather encoder, proto_X_req_iov, that
  *   fills a proto_iov with the header and fixed part plus references to the
  *   caller's arrays, for writev() without copying ids or gradients.
  *   Responses that carry vectors (PULL, LOOKUP, READ_STATE) have a
@@ -160,6 +160,7 @@ typedef enum proto_role {
 	X(UPDATE, 0x0204, PROTO_ROLE_TRAINER)             \
 	X(LOOKUP, 0x0205, PROTO_ROLE_READER)              \
 	X(READ_STATE, 0x0206, PROTO_ROLE_TRAINER)         \
+	X(PUSH_UPDATE, 0x0207, PROTO_ROLE_TRAINER)        \
 	X(CHECKPOINT, 0x0300, PROTO_ROLE_ADMIN)           \
 	X(RESTORE, 0x0301, PROTO_ROLE_ADMIN)              \
 	X(JOB_STATUS, 0x0302, PROTO_ROLE_READER)          \
@@ -605,6 +606,25 @@ int proto_update_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
 			     const proto_update_resp *m, size_t *len);
 int proto_update_resp_decode(const proto_hdr *h, const uint8_t *body, proto_update_resp *m);
 
+/* PUSH_UPDATE: a PUSH and then an UPDATE of the same table as one request
+ * (emdb_push_update): the step advances once.  The request is PUSH's body
+ * without bags: the decoder refuses n_bags or pool other than 0, so n_rows
+ * is n_ids, or with a ticket the ticket's count, which the server MUST
+ * check as for PUSH.  The response is UPDATE's: the rows updated.  The
+ * functions are PUSH's and UPDATE's own, for this opcode. */
+typedef proto_push_req proto_push_update_req;
+typedef proto_update_resp proto_push_update_resp;
+
+int proto_push_update_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_push_update_req *m, size_t *len);
+int proto_push_update_req_iov(proto_iov *v, uint64_t id, const proto_push_update_req *m);
+int proto_push_update_req_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_push_update_req *m);
+int proto_push_update_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				  const proto_push_update_resp *m, size_t *len);
+int proto_push_update_resp_decode(const proto_hdr *h, const uint8_t *body,
+				  proto_push_update_resp *m);
+
 /* LOOKUP: table, dim, ids[n], want_found -> n * dim floats and, when asked
  * for, found[n] (1 where the ID is held).  The response carries found iff
  * found != NULL (encode) / is set non-NULL (decode). */
@@ -813,6 +833,8 @@ typedef union proto_msg {
 	proto_lookup_resp lookup_resp;
 	proto_read_state_req read_state_req;
 	proto_read_state_resp read_state_resp;
+	proto_push_update_req push_update_req;
+	proto_push_update_resp push_update_resp;
 	proto_checkpoint_req checkpoint_req;
 	proto_checkpoint_resp checkpoint_resp;
 	proto_restore_req restore_req;

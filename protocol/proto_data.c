@@ -1,7 +1,7 @@
 /*
  * protocol/proto_data.c - bodies of the data-plane opcodes: PREFETCH,
- * TICKET_FREE, PULL, PUSH, UPDATE, LOOKUP, READ_STATE (docs/protocol.md,
- * "Data plane").
+ * TICKET_FREE, PULL, PUSH, UPDATE, LOOKUP, READ_STATE, PUSH_UPDATE
+ * (docs/protocol.md, "Data plane").
  *
  * Invariants:
  *   1. Each body is a fixed part whose size is a multiple of 8, then its
@@ -12,11 +12,14 @@
  *      compares it with what is left of the body before it forms a
  *      pointer; it checks every count relation the frame itself can
  *      contradict (ticket xor ids, rows of gradients vs. ids or bags,
- *      pool only with bags).  Relations that need the server's state (a
- *      ticket's count, the table's dim) are the server's to check.
+ *      pool only with bags, no bags in PUSH_UPDATE).  Relations that need
+ *      the server's state (a ticket's count, the table's dim) are the
+ *      server's to check.
  *   3. One body writer per request serves both the flat encoder and the
  *      scatter-gather one, so the two cannot disagree; the *_resp_begin
  *      functions share their layout with the matching encoder the same way.
+ *      PUSH_UPDATE shares PUSH's writer and reader and UPDATE's response
+ *      code, parameterized by opcode.
  */
 #include "db/error_int.h"
 #include "protocol/proto_int.h"
@@ -243,11 +246,22 @@ int proto_pull_resp_decode(const proto_hdr *h, const uint8_t *body, proto_pull_r
 	return rd_end(&r);
 }
 
-/* ---- PUSH ---------------------------------------------------------- */
+/* ---- PUSH, PUSH_UPDATE and UPDATE ---------------------------------- */
 
-static void push_req_body(proto_wr *w, const proto_push_req *m)
+/* PUSH_UPDATE is PUSH's request and UPDATE's response under its own
+ * opcode: one writer and one reader per body take the opcode, so the two
+ * requests cannot drift apart.  PUSH_UPDATE has no bags. */
+
+static bool push_no_bags_wr(proto_wr *w, uint16_t op, const proto_push_req *m)
 {
-	if (!sel_check_wr(w, m->ticket, m->n_ids, m->n_bags, m->pool))
+	if (op == PROTO_OP_PUSH_UPDATE && (m->n_bags || m->pool))
+		proto__wr_fail(w, "PUSH_UPDATE takes no bags: n_bags %u, pool %u", m->n_bags, m->pool);
+	return !w->err;
+}
+
+static void push_req_body(proto_wr *w, uint16_t op, const proto_push_req *m)
+{
+	if (!push_no_bags_wr(w, op, m) || !sel_check_wr(w, m->ticket, m->n_ids, m->n_bags, m->pool))
 		return;
 	if (m->n_bags && m->n_rows != m->n_bags)
 		proto__wr_fail(w, "%u gradient rows for %u bags", m->n_rows, m->n_bags);
@@ -267,27 +281,28 @@ static void push_req_body(proto_wr *w, const proto_push_req *m)
 	wr_pad(w);
 }
 
-int proto_push_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_push_req *m,
-			  size_t *len)
+static int push_req_encode(uint16_t op, uint8_t *buf, size_t cap, uint64_t id,
+			   const proto_push_req *m, size_t *len)
 {
 	proto_wr w;
 	wr_begin(&w, buf, cap);
-	push_req_body(&w, m);
-	return wr_end(&w, PROTO_OP_PUSH, false, 0, id, len);
+	push_req_body(&w, op, m);
+	return wr_end(&w, op, false, 0, id, len);
 }
 
-int proto_push_req_iov(proto_iov *v, uint64_t id, const proto_push_req *m)
+static int push_req_iov(uint16_t op, proto_iov *v, uint64_t id, const proto_push_req *m)
 {
 	proto_wr w;
 	wr_begin_iov(&w, v);
-	push_req_body(&w, m);
-	return wr_end(&w, PROTO_OP_PUSH, false, 0, id, NULL);
+	push_req_body(&w, op, m);
+	return wr_end(&w, op, false, 0, id, NULL);
 }
 
-int proto_push_req_decode(const proto_hdr *h, const uint8_t *body, proto_push_req *m)
+static int push_req_decode(uint16_t op, const proto_hdr *h, const uint8_t *body,
+			   proto_push_req *m)
 {
 	proto_rd r;
-	int rc = proto__rd_begin(&r, h, body, PROTO_OP_PUSH, false);
+	int rc = proto__rd_begin(&r, h, body, op, false);
 	if (rc)
 		return rc;
 	m->table = rd_u32(&r, "table");
@@ -297,6 +312,9 @@ int proto_push_req_decode(const proto_hdr *h, const uint8_t *body, proto_push_re
 	m->n_bags = rd_u32(&r, "n_bags");
 	m->pool = rd_u32(&r, "pool");
 	m->n_rows = rd_u32(&r, "n_rows");
+	if (!r.err && op == PROTO_OP_PUSH_UPDATE && (m->n_bags || m->pool))
+		proto__rd_fail(&r, "n_bags %u, pool %u: no bags in a PUSH_UPDATE, both must be 0",
+			       m->n_bags, m->pool);
 	sel_check_rd(&r, m->ticket, m->n_ids, m->n_bags, m->pool);
 	if (!r.err && m->n_bags && m->n_rows != m->n_bags)
 		proto__rd_fail(&r, "n_rows %u for n_bags %u: must be equal", m->n_rows, m->n_bags);
@@ -309,7 +327,38 @@ int proto_push_req_decode(const proto_hdr *h, const uint8_t *body, proto_push_re
 	return rd_end(&r);
 }
 
-/* ---- UPDATE -------------------------------------------------------- */
+int proto_push_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_push_req *m,
+			  size_t *len)
+{
+	return push_req_encode(PROTO_OP_PUSH, buf, cap, id, m, len);
+}
+
+int proto_push_req_iov(proto_iov *v, uint64_t id, const proto_push_req *m)
+{
+	return push_req_iov(PROTO_OP_PUSH, v, id, m);
+}
+
+int proto_push_req_decode(const proto_hdr *h, const uint8_t *body, proto_push_req *m)
+{
+	return push_req_decode(PROTO_OP_PUSH, h, body, m);
+}
+
+int proto_push_update_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_push_update_req *m, size_t *len)
+{
+	return push_req_encode(PROTO_OP_PUSH_UPDATE, buf, cap, id, m, len);
+}
+
+int proto_push_update_req_iov(proto_iov *v, uint64_t id, const proto_push_update_req *m)
+{
+	return push_req_iov(PROTO_OP_PUSH_UPDATE, v, id, m);
+}
+
+int proto_push_update_req_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_push_update_req *m)
+{
+	return push_req_decode(PROTO_OP_PUSH_UPDATE, h, body, m);
+}
 
 int proto_update_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_update_req *m,
 			    size_t *len)
@@ -332,23 +381,48 @@ int proto_update_req_decode(const proto_hdr *h, const uint8_t *body, proto_updat
 	return rd_end(&r);
 }
 
-int proto_update_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
-			     const proto_update_resp *m, size_t *len)
+/* The response of UPDATE and PUSH_UPDATE: rows updated. */
+static int rows_resp_encode(uint16_t op, uint8_t *buf, size_t cap, uint64_t id,
+			    const proto_update_resp *m, size_t *len)
 {
 	proto_wr w;
 	wr_begin(&w, buf, cap);
 	wr_u64(&w, m->rows);
-	return wr_end(&w, PROTO_OP_UPDATE, true, 0, id, len);
+	return wr_end(&w, op, true, 0, id, len);
 }
 
-int proto_update_resp_decode(const proto_hdr *h, const uint8_t *body, proto_update_resp *m)
+static int rows_resp_decode(uint16_t op, const proto_hdr *h, const uint8_t *body,
+			    proto_update_resp *m)
 {
 	proto_rd r;
-	int rc = proto__rd_begin(&r, h, body, PROTO_OP_UPDATE, true);
+	int rc = proto__rd_begin(&r, h, body, op, true);
 	if (rc)
 		return rc;
 	m->rows = rd_u64(&r, "rows");
 	return rd_end(&r);
+}
+
+int proto_update_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+			     const proto_update_resp *m, size_t *len)
+{
+	return rows_resp_encode(PROTO_OP_UPDATE, buf, cap, id, m, len);
+}
+
+int proto_update_resp_decode(const proto_hdr *h, const uint8_t *body, proto_update_resp *m)
+{
+	return rows_resp_decode(PROTO_OP_UPDATE, h, body, m);
+}
+
+int proto_push_update_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				  const proto_push_update_resp *m, size_t *len)
+{
+	return rows_resp_encode(PROTO_OP_PUSH_UPDATE, buf, cap, id, m, len);
+}
+
+int proto_push_update_resp_decode(const proto_hdr *h, const uint8_t *body,
+				  proto_push_update_resp *m)
+{
+	return rows_resp_decode(PROTO_OP_PUSH_UPDATE, h, body, m);
 }
 
 /* ---- LOOKUP -------------------------------------------------------- */

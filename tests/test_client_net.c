@@ -228,6 +228,9 @@ Test(client_net, auth, .init = srv_start_auth, .fini = srv_stop, .timeout = 60)
 	OK(emdb_client_pull(tr, t, ids, 3, 4, v));
 	OK(emdb_client_push(tr, t, ids, 3, 4, g));
 	OK(emdb_client_update(tr, t, NULL));
+	uint64_t rows = 0;
+	OK(emdb_client_push_update(tr, t, ids, 3, 4, g, &rows));
+	cr_assert_eq(rows, 3);
 	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
 	strcpy(cfg.name, "nope");
 	cfg.dim = 4;
@@ -249,6 +252,21 @@ Test(client_net, auth, .init = srv_start_auth, .fini = srv_stop, .timeout = 60)
 	OK(emdb_client_table_describe(rd, t, &info));
 	cr_assert_eq(emdb_client_pull(rd, t, ids, 3, 4, v), EMDB_ERR_AUTH);
 	cr_assert_eq(emdb_client_push(rd, t, ids, 3, 4, g), EMDB_ERR_AUTH);
+	/* a reader's Push-and-Update: refused, no row or step changed */
+	float v2[12], g1[12];
+	for (int i = 0; i < 12; i++)
+		g1[i] = 1.0f;
+	OK(emdb_client_lookup(rd, t, ids, 3, 4, v, NULL));
+	cr_assert_eq(emdb_client_push_update(rd, t, ids, 3, 4, g1, &rows), EMDB_ERR_AUTH);
+	cr_assert(strstr(emdb_client_last_error(), "reader"), "%s", emdb_client_last_error());
+	emdb_future *fr = emdb_client_push_update_async(rd, t, ids, 3, 4, g1, NULL);
+	cr_assert_eq(emdb_future_wait(fr, -1), EMDB_ERR_AUTH);
+	emdb_future_free(fr);
+	OK(emdb_client_lookup(rd, t, ids, 3, 4, v2, NULL));
+	cr_assert_eq(memcmp(v, v2, sizeof(v)), 0, "a refused Push-and-Update changed rows");
+	OK(emdb_client_table_describe(rd, t, &info));
+	cr_assert_eq(info.stats.step, 2, "the trainer's Update and Push-and-Update only");
+	cr_assert_eq(info.stats.pending_rows, 0);
 	emdb_client_ticket *tk = (emdb_client_ticket *)1;
 	cr_assert_eq(emdb_client_prefetch(rd, t, ids, 3, &tk), EMDB_ERR_AUTH);
 	cr_assert_null(tk);

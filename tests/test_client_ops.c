@@ -2,12 +2,16 @@
  * test_client_ops.c - every operation of the client library, over mem://,
  * TCP and a Unix socket, against the in-process engine: the same calls
  * on a fresh database give the same ids, bytes, counts and error codes.
+ * Push-and-Update in one call (emdb_client_push_update, by IDs and by
+ * ticket) leaves the rows and optimizer state bit for bit as a Push then
+ * an Update of a twin table of the engine leave them, step after step.
  *
  * The network tests start emdb-server on loopback with an ephemeral port
  * and a Unix socket in a temporary directory, and kill it in their .fini
  * (tests/test_client_server.h).
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -375,36 +379,204 @@ static void compare_with_engine(emdb_client *c)
 	emdb_db_close(db);
 }
 
-Test(client_ops, mem)
+/* ---- Push and Update in one call ----------------------------------- */
+
+#define PU_N 96     /* IDs per batch, with duplicates */
+#define PU_STEPS 4
+
+/* The rows and optimizer state of ids in table tc of c and in its twin te
+ * of db, read without inserting, are the same bits, and so are the
+ * tables' step, rows and pending gradients. */
+static void same_tables(emdb_client *c, uint32_t tc, emdb_db *db, uint32_t te, const uint64_t *ids,
+			size_t n, uint32_t dim, emdb_opt_kind opt, const char *what)
+{
+	uint32_t per = emdb_optimizer_state_floats(opt, dim);
+	size_t width = dim > per ? dim : per;
+	float *xc = calloc(n * width, sizeof(float)), *xe = calloc(n * width, sizeof(float));
+	uint8_t *fc = calloc(n, 1), *fe = calloc(n, 1);
+	cr_assert(xc && xe && fc && fe);
+	OK(emdb_client_lookup(c, tc, ids, n, dim, xc, fc));
+	cr_assert_eq(emdb_lookup(db, te, ids, n, dim, xe, fe), 0);
+	same_floats(xc, xe, n * dim, what);
+	cr_assert_eq(memcmp(fc, fe, n), 0, "%s: found flags differ", what);
+	if (per) {
+		OK(emdb_client_read_state(c, tc, ids, n, per, xc, NULL));
+		cr_assert_eq(emdb_read_state(db, te, ids, n, xe, NULL), 0);
+		same_floats(xc, xe, n * per, what);
+	}
+	emdb_table_info ic, ie;
+	OK(emdb_client_table_describe(c, tc, &ic));
+	cr_assert_eq(emdb_table_describe(db, te, &ie), 0);
+	cr_assert_eq(ic.stats.step, ie.stats.step, "%s: step %llu, twin %llu", what,
+		     (unsigned long long)ic.stats.step, (unsigned long long)ie.stats.step);
+	cr_assert_eq(ic.stats.rows, ie.stats.rows, "%s", what);
+	cr_assert_eq(ic.stats.pending_rows, ie.stats.pending_rows, "%s", what);
+	free(xc);
+	free(xe);
+	free(fc);
+	free(fe);
+}
+
+static uint64_t step_of(emdb_client *c, uint32_t t)
+{
+	emdb_table_info info;
+	OK(emdb_client_table_describe(c, t, &info));
+	cr_assert_eq(info.stats.pending_rows, 0, "gradients left after an Update");
+	return info.stats.step;
+}
+
+/* Push-and-Update through c, Push then Update on a twin table of a fresh
+ * engine (same id, config and seed, so the same initial rows), for SGD and
+ * Adam: by IDs and by ticket, with duplicate IDs in the batch, after a
+ * Push still pending, and asynchronously; then the errors, which apply
+ * nothing. */
+static void push_update_matches_push_then_update(emdb_client *c)
+{
+	emdb_db *db = open_db(64);
+	static const emdb_opt_kind opts[] = { EMDB_OPT_SGD, EMDB_OPT_ADAM };
+	static uint64_t ids[PU_N], other[PU_N], both[2 * PU_N];
+	static float g[PU_N * 9], g2[PU_N * 9]; /* room for dim + 1 */
+	for (int i = 0; i < PU_N; i++) {
+		ids[i] = scramble((uint64_t)(i % 61));    /* 35 IDs twice */
+		other[i] = scramble((uint64_t)(40 + i)); /* half of them in ids */
+		both[i] = ids[i];
+		both[PU_N + i] = other[i];
+	}
+	emdb_client_ticket *prev_tk = NULL;
+	for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++) {
+		uint32_t dim = k ? 5 : 8, tc, te;
+		emdb_table_config cfg = table_cfg(k ? "pu_adam" : "pu_sgd", dim, opts[k],
+						  EMDB_INIT_UNIFORM, -0.5, 0.5);
+		OK(emdb_client_table_create(c, &cfg, &tc));
+		cr_assert_eq(emdb_table_create(db, &cfg, &te), 0);
+		cr_assert_eq(tc, te, "the twin needs the same table id (it seeds the rows)");
+		emdb_client_ticket *tk;
+		emdb_ticket *et;
+		OK(emdb_client_prefetch(c, tc, ids, PU_N, &tk));
+		cr_assert_eq(emdb_prefetch(db, te, ids, PU_N, &et), 0);
+		same_tables(c, tc, db, te, both, 2 * PU_N, dim, opts[k], "before any step");
+
+		for (int s = 0; s < PU_STEPS; s++) {
+			char what[96];
+			snprintf(what, sizeof(what), "%s step %d", cfg.name, s);
+			for (int i = 0; i < PU_N * 9; i++) {
+				g[i] = (float)((i * 37 + s * 11) % 101 - 50) / 64.0f;
+				g2[i] = (float)((i * 13 + s * 7) % 29 - 14) / 32.0f;
+			}
+			uint64_t step0 = step_of(c, tc), rows_c = 7, rows_e = 9;
+			if (s == 2) {
+				/* A Push pending: the fused call applies it too, in one step. */
+				OK(emdb_client_push(c, tc, other, PU_N, dim, g2));
+				cr_assert_eq(emdb_push(db, te, other, PU_N, dim, g2), 0);
+			}
+			if (s % 2 == 0) {
+				OK(emdb_client_push_update(c, tc, ids, PU_N, dim, g, &rows_c));
+				cr_assert_eq(emdb_push(db, te, ids, PU_N, dim, g), 0);
+			} else {
+				OK(emdb_client_push_update_ticket(c, tc, tk, dim, g, &rows_c));
+				cr_assert_eq(emdb_push_ticket(db, te, et, dim, g), 0);
+			}
+			cr_assert_eq(emdb_update(db, te, &rows_e), 0);
+			cr_assert_eq(rows_c, rows_e, "%s: %llu rows updated, twin %llu", what,
+				     (unsigned long long)rows_c, (unsigned long long)rows_e);
+			cr_assert_eq(rows_c, s == 2 ? 136 : 61, "%s: 61 IDs, 136 with the pending Push", what);
+			cr_assert_eq(step_of(c, tc), step0 + 1, "%s: one step", what);
+			same_tables(c, tc, db, te, both, 2 * PU_N, dim, opts[k], what);
+		}
+
+		/* Asynchronous forms; NULL rows_out is allowed. */
+		uint64_t rows_a = 0, rows_e = 0;
+		emdb_future *f = emdb_client_push_update_async(c, tc, other, PU_N, dim, g2, &rows_a);
+		cr_assert_eq(emdb_future_wait(f, -1), EMDB_OK, "%s", emdb_client_last_error());
+		emdb_future_free(f);
+		cr_assert_eq(emdb_push(db, te, other, PU_N, dim, g2), 0);
+		cr_assert_eq(emdb_update(db, te, &rows_e), 0);
+		cr_assert_eq(rows_a, rows_e);
+		f = emdb_client_push_update_ticket_async(c, tc, tk, dim, g, NULL);
+		cr_assert_eq(emdb_future_wait(f, -1), EMDB_OK, "%s", emdb_client_last_error());
+		emdb_future_free(f);
+		cr_assert_eq(emdb_push_ticket(db, te, et, dim, g), 0);
+		cr_assert_eq(emdb_update(db, te, NULL), 0);
+		same_tables(c, tc, db, te, both, 2 * PU_N, dim, opts[k], "async");
+
+		/* Errors: the engine's codes, nothing pushed, no step. */
+		uint64_t step0 = step_of(c, tc);
+		static float snap[2 * PU_N * 8], now[2 * PU_N * 8];
+		OK(emdb_client_lookup(c, tc, both, 2 * PU_N, dim, snap, NULL));
+		SAME_RC(emdb_client_push_update(c, tc, ids, PU_N, dim + 1, g, NULL),
+			emdb_push_update(db, te, ids, PU_N, dim + 1, g, NULL));
+		cr_assert_eq(emdb_client_push_update(c, tc, ids, PU_N, dim + 1, g, NULL), EMDB_ERR_DIM);
+		SAME_RC(emdb_client_push_update_ticket(c, tc, tk, dim + 1, g, NULL),
+			emdb_push_update_ticket(db, te, et, dim + 1, g, NULL));
+		SAME_RC(emdb_client_push_update(c, 999, ids, PU_N, dim, g, NULL),
+			emdb_push_update(db, 999, ids, PU_N, dim, g, NULL));
+		cr_assert_eq(emdb_client_push_update(c, 999, ids, PU_N, dim, g, NULL), EMDB_ERR_NO_TABLE);
+		SAME_RC(emdb_client_push_update(c, tc, ids, 0, dim, g, NULL),
+			emdb_push_update(db, te, ids, 0, dim, g, NULL));
+		if (prev_tk) /* a ticket of the SGD table on the Adam table */
+			cr_assert_eq(emdb_client_push_update_ticket(c, tc, prev_tk, dim, g, NULL),
+				     EMDB_ERR_TICKET, "%s", emdb_client_last_error());
+		cr_assert_eq(emdb_client_push_update(c, tc, ids, PU_N, dim, NULL, NULL), EMDB_ERR_INVALID);
+		cr_assert_eq(emdb_client_push_update(c, tc, NULL, PU_N, dim, g, NULL), EMDB_ERR_INVALID);
+		cr_assert_eq(emdb_client_push_update_ticket(c, tc, NULL, dim, g, NULL), EMDB_ERR_INVALID);
+		f = emdb_client_push_update_async(c, tc, ids, PU_N, dim + 1, g, NULL);
+		cr_assert_eq(emdb_future_wait(f, -1), EMDB_ERR_DIM);
+		emdb_future_free(f);
+		cr_assert_eq(step_of(c, tc), step0, "a refused Push-and-Update advanced the step");
+		OK(emdb_client_lookup(c, tc, both, 2 * PU_N, dim, now, NULL));
+		same_floats(now, snap, 2 * PU_N * dim, "rows after refused calls");
+		same_tables(c, tc, db, te, both, 2 * PU_N, dim, opts[k], "after errors");
+
+		emdb_client_ticket_free(prev_tk);
+		prev_tk = tk;
+		emdb_ticket_free(et);
+	}
+	emdb_client_ticket_free(prev_tk);
+	emdb_db_close(db);
+}
+
+/* Run body over a new handle of uri (options o, NULL for the defaults). */
+static void over(const char *uri, const emdb_client_options *o, void (*body)(emdb_client *))
 {
 	emdb_client *c;
-	OK(emdb_client_connect("mem://", NULL, &c));
-	compare_with_engine(c);
+	OK(emdb_client_connect(uri, o, &c));
+	body(c);
 	emdb_client_close(c);
+}
+
+Test(client_ops, mem)
+{
+	over("mem://", NULL, compare_with_engine);
 }
 
 Test(client_ops, mem_without_workers)
 {
-	emdb_client *c;
 	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
 	o.mem_threads = 0;
-	OK(emdb_client_connect("mem://", &o, &c));
-	compare_with_engine(c);
-	emdb_client_close(c);
+	over("mem://", &o, compare_with_engine);
 }
 
 Test(client_ops, tcp, .init = srv_start, .fini = srv_stop)
 {
-	emdb_client *c;
-	OK(emdb_client_connect(srv.tcp_uri, NULL, &c));
-	compare_with_engine(c);
-	emdb_client_close(c);
+	over(srv.tcp_uri, NULL, compare_with_engine);
 }
 
 Test(client_ops, unix_socket, .init = srv_start, .fini = srv_stop)
 {
-	emdb_client *c;
-	OK(emdb_client_connect(srv.unix_uri, NULL, &c));
-	compare_with_engine(c);
-	emdb_client_close(c);
+	over(srv.unix_uri, NULL, compare_with_engine);
+}
+
+Test(client_ops, push_update_mem)
+{
+	over("mem://", NULL, push_update_matches_push_then_update);
+}
+
+Test(client_ops, push_update_tcp, .init = srv_start, .fini = srv_stop)
+{
+	over(srv.tcp_uri, NULL, push_update_matches_push_then_update);
+}
+
+Test(client_ops, push_update_unix_socket, .init = srv_start, .fini = srv_stop)
+{
+	over(srv.unix_uri, NULL, push_update_matches_push_then_update);
 }

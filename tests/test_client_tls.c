@@ -4,9 +4,9 @@
  * gets tls_cert_file and tls_key_file, clients connect to tls://HOST:PORT
  * with ?ca= naming that CA.
  *
- * What is checked: every byte of big pipelined Pulls and Pushes arrives
- * intact through TLS (compared with the same operations on an in-process
- * engine), with the server's output buffer limit small enough that it
+ * What is checked: every byte of big pipelined Pulls and Pushes (and a
+ * Push-and-Update) arrives intact through TLS (compared with the same
+ * operations on an in-process engine), with the server's output buffer limit small enough that it
  * stops reading and must resume with input that OpenSSL already holds; the
  * Unix socket of a TLS server stays plain; a certificate from an untrusted
  * CA, or issued to another name, fails the connect with AUTH; a plain
@@ -146,6 +146,12 @@ static void train_and_compare(emdb_client *net)
 		OK(emdb_client_update(net, tn, NULL));
 		OK(emdb_client_update(mem, tm, NULL));
 	}
+	/* A Push-and-Update through TLS equals a Push then an Update. */
+	uint64_t rows_net = 0, rows_mem = 1;
+	OK(emdb_client_push_update(net, tn, ids + 3 * BATCH, BATCH, DIM, g, &rows_net));
+	OK(emdb_client_push(mem, tm, ids + 3 * BATCH, BATCH, DIM, g));
+	OK(emdb_client_update(mem, tm, &rows_mem));
+	cr_assert_eq(rows_net, rows_mem);
 	emdb_future *f[INFLIGHT];
 	for (uint32_t k = 0; k < INFLIGHT; k++) {
 		f[k] = emdb_client_pull_async(net, tn, ids + k * BATCH, BATCH, DIM, a + (size_t)k * BATCH * DIM);

@@ -235,6 +235,38 @@ Test(proto, decoded_fields_match_what_was_encoded)
 	cr_assert_eq((uintptr_t)p->offsets % 8, 0);
 	cr_assert_eq((uintptr_t)p->grads % 8, 0);
 
+	/* PUSH_UPDATE: PUSH's layout under its own opcode, UPDATE's response. */
+	len = ENC("push_update_req_ids");
+	dec(buf, len, &m);
+	p = &m.push_update_req;
+	cr_assert_eq(p->table, 1);
+	cr_assert_eq(p->dim, 3);
+	cr_assert_eq(p->n_ids, 5);
+	cr_assert_eq(p->n_rows, 5);
+	cr_assert_eq(p->n_bags, 0);
+	cr_assert_null(p->offsets);
+	cr_assert_eq(memcmp(p->grads, sample_vecs, sizeof(sample_vecs)), 0);
+	cr_assert_eq((const uint8_t *)p->ids, buf + PROTO_HDR_SIZE + 32);
+	cr_assert_eq((const uint8_t *)p->grads, buf + PROTO_HDR_SIZE + 32 + 40);
+	cr_assert_eq(len, PROTO_HDR_SIZE + 32 + 40 + 64, "60 bytes of grads and 4 of padding");
+	{
+		/* The same bytes as the PUSH of the same message but the opcode. */
+		uint8_t *b2 = (uint8_t *)bufmem2;
+		size_t len2 = 0;
+		cr_assert_eq(proto_push_req_encode(b2, sizeof(bufmem2), 110, p, &len2), EMDB_OK);
+		cr_assert_eq(len2, len);
+		cr_assert_eq(memcmp(b2 + PROTO_HDR_SIZE, buf + PROTO_HDR_SIZE, len - PROTO_HDR_SIZE), 0);
+	}
+	len = ENC("push_update_req_ticket");
+	dec(buf, len, &m);
+	cr_assert_eq(m.push_update_req.ticket, 0xabcdef);
+	cr_assert_null(m.push_update_req.ids);
+	cr_assert_eq(m.push_update_req.n_rows, 5);
+	len = ENC("push_update_resp");
+	cr_assert_eq(len, PROTO_HDR_SIZE + 8);
+	dec(buf, len, &m);
+	cr_assert_eq(m.push_update_resp.rows, 5);
+
 	len = ENC("pull_req_ticket_bags");
 	dec(buf, len, &m);
 	cr_assert_eq(m.pull_req.ticket, 0xabcdef);
@@ -334,7 +366,8 @@ Test(proto, iov_encoders_match_the_flat_ones_without_copying_arrays)
 	uint8_t *flat = (uint8_t *)bufmem2;
 	const char *names[] = { "prefetch_req", "pull_req_ids", "pull_req_ticket_bags",
 				"push_req_ids", "push_req_ticket", "push_req_bags",
-				"lookup_req", "read_state_req" };
+				"lookup_req", "read_state_req", "push_update_req_ids",
+				"push_update_req_ticket" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		const proto_sample *s = find_sample(all, n_all, names[i]);
 		size_t len = enc(s, buf, sizeof(bufmem));
@@ -350,6 +383,9 @@ Test(proto, iov_encoders_match_the_flat_ones_without_copying_arrays)
 		case PROTO_OP_PUSH:
 			rc = proto_push_req_iov(&v, s->h.id, &s->m.push_req);
 			break;
+		case PROTO_OP_PUSH_UPDATE:
+			rc = proto_push_update_req_iov(&v, s->h.id, &s->m.push_update_req);
+			break;
 		case PROTO_OP_LOOKUP:
 			rc = proto_lookup_req_iov(&v, s->h.id, &s->m.lookup_req);
 			break;
@@ -364,7 +400,8 @@ Test(proto, iov_encoders_match_the_flat_ones_without_copying_arrays)
 		bool refs_ids = false;
 		for (int k = 0; k < v.n; k++)
 			refs_ids |= v.iov[k].iov_base == (void *)sample_ids;
-		cr_assert(refs_ids || s->h.opcode == PROTO_OP_PULL || s->h.opcode == PROTO_OP_PUSH,
+		cr_assert(refs_ids || s->h.opcode == PROTO_OP_PULL || s->h.opcode == PROTO_OP_PUSH ||
+				  s->h.opcode == PROTO_OP_PUSH_UPDATE,
 			  "%s: ids referenced, not copied", names[i]);
 
 		/* Partial writes: advance by odd amounts, the rest is intact. */
@@ -458,7 +495,7 @@ Test(proto, malformed_headers_are_refused_with_the_right_code)
 	cr_assert_eq(hdr_with(GOOD, 0x02, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
 	cr_assert(strstr(emdb_last_error(), "flag"), "%s", emdb_last_error());
 	cr_assert_eq(hdr_with(GOOD, 0x81, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
-	uint16_t unknown[] = { 0x0000, 0x0008, 0x00FF, 0x0105, 0x0207, 0x0305, 0x0400,
+	uint16_t unknown[] = { 0x0000, 0x0008, 0x00FF, 0x0105, 0x0208, 0x0305, 0x0400,
 			       0x0500, 0x0600, 0xF000, 0xFFFF };
 	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
 		cr_assert_eq(hdr_with(GOOD, 0, unknown[i], 0, 0, 64), EMDB_ERR_PROTOCOL, "op %x",
@@ -598,11 +635,14 @@ Test(proto, counts_that_overflow_are_refused)
 	put32(b + 4, 0x40000000u); /* no overflow, just far too big */
 	EXPECT_PROTOCOL(body_rc(buf, len), "vecs needs");
 
-	len = ENC("push_req_ticket");
-	b = BODY(len);
-	put32(b + 4, 0xFFFFFFFFu);  /* dim */
-	put32(b + 28, 0xFFFFFFFFu); /* n_rows */
-	EXPECT_PROTOCOL(body_rc(buf, len), "overflows");
+	const char *grads_of_a_ticket[] = { "push_req_ticket", "push_update_req_ticket" };
+	for (size_t i = 0; i < 2; i++) {
+		len = ENC(grads_of_a_ticket[i]);
+		b = BODY(len);
+		put32(b + 4, 0xFFFFFFFFu);  /* dim */
+		put32(b + 28, 0xFFFFFFFFu); /* n_rows */
+		EXPECT_PROTOCOL(body_rc(buf, len), "overflows");
+	}
 
 	len = ENC("read_state_resp");
 	b = BODY(len);
@@ -753,6 +793,78 @@ Test(proto, decoders_refuse_the_wrong_frame_as_a_caller_bug)
 	cr_assert_eq(proto_empty_decode(&h), EMDB_OK);
 	h.body_len = 8;
 	EXPECT_PROTOCOL(proto_empty_decode(&h), "trail");
+}
+
+Test(proto, push_update_refuses_bags_and_what_push_refuses)
+{
+	SAMPLES();
+	proto_hdr h;
+	proto_push_update_req m;
+	size_t len = ENC("push_update_req_ids");
+	uint8_t *b = BODY(len);
+	put32(b + 20, 1); /* n_bags */
+	EXPECT_PROTOCOL(body_rc(buf, len), "PUSH_UPDATE request: n_bags 1, pool 0: no bags");
+	put32(b + 20, 0);
+	put32(b + 24, EMDB_POOL_SUM); /* pool without bags */
+	EXPECT_PROTOCOL(body_rc(buf, len), "n_bags 0, pool 1: no bags in a PUSH_UPDATE");
+	put32(b + 24, 0);
+	cr_assert_eq(body_rc(buf, len), EMDB_OK);
+	put32(b + 28, 4); /* 4 rows of grads for 5 ids */
+	EXPECT_PROTOCOL(body_rc(buf, len), "n_rows 4 for n_ids 5");
+	put32(b + 28, 5);
+	put64(b + 8, 7); /* a ticket and ids */
+	EXPECT_PROTOCOL(body_rc(buf, len), "one or the other");
+	put64(b + 8, 0);
+	put32(b + 4, 4); /* dim 4: 20 floats claimed, 15 sent */
+	EXPECT_PROTOCOL(body_rc(buf, len), "grads needs 80 bytes");
+
+	/* A valid PUSH with bags, relabelled PUSH_UPDATE, is malformed. */
+	len = ENC("push_req_bags");
+	buf[6] = PROTO_OP_PUSH_UPDATE & 0xFF;
+	buf[7] = PROTO_OP_PUSH_UPDATE >> 8;
+	EXPECT_PROTOCOL(body_rc(buf, len), "n_bags 2, pool 1");
+
+	/* The response is UPDATE's: 8 bytes, no more, no less. */
+	len = ENC("push_update_resp");
+	memset(buf + len, 0, 8);
+	EXPECT_PROTOCOL(body_as(buf, 16), "trail");
+	EXPECT_PROTOCOL(body_as(buf, 0), "rows needs 8 bytes");
+
+	/* Each decoder takes only its own opcode: a caller bug otherwise. */
+	len = ENC("push_req_ids");
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_OK);
+	cr_assert_eq(proto_push_update_req_decode(&h, buf + PROTO_HDR_SIZE, &m), EMDB_ERR_INVALID);
+	len = ENC("push_update_req_ids");
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_OK);
+	cr_assert_eq(proto_push_req_decode(&h, buf + PROTO_HDR_SIZE, &m), EMDB_ERR_INVALID);
+	cr_assert_eq(proto_push_update_req_decode(&h, buf + PROTO_HDR_SIZE, &m), EMDB_OK);
+	proto_update_resp ur;
+	len = ENC("push_update_resp");
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_OK);
+	cr_assert_eq(proto_update_resp_decode(&h, buf + PROTO_HDR_SIZE, &ur), EMDB_ERR_INVALID);
+	cr_assert_eq(proto_push_update_resp_decode(&h, buf + PROTO_HDR_SIZE, &ur), EMDB_OK);
+	cr_assert_eq(ur.rows, 5);
+
+	/* Encoders refuse bags, flat and gathered, and what PUSH's refuse. */
+	proto_push_update_req bad = { 1, 3, 0, 5, sample_ids, 2, EMDB_POOL_SUM, sample_offsets, 2,
+				      sample_vecs };
+	proto_iov v;
+	len = 123;
+	cr_assert_eq(proto_push_update_req_encode(buf, sizeof(bufmem), 1, &bad, &len),
+		     EMDB_ERR_INVALID);
+	cr_assert_eq(len, 0);
+	cr_assert(strstr(emdb_last_error(), "no bags"), "%s", emdb_last_error());
+	cr_assert_eq(proto_push_update_req_iov(&v, 1, &bad), EMDB_ERR_INVALID);
+	bad = (proto_push_update_req){ 1, 3, 0, 0, NULL, 0, EMDB_POOL_MEAN, NULL, 0, NULL };
+	cr_assert_eq(proto_push_update_req_encode(NULL, 0, 1, &bad, &len), EMDB_ERR_INVALID);
+	bad = (proto_push_update_req){ 1, 3, 0, 5, sample_ids, 0, 0, NULL, 4, sample_vecs };
+	cr_assert_eq(proto_push_update_req_encode(buf, sizeof(bufmem), 1, &bad, &len),
+		     EMDB_ERR_INVALID);
+	cr_assert_eq(proto_push_update_req_iov(&v, 1, &bad), EMDB_ERR_INVALID);
+	/* The same message with bags is a fine PUSH. */
+	bad = (proto_push_update_req){ 1, 3, 0, 5, sample_ids, 2, EMDB_POOL_SUM, sample_offsets, 2,
+				       sample_vecs };
+	cr_assert_eq(proto_push_req_encode(buf, sizeof(bufmem), 1, &bad, &len), EMDB_OK);
 }
 
 Test(proto, encoders_refuse_what_decoders_would)
@@ -987,13 +1099,17 @@ Test(proto, roles_nest_as_the_issue_says)
 	cr_assert_eq(n_reader, 10);
 	for (size_t i = 0; i < 10; i++)
 		cr_assert(proto_op_allowed(PROTO_ROLE_READER, reader_ops[i]));
-	cr_assert_eq(n_admin, 24);
-	cr_assert_eq(n_trainer, 17);
+	cr_assert_eq(n_admin, 25);
+	cr_assert_eq(n_trainer, 18);
 	for (size_t i = 0; i < 7; i++) {
 		cr_assert(!proto_op_allowed(PROTO_ROLE_TRAINER, admin_ops[i]));
 		cr_assert(proto_op_allowed(PROTO_ROLE_ADMIN, admin_ops[i]));
 	}
 	cr_assert(!proto_op_allowed(PROTO_ROLE_READER, PROTO_OP_PULL));
+	cr_assert(!proto_op_allowed(PROTO_ROLE_READER, PROTO_OP_PUSH_UPDATE));
+	cr_assert(proto_op_allowed(PROTO_ROLE_TRAINER, PROTO_OP_PUSH_UPDATE));
+	cr_assert_eq(PROTO_OP_PUSH_UPDATE, 0x0207);
+	cr_assert_str_eq(proto_op_name(0x0207), "PUSH_UPDATE");
 	cr_assert(!proto_op_allowed(PROTO_ROLE_READER, PROTO_OP_CONFIG_GET));
 	cr_assert(proto_op_allowed(PROTO_ROLE_TRAINER, PROTO_OP_CONFIG_GET));
 	cr_assert(!proto_op_allowed((proto_role)7, PROTO_OP_PING));

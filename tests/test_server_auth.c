@@ -1,8 +1,9 @@
 /*
  * test_server_auth.c - HELLO and AUTH, and the roles: a reader may only
- * Lookup and read statistics (its Push is refused and changes nothing), a
- * trainer may not run admin commands, an admin may do everything; wrong
- * tokens and requests before AUTH close the connection.
+ * Lookup and read statistics (its Push and its Push-and-Update are refused
+ * and change nothing), a trainer may not run admin commands, an admin may
+ * do everything; wrong tokens and requests before AUTH close the
+ * connection.
  */
 #include "tests/test_server_util.h"
 
@@ -108,6 +109,110 @@ Test(auth, tokens_and_roles)
 	cli_close(&rdr);
 	cli_close(&trn);
 	cr_assert(srv_alive(&S));
+	srv_shutdown_clean(&S, &adm);
+	cli_close(&adm);
+}
+
+/* The rows of ids (dim 4) as a reader sees them. */
+static void lookup_rows(cli *c, uint32_t t, const uint64_t *ids, uint32_t n, float *out)
+{
+	proto_lookup_req lk = { .table = t, .dim = 4, .n = n, .ids = ids };
+	uint64_t id = CLI_SEND(c, proto_lookup_req_encode, &lk);
+	proto_frame *f = cli_ok(c, id);
+	proto_lookup_resp r;
+	cr_assert_eq(proto_lookup_resp_decode(&f->hdr, f->body, &r), EMDB_OK);
+	cr_assert_eq(r.n, n);
+	memcpy(out, r.vecs, (size_t)n * 4 * sizeof(float));
+	proto_frame_free(f);
+}
+
+/* PUSH_UPDATE answered with its rows; returns them. */
+static uint64_t push_update_ok(cli *c, const proto_push_update_req *m)
+{
+	uint64_t id = CLI_SEND(c, proto_push_update_req_encode, m);
+	proto_frame *f = cli_ok(c, id);
+	cr_assert_eq(f->hdr.opcode, PROTO_OP_PUSH_UPDATE);
+	proto_push_update_resp r;
+	cr_assert_eq(proto_push_update_resp_decode(&f->hdr, f->body, &r), EMDB_OK);
+	proto_frame_free(f);
+	return r.rows;
+}
+
+/* PUSH_UPDATE is a trainer's: a reader's is refused with nothing applied
+ * and its connection open; a trainer's applies one step, by IDs or by a
+ * ticket of its own connection whose count its gradients match. */
+Test(auth, push_update_needs_a_trainer)
+{
+	srv_start(&S, tokens);
+	cli adm, trn, rdr;
+	cli_ready(&adm, &S);
+	cr_assert_eq(cli_auth(&adm, "adm-1"), PROTO_ROLE_ADMIN);
+	cli_ready(&trn, &S);
+	cr_assert_eq(cli_auth(&trn, "trn-2"), PROTO_ROLE_TRAINER);
+	cli_ready(&rdr, &S);
+	cr_assert_eq(cli_auth(&rdr, "rdr-3"), PROTO_ROLE_READER);
+	uint32_t t = cli_create_table(&adm, "pu", 4);
+
+	uint64_t ids[3] = { 5, 6, 5 }; /* 5 twice */
+	float g[12], before[12], after[12];
+	for (int i = 0; i < 12; i++)
+		g[i] = (float)(i + 1) / 8.0f;
+	proto_push_update_req pu = { .table = t, .dim = 4, .n_ids = 3, .ids = ids, .n_rows = 3,
+				     .grads = g };
+	cr_assert_eq(push_update_ok(&trn, &pu), 2, "two distinct rows updated");
+	emdb_table_info ti = cli_describe(&adm, t);
+	cr_assert_eq(ti.stats.step, 1);
+	cr_assert_eq(ti.stats.rows, 2);
+	cr_assert_eq(ti.stats.pending_rows, 0);
+
+	/* reader: refused with AUTH, nothing pushed or applied, still open */
+	lookup_rows(&rdr, t, ids, 3, before);
+	uint64_t id = CLI_SEND(&rdr, proto_push_update_req_encode, &pu);
+	char msg[256];
+	cli_err(&rdr, id, EMDB_ERR_AUTH, msg, sizeof(msg));
+	cr_assert(strstr(msg, "reader") && strstr(msg, "PUSH_UPDATE"), "%s", msg);
+	ti = cli_describe(&adm, t);
+	cr_assert_eq(ti.stats.step, 1, "a refused PUSH_UPDATE advances no step");
+	cr_assert_eq(ti.stats.pending_rows, 0, "a refused PUSH_UPDATE accumulates nothing");
+	cr_assert_eq(ti.stats.calls_push, 1);
+	lookup_rows(&rdr, t, ids, 3, after);
+	cr_assert_eq(memcmp(before, after, sizeof(before)), 0, "a refused PUSH_UPDATE changed rows");
+
+	/* trainer, by ticket: n_rows must be the ticket's count */
+	proto_prefetch_req pf = { t, 3, ids };
+	id = CLI_SEND(&trn, proto_prefetch_req_encode, &pf);
+	proto_frame *f = cli_ok(&trn, id);
+	proto_prefetch_resp tk;
+	cr_assert_eq(proto_prefetch_resp_decode(&f->hdr, f->body, &tk), EMDB_OK);
+	proto_frame_free(f);
+	proto_push_update_req pt = { .table = t, .dim = 4, .ticket = tk.ticket, .n_rows = 2,
+				     .grads = g };
+	id = CLI_SEND(&trn, proto_push_update_req_encode, &pt);
+	cli_err(&trn, id, EMDB_ERR_BATCH, msg, sizeof(msg));
+	cr_assert(strstr(msg, "2 gradient rows for a ticket of 3 IDs"), "%s", msg);
+	id = CLI_SEND(&adm, proto_push_update_req_encode, &pt); /* not adm's ticket */
+	cli_err(&adm, id, EMDB_ERR_TICKET, NULL, 0);
+	pt.n_rows = 3;
+	pt.dim = 3;
+	id = CLI_SEND(&trn, proto_push_update_req_encode, &pt);
+	cli_err(&trn, id, EMDB_ERR_DIM, NULL, 0);
+	ti = cli_describe(&adm, t);
+	cr_assert_eq(ti.stats.step, 1, "refused requests advance no step");
+	cr_assert_eq(ti.stats.pending_rows, 0);
+	pt.dim = 4;
+	cr_assert_eq(push_update_ok(&trn, &pt), 2);
+	ti = cli_describe(&adm, t);
+	cr_assert_eq(ti.stats.step, 2);
+	lookup_rows(&rdr, t, ids, 3, after);
+	cr_assert_neq(memcmp(before, after, sizeof(before)), 0, "the trainer's step changed nothing");
+
+	/* Every PUSH_UPDATE, refused or not, on its own line of INFO. */
+	char *info = cli_info(&adm, "ops");
+	cr_assert(strstr(info, "op_push_update: calls=6 errors=4"), "%s", info);
+	free(info);
+
+	cli_close(&rdr);
+	cli_close(&trn);
 	srv_shutdown_clean(&S, &adm);
 	cli_close(&adm);
 }

@@ -667,6 +667,41 @@ Test(server_ckpt, automatic_checkpoints_every_steps, .init = start_every_steps, 
 	emdb_client_close(c);
 }
 
+/* A PUSH_UPDATE is a step, as an UPDATE is: three start a checkpoint; a
+ * refused one counts nothing. */
+Test(server_ckpt, push_update_counts_as_a_step, .init = start_every_steps, .fini = stop_all,
+     .timeout = 120)
+{
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
+	uint32_t t = create_table(c, "t", 4, EMDB_OPT_SGD, 5);
+	uint64_t ids[10];
+	float g[50];
+	ids_from(ids, 10, 3);
+	for (int i = 0; i < 50; i++)
+		g[i] = (float)(i % 7) / 8.0f;
+	uint64_t rows = 0;
+	OK(emdb_client_push_update(c, t, ids, 10, 4, g, &rows));
+	cr_assert_eq(rows, 10);
+	cr_assert_eq(emdb_client_push_update(c, t, ids, 10, 5, g, NULL), EMDB_ERR_DIM);
+	OK(emdb_client_push_update(c, t, ids, 10, 4, g, NULL));
+	cr_assert_eq(wait_for_checkpoints(c, 0, 1), 0, "2 steps of 3 started a checkpoint");
+	char *text;
+	OK(emdb_client_info(c, "persistence", &text));
+	cr_assert(strstr(text, "steps_since_checkpoint: 2\n"), "%s", text);
+	emdb_free(text);
+	OK(emdb_client_push_update(c, t, ids, 10, 4, g, NULL));
+	cr_assert_geq(wait_for_checkpoints(c, 1, 30), 1, "no checkpoint after 3 steps: %s",
+		      test_server_log_tail(&srv));
+	OK(emdb_client_info(c, "ops", &text));
+	cr_assert(strstr(text, "op_push_update: calls=4 errors=1"), "%s", text);
+	cr_assert_null(strstr(text, "op_update:"), "%s", text);
+	emdb_free(text);
+	emdb_table_info info;
+	OK(emdb_client_table_describe(c, t, &info));
+	cr_assert_eq(info.stats.step, 3);
+	emdb_client_close(c);
+}
+
 static void start_every_second(void)
 {
 	static const char *const flags[] = { "--checkpoint-every-seconds", "1", NULL };

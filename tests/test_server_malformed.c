@@ -173,6 +173,26 @@ Test(malformed, each_case_replies_and_closes)
 	k.len = 24 + 16;
 	run_case(&k, &w);
 
+	/* PUSH_UPDATE takes no bags: a PUSH body with bags under its opcode
+	 * is malformed, refused by the decoder; nothing is applied */
+	memset(&k, 0, sizeof(k));
+	k.what = "PUSH_UPDATE with bags";
+	k.hello_first = true;
+	k.status = EMDB_ERR_PROTOCOL;
+	k.id = 25;
+	{
+		uint64_t ids[5] = { 1, 2, 3, 4, 5 }, offsets[3] = { 0, 2, 5 };
+		float g[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+		proto_push_req bags = { t, 4, 0, 5, ids, 2, EMDB_POOL_SUM, offsets, 2, g };
+		cr_assert_eq(proto_push_req_encode(k.bytes, sizeof(k.bytes), 25, &bags, &k.len), 0);
+		uint16_t op = PROTO_OP_PUSH_UPDATE;
+		memcpy(k.bytes + 6, &op, 2);
+	}
+	run_case(&k, &w);
+	emdb_table_info ti = cli_describe(&w, t);
+	cr_assert_eq(ti.stats.rows, 0, "a malformed PUSH_UPDATE inserted rows");
+	cr_assert_eq(ti.stats.step, 0, "a malformed PUSH_UPDATE advanced the step");
+
 	/* oversized lookup: n * dim floats far beyond max_frame */
 	memset(&k, 0, sizeof(k));
 	k.what = "oversized reply";
@@ -316,7 +336,7 @@ Test(malformed, each_case_replies_and_closes)
 	run_case(&k, &w);
 
 	char *info = cli_info(&w, "clients");
-	cr_assert_geq(info_num(info, "protocol_errors"), 18, "%s", info);
+	cr_assert_geq(info_num(info, "protocol_errors"), 19, "%s", info);
 	cr_assert_eq(info_num(info, "connections"), 1, "%s", info);
 	free(info);
 	cr_assert(srv_alive(&S));
@@ -346,7 +366,8 @@ static const uint16_t ops[] = { PROTO_OP_HELLO,     PROTO_OP_AUTH,          PROT
 				PROTO_OP_INFO,      PROTO_OP_CONFIG_GET,    PROTO_OP_TABLE_DESCRIBE,
 				PROTO_OP_STATS,     PROTO_OP_PREFETCH,      PROTO_OP_TICKET_FREE,
 				PROTO_OP_PULL,      PROTO_OP_PUSH,          PROTO_OP_LOOKUP,
-				PROTO_OP_READ_STATE, PROTO_OP_TABLE_LIST,   0x0777 };
+				PROTO_OP_READ_STATE, PROTO_OP_TABLE_LIST,   PROTO_OP_PUSH_UPDATE,
+				0x0777 };
 
 /* One random or mutated frame into buf; returns its length. */
 static size_t make_frame(uint64_t *s, uint8_t *buf, size_t cap)
@@ -373,7 +394,7 @@ static size_t make_frame(uint64_t *s, uint8_t *buf, size_t cap)
 		uint64_t ids[8];
 		for (int i = 0; i < 8; i++)
 			ids[i] = rnd(s) % 100;
-		int r = (int)(rnd(s) % 4);
+		int r = (int)(rnd(s) % 5);
 		if (r == 0) {
 			proto_ping pg = { proto_cstr("fuzz") };
 			proto_ping_req_encode(buf, cap, rnd(s), &pg, &len);
@@ -385,6 +406,11 @@ static size_t make_frame(uint64_t *s, uint8_t *buf, size_t cap)
 			proto_lookup_req q = { .table = 99, .dim = 4, .n = 8, .want_found = true,
 					       .ids = ids };
 			proto_lookup_req_encode(buf, cap, rnd(s), &q, &len);
+		} else if (r == 3) {
+			static const float g[32];
+			proto_push_update_req q = { .table = 99, .dim = 4, .n_ids = 8, .ids = ids,
+						    .n_rows = 8, .grads = g };
+			proto_push_update_req_encode(buf, cap, rnd(s), &q, &len);
 		} else {
 			proto_info_req q = { proto_cstr("memory") };
 			proto_info_req_encode(buf, cap, rnd(s), &q, &len);

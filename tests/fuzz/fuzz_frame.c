@@ -85,6 +85,10 @@ static void alt_encoders_check(const proto_hdr *h, const proto_msg *m, const uin
 		case PROTO_OP_PUSH:
 			iov_check(h, &v, proto_push_req_iov(&v, h->id, &m->push_req), flat, len);
 			break;
+		case PROTO_OP_PUSH_UPDATE:
+			iov_check(h, &v, proto_push_update_req_iov(&v, h->id, &m->push_update_req), flat,
+				  len);
+			break;
 		case PROTO_OP_LOOKUP:
 			iov_check(h, &v, proto_lookup_req_iov(&v, h->id, &m->lookup_req), flat, len);
 			break;

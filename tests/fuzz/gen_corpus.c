@@ -57,6 +57,10 @@ int main(int argc, char **argv)
 			frame[6] = 0x07;
 			frame[7] = 0x03;
 			put(argv[1], "bad_opcode", frame, len);
+			/* PUSH's bags under PUSH_UPDATE: malformed. */
+			frame[6] = PROTO_OP_PUSH_UPDATE & 0xFF;
+			frame[7] = PROTO_OP_PUSH_UPDATE >> 8;
+			put(argv[1], "bad_push_update_bags", frame, len);
 		}
 	}
 	put(argv[1], "stream_requests", streams[0], stream_len[0]);

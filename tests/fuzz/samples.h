@@ -203,6 +203,18 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = RESP_("error_checkpoint_busy", CHECKPOINT);
 	s[n - 1].h.status = EMDB_ERR_BUSY;
 	m->err = (proto_str){ "job 3 (full checkpoint) is running", 34 };
+	/* Appended last, so that the ids (and seed files) of the others stay. */
+	m = REQ_("push_update_req_ids", PUSH_UPDATE);
+	m->push_update_req = (proto_push_update_req){ 1, 3, 0, 5, sample_ids, 0, 0, NULL, 5,
+						      sample_vecs };
+	m = REQ_("push_update_req_ticket", PUSH_UPDATE);
+	m->push_update_req = (proto_push_update_req){ 1, 3, 0xabcdef, 0, NULL, 0, 0, NULL, 5,
+						      sample_vecs };
+	m = RESP_("push_update_resp", PUSH_UPDATE);
+	m->push_update_resp.rows = 5;
+	m = RESP_("error_push_update", PUSH_UPDATE);
+	s[n - 1].h.status = EMDB_ERR_BATCH;
+	m->err = (proto_str){ "4 gradient rows for a ticket of 5 IDs", 37 };
 #undef REQ_
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {

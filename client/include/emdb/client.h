@@ -486,6 +486,38 @@ int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table,
 int emdb_client_update(emdb_client *c, uint32_t table, uint64_t *rows_out);
 int emdb_client_update_all(emdb_client *c, uint64_t *rows_out);
 
+/* A Push of grads[n * dim] to ids[n] (or to the IDs of ticket t) and then
+ * an Update of the same table, as one request (emdb_push_update of
+ * emdb/db.h): the table's step advances once, and the Update applies this
+ * batch together with every gradient pushed to the table before it
+ * (duplicates summed, as always).  The rows come out bit for bit as
+ * emdb_client_push followed by emdb_client_update would leave them, when
+ * nothing else pushes to the table meanwhile; the cost is one round trip
+ * instead of two, and one pass of the engine over the rows.  A trainer
+ * that pushes and updates one batch per step calls this instead of the
+ * two.  There is no pooled form: push bags with emdb_client_push_bags,
+ * then update.  This is not a synchronous step (emdb_client_update_sync):
+ * it applies at once.
+ *
+ * *rows_out (may be NULL) gets the rows updated.  Over a socket the
+ * request counts as one step toward the server's checkpoint_every_steps,
+ * as an Update does.  ids, grads and the ticket are borrowed during the
+ * call only (the _async forms: until their future completes, per the
+ * lifetime rule above); the ticket stays valid and is freed as usual.
+ * Thread-safe like every call; pushes from other threads to the same
+ * table meanwhile are applied by this Update or the next.
+ * Errors: those of emdb_client_push (NO_TABLE, BATCH, DIM, INVALID,
+ * NOMEM; TICKET for a ticket of another table) and of the transport.
+ * The engine applies nothing on an error it reports: nothing is pushed
+ * and the step does not advance (after CLOSED or TIMEOUT the request may
+ * or may not have run, as for any request).  Role: trainer. */
+int emdb_client_push_update(emdb_client *c, uint32_t table, const uint64_t *ids,
+			    size_t n, uint32_t dim, const float *grads,
+			    uint64_t *rows_out);
+int emdb_client_push_update_ticket(emdb_client *c, uint32_t table,
+				   const emdb_client_ticket *t, uint32_t dim,
+				   const float *grads, uint64_t *rows_out);
+
 /* A synchronous step of data-parallel training: each of `workers`
  * workers pushes its gradients, then calls this; every call waits until
  * all `workers` calls for the same table (0: every table) have arrived,
@@ -572,6 +604,14 @@ emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
 						const uint64_t *offsets,
 						size_t n_bags, emdb_pool pool,
 						uint32_t dim, const float *grads);
+emdb_future *emdb_client_push_update_async(emdb_client *c, uint32_t table,
+					   const uint64_t *ids, size_t n,
+					   uint32_t dim, const float *grads,
+					   uint64_t *rows_out);
+emdb_future *emdb_client_push_update_ticket_async(emdb_client *c, uint32_t table,
+						  const emdb_client_ticket *t,
+						  uint32_t dim, const float *grads,
+						  uint64_t *rows_out);
 emdb_future *emdb_client_update_async(emdb_client *c, uint32_t table,
 				      uint64_t *rows_out);
 emdb_future *emdb_client_update_all_async(emdb_client *c, uint64_t *rows_out);
