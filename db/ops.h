@@ -80,16 +80,9 @@ bool ops_push_help(tbl *t, uint32_t gen, uint32_t s);
  * Errors: NOMEM, LIMIT; nothing stays reserved then (ops_push.c). */
 int ops_grads_reserve(tbl *t, const ops_rows *r, uint32_t gen);
 
-/* The adds of a plain push of r's rows (prepared from ids, which this
- * commits or aborts; ids NULL for a ticket's rows) with grads[n * dim]:
- * emdb_push without the table lookup, checks and counters (ops_push.c). */
-int ops_push_rows(tbl *t, ops_rows *r, const uint64_t *ids, const float *grads);
-
 /* An Update in steps, for calls that do more inside one (ops_update.c):
  *   ops_update_lock     rows_lock, then update_lock, for writing (helping
  *                       a pass under way while it waits);
- *   ops_update_trylock  the same, but false at once (nothing held) when
- *                       rows_lock is taken: another Update is applying;
  *   ops_update_unlock   gives both back, for a caller that failed before
  *                       opening: nothing changed;
  *   ops_update_open     advances the step, flips the accumulator
@@ -97,15 +90,17 @@ int ops_push_rows(tbl *t, ops_rows *r, const uint64_t *ids, const float *grads);
  *                       drops update_lock and opens the pass to helpers;
  *   ops_update_apply    applies the pass's optimizer to rows given by the
  *                       caller, which must own them (no shard of the pass
- *                       holds them);
+ *                       holds them; a LOC_NONE entry is skipped):
+ *                       published to the pass, so its helpers claim runs
+ *                       of them too; the arrays must stay until
+ *                       ops_update_close returns, which counts those rows;
  *   ops_update_close    applies every shard of the pass, waits for its
  *                       helpers, drops rows_lock and counts the Update with
  *                       its rows plus more_rows; returns that total. */
 void ops_update_lock(tbl *t);
-bool ops_update_trylock(tbl *t);
 void ops_update_unlock(tbl *t);
 uint32_t ops_update_open(tbl *t);
-void ops_update_apply(const tbl *t, const uint64_t *locs, const float *const *grads, size_t n);
+void ops_update_apply(tbl *t, const uint64_t *locs, const float *const *grads, size_t n);
 uint64_t ops_update_close(tbl *t, uint64_t more_rows);
 /* lock, open, close: a whole Update of t; returns the rows updated. */
 uint64_t ops_update(tbl *t);

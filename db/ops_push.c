@@ -268,12 +268,6 @@ static int push_rows(tbl *t, ops_rows *r, const uint64_t *ids, const grad_src *g
 	return rc;
 }
 
-int ops_push_rows(tbl *t, ops_rows *r, const uint64_t *ids, const float *grads)
-{
-	grad_src g = { .grads = grads, .dim = t->dim };
-	return push_rows(t, r, ids, &g);
-}
-
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, const float *grads)
 {

@@ -148,6 +148,11 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
  * a row) live on the stack: 30 KiB. */
 #define APPLY_ALONE_ROWS 512u
 #define APPLY_GROUP_ROWS 1024u
+
+/* Runs of direct rows (emdb_push_update) a thread of the pass claims at a
+ * time: long enough for the prefetch to run ahead, short enough that a
+ * helper arriving mid-pass still finds some. */
+#define APPLY_DIRECT_RUN 512u
 #define APPLY_GROUP_MAX (APPLY_GROUP_ROWS + APPLY_ALONE_ROWS)
 
 /* Every member holds a row at least, and the group runs once it holds
@@ -168,22 +173,29 @@ static void group_add(apply_group *g, uint32_t s, const gradmap *m)
 	}
 }
 
-/* Rows loc[0..cnt) with gradients grad[0..cnt), one run.  (Prefetching
- * the gradients with the rows made it slower: docs/benchmarks.md.) */
-static void apply_rows(const tbl *t, const uint64_t *loc, const float *const *grad, size_t cnt,
-		       const emdb_opt_scalars *scp)
+/* Rows loc[0..cnt) with gradients grad[0..cnt), one run, skipping the
+ * entries that are LOC_NONE; returns the rows applied.  (Prefetching the
+ * gradients with the rows made it slower: docs/benchmarks.md.) */
+static uint64_t apply_rows(const tbl *t, const uint64_t *loc, const float *const *grad, size_t cnt,
+			   const emdb_opt_scalars *scp)
 {
 	APPLY_VARS(t, scp);
-#define ROWS_GRAD(j) (grad[j])
-#define ROWS_LOOP(rowfn) APPLY_LOOP(rowfn, loc, cnt, ROWS_GRAD)
+	uint64_t applied = 0;
+#define ROWS_LOOP(rowfn)                                                             \
+	OPS_FOR_ROWS(t, loc, cnt, APPLY_PREFETCH, j_, row_,                          \
+		     if (row_) {                                                     \
+			     ckpt_touch(&t->rows, cow, tracking, gen, loc[j_], row_); \
+			     rowfn(&sc, dim, row_, grad[j_]);                        \
+			     applied++;                                              \
+		     })
 	APPLY_SWITCH(ROWS_LOOP);
 #undef ROWS_LOOP
-#undef ROWS_GRAD
+	return applied;
 }
 
 static void apply_group_rows(const tbl *t, const apply_group *g, const emdb_opt_scalars *scp)
 {
-	apply_rows(t, g->loc, g->grad, g->rows, scp);
+	(void)apply_rows(t, g->loc, g->grad, g->rows, scp);
 }
 
 /* Clear shard s's accumulators of the pass, applied. */
@@ -226,13 +238,26 @@ static bool shard_ready(tbl *t, uint32_t s)
  * does the adds a push of the pass's generation still owes it, so that
  * waiting for a push becomes doing its work.  Yields when a sweep did
  * nothing at all. */
+/* Claim and apply runs of the pass's direct rows, if published; returns
+ * the rows applied. */
+static uint64_t apply_direct(tbl *t)
+{
+	table_apply *a = &t->apply;
+	uint64_t n = __atomic_load_n(&a->dn, __ATOMIC_ACQUIRE), rows = 0, k;
+	while (n && (k = __atomic_fetch_add(&a->dnext, APPLY_DIRECT_RUN, __ATOMIC_RELAXED)) < n) {
+		uint64_t m = n - k < APPLY_DIRECT_RUN ? n - k : APPLY_DIRECT_RUN;
+		rows += apply_rows(t, a->dloc + k, a->dgrad + k, m, &a->sc);
+	}
+	return rows;
+}
+
 static void apply_claims(tbl *t, uint32_t from)
 {
 	uint32_t mask = t->shards - 1;
 	for (;;) {
-		bool left = false, progress = false;
+		uint64_t rows = apply_direct(t);
+		bool left = false, progress = rows != 0;
 		uint32_t done = 0;
-		uint64_t rows = 0;
 		apply_group g;
 		g.n = g.rows = 0;
 		for (uint32_t k = 0; k < t->shards; k++) {
@@ -325,14 +350,6 @@ void ops_update_lock(tbl *t)
 	wrlock_spinning(&t->update_lock, NULL);
 }
 
-bool ops_update_trylock(tbl *t)
-{
-	if (pthread_rwlock_trywrlock(&t->rows_lock) != 0)
-		return false;
-	wrlock_spinning(&t->update_lock, NULL);
-	return true;
-}
-
 void ops_update_unlock(tbl *t)
 {
 	pthread_rwlock_unlock(&t->update_lock);
@@ -356,13 +373,21 @@ uint32_t ops_update_open(tbl *t)
 		__atomic_store_n(&a->claimed[s], 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->done, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->rows, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->dn, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->dnext, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->active, 1, __ATOMIC_RELEASE);
 	return gen;
 }
 
-void ops_update_apply(const tbl *t, const uint64_t *locs, const float *const *grads, size_t n)
+void ops_update_apply(tbl *t, const uint64_t *locs, const float *const *grads, size_t n)
 {
-	apply_rows(t, locs, grads, n, &t->apply.sc);
+	table_apply *a = &t->apply;
+	a->dloc = locs;
+	a->dgrad = grads;
+	__atomic_store_n(&a->dn, n, __ATOMIC_RELEASE);
+	uint64_t rows = apply_direct(t);
+	if (rows)
+		__atomic_fetch_add(&a->rows, rows, __ATOMIC_RELAXED);
 }
 
 uint64_t ops_update_close(tbl *t, uint64_t more_rows)

@@ -56,6 +56,13 @@ typedef struct table_apply {
 	uint64_t rows;          /* atomic: rows applied                     */
 	uint8_t *claimed;       /* [shards] atomic: shard taken by a thread */
 	emdb_opt_scalars sc;    /* written before active is set             */
+	/* Rows applied from a caller's gradients (emdb_push_update), claimed
+	 * in runs by the threads of the pass: dloc/dgrad are written before
+	 * dn is published (release); dn is 0 until then. */
+	const uint64_t *dloc;
+	const float *const *dgrad;
+	uint64_t dn;            /* atomic */
+	uint64_t dnext;         /* atomic: next row to claim                */
 } table_apply;
 
 /* A push in its add phase, open to the Update waiting on its generation

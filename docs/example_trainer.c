@@ -4,7 +4,8 @@
  * It trains one embedding table for a few steps against an emdb server (or
  * an in-process database with mem://) the way a recommendation model does:
  * each step Prefetches its batch of IDs, Pulls their vectors, computes a
- * loss and its gradient, Pushes the gradient and Updates.  The Prefetch of
+ * loss and its gradient, Pushes the gradient and Updates (in one request,
+ * emdb_client_push_update_ticket, when it trains alone).  The Prefetch of
  * batch i+1 is submitted asynchronously before batch i is computed, so the
  * server resolves the next IDs while the trainer works.
  *
@@ -129,11 +130,17 @@ int main(int argc, char **argv)
 			}
 		loss /= BATCH;
 
-		/* Backward: gradients in, optimizer step on the server (with
-		 * several workers, once all of them have pushed). */
-		CHECK(emdb_client_push_ticket(c, table, tk, DIM, grad));
+		/* Backward: gradients in, optimizer step on the server.  Alone,
+		 * one request does both (rows the batch holds once skip the
+		 * gradient accumulators); with several workers, the step is
+		 * applied once all of them have pushed. */
 		uint64_t rows;
-		CHECK(emdb_client_update_sync(c, table, workers, &rows));
+		if (workers == 1) {
+			CHECK(emdb_client_push_update_ticket(c, table, tk, DIM, grad, &rows));
+		} else {
+			CHECK(emdb_client_push_ticket(c, table, tk, DIM, grad));
+			CHECK(emdb_client_update_sync(c, table, workers, &rows));
+		}
 		printf("step %3d  loss %.6f  rows updated %" PRIu64 "\n", step, loss, rows);
 
 		emdb_client_ticket_free(tk);

@@ -26,11 +26,17 @@
 #define MAX_DEPTH 1024u
 
 static const char *const names[NET_N_OPS] = { "pull", "pull_ticket", "push", "push_ticket", "lookup",
-						       "prefetch" };
+						       "prefetch", "push_update", "push_update_ticket" };
 
 const char *net_op_name(net_op op)
 {
 	return names[op];
+}
+
+bool net_op_pushes(net_op op)
+{
+	return op == NET_PUSH || op == NET_PUSH_TICKET || op == NET_PUSH_UPDATE ||
+	       op == NET_PUSH_UPDATE_TICKET;
 }
 
 static size_t pad8(size_t n)
@@ -46,8 +52,10 @@ size_t net_op_req_bytes(net_op op, size_t n, uint32_t dim)
 	case NET_PULL_TICKET:
 		return HDR + 32;
 	case NET_PUSH:
+	case NET_PUSH_UPDATE:
 		return HDR + pad8(32 + 8 * n + 4 * n * dim);
 	case NET_PUSH_TICKET:
+	case NET_PUSH_UPDATE_TICKET:
 		return HDR + pad8(32 + 4 * n * dim);
 	case NET_LOOKUP:
 		return HDR + 16 + 8 * n;
@@ -66,6 +74,9 @@ size_t net_op_resp_bytes(net_op op, size_t n, uint32_t dim)
 	case NET_PUSH:
 	case NET_PUSH_TICKET:
 		return HDR;
+	case NET_PUSH_UPDATE:
+	case NET_PUSH_UPDATE_TICKET:
+		return HDR + 8;
 	case NET_LOOKUP:
 		return HDR + 16 + pad8(4 * n * dim);
 	case NET_PREFETCH:
@@ -164,6 +175,13 @@ static uint64_t ring_step(void *arg, unsigned t, uint64_t iter)
 		g->f[s] = emdb_client_push_ticket_async(w->c, w->table, g->tk[iter % g->p->batches],
 							w->dim, g->grads);
 		break;
+	case NET_PUSH_UPDATE:
+		g->f[s] = emdb_client_push_update_async(w->c, w->table, ids, n, w->dim, g->grads, NULL);
+		break;
+	case NET_PUSH_UPDATE_TICKET:
+		g->f[s] = emdb_client_push_update_ticket_async(w->c, w->table, g->tk[iter % g->p->batches],
+							       w->dim, g->grads, NULL);
+		break;
 	case NET_LOOKUP:
 		g->f[s] = emdb_client_lookup_async(w->c, w->table, ids, n, w->dim, g->out[s], NULL);
 		break;
@@ -188,14 +206,14 @@ void net_wl_measure(const net_wl *w, net_op op, const pool *p, harness_result *o
 	for (unsigned s = 0; s < w->depth; s++)
 		if (!(g->out[s] = malloc(vec * sizeof(float))))
 			harness_die("out of memory");
-	if (op == NET_PUSH || op == NET_PUSH_TICKET) {
+	if (net_op_pushes(op)) {
 		g->grads = malloc(vec * sizeof(float));
 		if (!g->grads)
 			harness_die("out of memory");
 		for (size_t i = 0; i < vec; i++)
 			g->grads[i] = 1e-6f;
 	}
-	if (op == NET_PULL_TICKET || op == NET_PUSH_TICKET) {
+	if (op == NET_PULL_TICKET || op == NET_PUSH_TICKET || op == NET_PUSH_UPDATE_TICKET) {
 		g->tk = calloc(p->batches, sizeof(*g->tk));
 		if (!g->tk)
 			harness_die("out of memory");

@@ -7,6 +7,7 @@
 #ifndef EMDB_BENCH_NET_WL_H
 #define EMDB_BENCH_NET_WL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,8 @@ typedef enum net_op {
 	NET_PUSH_TICKET, /* emdb_client_push_ticket: tickets resolved beforehand */
 	NET_LOOKUP,      /* emdb_client_lookup, without found flags */
 	NET_PREFETCH,    /* emdb_client_prefetch, each ticket freed at once */
+	NET_PUSH_UPDATE, /* emdb_client_push_update: IDs and gradients, applied */
+	NET_PUSH_UPDATE_TICKET, /* emdb_client_push_update_ticket */
 	NET_N_OPS
 } net_op;
 
@@ -36,6 +39,8 @@ typedef struct net_wl {
 } net_wl;
 
 const char *net_op_name(net_op op);
+/* Whether op sends gradients (Push, Push-and-Update). */
+bool net_op_pushes(net_op op);
 
 /* Exit the process: what failed with rc, and the client's message. */
 void net_wl_die(const char *what, int rc) __attribute__((noreturn));
