@@ -206,10 +206,8 @@ static void shard_adds(tbl *t, uint32_t gen, const ops_rows *r, uint32_t s, cons
 			}
 		}
 	}
-	for (uint32_t k = f->pstart[s]; k < f->pstart[s + 1]; k++) {
-		uint32_t j = f->dup[k];
-		gradmap_add(m, r->slocs[j], grads + (size_t)r->order[j] * dim, 1.0f);
-	}
+	ops_push_add_positions(m, r, grads, (uint32_t)dim, f->dup + f->pstart[s],
+			       f->pstart[s + 1] - f->pstart[s]);
 	gradmap_unreserve(m, n);
 	pthread_mutex_unlock(&t->grads[s].mu);
 }
