@@ -5,18 +5,20 @@
  * A Push followed by an Update moves every gradient twice: into its
  * accumulator (a write of the whole row's width), then out of it in the
  * optimizer pass.  For SGD that costs about as much as the pass itself
- * (docs/benchmarks.md).  This call takes the Update's locks first, so it
- * knows which of its rows need an accumulator at all: only a row that the
- * batch holds more than once (its gradients must be summed before the
- * rule sees them) or that already holds a gradient from another push.
- * Every other row is applied straight from the caller's buffer.
+ * (docs/benchmarks.md).  This call applies its batch in the pass itself:
+ * a row the batch holds once straight from the caller's buffer, a row it
+ * holds several times from the sum of its gradients, made beforehand in
+ * scratch memory the way a push would make it in an accumulator.  Only a
+ * row that already holds a gradient from another push goes through the
+ * accumulators, its gradients added after that one.
  *
  * Steps, in order:
  *   1. Resolve the IDs (inserting absent ones) or take the ticket's rows,
- *      allocate the scratch, and find which positions hold their row once
- *      (count_batch): all before any lock, so a failure changes nothing
- *      and the counting runs while another Update's pass may hold the
- *      table.
+ *      allocate the scratch, count each position's row and sum the
+ *      gradients of repeated rows (struct fused): all before any lock, so
+ *      a failure changes nothing and the work runs while another Update's
+ *      pass may hold the table.  The rows held once and the sums make the
+ *      direct list.
  *   2. rows_lock and update_lock for writing (ops_update_lock: while
  *      another Update's pass holds rows_lock, this thread helps apply it,
  *      direct rows included); reserve accumulator room for the whole
@@ -29,38 +31,41 @@
  *      our own reservation keeps each of our shards unready, so no helper
  *      applies one before our rows are in.
  *   4. Per shard of the batch, once only our reservation is left there
- *      (doing a waiting push's adds ourselves, as Update does): its
- *      repeated rows go to the accumulators, and, if the shard holds
- *      gradients of other pushes, its rows held once that have one are
- *      taken back from the direct list and added too.  Releasing our
- *      reservation makes the shard ready for the pass.
+ *      (doing a waiting push's adds ourselves, as Update does): if the
+ *      shard holds gradients of other pushes, each direct entry whose row
+ *      has one is taken back, its gradients added to the accumulator one
+ *      position at a time.  Releasing our reservation makes the shard
+ *      ready for the pass.
  *   5. Publish the direct list to the pass (ops_update_apply): this thread
  *      and any other Update caller waiting on rows_lock apply it in runs
  *      of 512 rows, rows prefetched ahead; then ops_update_close applies
  *      every shard's accumulators.
  * With two trainers stepping one table, their calls take turns: each one
- * counts its batch while the other's pass runs, then helps that pass, then
- * runs its own with the other's help.  (A first version pushed beside the
- * other's pass instead, as emdb_push does, then updated: 2-thread uniform
- * SGD 0.51-0.56 of the bare loop, against 0.70-0.72 taking turns.)
+ * counts and sums its batch while the other's pass runs, then helps that
+ * pass, then runs its own with the other's help.  (A first version pushed
+ * beside the other's pass instead, as emdb_push does, then updated:
+ * 2-thread uniform SGD 0.51-0.56 of the bare loop, against 0.70-0.72
+ * taking turns.)
  *
  * Invariants:
- *   1. Each row of the pass is applied exactly once: a row on the direct
- *      list has no accumulator in the pass's generation (checked after
- *      every other push of that generation had added to its shard, and we
- *      add none for it), and the direct list is cut into runs, each
+ *   1. Each row of the pass is applied exactly once: a direct entry's row
+ *      has no accumulator in the pass's generation (checked after every
+ *      other push of that generation had added to its shard, and we add
+ *      none for it unless we take the entry back), each row is one entry
+ *      (grouped exactly), and the direct list is cut into runs, each
  *      claimed and applied by one thread of the pass (ops_update.c).
  *   2. Bit for bit what emdb_push_ticket + emdb_update would give with
- *      nothing pushed in between: accumulated rows get the same adds in
- *      the same order (1.0f * g first, then fmaf), and a direct row's
- *      gradient equals the accumulator such a push would have made,
- *      1.0f * g == g.
+ *      nothing pushed in between: a row's gradients are summed in
+ *      position order as gradmap_add sums them (1.0f * g first, then
+ *      fmaf), into the sum or, for a row with a gradient waiting, into its
+ *      accumulator after that gradient.
  *   3. rows_lock is held for writing from step 2 to the end: no reader
  *      sees a row between its old and new value.
- *   4. Counting by ID (IDs) or by location (ticket) gives the same
- *      answer: one ID is one row.  A counter shared by two rows only
- *      sends both through the accumulators, which is always right.
+ *   4. Counting and grouping by ID (IDs) or by location (ticket) give the
+ *      same answer: one ID is one row.  A counter shared by two rows only
+ *      sends both to the exact grouping.
  */
+#include <math.h>
 #include <sched.h>
 #include <string.h>
 
@@ -73,23 +78,45 @@
 
 /* Scratch of the call.  A shard's positions are counted by a hash of
  * their row in one byte each of cnt (16 or more counters per position, so
- * few rows share one): a row whose counter reads 1 is held once.  Two rows
- * sharing a counter only send both through the accumulators, which is
- * always right; no row held twice can read 1.  Counting costs no branch,
- * where an exact map's probing mispredicted about as often as it looked
- * (half the call's time in a profile). */
+ * few rows share one): a row whose counter reads 1 is held once, and its
+ * gradient is applied from the caller's buffer.  The other positions (a
+ * row held more than once, or a row sharing its counter) are grouped by
+ * row exactly, through the small map rmap, and each group's gradients
+ * summed into sums in position order: the same adds, in the same order,
+ * as a push makes into an empty accumulator, so the sum is applied
+ * directly too.  All of it before any lock.  Counting costs no branch,
+ * where an exact map over every position mispredicted about as often as
+ * it looked (half the call's time in a profile); the map only sees the
+ * repeated positions. */
+typedef struct rmap_slot {
+	uint64_t key;         /* ID or row location; RMAP_EMPTY when free */
+	uint32_t k;           /* its direct entry */
+} rmap_slot;
+
+#define RMAP_EMPTY UINT64_MAX
+#define NO_POS UINT32_MAX
+
 typedef struct fused {
 	uint8_t *cnt;         /* [cnt_cap] */
 	uint32_t cnt_cap;
 	uint32_t *h;          /* [n] counter of each position, shard order */
-	uint32_t *once;       /* [n] shard-order positions of rows held once */
-	uint32_t *dup;        /* [n] ... and of the other positions */
-	uint32_t *dstart;     /* [shards + 1] each shard's part of once */
+	uint32_t *dup;        /* [n] shard-order positions counted more than once */
 	uint32_t *pstart;     /* [shards + 1] each shard's part of dup */
-	uint64_t *dloc;       /* [n] the direct list: once[k]'s row; LOC_NONE:
-			       * taken back (the row had a gradient waiting) */
-	const float **dgrad;  /* [n] its gradients, in the caller's buffer */
-	size_t nd;
+	uint32_t *next;       /* [n] by position: the next position of its row */
+	rmap_slot *rmap;      /* [pow2_at_least(2 * positions of the largest shard)] */
+	float *sums;          /* [n_dup * dim] the groups' sums */
+	/* The direct list, [n] each: entry k is the row of position first[k]
+	 * with gradient dgrad[k] (the caller's, or a sum); dloc is LOC_NONE for
+	 * an entry taken back (the row had a gradient waiting).  Per shard s,
+	 * [ostart[s], ostart[s+1]) rows held once, [gstart[s], gstart[s+1])
+	 * groups. */
+	uint32_t *first;
+	uint32_t *last;       /* [n] a group's latest position, while grouping */
+	uint64_t *dloc;
+	const float **dgrad;
+	uint32_t *ostart;     /* [shards + 1] */
+	uint32_t *gstart;     /* [shards + 1] */
+	size_t nd, n_dup;
 } fused;
 
 #define CNT_PER_POS 16u
@@ -108,83 +135,148 @@ static int fused_alloc(tbl *t, const ops_rows *r, fused *f)
 	for (uint32_t s = 0; s < t->shards; s++)
 		if (r->start[s + 1] - r->start[s] > most)
 			most = r->start[s + 1] - r->start[s];
+	size_t n = r->n, sh = (size_t)t->shards + 1;
 	memset(f, 0, sizeof(*f));
 	f->cnt_cap = pow2_at_least(CNT_PER_POS * (uint64_t)most);
 	f->cnt = emdb_malloc(f->cnt_cap);
-	f->h = emdb_malloc(r->n * sizeof(*f->h));
-	f->once = emdb_malloc(r->n * sizeof(*f->once));
-	f->dup = emdb_malloc(r->n * sizeof(*f->dup));
-	f->dstart = emdb_malloc(2 * ((size_t)t->shards + 1) * sizeof(*f->dstart));
-	f->dloc = emdb_malloc(r->n * sizeof(*f->dloc));
-	f->dgrad = emdb_malloc(r->n * sizeof(*f->dgrad));
-	if (!f->cnt || !f->h || !f->once || !f->dup || !f->dstart || !f->dloc || !f->dgrad)
+	f->rmap = emdb_malloc(pow2_at_least(2 * (uint64_t)most) * sizeof(*f->rmap));
+	f->h = emdb_malloc(5 * n * sizeof(uint32_t));
+	f->pstart = emdb_malloc(3 * sh * sizeof(uint32_t));
+	f->dloc = emdb_malloc(n * sizeof(*f->dloc));
+	f->dgrad = emdb_malloc(n * sizeof(*f->dgrad));
+	if (!f->cnt || !f->rmap || !f->h || !f->pstart || !f->dloc || !f->dgrad)
 		return EMDB_ERR_NOMEM;
-	f->pstart = f->dstart + t->shards + 1;
+	f->dup = f->h + n;
+	f->next = f->dup + n;
+	f->first = f->next + n;
+	f->last = f->first + n;
+	f->ostart = f->pstart + sh;
+	f->gstart = f->ostart + sh;
 	return EMDB_OK;
 }
 
 static void fused_free(fused *f)
 {
 	emdb_free(f->cnt);
+	emdb_free(f->rmap);
 	emdb_free(f->h);
-	emdb_free(f->once);
-	emdb_free(f->dup);
-	emdb_free(f->dstart);
+	emdb_free(f->pstart);
 	emdb_free(f->dloc);
 	emdb_free(f->dgrad);
+	emdb_free(f->sums);
 }
 
-/* Which positions hold their row once, before any lock (it reads only
- * the batch): counted by row location for a ticket, by ID for IDs (whose
- * rows are not resolved yet; one ID is one row).  The lists are appended
- * to without branches: in a skewed batch whether a position repeats is a
- * coin toss, and mispredicted branches were most of this loop's time. */
+/* The key positions are counted and grouped by: the row location for a
+ * ticket, the ID for IDs (whose rows are not resolved yet; one ID is one
+ * row). */
+static uint64_t pos_key(const ops_rows *r, const uint64_t *ids, uint32_t j)
+{
+	return ids ? ids[r->order[j]] : r->slocs[j];
+}
+
+/* Count every shard's positions; the rows held once become the first
+ * direct entries.  The lists are appended to without branches: in a
+ * skewed batch whether a position repeats is a coin toss. */
 static void count_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, const float *grads,
 			fused *f)
 {
-	const size_t dim = t->dim;
 	uint32_t no = 0, nr = 0;
 	for (uint32_t s = 0; s < t->shards; s++) {
 		uint32_t a = r->start[s], b = r->start[s + 1];
-		f->dstart[s] = no;
+		f->ostart[s] = no;
 		f->pstart[s] = nr;
 		if (a == b)
 			continue;
 		uint32_t mask = pow2_at_least(CNT_PER_POS * (uint64_t)(b - a)) - 1;
 		memset(f->cnt, 0, (size_t)mask + 1);
 		for (uint32_t j = a; j < b; j++) {
-			uint64_t key = ids ? ids[r->order[j]] : r->slocs[j];
-			uint32_t h = (uint32_t)dit_hash(key) & mask;
+			uint32_t h = (uint32_t)dit_hash(pos_key(r, ids, j)) & mask;
 			f->h[j] = h;
 			f->cnt[h] += f->cnt[h] != UINT8_MAX;
 		}
 		for (uint32_t j = a; j < b; j++) {
 			uint32_t one = f->cnt[f->h[j]] == 1;
-			f->once[no] = j;
+			f->first[no] = j;
 			f->dup[nr] = j;
 			no += one;
 			nr += !one;
 		}
 	}
-	f->dstart[t->shards] = no;
+	f->ostart[t->shards] = no;
 	f->pstart[t->shards] = nr;
 	f->nd = no;
+	f->n_dup = nr;
 	for (uint32_t k = 0; k < no; k++)
-		f->dgrad[k] = grads + (size_t)r->order[f->once[k]] * dim;
+		f->dgrad[k] = grads + (size_t)r->order[f->first[k]] * t->dim;
+}
+
+/* Group shard s's repeated positions by row, exactly, and sum each
+ * group's gradients into a direct entry of its own. */
+static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, const float *grads,
+			uint32_t s, fused *f, size_t *n_sums)
+{
+	const size_t dim = t->dim;
+	uint32_t c = f->pstart[s + 1] - f->pstart[s];
+	f->gstart[s] = (uint32_t)f->nd;
+	if (!c)
+		return;
+	uint32_t mask = pow2_at_least(2 * (uint64_t)c) - 1;
+	memset(f->rmap, 0xff, ((size_t)mask + 1) * sizeof(*f->rmap));
+	for (uint32_t q = f->pstart[s]; q < f->pstart[s + 1]; q++) {
+		uint32_t j = f->dup[q];
+		uint64_t key = pos_key(r, ids, j);
+		const float *g = grads + (size_t)r->order[j] * dim;
+		uint32_t i = (uint32_t)dit_hash(key) & mask;
+		while (f->rmap[i].key != key && f->rmap[i].key != RMAP_EMPTY)
+			i = (i + 1) & mask;
+		f->next[j] = NO_POS;
+		if (f->rmap[i].key == RMAP_EMPTY) {
+			uint32_t k = (uint32_t)f->nd++;
+			float *acc = f->sums + (*n_sums)++ * dim;
+			f->rmap[i].key = key;
+			f->rmap[i].k = k;
+			f->first[k] = f->last[k] = j;
+			f->dgrad[k] = acc;
+			/* As gradmap_add: 1.0f * g, then fmaf (invariant 2). */
+			for (size_t x = 0; x < dim; x++)
+				acc[x] = 1.0f * g[x];
+		} else {
+			uint32_t k = f->rmap[i].k;
+			float *acc = (float *)f->dgrad[k];
+			for (size_t x = 0; x < dim; x++)
+				acc[x] = fmaf(1.0f, g[x], acc[x]);
+			f->next[f->last[k]] = j;
+			f->last[k] = j;
+		}
+	}
+}
+
+static int group_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, const float *grads,
+		       fused *f)
+{
+	size_t n_sums = 0;
+	if (f->n_dup) {
+		f->sums = emdb_malloc(f->n_dup * t->dim * sizeof(float));
+		if (!f->sums)
+			return EMDB_ERR_NOMEM;
+	}
+	for (uint32_t s = 0; s < t->shards; s++)
+		group_shard(t, r, ids, grads, s, f, &n_sums);
+	f->gstart[t->shards] = (uint32_t)f->nd;
+	return EMDB_OK;
 }
 
 /* The direct list's rows, once r's locations are known. */
 static void direct_locs(const ops_rows *r, fused *f)
 {
 	for (size_t k = 0; k < f->nd; k++)
-		f->dloc[k] = r->slocs[f->once[k]];
+		f->dloc[k] = r->slocs[f->first[k]];
 }
 
-/* Step 4 for shard s: its repeated rows into the accumulators, in the
- * order a push adds them, and its rows held once back from the direct
- * list into the accumulators where a gradient is waiting for them (after
- * it, as a push would add).  Rows differ between the two, so the order
- * between them does not matter. */
+/* Step 4 for shard s: where the shard holds gradients of other pushes,
+ * a direct entry whose row has one is taken back and its gradients added
+ * after it, one position at a time in position order, as a push would
+ * add them (invariant 2). */
 static void shard_adds(tbl *t, uint32_t gen, const ops_rows *r, uint32_t s, const float *grads,
 		       fused *f)
 {
@@ -198,16 +290,16 @@ static void shard_adds(tbl *t, uint32_t gen, const ops_rows *r, uint32_t s, cons
 			sched_yield();
 
 	pthread_mutex_lock(&t->grads[s].mu);
-	if (m->count) {
-		for (uint32_t k = f->dstart[s]; k < f->dstart[s + 1]; k++) {
-			if (gradmap_has(m, f->dloc[k])) {
-				gradmap_add(m, f->dloc[k], f->dgrad[k], 1.0f);
-				f->dloc[k] = LOC_NONE;
-			}
+	for (int part = 0; m->count && part < 2; part++) {
+		const uint32_t *st = part ? f->gstart : f->ostart;
+		for (uint32_t k = st[s]; k < st[s + 1]; k++) {
+			if (!gradmap_has(m, f->dloc[k]))
+				continue;
+			for (uint32_t j = f->first[k]; j != NO_POS; j = part ? f->next[j] : NO_POS)
+				gradmap_add(m, r->slocs[j], grads + (size_t)r->order[j] * dim, 1.0f);
+			f->dloc[k] = LOC_NONE;
 		}
 	}
-	ops_push_add_positions(m, r, grads, (uint32_t)dim, f->dup + f->pstart[s],
-			       f->pstart[s + 1] - f->pstart[s]);
 	gradmap_unreserve(m, n);
 	pthread_mutex_unlock(&t->grads[s].mu);
 }
@@ -238,6 +330,12 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 		goto done;
 	}
 	count_batch(t, &r, tk ? NULL : ids, grads, &f);
+	rc = group_batch(t, &r, tk ? NULL : ids, grads, &f);
+	if (rc != EMDB_OK) {
+		if (!tk)
+			ops_rows_abort(t, &r);
+		goto done;
+	}
 	if (tk)
 		direct_locs(&r, &f);
 	ops_update_lock(t);

@@ -131,9 +131,9 @@ int main(int argc, char **argv)
 		loss /= BATCH;
 
 		/* Backward: gradients in, optimizer step on the server.  Alone,
-		 * one request does both (rows the batch holds once skip the
-		 * gradient accumulators); with several workers, the step is
-		 * applied once all of them have pushed. */
+		 * one request does both (the gradients skip the server's
+		 * accumulators); with several workers, the step is applied
+		 * once all of them have pushed. */
 		uint64_t rows;
 		if (workers == 1) {
 			CHECK(emdb_client_push_update_ticket(c, table, tk, DIM, grad, &rows));

@@ -162,9 +162,10 @@ Test(push_update, one_shard_large_batch)
 }
 
 /* A row the batch holds once, with no gradient waiting, is applied from
- * the caller's buffer; a row held twice, or waiting, goes through the
- * accumulators.  All three kinds in one call, checked by value (SGD, lr
- * 1, zero rows: a row is minus the sum of what was pushed to it). */
+ * the caller's buffer; a row held twice is summed first; a row with a
+ * gradient waiting (7, held twice) goes through the accumulators.  All of
+ * them in one call, checked by value (SGD, lr 1, zero rows: a row is
+ * minus the sum of what was pushed to it). */
 Test(push_update, single_duplicate_and_waiting_rows)
 {
 	emdb_db *db = open_db(4);
@@ -177,16 +178,16 @@ Test(push_update, single_duplicate_and_waiting_rows)
 	uint64_t wait_id = 7;
 	float wait_g[2] = { 100, 200 };
 	cr_assert_eq(emdb_push(db, t, &wait_id, 1, 2, wait_g), 0);
-	uint64_t ids[5] = { 1, 2, 7, 2, 3 };
-	float g[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+	uint64_t ids[7] = { 1, 2, 7, 2, 3, 7, 9 };
+	float g[14] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 };
 	uint64_t rows = 0;
-	cr_assert_eq(emdb_push_update(db, t, ids, 5, 2, g, &rows), 0);
-	cr_assert_eq(rows, 4, "rows 1, 2, 3 and 7");
-	uint64_t q[4] = { 1, 2, 3, 7 };
-	float v[8];
-	cr_assert_eq(emdb_lookup(db, t, q, 4, 2, v, NULL), 0);
-	float want[8] = { -1, -2, -(3 + 7), -(4 + 8), -9, -10, -(100 + 5), -(200 + 6) };
-	for (int i = 0; i < 8; i++)
+	cr_assert_eq(emdb_push_update(db, t, ids, 7, 2, g, &rows), 0);
+	cr_assert_eq(rows, 5, "rows 1, 2, 3, 7 and 9");
+	uint64_t q[5] = { 1, 2, 3, 7, 9 };
+	float v[10];
+	cr_assert_eq(emdb_lookup(db, t, q, 5, 2, v, NULL), 0);
+	float want[10] = { -1, -2, -(3 + 7), -(4 + 8), -9, -10, -(100 + 5 + 11), -(200 + 6 + 12), -13, -14 };
+	for (int i = 0; i < 10; i++)
 		cr_assert_eq(v[i], want[i], "value %d: %g, want %g", i, v[i], want[i]);
 	emdb_table_info info;
 	cr_assert_eq(emdb_table_describe(db, t, &info), 0);

@@ -302,11 +302,13 @@ int emdb_update_all(emdb_db *db, uint64_t *rows_out);
  * gradients together with every gradient pushed to the table before the
  * call (duplicates summed, as always), with no other push in between.
  * The result equals the two calls made back to back, bit for bit, when
- * nothing else pushes to the table meanwhile.  It is faster: a row that
- * the batch holds once and that has no gradient waiting from another push
- * is applied straight from grads, without the accumulator's write and
- * read, so a trainer that pushes and updates one batch per step pays one
- * pass over its rows instead of two.  Readers of the table wait while it
+ * nothing else pushes to the table meanwhile.  It is faster: each row's
+ * gradient (the sum of its gradients in grads, where the batch repeats
+ * it) is applied without the accumulator's write and read, unless
+ * another push left a gradient waiting for that row, so a trainer that
+ * pushes and updates one batch per step pays one pass over its rows
+ * instead of two.  It needs scratch memory of up to n * dim floats for
+ * the sums of repeated rows.  Readers of the table wait while it
  * applies, as they wait for emdb_update.  *rows_out (may be NULL) gets
  * the number of rows updated.  Errors: as emdb_push; on any error nothing
  * is pushed and the step does not advance. */
