@@ -67,6 +67,7 @@
  */
 #include <math.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include <emdb/alloc.h>
@@ -120,6 +121,11 @@ typedef struct fused {
 } fused;
 
 #define CNT_PER_POS 16u
+#define GROUP_AHEAD 16u                       /* positions */
+/* Gradients in the batch from which they are read with prefetching (in
+ * the grouping, and in the pass).  4 MB (16384 IDs of dim 64) still read
+ * faster without: uniform SGD 0.73 of the bare loop against 0.69. */
+#define GROUP_PREFETCH_FROM_BYTES (8u << 20)
 
 static uint32_t pow2_at_least(uint64_t n)
 {
@@ -213,7 +219,7 @@ static void count_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, co
 /* Group shard s's repeated positions by row, exactly, and sum each
  * group's gradients into a direct entry of its own. */
 static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, const float *grads,
-			uint32_t s, fused *f, size_t *n_sums)
+			uint32_t s, fused *f, size_t *n_sums, bool ahead)
 {
 	const size_t dim = t->dim;
 	uint32_t c = f->pstart[s + 1] - f->pstart[s];
@@ -222,7 +228,15 @@ static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, co
 		return;
 	uint32_t mask = pow2_at_least(2 * (uint64_t)c) - 1;
 	memset(f->rmap, 0xff, ((size_t)mask + 1) * sizeof(*f->rmap));
-	for (uint32_t q = f->pstart[s]; q < f->pstart[s + 1]; q++) {
+	uint32_t end = f->pstart[s + 1];
+	for (uint32_t q = f->pstart[s]; q < end; q++) {
+		if (ahead && q + GROUP_AHEAD < end) {
+			uint32_t jn = f->dup[q + GROUP_AHEAD];
+			const char *gn = (const char *)(grads + (size_t)r->order[jn] * dim);
+			for (size_t o = 0; o < dim * sizeof(float); o += 64)
+				__builtin_prefetch(gn + o, 0, 3);
+			__builtin_prefetch(&f->rmap[dit_hash(pos_key(r, ids, jn)) & mask], 0, 3);
+		}
 		uint32_t j = f->dup[q];
 		uint64_t key = pos_key(r, ids, j);
 		const float *g = grads + (size_t)r->order[j] * dim;
@@ -260,8 +274,12 @@ static int group_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, con
 		if (!f->sums)
 			return EMDB_ERR_NOMEM;
 	}
+	/* Gradients read in shard order, at random in the caller's buffer:
+	 * fetched ahead once the buffer outgrows the core's cache (on a
+	 * cached buffer the hints cost more than they save, as for a push). */
+	bool ahead = r->n * t->dim * sizeof(float) > GROUP_PREFETCH_FROM_BYTES;
 	for (uint32_t s = 0; s < t->shards; s++)
-		group_shard(t, r, ids, grads, s, f, &n_sums);
+		group_shard(t, r, ids, grads, s, f, &n_sums, ahead);
 	f->gstart[t->shards] = (uint32_t)f->nd;
 	return EMDB_OK;
 }
@@ -354,7 +372,8 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 	for (uint32_t s = 0; s < t->shards; s++)
 		if (r.start[s + 1] > r.start[s])
 			shard_adds(t, gen, &r, s, grads, &f);
-	ops_update_apply(t, f.dloc, f.dgrad, f.nd);
+	ops_update_apply(t, f.dloc, f.dgrad, f.nd,
+			 r.n * t->dim * sizeof(float) > GROUP_PREFETCH_FROM_BYTES);
 	rows = ops_update_close(t, 0);
 	TABLE_COUNT(t, calls_push, 1);
 	TABLE_COUNT(t, ids_push, r.n);

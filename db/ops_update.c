@@ -174,28 +174,46 @@ static void group_add(apply_group *g, uint32_t s, const gradmap *m)
 }
 
 /* Rows loc[0..cnt) with gradients grad[0..cnt), one run, skipping the
- * entries that are LOC_NONE; returns the rows applied.  (Prefetching the
- * gradients with the rows made it slower: docs/benchmarks.md.) */
+ * entries that are LOC_NONE; returns the rows applied.  With grad_ahead
+ * the gradients are prefetched with their rows: for gradients read at
+ * random from a buffer larger than the core's cache (a large
+ * emdb_push_update batch: 100k-ID uniform SGD 0.49 -> 0.67 of the bare
+ * loop); on a cached buffer the hints only cost (4096 IDs: 0.70 -> 0.65,
+ * docs/benchmarks.md). */
 static uint64_t apply_rows(const tbl *t, const uint64_t *loc, const float *const *grad, size_t cnt,
-			   const emdb_opt_scalars *scp)
+			   const emdb_opt_scalars *scp, bool grad_ahead)
 {
 	APPLY_VARS(t, scp);
 	uint64_t applied = 0;
-#define ROWS_LOOP(rowfn)                                                             \
-	OPS_FOR_ROWS(t, loc, cnt, APPLY_PREFETCH, j_, row_,                          \
+	size_t grad_bytes = (size_t)dim * sizeof(float);
+#define ROWS_PREFETCH_G(row, l)                                          \
+	do {                                                             \
+		APPLY_PREFETCH(row, l);                                  \
+		ops_prefetch_row(grad[&(l) - loc], grad_bytes);         \
+	} while (0)
+#define ROWS_LOOP_WITH(PF, rowfn)                                                    \
+	OPS_FOR_ROWS(t, loc, cnt, PF, j_, row_,                                      \
 		     if (row_) {                                                     \
 			     ckpt_touch(&t->rows, cow, tracking, gen, loc[j_], row_); \
 			     rowfn(&sc, dim, row_, grad[j_]);                        \
 			     applied++;                                              \
 		     })
-	APPLY_SWITCH(ROWS_LOOP);
+#define ROWS_LOOP(rowfn) ROWS_LOOP_WITH(APPLY_PREFETCH, rowfn)
+#define ROWS_LOOP_G(rowfn) ROWS_LOOP_WITH(ROWS_PREFETCH_G, rowfn)
+	if (grad_ahead)
+		APPLY_SWITCH(ROWS_LOOP_G);
+	else
+		APPLY_SWITCH(ROWS_LOOP);
+#undef ROWS_LOOP_G
 #undef ROWS_LOOP
+#undef ROWS_LOOP_WITH
+#undef ROWS_PREFETCH_G
 	return applied;
 }
 
 static void apply_group_rows(const tbl *t, const apply_group *g, const emdb_opt_scalars *scp)
 {
-	(void)apply_rows(t, g->loc, g->grad, g->rows, scp);
+	(void)apply_rows(t, g->loc, g->grad, g->rows, scp, false);
 }
 
 /* Clear shard s's accumulators of the pass, applied. */
@@ -246,7 +264,7 @@ static uint64_t apply_direct(tbl *t)
 	uint64_t n = __atomic_load_n(&a->dn, __ATOMIC_ACQUIRE), rows = 0, k;
 	while (n && (k = __atomic_fetch_add(&a->dnext, APPLY_DIRECT_RUN, __ATOMIC_RELAXED)) < n) {
 		uint64_t m = n - k < APPLY_DIRECT_RUN ? n - k : APPLY_DIRECT_RUN;
-		rows += apply_rows(t, a->dloc + k, a->dgrad + k, m, &a->sc);
+		rows += apply_rows(t, a->dloc + k, a->dgrad + k, m, &a->sc, a->dahead);
 	}
 	return rows;
 }
@@ -379,11 +397,13 @@ uint32_t ops_update_open(tbl *t)
 	return gen;
 }
 
-void ops_update_apply(tbl *t, const uint64_t *locs, const float *const *grads, size_t n)
+void ops_update_apply(tbl *t, const uint64_t *locs, const float *const *grads, size_t n,
+		      bool grads_ahead)
 {
 	table_apply *a = &t->apply;
 	a->dloc = locs;
 	a->dgrad = grads;
+	a->dahead = grads_ahead;
 	__atomic_store_n(&a->dn, n, __ATOMIC_RELEASE);
 	uint64_t rows = apply_direct(t);
 	if (rows)

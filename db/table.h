@@ -61,6 +61,7 @@ typedef struct table_apply {
 	 * dn is published (release); dn is 0 until then. */
 	const uint64_t *dloc;
 	const float *const *dgrad;
+	bool dahead;            /* prefetch their gradients too             */
 	uint64_t dn;            /* atomic */
 	uint64_t dnext;         /* atomic: next row to claim                */
 } table_apply;

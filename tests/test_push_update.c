@@ -16,19 +16,21 @@
 
 #include "tests/helpers.h"
 
-enum { DIM = 8, STEPS = 6 };
+enum { STEPS = 6 };
 
 typedef struct twin {
 	emdb_db *ref, *db;   /* ref: push + update; db: push_update */
 	uint32_t tref, t;
+	uint32_t dim;
 } twin;
 
-static void twin_open(twin *w, uint32_t shards, emdb_opt_kind opt)
+static void twin_open(twin *w, uint32_t shards, emdb_opt_kind opt, uint32_t dim)
 {
+	w->dim = dim;
 	w->ref = open_db(shards);
 	w->db = open_db(shards);
-	w->tref = make_table(w->ref, "t", DIM, opt, EMDB_INIT_UNIFORM, -0.5, 0.5);
-	w->t = make_table(w->db, "t", DIM, opt, EMDB_INIT_UNIFORM, -0.5, 0.5);
+	w->tref = make_table(w->ref, "t", dim, opt, EMDB_INIT_UNIFORM, -0.5, 0.5);
+	w->t = make_table(w->db, "t", dim, opt, EMDB_INIT_UNIFORM, -0.5, 0.5);
 	cr_assert_eq(w->tref, w->t);
 }
 
@@ -40,7 +42,7 @@ static void twin_close(twin *w)
 
 /* Step s's batch of n: IDs drawn from a universe that grows by a tenth of
  * n a step (so each step also inserts new IDs), with duplicates. */
-static void make_batch(int s, size_t n, uint64_t *ids, float *g)
+static void make_batch(int s, size_t n, uint32_t dim, uint64_t *ids, float *g)
 {
 	uint64_t universe = n / 2 + (uint64_t)s * (n / 10);
 	uint64_t x = 0x9e37u + (uint64_t)s;
@@ -48,7 +50,7 @@ static void make_batch(int s, size_t n, uint64_t *ids, float *g)
 		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
 		ids[i] = scramble((x >> 33) % universe);
 	}
-	for (size_t i = 0; i < n * DIM; i++)
+	for (size_t i = 0; i < n * dim; i++)
 		g[i] = (float)((int)((i * 7 + (size_t)s * 3) % 17) - 8) * 0.01f;
 }
 
@@ -57,16 +59,16 @@ static void assert_twins_equal(const twin *w, size_t n)
 {
 	uint64_t universe = n / 2 + (uint64_t)STEPS * (n / 10);
 	uint64_t *ids = malloc(universe * sizeof(uint64_t));
-	size_t sf = 2 * DIM + 2; /* more than any optimizer's state per row */
+	size_t sf = 2 * (size_t)w->dim + 2; /* more than any optimizer's state per row */
 	float *a = calloc(universe * sf, sizeof(float)), *b = calloc(universe * sf, sizeof(float));
 	uint8_t *fa = malloc(universe), *fb = malloc(universe);
 	cr_assert(ids && a && b && fa && fb);
 	for (uint64_t i = 0; i < universe; i++)
 		ids[i] = scramble(i);
-	cr_assert_eq(emdb_lookup(w->ref, w->tref, ids, universe, DIM, a, fa), 0);
-	cr_assert_eq(emdb_lookup(w->db, w->t, ids, universe, DIM, b, fb), 0);
+	cr_assert_eq(emdb_lookup(w->ref, w->tref, ids, universe, w->dim, a, fa), 0);
+	cr_assert_eq(emdb_lookup(w->db, w->t, ids, universe, w->dim, b, fb), 0);
 	cr_assert_eq(memcmp(fa, fb, universe), 0, "the same IDs are held");
-	for (uint64_t i = 0; i < universe * DIM; i++)
+	for (uint64_t i = 0; i < universe * w->dim; i++)
 		cr_assert_eq(a[i], b[i], "weight %llu: %.9g against %.9g", (unsigned long long)i, b[i], a[i]);
 	cr_assert_eq(emdb_read_state(w->ref, w->tref, ids, universe, a, NULL), 0);
 	cr_assert_eq(emdb_read_state(w->db, w->t, ids, universe, b, NULL), 0);
@@ -88,35 +90,35 @@ static void assert_twins_equal(const twin *w, size_t n)
 /* STEPS steps of n IDs on both twins; odd steps first push a batch of
  * another step (gradients waiting when the call comes); steps alternate
  * IDs and tickets. */
-static void run_twins(emdb_opt_kind opt, uint32_t shards, size_t n)
+static void run_twins(emdb_opt_kind opt, uint32_t shards, size_t n, uint32_t dim)
 {
 	twin w;
-	twin_open(&w, shards, opt);
+	twin_open(&w, shards, opt, dim);
 	uint64_t *ids = malloc(n * sizeof(uint64_t)), *pend = malloc(n * sizeof(uint64_t));
-	float *g = malloc(n * DIM * sizeof(float)), *pg = malloc(n * DIM * sizeof(float));
+	float *g = malloc(n * dim * sizeof(float)), *pg = malloc(n * dim * sizeof(float));
 	cr_assert(ids && pend && g && pg);
 	for (int s = 0; s < STEPS; s++) {
-		make_batch(s, n, ids, g);
+		make_batch(s, n, dim, ids, g);
 		if (s % 2) {
-			make_batch(s + 100, n, pend, pg);
-			cr_assert_eq(emdb_push(w.ref, w.tref, pend, n, DIM, pg), 0);
-			cr_assert_eq(emdb_push(w.db, w.t, pend, n, DIM, pg), 0);
+			make_batch(s + 100, n, dim, pend, pg);
+			cr_assert_eq(emdb_push(w.ref, w.tref, pend, n, dim, pg), 0);
+			cr_assert_eq(emdb_push(w.db, w.t, pend, n, dim, pg), 0);
 		}
 		uint64_t ra = 0, rb = 0;
 		if (s % 3 == 2) {
 			emdb_ticket *ta, *tb;
 			cr_assert_eq(emdb_prefetch(w.ref, w.tref, ids, n, &ta), 0);
 			cr_assert_eq(emdb_prefetch(w.db, w.t, ids, n, &tb), 0);
-			cr_assert_eq(emdb_push_ticket(w.ref, w.tref, ta, DIM, g), 0);
+			cr_assert_eq(emdb_push_ticket(w.ref, w.tref, ta, dim, g), 0);
 			cr_assert_eq(emdb_update(w.ref, w.tref, &ra), 0);
-			cr_assert_eq(emdb_push_update_ticket(w.db, w.t, tb, DIM, g, &rb), 0, "%s",
+			cr_assert_eq(emdb_push_update_ticket(w.db, w.t, tb, dim, g, &rb), 0, "%s",
 				     emdb_last_error());
 			emdb_ticket_free(ta);
 			emdb_ticket_free(tb);
 		} else {
-			cr_assert_eq(emdb_push(w.ref, w.tref, ids, n, DIM, g), 0);
+			cr_assert_eq(emdb_push(w.ref, w.tref, ids, n, dim, g), 0);
 			cr_assert_eq(emdb_update(w.ref, w.tref, &ra), 0);
-			cr_assert_eq(emdb_push_update(w.db, w.t, ids, n, DIM, g, &rb), 0, "%s", emdb_last_error());
+			cr_assert_eq(emdb_push_update(w.db, w.t, ids, n, dim, g, &rb), 0, "%s", emdb_last_error());
 		}
 		cr_assert_eq(rb, ra, "step %d: %llu rows updated, push + update %llu", s,
 			     (unsigned long long)rb, (unsigned long long)ra);
@@ -132,33 +134,40 @@ static void run_twins(emdb_opt_kind opt, uint32_t shards, size_t n)
 
 Test(push_update, sgd_equals_push_then_update)
 {
-	run_twins(EMDB_OPT_SGD, 64, 3000);
+	run_twins(EMDB_OPT_SGD, 64, 3000, 8);
 }
 
 Test(push_update, adagrad_equals_push_then_update)
 {
-	run_twins(EMDB_OPT_ADAGRAD, 64, 3000);
+	run_twins(EMDB_OPT_ADAGRAD, 64, 3000, 8);
 }
 
 Test(push_update, rowwise_adagrad_equals_push_then_update)
 {
-	run_twins(EMDB_OPT_ROWWISE_ADAGRAD, 16, 1000);
+	run_twins(EMDB_OPT_ROWWISE_ADAGRAD, 16, 1000, 8);
 }
 
 Test(push_update, adam_equals_push_then_update)
 {
-	run_twins(EMDB_OPT_ADAM, 64, 3000);
+	run_twins(EMDB_OPT_ADAM, 64, 3000, 8);
 }
 
 Test(push_update, ftrl_equals_push_then_update)
 {
-	run_twins(EMDB_OPT_FTRL, 16, 1000);
+	run_twins(EMDB_OPT_FTRL, 16, 1000, 8);
 }
 
 /* One shard: all of a large batch in one group, duplicates throughout. */
 Test(push_update, one_shard_large_batch)
 {
-	run_twins(EMDB_OPT_ADAM, 1, 5000);
+	run_twins(EMDB_OPT_ADAM, 1, 5000, 8);
+}
+
+/* A batch whose gradients outgrow the core's cache (over 8 MB: 40000 IDs
+ * of dim 64) takes the prefetching paths of the grouping and the pass. */
+Test(push_update, batch_larger_than_the_cache)
+{
+	run_twins(EMDB_OPT_ADAGRAD, 64, 40000, 64);
 }
 
 /* A row the batch holds once, with no gradient waiting, is applied from
