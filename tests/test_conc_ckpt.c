@@ -1,6 +1,6 @@
 /*
  * test_conc_ckpt.c - checkpoints while the database is in use: a trainer
- * pushes and updates, a reader pulls, an inserter prefetches new IDs, and
+ * pushes and updates (also in one call), a reader pulls, an inserter prefetches new IDs, and
  * checkpoints (full and incremental) run meanwhile.  Every checkpoint must
  * restore to one step exactly, reads are never torn, and Updates never
  * stop for the length of a checkpoint.  Runs under ThreadSanitizer too
@@ -38,7 +38,10 @@ static uint64_t rid(uint64_t i)
 }
 
 /* Every step adds -0.5 to every element of every row: after step s each
- * value is exactly -0.5 * s. */
+ * value is exactly -0.5 * s.  Every other step ends with its last batch
+ * pushed and applied in one call (emdb_push_update: the batch's rows
+ * applied straight from the gradients, in the same pass as the rows
+ * pushed before it), the others with a push and an Update. */
 static void *trainer(void *arg)
 {
 	shared *s = arg;
@@ -46,14 +49,19 @@ static void *trainer(void *arg)
 	float *g = malloc(BATCH * DIM * 4);
 	for (int i = 0; i < BATCH * DIM; i++)
 		g[i] = 1.0f;
-	while (!atomic_load(&s->stop)) {
+	for (uint64_t step = 0; !atomic_load(&s->stop); step++) {
+		int fused = 0;
 		for (uint64_t b = 0; b < ROWS; b += BATCH) {
 			for (uint64_t i = 0; i < BATCH; i++)
 				ids[i] = rid(b + i);
-			if (emdb_push(s->db, s->tab, ids, BATCH, DIM, g) != EMDB_OK)
+			fused = step % 2 && b + BATCH >= ROWS;
+			int rc = fused ? emdb_push_update(s->db, s->tab, ids, BATCH, DIM, g, NULL)
+				       : emdb_push(s->db, s->tab, ids, BATCH, DIM, g);
+			if (rc != EMDB_OK)
 				atomic_store(&s->torn, 100);
 		}
-		emdb_update(s->db, s->tab, NULL);
+		if (!fused)
+			emdb_update(s->db, s->tab, NULL);
 		atomic_fetch_add(&s->steps, 1);
 	}
 	free(ids);
