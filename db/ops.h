@@ -75,11 +75,6 @@ void *ops_scratch(size_t n, uint32_t shards, bool slocs, dit_plan *plan, uint64_
  * lock on return. */
 bool ops_push_help(tbl *t, uint32_t gen, uint32_t s);
 
-/* First sweep of a push: room for every position of the batch r in its
- * shard's accumulators of generation gen, taking each shard's mutex once.
- * Errors: NOMEM, LIMIT; nothing stays reserved then (ops_push.c). */
-int ops_grads_reserve(tbl *t, const ops_rows *r, uint32_t gen);
-
 /* Plain gradients grads[p * dim] of r's positions pos[0..n) (shard order,
  * all of one shard) added into m, as a push adds them, prefetching ahead
  * where m is large.  The caller holds the shard's mutex and a reservation

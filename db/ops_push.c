@@ -137,8 +137,9 @@ static int reserve_shard(grad_sweep *w, uint32_t s, const void *ctx)
 	return gradmap_reserve(&w->t->grads[s].acc[w->gen], group_of(w->r, s));
 }
 
-/* First sweep (ops.h). */
-int ops_grads_reserve(tbl *t, const ops_rows *r, uint32_t gen)
+/* First sweep: room for every position of the batch in its shard's
+ * accumulators of generation gen.  On failure nothing stays reserved. */
+static int grads_reserve(tbl *t, const ops_rows *r, uint32_t gen)
 {
 	grad_sweep w = { .t = t, .r = r, .gen = gen };
 	int rc = sweep(&w, reserve_shard, NULL);
@@ -273,7 +274,7 @@ static int push_rows(tbl *t, ops_rows *r, const uint64_t *ids, const grad_src *g
 {
 	pthread_rwlock_rdlock(&t->update_lock);
 	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
-	int rc = ops_grads_reserve(t, r, gen);
+	int rc = grads_reserve(t, r, gen);
 	pthread_rwlock_unlock(&t->update_lock);
 	if (rc == EMDB_OK) {
 		if (ids)

@@ -21,16 +21,18 @@
  *      direct list.
  *   2. rows_lock and update_lock for writing (ops_update_lock: while
  *      another Update's pass holds rows_lock, this thread helps apply it,
- *      direct rows included); reserve accumulator room for the whole
- *      batch in the current generation (ops_grads_reserve).  On failure,
- *      unlock and undo step 1: nothing was pushed, the step did not
- *      advance.  Then insert the new IDs (their rows are the direct
- *      list's locations).
+ *      direct rows included); reserve accumulator room in the current
+ *      generation for the batch's rows of each shard where other pushes'
+ *      gradients wait (reserve_waiting; only there can a row be taken
+ *      back).  On failure, unlock and undo step 1: nothing was pushed,
+ *      the step did not advance.  Then insert the new IDs (their rows are
+ *      the direct list's locations).
  *   3. ops_update_open: step + 1, generation flipped, pass open.  Pushes
  *      that reserved in the old generation earlier may still be adding;
- *      our own reservation keeps each of our shards unready, so no helper
- *      applies one before our rows are in.
- *   4. Per shard of the batch, once only our reservation is left there
+ *      our own reservation keeps each shard we may add to unready, so no
+ *      helper applies one before our rows are in (a shard we did not
+ *      reserve holds nothing, and gets nothing from us).
+ *   4. Per shard reserved in step 2, once only our reservation is left there
  *      (doing a waiting push's adds ourselves, as Update does): if the
  *      shard holds gradients of other pushes, each direct entry whose row
  *      has one is taken back, its gradients added to the accumulator one
@@ -322,6 +324,41 @@ static void shard_adds(tbl *t, uint32_t gen, const ops_rows *r, uint32_t s, cons
 	pthread_mutex_unlock(&t->grads[s].mu);
 }
 
+/* Step 2's reservation, only in the shards of the batch where gradients
+ * of other pushes are waiting or being added (count or reserved nonzero):
+ * only there can a row need taking back.  Holding update_lock for
+ * writing, nothing reserves anywhere else meanwhile, and a shard found
+ * empty and unreserved stays so for this generation; reading its count
+ * without the mutex is safe, since the last push to add there released
+ * its reservation after its adds.  Skipping the others saves two mutex
+ * round trips per shard.  On failure nothing stays reserved.  Sets
+ * waiting[] to the shards reserved. */
+static int reserve_waiting(tbl *t, const ops_rows *r, uint32_t gen, uint64_t *waiting)
+{
+	memset(waiting, 0, DIT_MAX_SHARDS / 8);
+	for (uint32_t s = 0; s < t->shards; s++) {
+		uint32_t n = r->start[s + 1] - r->start[s];
+		gradmap *m = &t->grads[s].acc[gen];
+		if (!n || (__atomic_load_n(&m->reserved, __ATOMIC_ACQUIRE) == 0 && m->count == 0))
+			continue;
+		pthread_mutex_lock(&t->grads[s].mu);
+		int rc = gradmap_reserve(m, n);
+		pthread_mutex_unlock(&t->grads[s].mu);
+		if (rc != EMDB_OK) {
+			for (uint32_t q = 0; q < s; q++) {
+				if (!(waiting[q / 64] >> (q % 64) & 1))
+					continue;
+				pthread_mutex_lock(&t->grads[q].mu);
+				gradmap_unreserve(&t->grads[q].acc[gen], r->start[q + 1] - r->start[q]);
+				pthread_mutex_unlock(&t->grads[q].mu);
+			}
+			return rc;
+		}
+		waiting[s / 64] |= 1ull << (s % 64);
+	}
+	return EMDB_OK;
+}
+
 static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n,
 			      const emdb_ticket *tk, uint32_t dim, const float *grads, uint64_t *rows_out)
 {
@@ -357,7 +394,8 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 	if (tk)
 		direct_locs(&r, &f);
 	ops_update_lock(t);
-	rc = ops_grads_reserve(t, &r, __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED));
+	uint64_t waiting[DIT_MAX_SHARDS / 64];
+	rc = reserve_waiting(t, &r, __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED), waiting);
 	if (rc != EMDB_OK) {
 		ops_update_unlock(t);
 		if (!tk)
@@ -370,7 +408,7 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 	}
 	uint32_t gen = ops_update_open(t);
 	for (uint32_t s = 0; s < t->shards; s++)
-		if (r.start[s + 1] > r.start[s])
+		if (waiting[s / 64] >> (s % 64) & 1)
 			shard_adds(t, gen, &r, s, grads, &f);
 	ops_update_apply(t, f.dloc, f.dgrad, f.nd,
 			 r.n * t->dim * sizeof(float) > GROUP_PREFETCH_FROM_BYTES);

@@ -12,6 +12,7 @@
  */
 #include <stdlib.h>
 
+#include <emdb/alloc.h>
 #include <emdb/db.h>
 
 #include "tests/helpers.h"
@@ -238,5 +239,56 @@ Test(push_update, bad_input_changes_nothing)
 	cr_assert_eq(info.stats.step, 0);
 	cr_assert_eq(info.stats.pending_rows, 0);
 	emdb_ticket_free(tu);
+	emdb_db_close(db);
+}
+
+/* An allocation failing anywhere in the call, including while it makes
+ * room in accumulators that hold other pushes' gradients (then rows of
+ * the batch must be taken back into them), changes nothing: no row, no
+ * gradient, no step.  The call that finally succeeds applies both the
+ * waiting gradients and the batch. */
+Test(push_update, allocation_failure_changes_nothing)
+{
+	emdb_db *db = open_db(64);
+	uint32_t t = make_table(db, "t", 4, EMDB_OPT_ADAM, EMDB_INIT_NORMAL, 0, 1);
+	enum { WAIT = 2000, N = 3000 };
+	static uint64_t ids[N], all[N + WAIT];
+	static float g[N * 4], v0[(N + WAIT) * 4], v1[(N + WAIT) * 4];
+	static float s0[(N + WAIT) * 8], s1[(N + WAIT) * 8];
+	for (int i = 0; i < N * 4; i++)
+		g[i] = 0.01f * (float)(i % 7 + 1);
+	for (int i = 0; i < WAIT; i++)
+		ids[i] = scramble((uint64_t)i);
+	cr_assert_eq(emdb_push(db, t, ids, WAIT, 4, g), 0);
+	for (int i = 0; i < N; i++) /* a third of them waiting, the rest new */
+		ids[i] = scramble((uint64_t)(i + WAIT / 2));
+	for (int i = 0; i < N + WAIT; i++)
+		all[i] = scramble((uint64_t)i);
+	emdb_table_info before, after;
+	cr_assert_eq(emdb_table_describe(db, t, &before), 0);
+	cr_assert_eq(emdb_lookup(db, t, all, N + WAIT, 4, v0, NULL), 0);
+	cr_assert_eq(emdb_read_state(db, t, all, N + WAIT, s0, NULL), 0);
+	int k = 0, rc;
+	for (;; k++) {
+		emdb_alloc_fail_after((uint64_t)k);
+		rc = emdb_push_update(db, t, ids, N, 4, g, NULL);
+		emdb_alloc_fail_reset();
+		if (rc == EMDB_OK)
+			break;
+		cr_assert_eq(rc, EMDB_ERR_NOMEM, "allocation %d failing: %s", k, emdb_last_error());
+		cr_assert_eq(emdb_table_describe(db, t, &after), 0);
+		cr_assert_eq(after.stats.rows, before.stats.rows);
+		cr_assert_eq(after.stats.pending_rows, before.stats.pending_rows);
+		cr_assert_eq(after.stats.step, before.stats.step);
+		cr_assert_eq(emdb_lookup(db, t, all, N + WAIT, 4, v1, NULL), 0);
+		cr_assert_eq(emdb_read_state(db, t, all, N + WAIT, s1, NULL), 0);
+		cr_assert_eq(memcmp(v0, v1, sizeof(v0)), 0, "allocation %d failing changed a row", k);
+		cr_assert_eq(memcmp(s0, s1, sizeof(s0)), 0, "allocation %d failing changed a state", k);
+		cr_assert_lt(k, 10000);
+	}
+	cr_assert_gt(k, 8, "expected the accumulators' growth among the allocations, got %d", k);
+	cr_assert_eq(emdb_table_describe(db, t, &after), 0);
+	cr_assert_eq(after.stats.step, before.stats.step + 1);
+	cr_assert_eq(after.stats.pending_rows, 0);
 	emdb_db_close(db);
 }
