@@ -100,6 +100,8 @@ static void usage(FILE *f)
 	      "it is a ratio to (see docs/benchmarks.md).\n"
 	      "\n"
 	      "  --workload W    prefetch, pull, push, lookup, all (default: the four),\n"
+	      "                  push measuring Push then Update and both in one call\n"
+	      "                  (push_update; with --net also PUSH_UPDATE requests),\n"
 	      "                  or checkpoint (only when named: disk I/O of several GB),\n"
 	      "                  or step (with --net, only when named: synchronous steps\n"
 	      "                  of --threads workers, default 2)\n"
