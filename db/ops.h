@@ -100,15 +100,13 @@ void ops_push_add_positions(gradmap *m, const ops_rows *r, const float *grads, u
  *                       (for a buffer larger than the core's cache);
  *   ops_update_close    applies every shard of the pass, waits for its
  *                       helpers, drops rows_lock and counts the Update with
- *                       its rows plus more_rows; returns that total. */
+ *                       its rows; returns them. */
 void ops_update_lock(tbl *t);
 void ops_update_unlock(tbl *t);
 uint32_t ops_update_open(tbl *t);
 void ops_update_apply(tbl *t, const uint64_t *locs, const float *const *grads, size_t n,
 		      bool grads_ahead);
-uint64_t ops_update_close(tbl *t, uint64_t more_rows);
-/* lock, open, close: a whole Update of t; returns the rows updated. */
-uint64_t ops_update(tbl *t);
+uint64_t ops_update_close(tbl *t);
 
 #define OPS_PREFETCH_ROWS 8u
 

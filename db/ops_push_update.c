@@ -412,7 +412,7 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 			shard_adds(t, gen, &r, s, grads, &f);
 	ops_update_apply(t, f.dloc, f.dgrad, f.nd,
 			 r.n * t->dim * sizeof(float) > GROUP_PREFETCH_FROM_BYTES);
-	rows = ops_update_close(t, 0);
+	rows = ops_update_close(t);
 	TABLE_COUNT(t, calls_push, 1);
 	TABLE_COUNT(t, ids_push, r.n);
 	if (rows_out)

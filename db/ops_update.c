@@ -40,6 +40,13 @@
  * counters are added to once per sweep, not per shard: the lines they sit
  * on are shared by the threads of the pass and by pushes.
  *
+ * emdb_push_update (ops_push_update.c) runs the same pass in steps
+ * (ops.h: lock, open, apply, close) and hands it a list of rows with
+ * their gradients, applied without accumulators: published with a
+ * release store of its length, it is cut into runs of 512 rows that the
+ * pass's threads claim with an atomic add, helpers included, so a second
+ * trainer waiting for the table applies half of the first one's rows.
+ *
  * Invariants:
  *   1. step advances by exactly one per Update, before the rule is
  *      evaluated (so the first Update runs with step 1, as torch does), and
@@ -55,6 +62,10 @@
  *      keeps rows_lock until every claimed shard is done and no helper is
  *      still inside the pass, so the pass's generation becomes the one
  *      pushes use again, at the next flip, only empty and idle.
+ *   4. Each run of direct rows is applied by exactly one thread (claimed
+ *      with an atomic add on dnext); the owner publishes the list before
+ *      it claims a run and waits, as in 3, for every helper to leave, so
+ *      the caller's arrays outlive their readers.
  */
 #include <sched.h>
 #include <stdbool.h>
@@ -148,12 +159,13 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
  * a row) live on the stack: 30 KiB. */
 #define APPLY_ALONE_ROWS 512u
 #define APPLY_GROUP_ROWS 1024u
+#define APPLY_GROUP_MAX (APPLY_GROUP_ROWS + APPLY_ALONE_ROWS)
 
 /* Runs of direct rows (emdb_push_update) a thread of the pass claims at a
  * time: long enough for the prefetch to run ahead, short enough that a
- * helper arriving mid-pass still finds some. */
+ * helper arriving mid-pass still finds some (256 and 1024 were slower at
+ * two threads, docs/benchmarks.md). */
 #define APPLY_DIRECT_RUN 512u
-#define APPLY_GROUP_MAX (APPLY_GROUP_ROWS + APPLY_ALONE_ROWS)
 
 /* Every member holds a row at least, and the group runs once it holds
  * APPLY_GROUP_ROWS, so members and rows stay under APPLY_GROUP_MAX. */
@@ -249,13 +261,6 @@ static bool shard_ready(tbl *t, uint32_t s)
 	return __atomic_load_n(&t->grads[s].acc[t->apply.gen].reserved, __ATOMIC_ACQUIRE) == 0;
 }
 
-/* Claim and apply ready shards until every shard is claimed.  Each thread
- * starts its sweeps at its own place (from), so owner and helper rarely
- * race for a claim; a shard not ready yet stays unclaimed for whoever
- * finds it ready first, and meanwhile the thread that found it not ready
- * does the adds a push of the pass's generation still owes it, so that
- * waiting for a push becomes doing its work.  Yields when a sweep did
- * nothing at all. */
 /* Claim and apply runs of the pass's direct rows, if published; returns
  * the rows applied. */
 static uint64_t apply_direct(tbl *t)
@@ -269,6 +274,13 @@ static uint64_t apply_direct(tbl *t)
 	return rows;
 }
 
+/* Claim and apply ready shards until every shard is claimed.  Each thread
+ * starts its sweeps at its own place (from), so owner and helper rarely
+ * race for a claim; a shard not ready yet stays unclaimed for whoever
+ * finds it ready first, and meanwhile the thread that found it not ready
+ * does the adds a push of the pass's generation still owes it, so that
+ * waiting for a push becomes doing its work.  Yields when a sweep did
+ * nothing at all. */
 static void apply_claims(tbl *t, uint32_t from)
 {
 	uint32_t mask = t->shards - 1;
@@ -410,7 +422,7 @@ void ops_update_apply(tbl *t, const uint64_t *locs, const float *const *grads, s
 		__atomic_fetch_add(&a->rows, rows, __ATOMIC_RELAXED);
 }
 
-uint64_t ops_update_close(tbl *t, uint64_t more_rows)
+uint64_t ops_update_close(tbl *t)
 {
 	table_apply *a = &t->apply;
 	apply_claims(t, 0);
@@ -419,18 +431,18 @@ uint64_t ops_update_close(tbl *t, uint64_t more_rows)
 	__atomic_store_n(&a->active, 0, __ATOMIC_SEQ_CST);
 	while (__atomic_load_n(&a->helpers, __ATOMIC_SEQ_CST))
 		sched_yield();
-	uint64_t rows = __atomic_load_n(&a->rows, __ATOMIC_RELAXED) + more_rows;
+	uint64_t rows = __atomic_load_n(&a->rows, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&t->rows_lock);
 	TABLE_COUNT(t, calls_update, 1);
 	TABLE_COUNT(t, rows_updated, rows);
 	return rows;
 }
 
-uint64_t ops_update(tbl *t)
+static uint64_t update_table(tbl *t)
 {
 	ops_update_lock(t);
 	(void)ops_update_open(t);
-	return ops_update_close(t, 0);
+	return ops_update_close(t);
 }
 
 int emdb_update(emdb_db *db, uint32_t id, uint64_t *rows_out)
@@ -439,7 +451,7 @@ int emdb_update(emdb_db *db, uint32_t id, uint64_t *rows_out)
 	int rc = db_table_get(db, id, &t);
 	if (rc != EMDB_OK)
 		return rc;
-	uint64_t rows = ops_update(t);
+	uint64_t rows = update_table(t);
 	table_release(t);
 	if (rows_out)
 		*rows_out = rows;
@@ -457,7 +469,7 @@ int emdb_update_all(emdb_db *db, uint64_t *rows_out)
 	if (rc != EMDB_OK)
 		return rc;
 	for (uint32_t i = 0; i < n; i++) {
-		rows += ops_update(v[i]);
+		rows += update_table(v[i]);
 		table_release(v[i]);
 	}
 	emdb_free(v);
