@@ -75,13 +75,6 @@ void *ops_scratch(size_t n, uint32_t shards, bool slocs, dit_plan *plan, uint64_
  * lock on return. */
 bool ops_push_help(tbl *t, uint32_t gen, uint32_t s);
 
-/* Plain gradients grads[p * dim] of r's positions pos[0..n) (shard order,
- * all of one shard) added into m, as a push adds them, prefetching ahead
- * where m is large.  The caller holds the shard's mutex and a reservation
- * (ops_push.c). */
-void ops_push_add_positions(gradmap *m, const ops_rows *r, const float *grads, uint32_t dim,
-			    const uint32_t *pos, uint32_t n);
-
 /* An Update in steps, for calls that do more inside one (ops_update.c):
  *   ops_update_lock     rows_lock, then update_lock, for writing (helping
  *                       a pass under way while it waits);

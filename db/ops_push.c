@@ -170,43 +170,26 @@ struct push_work {
 	uint8_t claimed[DIT_MAX_SHARDS];  /* atomic */
 };
 
-/* The adds of r's positions pos[k] (shard order; pos NULL: k itself) for
- * k in [a, b), all in one shard's map m, the keys, gradients and
- * accumulators of later positions prefetched when m is large. */
-static void add_positions(gradmap *m, const ops_rows *r, const grad_src *g, const uint32_t *pos,
-			  uint32_t a, uint32_t b)
-{
-	bool ahead = gradmap_bytes(m) >= PREFETCH_FROM_BYTES;
-#define POS_AT(k) (pos ? pos[k] : (k))
-	for (uint32_t k = a; k < b; k++) {
-		if (ahead && k + KEY_AHEAD < b) {
-			uint32_t q = POS_AT(k + KEY_AHEAD);
-			gradmap_prefetch_key(m, r->slocs[q]);
-			prefetch_row(grad_row(g, r->order[q]), g->dim);
-		}
-		if (ahead && k + ACC_AHEAD < b)
-			gradmap_prefetch_acc(m, r->slocs[POS_AT(k + ACC_AHEAD)]);
-		uint32_t j = POS_AT(k), p = r->order[j];
-		gradmap_add(m, r->slocs[j], grad_row(g, p), g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
-	}
-#undef POS_AT
-}
-
-void ops_push_add_positions(gradmap *m, const ops_rows *r, const float *grads, uint32_t dim,
-			    const uint32_t *pos, uint32_t n)
-{
-	grad_src g = { .grads = grads, .dim = dim };
-	add_positions(m, r, &g, pos, 0, n);
-}
-
 /* The adds of shard s, under its mutex: consumes the reservation, so the
  * last one lets the Update waiting on the shard apply it. */
 static void add_locked(tbl *t, const push_work *pw, uint32_t s)
 {
+	const grad_src *g = pw->g;
 	const ops_rows *r = pw->r;
 	uint32_t a = r->start[s], b = r->start[s + 1];
 	gradmap *m = &t->grads[s].acc[pw->gen];
-	add_positions(m, r, pw->g, NULL, a, b);
+	bool ahead = gradmap_bytes(m) >= PREFETCH_FROM_BYTES;
+
+	for (uint32_t j = a; j < b; j++) {
+		if (ahead && j + KEY_AHEAD < b) {
+			gradmap_prefetch_key(m, r->slocs[j + KEY_AHEAD]);
+			prefetch_row(grad_row(g, r->order[j + KEY_AHEAD]), g->dim);
+		}
+		if (ahead && j + ACC_AHEAD < b)
+			gradmap_prefetch_acc(m, r->slocs[j + ACC_AHEAD]);
+		uint32_t p = r->order[j];
+		gradmap_add(m, r->slocs[j], grad_row(g, p), g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
+	}
 	gradmap_unreserve(m, b - a);
 }
 
@@ -266,26 +249,6 @@ bool ops_push_help(tbl *t, uint32_t gen, uint32_t s)
 	return did;
 }
 
-/* Everything that can fail (index room, rows, accumulator room) is
- * reserved before the first insert or add (invariant 1); only the
- * accumulator room needs update_lock (invariant 2).  ids: r was prepared
- * from them and is committed or aborted here; NULL for a ticket's rows. */
-static int push_rows(tbl *t, ops_rows *r, const uint64_t *ids, const grad_src *g)
-{
-	pthread_rwlock_rdlock(&t->update_lock);
-	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
-	int rc = grads_reserve(t, r, gen);
-	pthread_rwlock_unlock(&t->update_lock);
-	if (rc == EMDB_OK) {
-		if (ids)
-			ops_rows_commit(t, ids, r);
-		grads_add(t, r, g, gen);
-	} else if (ids) {
-		ops_rows_abort(t, r);
-	}
-	return rc;
-}
-
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, const float *grads)
 {
@@ -321,13 +284,26 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 		g.bag_scale = scale;
 	}
 
+	/* Everything that can fail (index room, rows, accumulator room) is
+	 * reserved before the first insert or add (invariant 1); only the
+	 * accumulator room needs update_lock (invariant 2). */
 	ops_rows r;
 	if (tk)
 		ops_rows_from_ticket(tk, &r);
 	else
 		rc = ops_rows_prepare(t, ids, n, &r);
 	if (rc == EMDB_OK) {
-		rc = push_rows(t, &r, tk ? NULL : ids, &g);
+		pthread_rwlock_rdlock(&t->update_lock);
+		uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
+		rc = grads_reserve(t, &r, gen);
+		pthread_rwlock_unlock(&t->update_lock);
+		if (rc == EMDB_OK) {
+			if (!tk)
+				ops_rows_commit(t, ids, &r);
+			grads_add(t, &r, &g, gen);
+		} else if (!tk) {
+			ops_rows_abort(t, &r);
+		}
 		ops_rows_done(&r);
 	}
 	if (rc == EMDB_OK) {
