@@ -234,9 +234,7 @@ static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, co
 	for (uint32_t q = f->pstart[s]; q < end; q++) {
 		if (ahead && q + GROUP_AHEAD < end) {
 			uint32_t jn = f->dup[q + GROUP_AHEAD];
-			const char *gn = (const char *)(grads + (size_t)r->order[jn] * dim);
-			for (size_t o = 0; o < dim * sizeof(float); o += 64)
-				__builtin_prefetch(gn + o, 0, 3);
+			ops_prefetch_row(grads + (size_t)r->order[jn] * dim, dim * sizeof(float));
 			__builtin_prefetch(&f->rmap[dit_hash(pos_key(r, ids, jn)) & mask], 0, 3);
 		}
 		uint32_t j = f->dup[q];

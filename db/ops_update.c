@@ -223,11 +223,6 @@ static uint64_t apply_rows(const tbl *t, const uint64_t *loc, const float *const
 	return applied;
 }
 
-static void apply_group_rows(const tbl *t, const apply_group *g, const emdb_opt_scalars *scp)
-{
-	(void)apply_rows(t, g->loc, g->grad, g->rows, scp, false);
-}
-
 /* Clear shard s's accumulators of the pass, applied. */
 static void clear_applied(tbl *t, uint32_t s)
 {
@@ -244,7 +239,7 @@ static uint32_t apply_group_run(tbl *t, apply_group *g)
 {
 	uint32_t rows = g->rows;
 	if (g->n) {
-		apply_group_rows(t, g, &t->apply.sc);
+		(void)apply_rows(t, g->loc, g->grad, g->rows, &t->apply.sc, false);
 		for (uint32_t i = 0; i < g->n; i++)
 			clear_applied(t, g->shard[i]);
 	}

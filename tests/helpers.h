@@ -31,6 +31,19 @@ static inline uint32_t make_table(emdb_db *db, const char *name, uint32_t dim, e
 	return id;
 }
 
+/* Table "t" of dim dim, SGD with lr 1 and zero initial values: a row is
+ * exactly minus the sum of the gradients applied to it. */
+static inline uint32_t make_sgd_lr1_table(emdb_db *db, uint32_t dim)
+{
+	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
+	strcpy(c.name, "t");
+	c.dim = dim;
+	c.optimizer.lr = 1.0;
+	uint32_t t;
+	cr_assert_eq(emdb_table_create(db, &c, &t), 0, "%s", emdb_last_error());
+	return t;
+}
+
 static inline emdb_db *open_db(uint32_t shards)
 {
 	emdb_db_config c = EMDB_DB_CONFIG_INIT;

@@ -260,22 +260,10 @@ static void *update_loop(void *arg)
 	return NULL;
 }
 
-/* Table "t": dim 4, SGD with lr 1, zero initial values. */
-static uint32_t sgd_lr1_table(emdb_db *db)
-{
-	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
-	strcpy(c.name, "t");
-	c.dim = 4;
-	c.optimizer.lr = 1.0;
-	uint32_t t;
-	cr_assert_eq(emdb_table_create(db, &c, &t), 0);
-	return t;
-}
-
 Test(concurrency, pushes_racing_updates_lose_nothing)
 {
 	emdb_db *db = open_db(8);
-	uint32_t t = sgd_lr1_table(db);
+	uint32_t t = make_sgd_lr1_table(db, 4);
 	/* Two updaters: one helps apply the other's pass (ops_update.c). */
 	pusher p[4] = { { db, t, 0 }, { db, t, 1 }, { db, t, 2 }, { db, t, 3 } };
 	pthread_t th[4];
@@ -354,7 +342,7 @@ static void *whole_read(void *arg)
 Test(concurrency, each_push_is_applied_whole)
 {
 	emdb_db *db = open_db(64);
-	uint32_t t = sgd_lr1_table(db);
+	uint32_t t = make_sgd_lr1_table(db, 4);
 	atomic_int stop = 0;
 	reader w = { db, t, &stop, 0 };
 	pthread_t push[2], upd[2], rd;
@@ -407,7 +395,7 @@ static void *grow_loop(void *arg)
 Test(concurrency, one_shard_grown_by_many_threads_loses_nothing)
 {
 	emdb_db *db = open_db(1);
-	uint32_t t = sgd_lr1_table(db);
+	uint32_t t = make_sgd_lr1_table(db, 4);
 	grower g[G_THREADS];
 	pthread_t th[G_THREADS];
 	for (int i = 0; i < G_THREADS; i++) {
@@ -471,7 +459,7 @@ static void *fused_step(void *arg)
 Test(concurrency, push_update_racing_pushes_and_updates)
 {
 	emdb_db *db = open_db(64);
-	uint32_t t = sgd_lr1_table(db);
+	uint32_t t = make_sgd_lr1_table(db, 4);
 	atomic_int stop = 0;
 	reader w = { db, t, &stop, 0 };
 	stepper st[2] = { { &w, 0, 0 }, { &w, 1, 0 } };

@@ -179,12 +179,7 @@ Test(push_update, batch_larger_than_the_cache)
 Test(push_update, single_duplicate_and_waiting_rows)
 {
 	emdb_db *db = open_db(4);
-	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
-	strcpy(c.name, "t");
-	c.dim = 2;
-	c.optimizer.lr = 1.0;
-	uint32_t t;
-	cr_assert_eq(emdb_table_create(db, &c, &t), 0);
+	uint32_t t = make_sgd_lr1_table(db, 2);
 	uint64_t wait_id = 7;
 	float wait_g[2] = { 100, 200 };
 	cr_assert_eq(emdb_push(db, t, &wait_id, 1, 2, wait_g), 0);
