@@ -12,6 +12,8 @@
  * 6. Threads growing the same index shard at once lose no ID.
  * 7. Push+Update in one call (emdb_push_update) racing with pushes, Updates
  *    and readers: every gradient applied once, every call applied whole.
+ * 8. Concurrent emdb_push_update calls are serializable: every row sees
+ *    them in one and the same order.
  * This file runs under ThreadSanitizer in CI (label "concurrency").
  */
 #include <math.h>
@@ -489,5 +491,120 @@ Test(concurrency, push_update_racing_pushes_and_updates)
 	cr_assert_eq(info.stats.pending_rows, 0);
 	cr_assert_eq(info.stats.ids_push, 3ull * W_ROUNDS * W_IDS);
 	cr_assert_leq(st[0].rows + st[1].rows, info.stats.rows_updated);
+	emdb_db_close(db);
+}
+
+/* 8. Threads step one table with emdb_push_update, by IDs and by ticket,
+ * every call holding all S_IDS IDs once (or, every third round, twice) in
+ * an order of its own, with one gradient for every row.  Adagrad does not
+ * commute (a then b moves a row other than b then a) and every row starts
+ * at zero, so if the calls behave as run one after another, in one order
+ * for all rows, every row ends bit-identical, values and state; a row
+ * that missed a call, got one twice, or saw two calls in the other order
+ * stands out.  Under TSan fewer rounds keep the test within seconds. */
+#if defined(__SANITIZE_THREAD__)
+#define S_ROUNDS 40
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define S_ROUNDS 40
+#endif
+#endif
+#ifndef S_ROUNDS
+#define S_ROUNDS 200
+#endif
+enum { S_THREADS = 3, S_IDS = 3000, S_DIM = 16 };
+
+typedef struct serial_stepper {
+	emdb_db *db;
+	uint32_t table;
+	int tid;
+} serial_stepper;
+
+static uint64_t lcg_next(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+	return *s >> 33;
+}
+
+static void *serial_step(void *arg)
+{
+	serial_stepper *st = arg;
+	uint64_t *ids = malloc(2 * S_IDS * sizeof(*ids));
+	float *g = malloc(2 * S_IDS * S_DIM * sizeof(*g));
+	cr_assert(ids && g);
+	for (int r = 0; r < S_ROUNDS; r++) {
+		size_t n = r % 3 == 2 ? 2 * S_IDS : S_IDS;
+		uint64_t seed = (uint64_t)st->tid * 1000003u + (uint64_t)r * 7919u + 1;
+		for (size_t i = 0; i < n; i++)
+			ids[i] = scramble(i % S_IDS);
+		for (size_t i = n - 1; i > 0; i--) {
+			size_t j = lcg_next(&seed) % (i + 1);
+			uint64_t x = ids[i];
+			ids[i] = ids[j];
+			ids[j] = x;
+		}
+		/* One gradient per call, for every row, distinct per call;
+		 * a repeated ID's two copies sum to twice it, exactly. */
+		float v = 0.001f * (float)(1 + st->tid + S_THREADS * r);
+		for (size_t i = 0; i < n; i++)
+			for (int c = 0; c < S_DIM; c++)
+				g[i * S_DIM + c] = (c % 2 ? -v : v) * (float)(c + 1);
+		if ((r + st->tid) % 2) {
+			emdb_ticket *tk;
+			cr_assert_eq(emdb_prefetch(st->db, st->table, ids, n, &tk), 0, "%s", emdb_last_error());
+			cr_assert_eq(emdb_push_update_ticket(st->db, st->table, tk, S_DIM, g, NULL), 0,
+				     "%s", emdb_last_error());
+			emdb_ticket_free(tk);
+		} else {
+			cr_assert_eq(emdb_push_update(st->db, st->table, ids, n, S_DIM, g, NULL), 0,
+				     "%s", emdb_last_error());
+		}
+	}
+	free(ids);
+	free(g);
+	return NULL;
+}
+
+Test(concurrency, push_update_calls_are_serializable)
+{
+	emdb_db *db = open_db(64);
+	uint32_t t = make_table(db, "t", S_DIM, EMDB_OPT_ADAGRAD, EMDB_INIT_ZEROS, 0, 0);
+	serial_stepper st[S_THREADS];
+	pthread_t th[S_THREADS];
+	for (int i = 0; i < S_THREADS; i++) {
+		st[i] = (serial_stepper){ db, t, i };
+		pthread_create(&th[i], NULL, serial_step, &st[i]);
+	}
+	for (int i = 0; i < S_THREADS; i++)
+		pthread_join(th[i], NULL);
+
+	static uint64_t ids[S_IDS];
+	static float v[S_IDS * S_DIM], sum[S_IDS * S_DIM];
+	static uint8_t found[S_IDS];
+	for (int i = 0; i < S_IDS; i++)
+		ids[i] = scramble((uint64_t)i);
+	cr_assert_eq(emdb_lookup(db, t, ids, S_IDS, S_DIM, v, found), 0);
+	cr_assert_eq(emdb_read_state(db, t, ids, S_IDS, sum, NULL), 0);
+	for (int i = 0; i < S_IDS; i++)
+		cr_assert_eq(found[i], 1, "ID %d not held", i);
+	for (int c = 0; c < S_DIM; c++)
+		cr_assert(v[c] != 0 && sum[c] > 0, "row 0 column %d untrained: value %g, sum %g", c,
+			  v[c], sum[c]);
+	for (int i = 1; i < S_IDS; i++)
+		for (int c = 0; c < S_DIM; c++) {
+			float a = v[i * S_DIM + c], sa = sum[i * S_DIM + c];
+			cr_assert(memcmp(&a, &v[c], sizeof(a)) == 0,
+				  "row %d column %d is %.9g, row 0's %.9g: calls not serialized", i, c, a,
+				  v[c]);
+			cr_assert(memcmp(&sa, &sum[c], sizeof(sa)) == 0,
+				  "row %d column %d has sum %.9g, row 0 %.9g: calls not serialized", i, c,
+				  sa, sum[c]);
+		}
+	emdb_table_info info;
+	cr_assert_eq(emdb_table_describe(db, t, &info), 0);
+	cr_assert_eq(info.stats.step, (uint64_t)S_THREADS * S_ROUNDS, "step %llu",
+		     (unsigned long long)info.stats.step);
+	cr_assert_eq(info.stats.rows, S_IDS);
+	cr_assert_eq(info.stats.pending_rows, 0);
 	emdb_db_close(db);
 }
