@@ -23,6 +23,7 @@
 
 #include "client/client_int.h"
 #include "client/uri.h"
+#include "protocol/proto.h"
 
 /* ---- handles ------------------------------------------------------- */
 
@@ -56,6 +57,7 @@ static emdb_client *client_new(const emdb_client_options *o)
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	c->timeout_ms = o->timeout_ms;
+	c->version = PROTO_VERSION_MAX; /* a socket's HELLO may lower it */
 	return c;
 }
 
@@ -144,6 +146,11 @@ const char *emdb_client_server(const emdb_client *c)
 uint32_t emdb_client_max_batch(const emdb_client *c)
 {
 	return c->max_batch;
+}
+
+int emdb_client_protocol_version(const emdb_client *c)
+{
+	return c->version;
 }
 
 void emdb_client_set_timeout(emdb_client *c, uint32_t timeout_ms)

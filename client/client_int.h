@@ -135,6 +135,9 @@ struct emdb_client {
 	uint32_t timeout_ms;       /* atomic */
 	uint32_t max_batch;
 	emdb_role role;
+	/* The protocol version HELLO chose (net.c), PROTO_VERSION_MAX until
+	 * then and for mem://; requests of a newer opcode are refused. */
+	uint8_t version;
 	char server[256];
 };
 

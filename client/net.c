@@ -607,6 +607,16 @@ static bool net_send(emdb_client *c, emdb_future *f, bool self)
 	size_t sent;
 	bool mine = false;
 
+	uint16_t op = wire_op(f->a.op);
+	if (proto_op_version(op) > c->version) {
+		/* The server would take it for an unknown opcode and close
+		 * the connection: refuse it here, sending nothing. */
+		snprintf(msg, sizeof(msg),
+			 "%s: the server speaks protocol version %u; %s needs version %u", f->a.what,
+			 c->version, proto_op_name(op), proto_op_version(op));
+		cl_complete(f, EMDB_ERR_UNSUPPORTED, msg);
+		return false;
+	}
 	f->req_id = __atomic_fetch_add(&n->next_id, 1, __ATOMIC_RELAXED);
 	int rc = encode(c, f, f->req_id, &v, flat, &heap, msg, sizeof(msg));
 	if (rc == EMDB_OK && v.len - PROTO_HDR_SIZE > n->max_body) {
@@ -1150,9 +1160,11 @@ static int rx_frame(emdb_client *c, uint64_t deadline, bool block)
 		return EMDB_ERR_CLOSED;
 	}
 	rc = proto_hdr_decode(hb, sizeof(hb), &h, UINT32_MAX);
-	if (rc != EMDB_OK || !proto_hdr_is_response(&h)) {
-		snprintf(msg, sizeof(msg), "malformed frame from %s: %s", n->peer,
-			 rc != EMDB_OK ? emdb_last_error() : "a request where a response was due");
+	if (rc != EMDB_OK || !proto_hdr_is_response(&h) || h.version > c->version) {
+		const char *why = rc != EMDB_OK ? emdb_last_error()
+				  : h.version > c->version ? "a version above the connection's"
+				  : "a request where a response was due";
+		snprintf(msg, sizeof(msg), "malformed frame from %s: %s", n->peer, why);
 		net_break(c, msg);
 		return EMDB_ERR_CLOSED;
 	}
@@ -1353,6 +1365,11 @@ static int handshake(emdb_client *c, const char *token, const char *name, uint64
 	if (proto_hello_resp_decode(&h, n->rxbuf, &r) != EMDB_OK)
 		return cl_seterr(EMDB_ERR_PROTOCOL, "emdb_client_connect: %s: bad HELLO response: %s", n->peer,
 				 emdb_last_error());
+	if (r.version < PROTO_VERSION_MIN || r.version > PROTO_VERSION_MAX)
+		return cl_seterr(EMDB_ERR_PROTOCOL,
+				 "emdb_client_connect: %s chose protocol version %u, this client offered "
+				 "%u..%u", n->peer, r.version, PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+	c->version = (uint8_t)r.version;
 	n->max_body = r.max_body;
 	c->max_batch = r.max_batch;
 	snprintf(c->server, sizeof(c->server), "%.*s", (int)r.server.len, r.server.p ? r.server.p : "");

@@ -227,15 +227,22 @@ static void set_paused(conn *c, bool on)
 		atomic_fetch_sub_explicit(&c->t->n_paused, 1, memory_order_relaxed);
 }
 
+/* The highest header version c accepts: HELLO's choice, 1 before it. */
+static uint8_t conn_version(const conn *c)
+{
+	return c->version ? c->version : 1;
+}
+
 /* A header that proto_hdr_decode refused: answer and close.  The id and
  * opcode are echoed only when the magic was right (h holds the raw
- * fields) and the opcode is known (docs/protocol.md); otherwise id 0 and
- * opcode NONE. */
+ * fields) and the opcode is known on this connection, i.e. known and of
+ * a version it speaks (docs/protocol.md): the answer carries the
+ * opcode's version.  Otherwise id 0 and opcode NONE. */
 static void bad_header(conn *c, int rc, const proto_hdr *h)
 {
 	char msg[320];
 	snprintf(msg, sizeof(msg), "%s", emdb_last_error());
-	bool known = proto_op_known(h->opcode);
+	bool known = proto_op_known(h->opcode) && proto_op_version(h->opcode) <= conn_version(c);
 	conn_fail(c, known ? h->id : 0, known ? h->opcode : PROTO_OP_NONE, rc, msg);
 }
 
@@ -272,16 +279,20 @@ static void run_frames(conn *c)
 			bad_header(c, rc, &h);
 			break;
 		}
+		if (h.version > conn_version(c)) {
+			/* The frame's version is its opcode's (proto_hdr_decode):
+			 * an opcode this connection does not have, answered as
+			 * an unknown one is (a PUSH_UPDATE after HELLO chose 1). */
+			char msg[128];
+			snprintf(msg, sizeof(msg), "%s frame of version %u on a version %u connection%s",
+				 proto_op_name(h.opcode), h.version, conn_version(c),
+				 c->version ? "" : " (before HELLO)");
+			conn_fail(c, 0, PROTO_OP_NONE, EMDB_ERR_PROTOCOL, msg);
+			break;
+		}
 		if (proto_hdr_is_response(&h)) {
 			conn_fail(c, h.id, h.opcode, EMDB_ERR_PROTOCOL,
 				  "a response frame was sent to the server");
-			break;
-		}
-		if (c->version ? h.version != c->version : h.version != 1) {
-			char msg[96];
-			snprintf(msg, sizeof(msg), "frame version %u, the connection speaks %u", h.version,
-				 c->version ? c->version : 1);
-			conn_fail(c, h.id, h.opcode, EMDB_ERR_PROTOCOL, msg);
 			break;
 		}
 		size_t total = PROTO_HDR_SIZE + (size_t)h.body_len;

@@ -33,7 +33,9 @@
  *     count, a name too long, counts that contradict each other, a body over
  *     4 GiB); *len is 0 and emdb_last_error() says why.
  *   Encoders never produce a frame that the matching decoder refuses.
- *   They write header version PROTO_VERSION (the only version so far).
+ *   They write header version proto_op_version(opcode): the version that
+ *   defined the opcode's layout, so a frame is the same bytes on every
+ *   connection that may carry it (see Versions below).
  *   buf needs no particular alignment except for the *_resp_begin
  *   functions, which hand out float pointers into it (8-aligned buf).
  *
@@ -69,6 +71,17 @@
  *   Strings (proto_str) are (pointer, length), not NUL-terminated, except
  *   table names, which are copied into char[EMDB_NAME_MAX] and are.
  *
+ * Versions
+ *   This build speaks versions PROTO_VERSION_MIN..PROTO_VERSION_MAX.  HELLO
+ *   fixes a connection's version: the highest both peers speak.  Each
+ *   opcode's layout belongs to the version that defined it
+ *   (proto_op_version), and every frame carries that version in its
+ *   header, whatever the connection's: version 2 added PUSH_UPDATE and
+ *   nothing else, so on a version-2 connection a PING still says 1.  A
+ *   receiver refuses a frame whose version is not its opcode's
+ *   (proto_hdr_decode) or is above the connection's (proto_reader's pin,
+ *   the server's check): to a version-1 peer a PUSH_UPDATE does not exist.
+ *
  * Threads
  *   Every function is reentrant; none keeps global state.  A proto_reader
  *   belongs to one thread at a time.  Errors are reported like the engine's:
@@ -91,9 +104,8 @@
 /* ------------------------------------------------------------------ */
 
 #define PROTO_MAGIC 0x42444D45u   /* the bytes "EMDB" read as a LE u32 */
-#define PROTO_VERSION 1           /* the version this build prefers    */
 #define PROTO_VERSION_MIN 1       /* oldest version this build speaks  */
-#define PROTO_VERSION_MAX 1       /* newest version this build speaks  */
+#define PROTO_VERSION_MAX 2       /* newest version this build speaks  */
 #define PROTO_HDR_SIZE 24
 #define PROTO_ALIGN 8             /* body lengths and array offsets    */
 
@@ -186,13 +198,19 @@ const char *proto_op_name(uint16_t op);
 bool proto_op_allowed(proto_role role, uint16_t op);
 /* "none", "reader", "trainer", "admin"; "unknown" otherwise. */
 const char *proto_role_name(proto_role role);
+/* The protocol version that defined op's layout, which every frame of op
+ * (request, response, error response) carries in its header: 2 for
+ * PUSH_UPDATE, 1 for every other opcode, HELLO, NONE and unknown ones
+ * included.  A connection of version v may carry op only when
+ * proto_op_version(op) <= v. */
+uint8_t proto_op_version(uint16_t op);
 
 /* ------------------------------------------------------------------ */
 /* Header                                                              */
 /* ------------------------------------------------------------------ */
 
 typedef struct proto_hdr {
-	uint8_t version;   /* 1..PROTO_VERSION_MAX                          */
+	uint8_t version;   /* proto_op_version(opcode)                      */
 	uint8_t flags;     /* PROTO_FLAG_RESPONSE or 0                      */
 	uint16_t opcode;   /* proto_op                                      */
 	int32_t status;    /* 0 in requests; EMDB_OK or an emdb_err in responses */
@@ -215,13 +233,15 @@ void proto_hdr_encode(uint8_t out[PROTO_HDR_SIZE], const proto_hdr *h);
  *   > 0                    len < 24: that many more bytes are needed.
  *   EMDB_ERR_PROTOCOL      bad magic, nonzero reserved flag bits, opcode
  *                          unknown (or NONE in a request or with status 0),
+ *                          a version other than proto_op_version(opcode),
  *                          nonzero status in a request, positive status
  *                          in a response, body_len not a multiple of 8;
  *   EMDB_ERR_UNSUPPORTED   a version outside PROTO_VERSION_MIN..MAX;
  *   EMDB_ERR_LIMIT         body_len > max_body.
  * On an error, *h still holds the raw fields when the magic was right (so a
  * server can echo the id), and is zeroed otherwise.  Never reads past
- * p[len-1] or past p[23]. */
+ * p[len-1] or past p[23].  Whether the version suits the connection
+ * (not above the one HELLO chose) is the caller's to check. */
 int proto_hdr_decode(const uint8_t *p, size_t len, proto_hdr *h, uint32_t max_body);
 
 /* ------------------------------------------------------------------ */
@@ -263,7 +283,8 @@ int proto_empty_decode(const proto_hdr *h);
 
 /* HELLO: the first frame of a connection, in both directions always with
  * header version 1.  The server answers with the highest version both
- * speak (every later frame carries it) or with UNSUPPORTED and closes.
+ * speak (no later frame may carry a higher one) or with UNSUPPORTED and
+ * closes.
  * Decoder: 1 <= ver_min <= ver_max, name.len <= PROTO_NAME_MAX. */
 typedef struct proto_hello_req {
 	uint16_t ver_min, ver_max; /* versions the client speaks            */
@@ -893,7 +914,7 @@ typedef struct proto_reader {
 	size_t cur_have;   /* its body bytes received */
 	size_t cur_alloc;  /* its body bytes allocated */
 	uint32_t max_body;
-	uint8_t version;   /* 0 = any supported */
+	uint8_t version;   /* highest header version accepted; 0 = any */
 	bool responses;    /* expect responses (client) or requests (server) */
 	int err;
 	uint64_t err_id;
@@ -910,7 +931,10 @@ int proto_reader_init(proto_reader *r, bool responses, uint32_t max_body);
 void proto_reader_destroy(proto_reader *r);
 /* Takes effect from the next header parsed. */
 void proto_reader_set_max_body(proto_reader *r, uint32_t max_body);
-/* Require this header version from now on (after HELLO); 0 = any. */
+/* The connection's version from now on (after HELLO): a frame whose
+ * header version is above it is refused (PROTOCOL, answered with id 0 and
+ * PROTO_OP_NONE, as an opcode the connection does not know); 0 = any
+ * version this build speaks.  Before HELLO a connection's version is 1. */
 void proto_reader_set_version(proto_reader *r, uint8_t version);
 
 /* Where to put the next bytes received, and how many at most.  Call
@@ -927,9 +951,9 @@ long proto_reader_feed(proto_reader *r, const void *data, size_t n);
 
 /* 1: *out is the next complete frame, now the caller's; 0: more bytes
  * needed; < 0: the stream is malformed (the proto_hdr_decode error, or
- * PROTOCOL for a frame of the wrong direction or version), or NOMEM for a
- * body block.  Only the header is checked: decode the body with the
- * opcode's decoder. */
+ * PROTOCOL for a frame of the wrong direction or above the pinned
+ * version), or NOMEM for a body block.  Only the header is checked: decode
+ * the body with the opcode's decoder. */
 int proto_reader_next(proto_reader *r, proto_frame **out);
 
 /* After proto_reader_next failed: the status, and the request id and

@@ -8,10 +8,15 @@
  *   2. proto_hdr_decode reads exactly 24 bytes and decides everything a
  *      frame's header can get wrong before anyone allocates or reads a
  *      body: magic, version, flags, opcode against direction and status,
- *      body length alignment and limit.  Checks go in that order, so the
- *      error reported for garbage is the most basic one ("bad magic").
+ *      the version against the opcode's, body length alignment and limit.
+ *      Checks go in that order, so the error reported for garbage is the
+ *      most basic one ("bad magic").
  *   3. An error frame carries status < 0 and the error body, whatever its
  *      opcode; opcode NONE exists only in such frames.
+ *   4. A frame's header version is the version that defined its opcode's
+ *      layout (proto_op_version), never the connection's: encoders write
+ *      it, proto_hdr_decode requires it.  Which versions a connection
+ *      admits is its owner's check (proto_reader's pin, net/conn.c).
  */
 #include <string.h>
 
@@ -54,6 +59,12 @@ bool proto_op_allowed(proto_role role, uint16_t op)
 #undef PROTO_OP_ROLE_
 	}
 	return false;
+}
+
+uint8_t proto_op_version(uint16_t op)
+{
+	/* Version 2 added PUSH_UPDATE and nothing else (docs/protocol.md). */
+	return op == PROTO_OP_PUSH_UPDATE ? 2 : 1;
 }
 
 const char *proto_role_name(proto_role role)
@@ -113,6 +124,9 @@ int proto_hdr_decode(const uint8_t *p, size_t len, proto_hdr *h, uint32_t max_bo
 	if (h->opcode == PROTO_OP_NONE ? !(resp && h->status < 0) : !proto_op_known(h->opcode))
 		return emdb__seterr(EMDB_ERR_PROTOCOL, "%s opcode 0x%04x in a %s",
 				    h->opcode ? "unknown" : "error-only", h->opcode, what);
+	if (h->version != proto_op_version(h->opcode))
+		return emdb__seterr(EMDB_ERR_PROTOCOL, "%s frame of version %u: its layout is version %u",
+				    proto_op_name(h->opcode), h->version, proto_op_version(h->opcode));
 	if (!resp && h->status != 0)
 		return emdb__seterr(EMDB_ERR_PROTOCOL, "%s request with status %d, must be 0",
 				    proto_op_name(h->opcode), (int)h->status);

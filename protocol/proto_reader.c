@@ -11,10 +11,10 @@
  *      while cur is set that range is empty, because a frame only becomes
  *      cur after every staged byte was copied into it.
  *   2. A header is fully checked (proto_hdr_decode with max_body, the
- *      direction, the pinned version) before a body block is allocated,
- *      and a body block is preallocated to at most PREALLOC bytes beyond
- *      what has arrived, growing by doubling as bytes arrive: a peer
- *      cannot make us reserve memory it does not send.
+ *      direction, a version not above the pin) before a body block is
+ *      allocated, and a body block is preallocated to at most PREALLOC
+ *      bytes beyond what has arrived, growing by doubling as bytes arrive:
+ *      a peer cannot make us reserve memory it does not send.
  *   3. proto_reader_space never offers room past the current frame's body
  *      in cur, so the bytes of the next frame always land in staging.
  *   4. After a failure nothing changes except proto_reader_destroy.
@@ -57,6 +57,13 @@ static int fail(proto_reader *r, int err, uint64_t id, uint16_t op)
 	r->err_op = op;
 	snprintf(r->errmsg, sizeof(r->errmsg), "%s", emdb_last_error());
 	return err;
+}
+
+/* May an error about op name it?  Only when op is known and exists at the
+ * pinned version: an answer must not carry a version above the pin. */
+static bool known_here(const proto_reader *r, uint16_t op)
+{
+	return proto_op_known(op) && (!r->version || proto_op_version(op) <= r->version);
 }
 
 int proto_reader_init(proto_reader *r, bool responses, uint32_t max_body)
@@ -174,18 +181,21 @@ int proto_reader_next(proto_reader *r, proto_frame **out)
 	if (rc > 0)
 		return 0;
 	if (rc < 0) {
-		/* Echo the id only if the magic was right, the opcode if known. */
-		return fail(r, rc, h.id, proto_op_known(h.opcode) ? h.opcode : PROTO_OP_NONE);
+		/* Echo the id only if the magic was right, the opcode if known
+		 * at the pinned version. */
+		return fail(r, rc, h.id, known_here(r, h.opcode) ? h.opcode : PROTO_OP_NONE);
+	}
+	if (r->version && h.version > r->version) {
+		/* proto_hdr_decode checked that h.version is the opcode's:
+		 * an opcode this connection does not have. */
+		emdb__seterr(EMDB_ERR_PROTOCOL, "%s frame of version %u on a version %u connection",
+			     proto_op_name(h.opcode), h.version, r->version);
+		return fail(r, EMDB_ERR_PROTOCOL, 0, PROTO_OP_NONE);
 	}
 	if (proto_hdr_is_response(&h) != r->responses) {
 		emdb__seterr(EMDB_ERR_PROTOCOL, "%s %s where %s are expected",
 			     proto_op_name(h.opcode), r->responses ? "request" : "response",
 			     r->responses ? "responses" : "requests");
-		return fail(r, EMDB_ERR_PROTOCOL, h.id, h.opcode);
-	}
-	if (r->version && h.version != r->version) {
-		emdb__seterr(EMDB_ERR_PROTOCOL, "%s frame of version %u on a version %u connection",
-			     proto_op_name(h.opcode), h.version, r->version);
 		return fail(r, EMDB_ERR_PROTOCOL, h.id, h.opcode);
 	}
 	size_t staged = avail - PROTO_HDR_SIZE;

@@ -138,7 +138,7 @@ void proto__wr_array(proto_wr *w, const void *p, uint64_t count, size_t elsize,
 int proto__wr_end(proto_wr *w, uint16_t op, bool response, int32_t status, uint64_t id,
 		  size_t *len)
 {
-	proto_hdr h = { PROTO_VERSION, response ? PROTO_FLAG_RESPONSE : 0, op, status, id, 0 };
+	proto_hdr h = { proto_op_version(op), response ? PROTO_FLAG_RESPONSE : 0, op, status, id, 0 };
 	if (len)
 		*len = 0;
 	if (w->err)

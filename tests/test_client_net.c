@@ -6,7 +6,9 @@
  * requests are in flight at once; the Prefetch of batch i+1 overlaps the
  * work on batch i; the example trainer runs against the server, also as
  * two data-parallel workers whose steps meet (one Update a step); busy
- * polling (busy_poll_us) finds requests without the I/O thread sleeping.
+ * polling (busy_poll_us) finds requests without the I/O thread sleeping;
+ * PUSH_UPDATE (protocol version 2) is refused unsent by a handle whose
+ * server speaks only version 1 (a stand-in server here).
  *
  * Every server is started on loopback with an ephemeral port and a Unix
  * socket in a temporary directory, and is killed in the test's .fini.
@@ -22,6 +24,7 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
+#include "protocol/proto.h"
 #include "tests/helpers.h"
 #include "tests/test_client_server.h"
 
@@ -305,25 +308,39 @@ static void *fake_main(void *arg)
 	return NULL;
 }
 
-static void fake_start(fake_server *fs, const char *reply)
+/* A listening Unix socket at /tmp/emdb-<what>-<pid>.sock, its path in
+ * path[108]. */
+static int unix_listener(char *path, const char *what)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(fs->path, sizeof(fs->path), "/tmp/emdb-fake-%d.sock", (int)getpid());
-	unlink(fs->path);
-	strcpy(sa.sun_path, fs->path);
+	snprintf(path, sizeof(sa.sun_path), "/tmp/emdb-%s-%d.sock", what, (int)getpid());
+	unlink(path);
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(fd, 4), 0);
+	return fd;
+}
+
+/* Join the peer's thread, then close and remove its listener. */
+static void peer_stop(pthread_t th, int lfd, const char *path)
+{
+	pthread_join(th, NULL);
+	close(lfd);
+	unlink(path);
+}
+
+static void fake_start(fake_server *fs, const char *reply)
+{
 	fs->reply = reply;
-	fs->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-	cr_assert_geq(fs->lfd, 0);
-	cr_assert_eq(bind(fs->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	cr_assert_eq(listen(fs->lfd, 4), 0);
+	fs->lfd = unix_listener(fs->path, "fake");
 	cr_assert_eq(pthread_create(&fs->th, NULL, fake_main, fs), 0);
 }
 
 static void fake_stop(fake_server *fs)
 {
-	pthread_join(fs->th, NULL);
-	close(fs->lfd);
-	unlink(fs->path);
+	peer_stop(fs->th, fs->lfd, fs->path);
 }
 
 Test(client_net, peer_not_speaking_the_protocol, .timeout = 60)
@@ -342,6 +359,210 @@ Test(client_net, peer_not_speaking_the_protocol, .timeout = 60)
 	rc = emdb_client_connect(uri, NULL, &c);
 	cr_assert_eq(rc, EMDB_ERR_CLOSED, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
 	fake_stop(&fs);
+}
+
+/* ---- a server that speaks protocol version 1 only ------------------ */
+
+/* A stand-in for an emdb-server built before version 2: it answers HELLO
+ * with version 1 and serves PING, PREFETCH and TICKET_FREE; any other
+ * frame, PUSH_UPDATE above all, it refuses as such a server would
+ * (PROTOCOL, opcode NONE, then it hangs up).  Its reader is pinned at
+ * version 1.  It records what it saw; the test asserts on the main thread. */
+typedef struct v1_server {
+	int lfd;
+	char path[108];
+	pthread_t th;
+	uint16_t offered_min, offered_max; /* the client's HELLO */
+	int hellos, pings, prefetches, ticket_frees, refused;
+	char why[256];                     /* what it refused */
+} v1_server;
+
+static bool v1_send(int fd, const uint8_t *p, size_t len)
+{
+	while (len) {
+		ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
+		if (k <= 0)
+			return false;
+		p += k;
+		len -= (size_t)k;
+	}
+	return true;
+}
+
+/* Answer one request; false: refuse it and hang up. */
+static bool v1_answer(v1_server *vs, int fd, const proto_frame *f)
+{
+	static uint64_t out[512]; /* 8-aligned; one thread uses it */
+	uint8_t *buf = (uint8_t *)out;
+	size_t len = 0;
+	proto_msg m;
+	if (proto_msg_decode(&f->hdr, f->body, &m) != EMDB_OK)
+		return false;
+	switch (f->hdr.opcode) {
+	case PROTO_OP_HELLO: {
+		vs->hellos++;
+		vs->offered_min = m.hello_req.ver_min;
+		vs->offered_max = m.hello_req.ver_max;
+		proto_hello_resp r = { 1, 0, 1u << 20, 1u << 16, proto_cstr("emdb-v1-fake") };
+		proto_hello_resp_encode(buf, sizeof(out), f->hdr.id, &r, &len);
+		break;
+	}
+	case PROTO_OP_PING:
+		vs->pings++;
+		proto_ping_resp_encode(buf, sizeof(out), f->hdr.id, &m.ping_req, &len);
+		break;
+	case PROTO_OP_PREFETCH: {
+		vs->prefetches++;
+		proto_prefetch_resp r = { 0x77, m.prefetch_req.n, m.prefetch_req.table };
+		proto_prefetch_resp_encode(buf, sizeof(out), f->hdr.id, &r, &len);
+		break;
+	}
+	case PROTO_OP_TICKET_FREE:
+		vs->ticket_frees++;
+		proto_empty_encode(buf, sizeof(out), f->hdr.id, PROTO_OP_TICKET_FREE, true, &len);
+		break;
+	default:
+		return false;
+	}
+	return len && v1_send(fd, buf, len);
+}
+
+static void *v1_main(void *arg)
+{
+	v1_server *vs = arg;
+	int fd = accept(vs->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	proto_reader r;
+	if (proto_reader_init(&r, false, 1u << 20) != EMDB_OK) {
+		close(fd);
+		return NULL;
+	}
+	proto_reader_set_version(&r, 1);
+	for (bool open = true; open;) {
+		uint8_t *p;
+		size_t n;
+		if (proto_reader_space(&r, &p, &n) != EMDB_OK)
+			break;
+		ssize_t k = recv(fd, p, n, 0);
+		if (k <= 0)
+			break;
+		proto_reader_commit(&r, (size_t)k);
+		proto_frame *f;
+		int rc;
+		while (open && (rc = proto_reader_next(&r, &f)) == 1) {
+			open = v1_answer(vs, fd, f);
+			if (!open) {
+				vs->refused++;
+				snprintf(vs->why, sizeof(vs->why), "a %s request",
+					 proto_op_name(f->hdr.opcode));
+			}
+			proto_frame_free(f);
+		}
+		if (open && rc < 0) {
+			const char *msg;
+			proto_reader_error(&r, NULL, NULL, &msg);
+			vs->refused++;
+			snprintf(vs->why, sizeof(vs->why), "%s", msg);
+			open = false;
+		}
+	}
+	if (vs->refused) {
+		uint8_t buf[128] __attribute__((aligned(8)));
+		size_t len;
+		if (proto_err_encode(buf, sizeof(buf), 0, PROTO_OP_NONE, EMDB_ERR_PROTOCOL,
+				     "unknown opcode", &len) == EMDB_OK)
+			v1_send(fd, buf, len);
+	}
+	proto_reader_destroy(&r);
+	close(fd);
+	return NULL;
+}
+
+static void v1_start(v1_server *vs)
+{
+	memset(vs, 0, sizeof(*vs));
+	vs->lfd = unix_listener(vs->path, "v1");
+	cr_assert_eq(pthread_create(&vs->th, NULL, v1_main, vs), 0);
+}
+
+static void v1_stop(v1_server *vs)
+{
+	peer_stop(vs->th, vs->lfd, vs->path);
+}
+
+#define EXPECT_V1_REFUSAL(rc)                                                                  \
+	do {                                                                                   \
+		int rc_ = (rc);                                                                \
+		cr_assert_eq(rc_, EMDB_ERR_UNSUPPORTED, "%s: %s", emdb_err_name(rc_),          \
+			     emdb_client_last_error());                                        \
+		cr_assert(strstr(emdb_client_last_error(),                                     \
+				 "the server speaks protocol version 1; PUSH_UPDATE needs version 2"), \
+			  "%s", emdb_client_last_error());                                     \
+	} while (0)
+
+/* PUSH_UPDATE is protocol version 2's.  Against a server that speaks only
+ * version 1, every form of emdb_client_push_update fails at once with
+ * UNSUPPORTED, nothing reaches the server (which would take the frame for
+ * an unknown opcode and hang up), and the handle goes on working. */
+Test(client_net, push_update_against_a_version_1_server_is_refused_unsent, .timeout = 60)
+{
+	v1_server vs;
+	char uri[160];
+	emdb_client *c;
+	v1_start(&vs);
+	snprintf(uri, sizeof(uri), "unix://%s", vs.path);
+	int rc = emdb_client_connect(uri, NULL, &c);
+	cr_assert_eq(rc, EMDB_OK, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_eq(emdb_client_protocol_version(c), 1);
+	cr_assert_str_eq(emdb_client_server(c), "emdb-v1-fake");
+	OK(emdb_client_ping(c));
+
+	uint64_t ids[3] = { 1, 2, 3 }, rows = 77;
+	float g[12] = { 0 };
+	EXPECT_V1_REFUSAL(emdb_client_push_update(c, 1, ids, 3, 4, g, &rows));
+	cr_assert_eq(rows, 77, "rows_out written on a refusal");
+	emdb_future *f = emdb_client_push_update_async(c, 1, ids, 3, 4, g, &rows);
+	cr_assert_not_null(f);
+	EXPECT_V1_REFUSAL(emdb_future_wait(f, 5000));
+	emdb_future_free(f);
+	emdb_client_ticket *tk = NULL;
+	OK(emdb_client_prefetch(c, 1, ids, 3, &tk));
+	EXPECT_V1_REFUSAL(emdb_client_push_update_ticket(c, 1, tk, 4, g, &rows));
+	f = emdb_client_push_update_ticket_async(c, 1, tk, 4, g, NULL);
+	EXPECT_V1_REFUSAL(emdb_future_wait(f, 5000));
+	emdb_future_free(f);
+	emdb_client_ticket_free(tk);
+	OK(emdb_client_ping(c)); /* still connected, still in step */
+	emdb_client_close(c);
+	v1_stop(&vs);
+
+	cr_assert_eq(vs.hellos, 1);
+	cr_assert_eq(vs.offered_min, 1);
+	cr_assert_eq(vs.offered_max, 2, "the client offers versions 1..2");
+	cr_assert_eq(vs.refused, 0, "the server refused a frame: %s", vs.why);
+	cr_assert_eq(vs.pings, 2);
+	cr_assert_eq(vs.prefetches, 1);
+	cr_assert_eq(vs.ticket_frees, 1);
+}
+
+/* A server of this build and mem:// both give version 2, and PUSH_UPDATE
+ * goes through. */
+Test(client_net, protocol_version_2_with_a_server_of_this_build, .init = srv_start,
+     .fini = srv_stop, .timeout = 60)
+{
+	const char *uris[] = { srv.tcp_uri, srv.unix_uri, "mem://" };
+	for (size_t i = 0; i < 3; i++) {
+		emdb_client *c = test_client_open(uris[i], 30000);
+		cr_assert_eq(emdb_client_protocol_version(c), 2, "%s", uris[i]);
+		uint32_t t = create_table(c, "v2", 4);
+		uint64_t ids[3] = { 1, 2, 1 }, rows = 0;
+		float g[12] = { 0 };
+		OK(emdb_client_push_update(c, t, ids, 3, 4, g, &rows));
+		cr_assert_eq(rows, 2, "%s", uris[i]);
+		OK(emdb_client_table_drop(c, t));
+		emdb_client_close(c);
+	}
 }
 
 /* ---- many threads, one handle -------------------------------------- */

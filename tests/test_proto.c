@@ -137,7 +137,7 @@ Test(proto, every_sample_round_trips_bit_for_bit)
 		cr_assert_eq(h.flags, s->h.flags);
 		cr_assert_eq(h.status, s->h.status);
 		cr_assert_eq(h.id, s->h.id);
-		cr_assert_eq(h.version, PROTO_VERSION);
+		cr_assert_eq(h.version, s->h.opcode == PROTO_OP_PUSH_UPDATE ? 2 : 1, "%s", s->name);
 		/* Re-encoding the decoded message gives the same bytes. */
 		size_t len2 = 0;
 		cr_assert_eq(proto_msg_encode(buf2, sizeof(bufmem2), &h, &m, &len2), EMDB_OK,
@@ -320,6 +320,68 @@ Test(proto, header_layout_matches_the_spec)
 	cr_assert_eq(PROTO_MAGIC, 0x42444D45u);
 }
 
+/* Version 2 added PUSH_UPDATE and nothing else: its frames, in both
+ * directions and as errors, say 2; every other opcode's say 1, so that a
+ * version-1 peer reads them all.  A header whose version is not its
+ * opcode's is malformed, whichever way round. */
+Test(proto, frames_carry_the_version_of_their_opcode)
+{
+	SAMPLES();
+	cr_assert_eq(PROTO_VERSION_MIN, 1);
+	cr_assert_eq(PROTO_VERSION_MAX, 2);
+#define OP_VER_(name, value, role) \
+	cr_assert_eq(proto_op_version(value), (value) == PROTO_OP_PUSH_UPDATE ? 2 : 1, #name);
+	PROTO_OP_MAP(OP_VER_)
+#undef OP_VER_
+	cr_assert_eq(proto_op_version(PROTO_OP_NONE), 1);
+	cr_assert_eq(proto_op_version(PROTO_OP_HELLO), 1, "HELLO must stay readable by any build");
+
+	const char *v2[] = { "push_update_req_ids", "push_update_req_ticket", "push_update_resp",
+			     "error_push_update" };
+	for (size_t i = 0; i < sizeof(v2) / sizeof(v2[0]); i++) {
+		ENC(v2[i]);
+		cr_assert_eq(buf[4], 2, "%s", v2[i]);
+	}
+	const char *v1[] = { "hello_req", "hello_resp", "ping_req", "push_req_ids", "update_resp",
+			     "error_none" };
+	for (size_t i = 0; i < sizeof(v1) / sizeof(v1[0]); i++) {
+		ENC(v1[i]);
+		cr_assert_eq(buf[4], 1, "%s", v1[i]);
+	}
+	/* The scatter-gather encoder writes the same header. */
+	proto_iov v;
+	const proto_sample *pu = find_sample(all, n_all, "push_update_req_ids");
+	cr_assert_eq(proto_push_update_req_iov(&v, 9, &pu->m.push_update_req), EMDB_OK);
+	cr_assert_eq(v.scratch[4], 2);
+	/* And an error reply to a PUSH_UPDATE is one of its frames. */
+	size_t len;
+	cr_assert_eq(proto_err_encode(buf, sizeof(bufmem), 9, PROTO_OP_PUSH_UPDATE, EMDB_ERR_DIM, "x",
+				      &len),
+		     EMDB_OK);
+	cr_assert_eq(buf[4], 2);
+
+	/* PUSH_UPDATE under version 1: PROTOCOL, with the raw fields kept. */
+	len = ENC("push_update_req_ids");
+	buf[4] = 1;
+	proto_hdr h;
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_ERR_PROTOCOL);
+	cr_assert(strstr(emdb_last_error(), "PUSH_UPDATE frame of version 1: its layout is version 2"),
+		  "%s", emdb_last_error());
+	cr_assert_eq(h.version, 1);
+	cr_assert_eq(h.opcode, PROTO_OP_PUSH_UPDATE);
+	cr_assert_eq(h.id, pu->h.id);
+	/* PING under version 2: PROTOCOL too (not UNSUPPORTED: 2 is spoken). */
+	len = ENC("ping_req");
+	buf[4] = 2;
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_ERR_PROTOCOL);
+	cr_assert(strstr(emdb_last_error(), "PING frame of version 2"), "%s", emdb_last_error());
+	cr_assert_eq(h.opcode, PROTO_OP_PING);
+	/* An error response under the wrong version is refused the same way. */
+	len = ENC("error_push_update");
+	buf[4] = 1;
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_ERR_PROTOCOL);
+}
+
 Test(proto, error_encoder_truncates_at_a_character_boundary)
 {
 	char msg[PROTO_ERRMSG_MAX + 10];
@@ -490,8 +552,13 @@ Test(proto, malformed_headers_are_refused_with_the_right_code)
 	cr_assert_eq(hdr_with(0x42444D46, 1, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
 	cr_assert(strstr(emdb_last_error(), "magic"), "%s", emdb_last_error());
 	cr_assert_eq(hdr_with(PROTO_MAGIC, 0, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
-	cr_assert_eq(hdr_with(PROTO_MAGIC, 2, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
-	cr_assert(strstr(emdb_last_error(), "version 2"), "%s", emdb_last_error());
+	cr_assert_eq(hdr_with(PROTO_MAGIC, 3, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
+	cr_assert(strstr(emdb_last_error(), "version 3, this build speaks 1..2"), "%s",
+		  emdb_last_error());
+	/* A version this build speaks, but not the opcode's. */
+	cr_assert_eq(hdr_with(PROTO_MAGIC, 2, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
+	cr_assert(strstr(emdb_last_error(), "PING frame of version 2: its layout is version 1"), "%s",
+		  emdb_last_error());
 	cr_assert_eq(hdr_with(GOOD, 0x02, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
 	cr_assert(strstr(emdb_last_error(), "flag"), "%s", emdb_last_error());
 	cr_assert_eq(hdr_with(GOOD, 0x81, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
@@ -818,8 +885,10 @@ Test(proto, push_update_refuses_bags_and_what_push_refuses)
 	put32(b + 4, 4); /* dim 4: 20 floats claimed, 15 sent */
 	EXPECT_PROTOCOL(body_rc(buf, len), "grads needs 80 bytes");
 
-	/* A valid PUSH with bags, relabelled PUSH_UPDATE, is malformed. */
+	/* A valid PUSH with bags, relabelled PUSH_UPDATE (with its version),
+	 * is malformed. */
 	len = ENC("push_req_bags");
+	buf[4] = proto_op_version(PROTO_OP_PUSH_UPDATE);
 	buf[6] = PROTO_OP_PUSH_UPDATE & 0xFF;
 	buf[7] = PROTO_OP_PUSH_UPDATE >> 8;
 	EXPECT_PROTOCOL(body_rc(buf, len), "n_bags 2, pool 1");
@@ -1291,20 +1360,52 @@ Test(proto, reader_errors_are_sticky_and_say_what_to_answer)
 	cr_assert(strstr(msg, "requests are expected"), "%s", msg);
 	proto_reader_destroy(&r);
 
-	/* A version this build does not speak, and one other than the pin. */
+	/* A version this build does not speak. */
 	len = ENC("ping_req");
-	buf[4] = 2;
+	buf[4] = 3;
 	cr_assert_eq(proto_reader_init(&r, false, UINT32_MAX), EMDB_OK);
 	proto_reader_feed(&r, buf, len);
 	cr_assert_eq(proto_reader_next(&r, &f), EMDB_ERR_UNSUPPORTED);
 	proto_reader_destroy(&r);
-	buf[4] = 1;
+
+	/* Pinned at 1, a PUSH_UPDATE (version 2) is an opcode the connection
+	 * does not have: PROTOCOL, answered with id 0 and NONE. */
+	len = ENC("push_update_req_ids");
 	cr_assert_eq(proto_reader_init(&r, false, UINT32_MAX), EMDB_OK);
-	proto_reader_set_version(&r, 2);
+	proto_reader_set_version(&r, 1);
 	proto_reader_feed(&r, buf, len);
 	cr_assert_eq(proto_reader_next(&r, &f), EMDB_ERR_PROTOCOL);
-	proto_reader_error(&r, NULL, NULL, &msg);
-	cr_assert(strstr(msg, "version 2 connection"), "%s", msg);
+	cr_assert_null(f);
+	proto_reader_error(&r, &id, &op, &msg);
+	cr_assert(strstr(msg, "PUSH_UPDATE frame of version 2 on a version 1 connection"), "%s", msg);
+	cr_assert_eq(id, 0);
+	cr_assert_eq(op, PROTO_OP_NONE);
+	proto_reader_destroy(&r);
+	/* Nor does a PUSH_UPDATE dressed as version 1 pass. */
+	buf[4] = 1;
+	cr_assert_eq(proto_reader_init(&r, false, UINT32_MAX), EMDB_OK);
+	proto_reader_set_version(&r, 1);
+	proto_reader_feed(&r, buf, len);
+	cr_assert_eq(proto_reader_next(&r, &f), EMDB_ERR_PROTOCOL);
+	proto_reader_error(&r, NULL, &op, &msg);
+	cr_assert(strstr(msg, "its layout is version 2"), "%s", msg);
+	cr_assert_eq(op, PROTO_OP_NONE, "an answer naming PUSH_UPDATE would be a version-2 frame");
+	proto_reader_destroy(&r);
+
+	/* Pinned at 2, frames of both versions pass, in any order. */
+	cr_assert_eq(proto_reader_init(&r, false, UINT32_MAX), EMDB_OK);
+	proto_reader_set_version(&r, 2);
+	const char *mixed[] = { "ping_req", "push_update_req_ids", "push_req_ids",
+				"push_update_req_ticket", "update_req" };
+	for (size_t i = 0; i < sizeof(mixed) / sizeof(mixed[0]); i++) {
+		const proto_sample *s = find_sample(all, n_all, mixed[i]);
+		len = ENC(mixed[i]);
+		cr_assert_eq(proto_reader_feed(&r, buf, len), (long)len);
+		cr_assert_eq(proto_reader_next(&r, &f), 1, "%s: %s", mixed[i], emdb_last_error());
+		cr_assert_eq(f->hdr.opcode, s->h.opcode);
+		cr_assert_eq(f->hdr.version, proto_op_version(s->h.opcode));
+		proto_frame_free(f);
+	}
 	proto_reader_destroy(&r);
 
 	/* A good frame, then a truncated one, then destroy: nothing leaks. */
@@ -1381,8 +1482,8 @@ Test(proto, random_frames_get_a_clean_error)
 	int ok = 0;
 	for (int i = 0; i < 5000; i++) {
 		uint32_t body = (uint32_t)(rnd() % 40) * 8;
-		proto_hdr h = { 1, (uint8_t)(rnd() & 1), all_ops[rnd() % (sizeof(all_ops) / 2)], 0,
-				rnd(), body };
+		uint16_t op = all_ops[rnd() % (sizeof(all_ops) / 2)];
+		proto_hdr h = { proto_op_version(op), (uint8_t)(rnd() & 1), op, 0, rnd(), body };
 		if (h.flags && rnd() % 4 == 0)
 			h.status = -(int32_t)(rnd() % 20);
 		proto_hdr_encode(buf, &h);

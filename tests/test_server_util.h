@@ -344,17 +344,29 @@ static inline void cli_expect_closed(cli *c)
 	cr_assert_eq(rc, 0, "connection still open (rc %d)", rc);
 }
 
-static inline void cli_hello(cli *c, proto_hello_resp *out)
+/* HELLO offering versions lo..hi; returns the version the server chose.
+ * From then on the reader refuses any frame of a higher version. */
+static inline uint16_t cli_hello_versions(cli *c, uint16_t lo, uint16_t hi, proto_hello_resp *out)
 {
-	proto_hello_req h = { 1, 1, proto_cstr("test") };
+	proto_hello_req h = { lo, hi, proto_cstr("test") };
 	uint64_t id = CLI_SEND(c, proto_hello_req_encode, &h);
 	proto_frame *f = cli_ok(c, id);
+	cr_assert_eq(f->hdr.version, 1, "a HELLO response is always of version 1");
 	proto_hello_resp r;
 	cr_assert_eq(proto_hello_resp_decode(&f->hdr, f->body, &r), 0, "%s", emdb_last_error());
-	cr_assert_eq(r.version, 1);
+	proto_reader_set_version(&c->rd, (uint8_t)r.version);
 	if (out)
 		*out = r;
 	proto_frame_free(f);
+	return r.version;
+}
+
+/* HELLO with every version this build speaks: the server, of the same
+ * build, chooses the newest. */
+static inline void cli_hello(cli *c, proto_hello_resp *out)
+{
+	uint16_t v = cli_hello_versions(c, PROTO_VERSION_MIN, PROTO_VERSION_MAX, out);
+	cr_assert_eq(v, PROTO_VERSION_MAX);
 }
 
 static inline proto_role cli_auth(cli *c, const char *token)

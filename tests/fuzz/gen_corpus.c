@@ -48,8 +48,11 @@ int main(int argc, char **argv)
 			frame[0] = 'X';
 			put(argv[1], "bad_magic", frame, len);
 			frame[0] = 'E';
-			frame[4] = 2;
+			frame[4] = PROTO_VERSION_MAX + 1;
 			put(argv[1], "bad_version", frame, len);
+			/* A version this build speaks, but not PUSH's. */
+			frame[4] = 2;
+			put(argv[1], "bad_op_version", frame, len);
 			frame[4] = 1;
 			frame[5] = 0x40;
 			put(argv[1], "bad_flags", frame, len);
@@ -57,10 +60,17 @@ int main(int argc, char **argv)
 			frame[6] = 0x07;
 			frame[7] = 0x03;
 			put(argv[1], "bad_opcode", frame, len);
-			/* PUSH's bags under PUSH_UPDATE: malformed. */
+			/* PUSH's bags under PUSH_UPDATE (and its version): the
+			 * header passes, the body is malformed. */
+			frame[4] = proto_op_version(PROTO_OP_PUSH_UPDATE);
 			frame[6] = PROTO_OP_PUSH_UPDATE & 0xFF;
 			frame[7] = PROTO_OP_PUSH_UPDATE >> 8;
 			put(argv[1], "bad_push_update_bags", frame, len);
+		}
+		if (!strcmp(all[i].name, "push_update_req_ids")) {
+			/* A PUSH_UPDATE under version 1, which lacks it. */
+			frame[4] = 1;
+			put(argv[1], "bad_push_update_version_1", frame, len);
 		}
 	}
 	put(argv[1], "stream_requests", streams[0], stream_len[0]);

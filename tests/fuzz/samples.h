@@ -219,7 +219,7 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {
 		out[i] = s[i];
-		out[i].h.version = PROTO_VERSION;
+		out[i].h.version = proto_op_version(out[i].h.opcode);
 	}
 	return n;
 }

@@ -125,8 +125,11 @@
  *     EMDB_ERR_TIMEOUT   no response within the request's timeout;
  *     EMDB_ERR_AUTH      bad token, or an operation beyond the role;
  *     EMDB_ERR_PROTOCOL  the peer does not speak the protocol;
- *     EMDB_ERR_UNSUPPORTED  no common protocol version, or an operation
- *                        that has no meaning on this transport;
+ *     EMDB_ERR_UNSUPPORTED  no common protocol version, an operation
+ *                        that has no meaning on this transport, or one
+ *                        newer than the server (emdb_client_push_update
+ *                        on a protocol-version-1 server): refused before
+ *                        sending, the handle stays usable;
  *     EMDB_ERR_IO        a socket call failed (message has errno's text);
  *     EMDB_ERR_LIMIT     a request larger than the server accepts.
  *   With the code comes a message, the server's own when the server
@@ -259,6 +262,13 @@ const char *emdb_client_server(const emdb_client *c);
 /* The largest batch of IDs the server accepts in one request (HELLO, or
  * the database's max_batch for mem://); larger batches fail with BATCH. */
 uint32_t emdb_client_max_batch(const emdb_client *c);
+
+/* The wire protocol version HELLO settled on with the server: the highest
+ * both speak (docs/protocol.md, "Versions"), 1 or 2 in this build; for
+ * mem://, which has no wire, the newest this build speaks (2).  An
+ * operation newer than the version (PUSH_UPDATE needs 2) fails with
+ * UNSUPPORTED without being sent. */
+int emdb_client_protocol_version(const emdb_client *c);
 
 /* Set the timeout of requests submitted from now on (0 = none).  Requests
  * already in flight keep their deadline.  Thread-safe. */
@@ -507,10 +517,16 @@ int emdb_client_update_all(emdb_client *c, uint64_t *rows_out);
  * Thread-safe like every call; pushes from other threads to the same
  * table meanwhile are applied by this Update or the next.
  * Errors: those of emdb_client_push (NO_TABLE, BATCH, DIM, INVALID,
- * NOMEM; TICKET for a ticket of another table) and of the transport.
- * The engine applies nothing on an error it reports: nothing is pushed
- * and the step does not advance (after CLOSED or TIMEOUT the request may
- * or may not have run, as for any request).  Role: trainer. */
+ * NOMEM; TICKET for a ticket of another table) and of the transport;
+ * UNSUPPORTED over a socket to a server that speaks only protocol version
+ * 1 (emdb_client_protocol_version below 2: the request is protocol
+ * version 2's, and such a server would take it for a malformed frame and
+ * close the connection): the call fails at once, nothing is sent, and the
+ * handle stays usable, so emdb_client_push then emdb_client_update does
+ * the same work there (the _async forms return a future already failed
+ * with it).  The engine applies nothing on an error it reports: nothing
+ * is pushed and the step does not advance (after CLOSED or TIMEOUT the
+ * request may or may not have run, as for any request).  Role: trainer. */
 int emdb_client_push_update(emdb_client *c, uint32_t table, const uint64_t *ids,
 			    size_t n, uint32_t dim, const float *grads,
 			    uint64_t *rows_out);

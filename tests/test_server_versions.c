@@ -1,0 +1,157 @@
+/*
+ * test_server_versions.c - protocol versions against a live emdb-server
+ * (docs/protocol.md, "Versions"): HELLO settles on the highest version
+ * both sides speak; every frame carries the version of its opcode's
+ * layout, never above the connection's; a connection that settled on
+ * version 1 has no PUSH_UPDATE (version 2's), so one sent there, or
+ * before HELLO, is answered PROTOCOL with opcode NONE and the connection
+ * is closed with nothing applied, while a version-2 connection is served.
+ */
+#include "tests/test_server_util.h"
+
+static srv S;
+
+static void stop_server(void)
+{
+	srv_stop(&S);
+}
+
+TestSuite(versions, .fini = stop_server, .timeout = 120);
+
+Test(versions, hello_settles_on_the_highest_common_version)
+{
+	srv_start(&S, NULL);
+	static const struct {
+		uint16_t lo, hi, want;
+	} cases[] = { { 1, 1, 1 }, { 1, 2, 2 }, { 2, 2, 2 }, { 1, 9, 2 }, { 2, 9, 2 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cli c;
+		cli_tcp(&c, &S);
+		uint16_t v = cli_hello_versions(&c, cases[i].lo, cases[i].hi, NULL);
+		cr_assert_eq(v, cases[i].want, "HELLO %u..%u: version %u", cases[i].lo, cases[i].hi, v);
+		/* A PING is version 1's on any connection, and so is its answer. */
+		proto_ping p = { proto_cstr("v") };
+		uint64_t id = CLI_SEND(&c, proto_ping_req_encode, &p);
+		proto_frame *f = cli_ok(&c, id);
+		cr_assert_eq(f->hdr.version, 1);
+		proto_frame_free(f);
+		cli_close(&c);
+	}
+	cli w;
+	cli_ready(&w, &S);
+	char *info = cli_info(&w, "server");
+	cr_assert(strstr(info, "protocol_versions: 1..2\n"), "%s", info);
+	free(info);
+	srv_shutdown_clean(&S, &w);
+	cli_close(&w);
+}
+
+/* An error reply that must be PROTOCOL, id 0, opcode NONE, a version-1
+ * frame, saying `why`; then the connection must close. */
+static void expect_refused_and_closed(cli *c, const char *why)
+{
+	proto_frame *f = cli_resp(c);
+	cr_assert_eq(f->hdr.status, EMDB_ERR_PROTOCOL, "status %s", emdb_err_name(f->hdr.status));
+	cr_assert_eq(f->hdr.id, 0);
+	cr_assert_eq(f->hdr.opcode, PROTO_OP_NONE, "an answer naming %s",
+		     proto_op_name(f->hdr.opcode));
+	cr_assert_eq(f->hdr.version, 1);
+	proto_str m = { 0 };
+	cr_assert_eq(proto_err_decode(&f->hdr, f->body, &m), EMDB_OK);
+	char msg[PROTO_ERRMSG_MAX + 1];
+	snprintf(msg, sizeof(msg), "%.*s", (int)m.len, m.p ? m.p : "");
+	cr_assert(strstr(msg, why), "'%s' lacks '%s'", msg, why);
+	proto_frame_free(f);
+	cli_expect_closed(c);
+	cli_close(c);
+}
+
+/* The rows of ids as a LOOKUP through c sees them, with found[]. */
+static void lookup_rows(cli *c, uint32_t t, const uint64_t *ids, uint32_t n, float *vecs,
+			uint8_t *found)
+{
+	proto_lookup_req q = { .table = t, .dim = 4, .n = n, .want_found = true, .ids = ids };
+	uint64_t id = CLI_SEND(c, proto_lookup_req_encode, &q);
+	proto_frame *f = cli_ok(c, id);
+	proto_lookup_resp r;
+	cr_assert_eq(proto_lookup_resp_decode(&f->hdr, f->body, &r), EMDB_OK);
+	memcpy(vecs, r.vecs, (size_t)n * 4 * sizeof(float));
+	memcpy(found, r.found, n);
+	proto_frame_free(f);
+}
+
+Test(versions, push_update_on_a_version_1_connection_is_refused_and_closed)
+{
+	srv_start(&S, NULL);
+	cli w;
+	cli_ready(&w, &S); /* version 2: the witness */
+	uint32_t t = cli_create_table(&w, "v", 4);
+	uint64_t ids[3] = { 5, 6, 5 };
+	float g[12], before[12], after[12];
+	uint8_t found[3];
+	for (int i = 0; i < 12; i++)
+		g[i] = (float)(i + 1) / 8.0f;
+	proto_push_update_req pu = { .table = t, .dim = 4, .n_ids = 3, .ids = ids, .n_rows = 3,
+				     .grads = g };
+	lookup_rows(&w, t, ids, 3, before, found);
+	cr_assert_eq(found[0] | found[1] | found[2], 0);
+
+	/* HELLO chose 1; a well-formed PUSH_UPDATE (a version-2 frame) is an
+	 * opcode this connection does not have. */
+	cli c;
+	cli_tcp(&c, &S);
+	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
+	cli_ping(&c);
+	CLI_SEND(&c, proto_push_update_req_encode, &pu);
+	expect_refused_and_closed(&c, "PUSH_UPDATE frame of version 2 on a version 1 connection");
+
+	/* Nor does it pass dressed as a version-1 frame. */
+	uint8_t frame[256] __attribute__((aligned(8)));
+	size_t len;
+	cr_assert_eq(proto_push_update_req_encode(frame, sizeof(frame), 7, &pu, &len), EMDB_OK);
+	cr_assert_eq(frame[4], 2);
+	frame[4] = 1;
+	cli_tcp(&c, &S);
+	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
+	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
+	expect_refused_and_closed(&c, "PUSH_UPDATE frame of version 1: its layout is version 2");
+
+	/* Before HELLO a connection takes version-1 frames only. */
+	frame[4] = 2;
+	cli_tcp(&c, &S);
+	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
+	expect_refused_and_closed(&c, "on a version 1 connection (before HELLO)");
+
+	/* Nothing was applied: no row, no step, nothing pending. */
+	emdb_table_info ti = cli_describe(&w, t);
+	cr_assert_eq(ti.stats.rows, 0);
+	cr_assert_eq(ti.stats.step, 0);
+	cr_assert_eq(ti.stats.pending_rows, 0);
+	cr_assert_eq(ti.stats.calls_push, 0);
+	lookup_rows(&w, t, ids, 3, after, found);
+	cr_assert_eq(found[0] | found[1] | found[2], 0);
+	cr_assert_eq(memcmp(before, after, sizeof(before)), 0);
+	cr_assert_geq(cli_info_num(&w, "clients", "protocol_errors"), 3);
+
+	/* On a version-2 connection the same request is served, and its
+	 * answer is a version-2 frame. */
+	cli d;
+	cli_tcp(&d, &S);
+	cr_assert_eq(cli_hello_versions(&d, 1, 2, NULL), 2);
+	uint64_t id = CLI_SEND(&d, proto_push_update_req_encode, &pu);
+	proto_frame *f = cli_ok(&d, id);
+	cr_assert_eq(f->hdr.opcode, PROTO_OP_PUSH_UPDATE);
+	cr_assert_eq(f->hdr.version, 2);
+	proto_push_update_resp r;
+	cr_assert_eq(proto_push_update_resp_decode(&f->hdr, f->body, &r), EMDB_OK);
+	cr_assert_eq(r.rows, 2, "two distinct rows updated");
+	proto_frame_free(f);
+	cli_ping(&d);
+	cli_close(&d);
+	ti = cli_describe(&w, t);
+	cr_assert_eq(ti.stats.step, 1);
+	cr_assert_eq(ti.stats.rows, 2);
+
+	srv_shutdown_clean(&S, &w);
+	cli_close(&w);
+}
