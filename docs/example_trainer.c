@@ -5,7 +5,8 @@
  * an in-process database with mem://) the way a recommendation model does:
  * each step Prefetches its batch of IDs, Pulls their vectors, computes a
  * loss and its gradient, Pushes the gradient and Updates (in one request,
- * emdb_client_push_update_ticket, when it trains alone).  The Prefetch of
+ * emdb_client_push_update_ticket, when it trains alone and the server
+ * speaks protocol version 2).  The Prefetch of
  * batch i+1 is submitted asynchronously before batch i is computed, so the
  * server resolves the next IDs while the trainer works.
  *
@@ -135,8 +136,13 @@ int main(int argc, char **argv)
 		 * accumulators); with several workers, the step is applied
 		 * once all of them have pushed. */
 		uint64_t rows;
-		if (workers == 1) {
+		if (workers == 1 && emdb_client_protocol_version(c) >= 2) {
 			CHECK(emdb_client_push_update_ticket(c, table, tk, DIM, grad, &rows));
+		} else if (workers == 1) {
+			/* A server that speaks only protocol version 1 has no
+			 * PUSH_UPDATE: the same step in two requests. */
+			CHECK(emdb_client_push_ticket(c, table, tk, DIM, grad));
+			CHECK(emdb_client_update(c, table, &rows));
 		} else {
 			CHECK(emdb_client_push_ticket(c, table, tk, DIM, grad));
 			CHECK(emdb_client_update_sync(c, table, workers, &rows));
