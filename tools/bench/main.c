@@ -503,7 +503,7 @@ static void run_index(bench_run *r)
  * tables of their own, preloaded alike and dropped afterwards. */
 static void push_private_tables(bench_run *r, emdb_db *db, const wl_env *env,
 				const emdb_table_config *cfg, const pool *pools, int n_dists,
-				harness_result *priv)
+				harness_result *priv, harness_result *priv_fused)
 {
 	uint32_t tables[HARNESS_MAX_THREADS];
 
@@ -516,8 +516,10 @@ static void push_private_tables(bench_run *r, emdb_db *db, const wl_env *env,
 			harness_die("table name too long");
 		preload_table(db, &c, env->rows, r->threads, &tables[t]);
 	}
-	for (int d = 0; d < n_dists; d++)
-		wl_push_update_private(env, tables, &pools[d], r->threads, &priv[d]);
+	for (int d = 0; d < n_dists; d++) {
+		wl_push_update_private(env, tables, &pools[d], r->threads, false, &priv[d]);
+		wl_push_update_private(env, tables, &pools[d], r->threads, true, &priv_fused[d]);
+	}
 	for (unsigned t = 1; t < r->threads; t++) {
 		int rc = emdb_table_drop(db, tables[t]);
 		if (rc != EMDB_OK)
@@ -546,7 +548,7 @@ static void run_push(bench_run *r)
 	}
 	for (int k = 0; k < o->n_opts; k++) {
 		report_record *recs[2], *fused[2]; /* push then update; one call */
-		harness_result priv[2]; /* a table per thread, with threads > 1 */
+		harness_result priv[2], priv_fused[2]; /* a table per thread, threads > 1 */
 		emdb_table_config cfg;
 		char name[EMDB_NAME_MAX];
 		wl_env env = { .db = db, .dim = o->dim, .rows = rows, .seconds = o->seconds };
@@ -560,7 +562,7 @@ static void run_push(bench_run *r)
 			wl_push_update(&env, &pools[d], r->threads, true, fused[d] = new_record(r));
 		}
 		if (r->threads > 1)
-			push_private_tables(r, db, &env, &cfg, pools, n_dists, priv);
+			push_private_tables(r, db, &env, &cfg, pools, n_dists, priv, priv_fused);
 		rc = emdb_table_drop(db, env.table);
 		if (rc != EMDB_OK)
 			preload_die_engine("emdb_table_drop", rc);
@@ -572,10 +574,14 @@ static void run_push(bench_run *r)
 					  "bare optimizer loop", bare.best, 0.70);
 			report_add_anchor(fused[d], "bare_loop_ids_per_sec", "ratio_bare_loop",
 					  "bare optimizer loop", bare.best, 0.70);
-			if (r->threads > 1)
+			if (r->threads > 1) {
 				report_add_anchor(recs[d], "private_tables_ids_per_sec",
 						  "ratio_private_tables", "a table per thread",
 						  priv[d].best, 0);
+				report_add_anchor(fused[d], "private_tables_ids_per_sec",
+						  "ratio_private_tables", "a table per thread",
+						  priv_fused[d].best, 0);
+			}
 		}
 		if (n_dists == 2) {
 			report_add_anchor(recs[0], "uniform_ids_per_sec", "ratio_zipf_uniform",

@@ -121,9 +121,9 @@ void wl_push_update(const wl_env *e, const pool *p, unsigned threads, bool fused
 /* The same steps with a table of its own per thread: nothing shared
  * between the threads but the database handle. */
 void wl_push_update_private(const wl_env *e, const uint32_t *tables, const pool *p,
-			    unsigned threads, harness_result *out)
+			    unsigned threads, bool fused, harness_result *out)
 {
-	push_ctx c = { .e = e, .p = p };
+	push_ctx c = { .e = e, .p = p, .fused = fused };
 
 	c.tk = preload_tickets_each(e->db, tables, p);
 	for (unsigned t = 0; t < threads; t++) {
@@ -131,8 +131,8 @@ void wl_push_update_private(const wl_env *e, const uint32_t *tables, const pool 
 		c.grads[t] = wl_grads_new(p->batch, e->dim, t);
 	}
 	harness_measure(threads, e->seconds, push_step, &c, out);
-	harness_log("push+update, a table per thread, %u thread(s): %.2fM IDs/s", threads,
-		    out->best / 1e6);
+	harness_log("%s, a table per thread, %u thread(s): %.2fM IDs/s",
+		    fused ? "push_update (one call)" : "push+update", threads, out->best / 1e6);
 	for (unsigned t = 0; t < threads; t++)
 		free(c.grads[t]);
 	preload_tickets_free(c.tk, p);

@@ -55,9 +55,10 @@ void wl_push_update(const wl_env *e, const pool *p, unsigned threads, bool fused
 
 /* The same with thread t pushing to and updating tables[t] (each
  * preloaded like e->table): what the steps give when the threads share no
- * table, the anchor "a table per thread".  out counts IDs. */
+ * table, the anchor "a table per thread" (fused: of push_update).  out
+ * counts IDs. */
 void wl_push_update_private(const wl_env *e, const uint32_t *tables, const pool *p,
-			    unsigned threads, harness_result *out);
+			    unsigned threads, bool fused, harness_result *out);
 
 /* Gradients for batches of `batch` IDs: batch * dim floats uniform in
  * [-0.01, 0.01], a fixed sequence per t (small, so that weights and state
