@@ -242,7 +242,7 @@ static void bad_header(conn *c, int rc, const proto_hdr *h)
 {
 	char msg[320];
 	snprintf(msg, sizeof(msg), "%s", emdb_last_error());
-	bool known = proto_op_known(h->opcode) && proto_op_version(h->opcode) <= conn_version(c);
+	bool known = proto_op_known_at(h->opcode, conn_version(c));
 	conn_fail(c, known ? h->id : 0, known ? h->opcode : PROTO_OP_NONE, rc, msg);
 }
 

@@ -191,6 +191,10 @@ typedef enum proto_op {
 
 /* True for the opcodes of PROTO_OP_MAP (not PROTO_OP_NONE). */
 bool proto_op_known(uint16_t op);
+/* True for the opcodes a connection of `version` has: known, and defined
+ * by that version or an earlier one (proto_op_version); version 0 means
+ * any this build speaks. */
+bool proto_op_known_at(uint16_t op, uint8_t version);
 /* "PULL", ...; "NONE" for 0; "UNKNOWN" for anything else.  Static. */
 const char *proto_op_name(uint16_t op);
 /* May a connection of `role` send request `op`?  False for unknown

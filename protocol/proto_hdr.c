@@ -61,6 +61,11 @@ bool proto_op_allowed(proto_role role, uint16_t op)
 	return false;
 }
 
+bool proto_op_known_at(uint16_t op, uint8_t version)
+{
+	return proto_op_known(op) && (!version || proto_op_version(op) <= version);
+}
+
 uint8_t proto_op_version(uint16_t op)
 {
 	/* Version 2 added PUSH_UPDATE and nothing else (docs/protocol.md). */

@@ -59,13 +59,6 @@ static int fail(proto_reader *r, int err, uint64_t id, uint16_t op)
 	return err;
 }
 
-/* May an error about op name it?  Only when op is known and exists at the
- * pinned version: an answer must not carry a version above the pin. */
-static bool known_here(const proto_reader *r, uint16_t op)
-{
-	return proto_op_known(op) && (!r->version || proto_op_version(op) <= r->version);
-}
-
 int proto_reader_init(proto_reader *r, bool responses, uint32_t max_body)
 {
 	memset(r, 0, sizeof(*r));
@@ -182,8 +175,9 @@ int proto_reader_next(proto_reader *r, proto_frame **out)
 		return 0;
 	if (rc < 0) {
 		/* Echo the id only if the magic was right, the opcode if known
-		 * at the pinned version. */
-		return fail(r, rc, h.id, known_here(r, h.opcode) ? h.opcode : PROTO_OP_NONE);
+		 * at the pinned version: an answer must not carry a version
+		 * above the pin. */
+		return fail(r, rc, h.id, proto_op_known_at(h.opcode, r->version) ? h.opcode : PROTO_OP_NONE);
 	}
 	if (r->version && h.version > r->version) {
 		/* proto_hdr_decode checked that h.version is the opcode's:
