@@ -200,6 +200,95 @@ static inline void emdb__init_uniform_x8(uint64_t seed, uint32_t table,
 }
 #endif
 
+#if defined(EMDB_INIT_X8) && defined(__AVX512F__) && defined(__AVX512DQ__)
+#define EMDB_INIT_X16 1
+
+/* emdb__mulhilo_x8 on sixteen lanes. */
+static inline void emdb__mulhilo_x16(__m512i x, __m512i m, __m512i *lo, __m512i *hi)
+{
+	__m512i pe = _mm512_mul_epu32(x, m);                       /* lanes 0,2,...,14 */
+	__m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m); /* lanes 1,3,...,15 */
+
+	*lo = _mm512_mullo_epi32(x, m);
+	*hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+}
+
+/* emdb__init_bits_x8 on the sixteen blocks b0 .. b0+15. */
+static inline void emdb__init_bits_x16(uint64_t seed, uint32_t table,
+				       uint64_t id, uint32_t b0, __m512i w[4])
+{
+	const __m512i m0 = _mm512_set1_epi32((int)EMDB_PHILOX_M0);
+	const __m512i m1 = _mm512_set1_epi32((int)EMDB_PHILOX_M1);
+	__m512i x0 = _mm512_add_epi32(_mm512_set1_epi32((int)b0),
+				      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+							11, 12, 13, 14, 15));
+	__m512i x1 = _mm512_set1_epi32((int)(uint32_t)id);
+	__m512i x2 = _mm512_set1_epi32((int)(uint32_t)(id >> 32));
+	__m512i x3 = _mm512_set1_epi32((int)table);
+	uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+
+	for (int r = 0; r < 10; r++) {
+		__m512i lo0, hi0, lo1, hi1;
+
+		emdb__mulhilo_x16(x0, m0, &lo0, &hi0);
+		emdb__mulhilo_x16(x2, m1, &lo1, &hi1);
+		x0 = _mm512_xor_si512(_mm512_xor_si512(hi1, x1), _mm512_set1_epi32((int)k0));
+		x2 = _mm512_xor_si512(_mm512_xor_si512(hi0, x3), _mm512_set1_epi32((int)k1));
+		x1 = lo1;
+		x3 = lo0;
+		k0 += EMDB_PHILOX_W0;
+		k1 += EMDB_PHILOX_W1;
+	}
+	w[0] = x0;
+	w[1] = x1;
+	w[2] = x2;
+	w[3] = x3;
+}
+
+/* emdb__uniform_x4 on eight lanes: the same operations in double, so the
+ * same floats. */
+static inline __m256 emdb__uniform_x8(__m256i x, __m512d span, __m512d a)
+{
+	__m512d d = _mm512_cvtepu32_pd(x);
+	d = _mm512_mul_pd(_mm512_add_pd(d, _mm512_set1_pd(0.5)), _mm512_set1_pd(1.0 / 4294967296.0));
+	return _mm512_cvtpd_ps(_mm512_fmadd_pd(span, d, a));
+}
+
+/* Uniform values of the 64 columns 4*b0 .. 4*b0+63. */
+static inline void emdb__init_uniform_x16(uint64_t seed, uint32_t table,
+					  uint64_t id, uint32_t b0, double a,
+					  double span, float *out)
+{
+	__m512i w[4];
+	__m512 v[4];
+	__m512d vs = _mm512_set1_pd(span), va = _mm512_set1_pd(a);
+
+	emdb__init_bits_x16(seed, table, id, b0, w);
+	for (int k = 0; k < 4; k++) {
+		__m256 lo = emdb__uniform_x8(_mm512_castsi512_si256(w[k]), vs, va);
+		__m256 hi = emdb__uniform_x8(_mm512_extracti64x4_epi64(w[k], 1), vs, va);
+		v[k] = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+	}
+	/* Column 4*j + k is word k of block b0+j: a 4x4 transpose inside each
+	 * 128-bit lane gives r[i] = block 4L+i in lane L, then one of the
+	 * lanes gathers the four blocks of each 16 columns. */
+	__m512 t0 = _mm512_unpacklo_ps(v[0], v[1]), t1 = _mm512_unpackhi_ps(v[0], v[1]);
+	__m512 t2 = _mm512_unpacklo_ps(v[2], v[3]), t3 = _mm512_unpackhi_ps(v[2], v[3]);
+	__m512 r0 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+	__m512 r1 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+	__m512 r2 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+	__m512 r3 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+	__m512 u0 = _mm512_shuffle_f32x4(r0, r1, _MM_SHUFFLE(1, 0, 1, 0));
+	__m512 u1 = _mm512_shuffle_f32x4(r0, r1, _MM_SHUFFLE(3, 2, 3, 2));
+	__m512 u2 = _mm512_shuffle_f32x4(r2, r3, _MM_SHUFFLE(1, 0, 1, 0));
+	__m512 u3 = _mm512_shuffle_f32x4(r2, r3, _MM_SHUFFLE(3, 2, 3, 2));
+	_mm512_storeu_ps(out, _mm512_shuffle_f32x4(u0, u2, _MM_SHUFFLE(2, 0, 2, 0)));
+	_mm512_storeu_ps(out + 16, _mm512_shuffle_f32x4(u0, u2, _MM_SHUFFLE(3, 1, 3, 1)));
+	_mm512_storeu_ps(out + 32, _mm512_shuffle_f32x4(u1, u3, _MM_SHUFFLE(2, 0, 2, 0)));
+	_mm512_storeu_ps(out + 48, _mm512_shuffle_f32x4(u1, u3, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#endif
+
 /* Fill out[0..dim) with the initial value of row `id` of table `table`.
  * kind ZEROS ignores a and b; UNIFORM takes a = low, b = high; NORMAL takes
  * a = mean, b = std.  An unknown kind gives zeros (tables validate their
@@ -219,6 +308,11 @@ EMDB_HD static inline void emdb_init_row(emdb_init_kind kind, double a,
 		double span = b - a;
 		uint32_t blk = 0;
 
+#ifdef EMDB_INIT_X16
+		for (; blk + 16 <= full; blk += 16)
+			emdb__init_uniform_x16(seed, table, id, blk, a, span,
+					       out + 4 * (size_t)blk);
+#endif
 #ifdef EMDB_INIT_X8
 		/* Eight blocks at a time on the vector path, the rest one by one. */
 		for (; blk + 8 <= full; blk += 8)
