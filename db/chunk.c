@@ -130,6 +130,23 @@ int chunk_reserve(chunk_store *cs, uint64_t n)
 	return rc;
 }
 
+int chunk_prepare(chunk_store *cs, uint64_t rows)
+{
+	int rc = EMDB_OK;
+	pthread_mutex_lock(&cs->mu);
+	while (rc == EMDB_OK && cs->n_chunks * cs->rows_per_chunk < rows)
+		rc = add_chunk_locked(cs, NULL);
+	uint64_t n = cs->n_chunks;
+	pthread_mutex_unlock(&cs->mu);
+	if (rc != EMDB_OK)
+		return rc;
+	/* Outside mu (invariant 4): from the chunk rows are being handed out
+	 * in.  A chunk already backed costs a walk of its page table. */
+	for (uint64_t c = chunk_rows(cs) / cs->rows_per_chunk; c < n; c++)
+		emdb_map_populate(chunk_row(cs, loc_pack(0, LOC_TIER_HOST, (uint32_t)c, 0)), cs->chunk_bytes);
+	return EMDB_OK;
+}
+
 void chunk_unreserve(chunk_store *cs, uint64_t n)
 {
 	pthread_mutex_lock(&cs->mu);

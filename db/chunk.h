@@ -49,6 +49,14 @@ void chunk_store_destroy(chunk_store *cs);
 int chunk_reserve(chunk_store *cs, uint64_t n);
 void chunk_unreserve(chunk_store *cs, uint64_t n);
 
+/* Map chunks for `rows` rows in all and have the memory of every chunk
+ * with rows not yet handed out backed now (emdb_map_populate), so that
+ * rows up to that count cost no page fault (emdb_table_reserve).  Safe
+ * beside every other call.  Errors: LIMIT (more rows than LOC_MAX_CHUNKS
+ * chunks hold), NOMEM; chunks mapped before the failure stay mapped, as
+ * any reservation's would, and none is backed. */
+int chunk_prepare(chunk_store *cs, uint64_t rows);
+
 /* A reserved row's location (node 0, host tier); the caller fills it. */
 uint64_t chunk_new_row(chunk_store *cs);
 

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <emdb/alloc.h>
 #include <emdb/db.h>
@@ -254,6 +255,53 @@ int db_replace_tables(emdb_db *db, tbl **v, uint32_t n)
 		table_release(old[i]);
 	emdb_free(old);
 	return EMDB_OK;
+}
+
+/* The memory a reservation would add, checked before any of it is
+ * mapped: against the allocation limit and the machine's memory, so that
+ * a mistyped count fails cleanly instead of waking the OOM killer while
+ * the chunks are backed. */
+static int reserve_fits(const tbl *t, uint64_t rows)
+{
+	uint64_t room = chunk_count(&t->rows) * t->rows.rows_per_chunk;
+	if (rows <= room)
+		return EMDB_OK;
+	/* Rows plus index slots (16 bytes at most 78% full). */
+	double need = (double)(rows - room) * ((double)t->rows.stride + 16.0 / 0.78);
+	size_t limit = emdb_alloc_limit(), used = emdb_alloc_bytes();
+	if (limit && need > (double)limit - (double)used)
+		return emdb__seterr(EMDB_ERR_NOMEM,
+				    "table '%s': room for %llu rows needs about %.0f MB more, over the "
+				    "memory limit (%.0f MB, %.0f MB in use)",
+				    t->cfg.name, (unsigned long long)rows, need / 1e6, limit / 1e6,
+				    used / 1e6);
+	double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+	if (phys > 0 && need > phys)
+		return emdb__seterr(EMDB_ERR_NOMEM,
+				    "table '%s': room for %llu rows needs about %.0f MB more, over this "
+				    "machine's memory (%.0f MB)",
+				    t->cfg.name, (unsigned long long)rows, need / 1e6, phys / 1e6);
+	return EMDB_OK;
+}
+
+int emdb_table_reserve(emdb_db *db, uint32_t id, uint64_t rows)
+{
+	tbl *t;
+	int rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	if (rows > (uint64_t)LOC_MAX_CHUNKS * t->rows.rows_per_chunk)
+		rc = emdb__seterr(EMDB_ERR_LIMIT, "table '%s': %llu rows do not fit in a table (%u chunks of %u rows)",
+				  t->cfg.name, (unsigned long long)rows, LOC_MAX_CHUNKS,
+				  t->rows.rows_per_chunk);
+	if (rc == EMDB_OK)
+		rc = reserve_fits(t, rows);
+	if (rc == EMDB_OK)
+		rc = chunk_prepare(&t->rows, rows);
+	if (rc == EMDB_OK)
+		rc = dit_presize(t->index, rows);
+	table_release(t);
+	return rc;
 }
 
 int emdb_table_find(emdb_db *db, const char *name, uint32_t *out_id)

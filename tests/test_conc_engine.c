@@ -14,6 +14,8 @@
  *    and readers: every gradient applied once, every call applied whole.
  * 8. Concurrent emdb_push_update calls are serializable: every row sees
  *    them in one and the same order.
+ * 9. Room made (emdb_table_reserve) while threads insert into the same
+ *    shards: no ID lost.
  * This file runs under ThreadSanitizer in CI (label "concurrency").
  */
 #include <math.h>
@@ -419,6 +421,56 @@ Test(concurrency, one_shard_grown_by_many_threads_loses_nothing)
 	cr_assert_eq(emdb_lookup(db, t, ids, G_THREADS * G_IDS, 4, v, found), 0);
 	for (int i = 0; i < G_THREADS * G_IDS; i++)
 		cr_assert_eq(found[i], 1, "ID %d lost", i);
+	emdb_db_close(db);
+}
+
+/* 9. Three threads insert 40000 IDs each into a 4-shard table while a
+ * fourth makes room in growing steps (index shards grown under inserters,
+ * chunks mapped and backed beside rows being handed out): every ID is
+ * found afterwards, once. */
+typedef struct reserver {
+	emdb_db *db;
+	uint32_t table;
+} reserver;
+
+static void *reserve_loop(void *arg)
+{
+	reserver *r = arg;
+	for (uint64_t rows = 10000; rows <= 200000; rows += 15000)
+		cr_assert_eq(emdb_table_reserve(r->db, r->table, rows), 0, "%s", emdb_last_error());
+	return NULL;
+}
+
+Test(concurrency, reserve_beside_inserts_loses_nothing)
+{
+	enum { INSERTERS = G_THREADS - 1 };
+	emdb_db *db = open_db(4);
+	uint32_t t = make_sgd_lr1_table(db, 4);
+	grower g[INSERTERS];
+	pthread_t th[INSERTERS], rt;
+	reserver r = { db, t };
+	pthread_create(&rt, NULL, reserve_loop, &r);
+	for (int i = 0; i < INSERTERS; i++) {
+		g[i] = (grower){ db, t, i };
+		pthread_create(&th[i], NULL, grow_loop, &g[i]);
+	}
+	for (int i = 0; i < INSERTERS; i++)
+		pthread_join(th[i], NULL);
+	pthread_join(rt, NULL);
+	emdb_table_info info;
+	cr_assert_eq(emdb_table_describe(db, t, &info), 0);
+	cr_assert_eq(info.stats.rows, (uint64_t)INSERTERS * G_IDS);
+	static uint64_t ids[INSERTERS * G_IDS];
+	static float v[INSERTERS * G_IDS * 4];
+	static uint8_t found[INSERTERS * G_IDS];
+	for (int i = 0; i < INSERTERS * G_IDS; i++)
+		ids[i] = scramble((uint64_t)i);
+	cr_assert_eq(emdb_lookup(db, t, ids, INSERTERS * G_IDS, 4, v, found), 0);
+	for (int i = 0; i < INSERTERS * G_IDS; i++) {
+		cr_assert_eq(found[i], 1, "ID %d lost", i);
+		for (int c = 0; c < 4; c++)
+			cr_assert_eq(v[i * 4 + c], 0.0f, "ID %d: column %d is %g", i, c, v[i * 4 + c]);
+	}
 	emdb_db_close(db);
 }
 

@@ -205,6 +205,30 @@ int emdb_table_create(emdb_db *db, const emdb_table_config *cfg,
  * Calls already in flight on it finish normally.  Errors: NO_TABLE. */
 int emdb_table_drop(emdb_db *db, uint32_t table);
 
+/* Make room for `rows` rows in all (the rows the table holds count), as a
+ * trainer that knows its vocabulary does before it starts: every index
+ * shard is grown so that its share of that many IDs fits without a resize,
+ * and the chunks for that many rows are mapped and their memory backed by
+ * the kernel now (written once, with its bytes unchanged).  Inserts up to
+ * that size then pay neither a shard resize nor a page fault: on a machine
+ * whose first write of memory is slow (a VM whose host backs guest memory
+ * on first touch) that is most of what an insert costs.  The table grows
+ * past `rows` on demand as before; reserving no more than the table has
+ * room for does nothing.
+ *
+ * Rows, values, steps and accumulated gradients are not changed, and any
+ * call on the table, this one included, may run meanwhile.  The call takes
+ * about as long as writing that memory once, so call it before training,
+ * not per batch.  The room counts in the table's bytes_index and
+ * bytes_overhead (chunk slack) until rows use it, and in the emdb_malloc
+ * family's counters and limit.  The room is not part of a checkpoint: a
+ * restored table has room for the rows it holds, so reserve again after a
+ * restore to grow without faults.
+ *
+ * Errors: NO_TABLE; LIMIT (more rows than a table can hold: 2^24 chunks);
+ * NOMEM (the room made before the failure stays, the rows are unchanged). */
+int emdb_table_reserve(emdb_db *db, uint32_t table, uint64_t rows);
+
 /* Find a table's id by name.  Errors: NO_TABLE, INVALID (NULL). */
 int emdb_table_find(emdb_db *db, const char *name, uint32_t *out_id);
 
