@@ -158,6 +158,11 @@ void emdb_client_set_timeout(emdb_client *c, uint32_t timeout_ms)
 	__atomic_store_n(&c->timeout_ms, timeout_ms, __ATOMIC_RELAXED);
 }
 
+uint32_t emdb_client_timeout(const emdb_client *c)
+{
+	return __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED);
+}
+
 /* ---- tickets ------------------------------------------------------- */
 
 emdb_client_ticket *cl_ticket_new(emdb_client *c, uint32_t table, size_t count)
@@ -250,6 +255,14 @@ int emdb_client_table_drop(emdb_client *c, uint32_t table)
 {
 	CL_ARGS(CL_TABLE_DROP, "emdb_client_table_drop");
 	a.table = table;
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_reserve(emdb_client *c, uint32_t table, uint64_t rows)
+{
+	CL_ARGS(CL_TABLE_RESERVE, "emdb_client_table_reserve");
+	a.table = table;
+	a.arg = rows;
 	return cl_call(c, &a);
 }
 

@@ -23,6 +23,7 @@ typedef enum cl_op {
 	CL_SHUTDOWN,
 	CL_TABLE_CREATE,
 	CL_TABLE_DROP,
+	CL_TABLE_RESERVE,
 	CL_TABLE_FIND,
 	CL_TABLE_DESCRIBE,
 	CL_TABLE_LIST,
@@ -64,7 +65,8 @@ typedef struct cl_args {
 	const char *const *values;
 	size_t n_kv;
 	const emdb_table_config *cfg;
-	uint64_t arg;            /* CHECKPOINT kind; RESTORE, CKPT_DELETE checkpoint; JOB_STATUS job */
+	uint64_t arg;            /* CHECKPOINT kind; RESTORE, CKPT_DELETE checkpoint; JOB_STATUS job;
+				    TABLE_RESERVE rows */
 
 	float *out;              /* PULL, LOOKUP, READ_STATE */
 	uint8_t *found;          /* LOOKUP, READ_STATE; may be NULL */

@@ -234,6 +234,7 @@ static int check_args(emdb_client *c, const cl_args *a)
 	case CL_PING:
 	case CL_SHUTDOWN:
 	case CL_TABLE_DROP:
+	case CL_TABLE_RESERVE:
 	case CL_RESTORE:
 	case CL_CKPT_DELETE:
 		break;

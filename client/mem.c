@@ -219,6 +219,9 @@ static int exec(emdb_client *c, emdb_future *f, char *msg, size_t msglen)
 	case CL_TABLE_DROP:
 		rc = emdb_table_drop(db, a->table);
 		break;
+	case CL_TABLE_RESERVE:
+		rc = emdb_table_reserve(db, a->table, a->arg);
+		break;
 	case CL_TABLE_FIND: {
 		uint32_t id;
 		rc = emdb_table_find(db, a->s1, &id);

@@ -329,6 +329,7 @@ static uint16_t wire_op(cl_op op)
 	case CL_SHUTDOWN: return PROTO_OP_SHUTDOWN;
 	case CL_TABLE_CREATE: return PROTO_OP_TABLE_CREATE;
 	case CL_TABLE_DROP: return PROTO_OP_TABLE_DROP;
+	case CL_TABLE_RESERVE: return PROTO_OP_TABLE_RESERVE;
 	case CL_TABLE_FIND: return PROTO_OP_TABLE_DESCRIBE;
 	case CL_TABLE_DESCRIBE: return PROTO_OP_TABLE_DESCRIBE;
 	case CL_TABLE_LIST: return PROTO_OP_TABLE_LIST;
@@ -373,6 +374,7 @@ static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uin
 		proto_config_set_req cset;
 		proto_table_create_req create;
 		proto_table_drop_req drop;
+		proto_table_reserve_req reserve;
 		proto_table_describe_req describe;
 		proto_update_req update;
 		proto_checkpoint_req ckpt;
@@ -480,6 +482,10 @@ static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uin
 		case CL_TABLE_DROP:
 			m.drop.table = a->table;
 			rc = proto_table_drop_req_encode(buf, cap, id, &m.drop, &len);
+			break;
+		case CL_TABLE_RESERVE:
+			m.reserve = (proto_table_reserve_req){ a->table, a->arg };
+			rc = proto_table_reserve_req_encode(buf, cap, id, &m.reserve, &len);
 			break;
 		case CL_TABLE_FIND:
 			if (strlen(a->s1) >= EMDB_NAME_MAX || !a->s1[0]) {
@@ -1000,7 +1006,8 @@ static int decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const
 		*a->n_out = k;
 		break;
 	}
-	default: /* PING, CONFIG_SET, SHUTDOWN, TABLE_DROP, PUSH, CKPT_DELETE: nothing to deliver */
+	default: /* PING, CONFIG_SET, SHUTDOWN, TABLE_DROP, TABLE_RESERVE, PUSH, CKPT_DELETE:
+		  * nothing to deliver */
 		break;
 	}
 	return EMDB_OK;
@@ -1177,8 +1184,9 @@ static int rx_frame(emdb_client *c, uint64_t deadline, bool block)
 		    recv_body(n, h.body_len, stall, msg, sizeof(msg)) == EMDB_OK &&
 		    proto_err_decode(&h, n->rxbuf, &s) == EMDB_OK)
 			snprintf(smsg, sizeof(smsg), "%.*s", (int)s.len, s.p ? s.p : "");
-		snprintf(msg, sizeof(msg), "%s refused a frame (%s): %s", n->peer, emdb_err_name(h.status),
-			 smsg);
+		/* The server's words are cut to fit beside the peer's name. */
+		snprintf(msg, sizeof(msg), "%s refused a frame (%s): %.200s", n->peer,
+			 emdb_err_name(h.status), smsg);
 		net_break(c, msg);
 		return EMDB_ERR_CLOSED;
 	}

@@ -75,6 +75,7 @@ static op_handler handler_of(uint16_t op)
 	case PROTO_OP_SHUTDOWN: return handle_shutdown;
 	case PROTO_OP_TABLE_CREATE: return handle_table_create;
 	case PROTO_OP_TABLE_DROP: return handle_table_drop;
+	case PROTO_OP_TABLE_RESERVE: return handle_table_reserve;
 	case PROTO_OP_TABLE_DESCRIBE: return handle_table_describe;
 	case PROTO_OP_TABLE_LIST: return handle_table_list;
 	case PROTO_OP_STATS: return handle_stats;

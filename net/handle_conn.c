@@ -5,7 +5,8 @@
  * Invariants:
  *   1. HELLO runs once per connection and fixes its protocol version,
  *      the highest both sides speak; no later frame may carry a higher
- *      one (conn.c checks), so a version-1 connection has no PUSH_UPDATE.
+ *      one (conn.c checks), so a version-1 connection has no PUSH_UPDATE
+ *      and no TABLE_RESERVE.
  *   2. A role is granted only by HELLO on a loopback connection when no
  *      token is configured (admin), or by AUTH with a configured token.
  *      A wrong token closes the connection: guesses cost a reconnect.

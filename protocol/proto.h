@@ -77,10 +77,11 @@
  *   opcode's layout belongs to the version that defined it
  *   (proto_op_version), and every frame carries that version in its
  *   header, whatever the connection's: version 2 added PUSH_UPDATE and
- *   nothing else, so on a version-2 connection a PING still says 1.  A
- *   receiver refuses a frame whose version is not its opcode's
- *   (proto_hdr_decode) or is above the connection's (proto_reader's pin,
- *   the server's check): to a version-1 peer a PUSH_UPDATE does not exist.
+ *   TABLE_RESERVE and nothing else, so on a version-2 connection a PING
+ *   still says 1.  A receiver refuses a frame whose version is not its
+ *   opcode's (proto_hdr_decode) or is above the connection's
+ *   (proto_reader's pin, the server's check): to a version-1 peer a
+ *   PUSH_UPDATE or a TABLE_RESERVE does not exist.
  *
  * Threads
  *   Every function is reentrant; none keeps global state.  A proto_reader
@@ -165,6 +166,7 @@ typedef enum proto_role {
 	X(TABLE_DESCRIBE, 0x0102, PROTO_ROLE_READER)      \
 	X(TABLE_LIST, 0x0103, PROTO_ROLE_READER)          \
 	X(STATS, 0x0104, PROTO_ROLE_READER)               \
+	X(TABLE_RESERVE, 0x0105, PROTO_ROLE_ADMIN)        \
 	X(PREFETCH, 0x0200, PROTO_ROLE_TRAINER)           \
 	X(TICKET_FREE, 0x0201, PROTO_ROLE_TRAINER)        \
 	X(PULL, 0x0202, PROTO_ROLE_TRAINER)               \
@@ -204,9 +206,9 @@ bool proto_op_allowed(proto_role role, uint16_t op);
 const char *proto_role_name(proto_role role);
 /* The protocol version that defined op's layout, which every frame of op
  * (request, response, error response) carries in its header: 2 for
- * PUSH_UPDATE, 1 for every other opcode, HELLO, NONE and unknown ones
- * included.  A connection of version v may carry op only when
- * proto_op_version(op) <= v. */
+ * PUSH_UPDATE and TABLE_RESERVE, 1 for every other opcode, HELLO, NONE
+ * and unknown ones included.  A connection of version v may carry op
+ * only when proto_op_version(op) <= v. */
 uint8_t proto_op_version(uint16_t op);
 
 /* ------------------------------------------------------------------ */
@@ -274,8 +276,8 @@ int proto_err_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, int sta
 int proto_err_decode(const proto_hdr *h, const uint8_t *body, proto_str *msg);
 
 /* Empty bodies: requests SHUTDOWN, TABLE_LIST, STATS, CHECKPOINT_LIST;
- * responses (status 0) CONFIG_SET, SHUTDOWN, TABLE_DROP, TICKET_FREE, PUSH,
- * CHECKPOINT_DELETE.  The decoder checks
+ * responses (status 0) CONFIG_SET, SHUTDOWN, TABLE_DROP, TABLE_RESERVE,
+ * TICKET_FREE, PUSH, CHECKPOINT_DELETE.  The decoder checks
  * that the opcode has an empty body in that direction and body_len is 0. */
 int proto_empty_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, bool response,
 		       size_t *len);
@@ -439,6 +441,20 @@ int proto_table_drop_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 				const proto_table_drop_req *m, size_t *len);
 int proto_table_drop_req_decode(const proto_hdr *h, const uint8_t *body,
 				proto_table_drop_req *m);
+
+/* TABLE_RESERVE (version 2): table id, rows -> empty response.  Room for
+ * `rows` rows in all (emdb_table_reserve); any u64 is well-formed, the
+ * engine judges it.  Decoder: the 4 reserved bytes after the id are zero,
+ * the body is exactly 16 bytes. */
+typedef struct proto_table_reserve_req {
+	uint32_t table;
+	uint64_t rows;
+} proto_table_reserve_req;
+
+int proto_table_reserve_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_table_reserve_req *m, size_t *len);
+int proto_table_reserve_req_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_table_reserve_req *m);
 
 /* TABLE_DESCRIBE: by id, or by name when table is 0 (a nonzero table with
  * a name is malformed) -> emdb_table_info. */
@@ -842,6 +858,7 @@ typedef union proto_msg {
 	proto_table_create_req table_create_req;
 	proto_table_create_resp table_create_resp;
 	proto_table_drop_req table_drop_req;
+	proto_table_reserve_req table_reserve_req;
 	proto_table_describe_req table_describe_req;
 	proto_table_describe_resp table_describe_resp;
 	proto_table_list_resp table_list_resp;

@@ -68,8 +68,14 @@ bool proto_op_known_at(uint16_t op, uint8_t version)
 
 uint8_t proto_op_version(uint16_t op)
 {
-	/* Version 2 added PUSH_UPDATE and nothing else (docs/protocol.md). */
-	return op == PROTO_OP_PUSH_UPDATE ? 2 : 1;
+	/* Version 2 added PUSH_UPDATE and TABLE_RESERVE and nothing else
+	 * (docs/protocol.md, "Versions"). */
+	switch (op) {
+	case PROTO_OP_PUSH_UPDATE:
+	case PROTO_OP_TABLE_RESERVE:
+		return 2;
+	}
+	return 1;
 }
 
 const char *proto_role_name(proto_role role)
@@ -202,6 +208,7 @@ bool proto__body_empty(uint16_t op, bool response)
 		return !response;
 	case PROTO_OP_CONFIG_SET:
 	case PROTO_OP_TABLE_DROP:
+	case PROTO_OP_TABLE_RESERVE:
 	case PROTO_OP_TICKET_FREE:
 	case PROTO_OP_PUSH:
 	case PROTO_OP_CHECKPOINT_DELETE:

@@ -45,6 +45,8 @@ int proto_msg_decode(const proto_hdr *h, const uint8_t *body, proto_msg *m)
 		return proto_config_set_req_decode(h, body, &m->config_set_req);
 	case PROTO_OP_TABLE_DROP:
 		return proto_table_drop_req_decode(h, body, &m->table_drop_req);
+	case PROTO_OP_TABLE_RESERVE:
+		return proto_table_reserve_req_decode(h, body, &m->table_reserve_req);
 	case PROTO_OP_TABLE_LIST:
 		return proto_table_list_resp_decode(h, body, &m->table_list_resp);
 	case PROTO_OP_STATS:
@@ -113,6 +115,8 @@ int proto_msg_encode(uint8_t *buf, size_t cap, const proto_hdr *h, const proto_m
 		return proto_config_set_req_encode(buf, cap, id, &m->config_set_req, len);
 	case PROTO_OP_TABLE_DROP:
 		return proto_table_drop_req_encode(buf, cap, id, &m->table_drop_req, len);
+	case PROTO_OP_TABLE_RESERVE:
+		return proto_table_reserve_req_encode(buf, cap, id, &m->table_reserve_req, len);
 	case PROTO_OP_TABLE_LIST:
 		return proto_table_list_resp_encode(buf, cap, id, &m->table_list_resp, len);
 	case PROTO_OP_STATS:

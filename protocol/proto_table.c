@@ -1,7 +1,7 @@
 /*
  * protocol/proto_table.c - bodies of the table and statistics opcodes:
- * TABLE_CREATE, TABLE_DROP, TABLE_DESCRIBE, TABLE_LIST, STATS
- * (docs/protocol.md, "Tables and statistics").
+ * TABLE_CREATE, TABLE_DROP, TABLE_RESERVE, TABLE_DESCRIBE, TABLE_LIST,
+ * STATS (docs/protocol.md, "Tables and statistics").
  *
  * Invariants:
  *   1. A table configuration crosses the wire as one "config block" (the
@@ -151,6 +151,32 @@ int proto_table_drop_req_decode(const proto_hdr *h, const uint8_t *body,
 				proto_table_drop_req *m)
 {
 	return table_id_decode(h, body, PROTO_OP_TABLE_DROP, false, &m->table);
+}
+
+/* ---- TABLE_RESERVE: table id, reserved, u64 rows ------------------- */
+
+int proto_table_reserve_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_table_reserve_req *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, m->table);
+	wr_zero(&w, 4);
+	wr_u64(&w, m->rows);
+	return wr_end(&w, PROTO_OP_TABLE_RESERVE, false, 0, id, len);
+}
+
+int proto_table_reserve_req_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_table_reserve_req *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_RESERVE, false);
+	if (rc)
+		return rc;
+	m->table = rd_u32(&r, "table");
+	rd_zero(&r, 4, "reserved");
+	m->rows = rd_u64(&r, "rows");
+	return rd_end(&r);
 }
 
 /* ---- TABLE_DESCRIBE ------------------------------------------------ */

@@ -40,6 +40,7 @@ Test(cli, flags_help_version_without_a_server)
 	EXPECT(r, 0);
 	expect_has(r.out, "table create NAME DIM [KEY=VALUE...]");
 	expect_has(r.out, "table drop NAME|ID");
+	expect_has(r.out, "table reserve NAME|ID ROWS");
 	expect_has(r.out, "optimizer=sgd|adagrad|rowwise_adagrad|adam|ftrl");
 	cr_assert_null(strstr(r.out, "lookup TABLE"), "help table shows only table commands");
 	run_free(&r);
@@ -87,7 +88,7 @@ Test(cli, usage_errors_exit_2)
 	}
 	cli_run r = run_cli_env(NULL, NULL, ARGS("-u", dead, "table", "frob"));
 	expect_has(r.err, "(error) USAGE: unknown command 'table frob'");
-	expect_has(r.err, "create, describe, list, drop");
+	expect_has(r.err, "create, describe, list, drop, reserve");
 	run_free(&r);
 }
 
@@ -111,6 +112,14 @@ Test(cli, usage_errors_of_commands, .init = srv_up, .fini = srv_down)
 		ARGS("config", "set", "log_level"),
 		ARGS("config", "get"),
 		ARGS("table", "describe"),
+		ARGS("table", "reserve", "t"),
+		ARGS("table", "reserve", "t", "1k", "2k"),
+		ARGS("table", "reserve", "t", "lots"),
+		ARGS("table", "reserve", "t", "1.5M"),
+		ARGS("table", "reserve", "t", "-1"),
+		ARGS("table", "reserve", "t", "40m"),
+		ARGS("table", "reserve", "t", "0x10k"),
+		ARGS("table", "reserve", "t", "18446744073709552k"),
 		ARGS("info", "server", "memory"),
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -526,6 +535,65 @@ Test(cli, table_drop, .init = srv_up, .fini = srv_down)
 	run_free(&r);
 }
 
+/* The room a table has made: its index bytes, as table describe --json
+ * reports them. */
+static double index_bytes(const char *table)
+{
+	cli_run r = CLI_JSON("table", "describe", table);
+	EXPECT(r, 0);
+	double b = jnum(json_out(&r), "stats.bytes_index");
+	run_free(&r);
+	return b;
+}
+
+Test(cli, table_reserve, .init = srv_up, .fini = srv_down)
+{
+	cli_ok(ARGS("table", "create", "emb", "4"));
+	double before = index_bytes("emb");
+	cli_run r = CLI("table", "reserve", "emb", "100k");
+	EXPECT(r, 0);
+	expect_has(r.out, "reserved room for 100000 rows in table 'emb' (");
+	expect_has(r.out, " s)\n");
+	cr_assert_eq(strlen(r.err), 0, "%s", r.err);
+	run_free(&r);
+	cr_assert_gt(index_bytes("emb"), before, "no index room was made");
+
+	/* By id, in JSON; a count without a suffix, and M. */
+	r = CLI_JSON("table", "reserve", "1", "150000");
+	EXPECT(r, 0);
+	jv *v = json_out(&r);
+	cr_assert(jbool(v, "ok"));
+	cr_assert_eq(jnum(v, "id"), 1);
+	cr_assert_str_eq(jstr(v, "name"), "emb");
+	cr_assert_eq(jnum(v, "rows"), 150000);
+	cr_assert_geq(jnum(v, "seconds"), 0);
+	run_free(&r);
+	r = CLI("table", "reserve", "emb", "1M");
+	EXPECT(r, 0);
+	expect_has(r.out, "reserved room for 1000000 rows in table 'emb' (");
+	run_free(&r);
+
+	/* No rows appear: room is not rows. */
+	r = CLI_JSON("table", "describe", "emb");
+	EXPECT(r, 0);
+	cr_assert_eq(jnum(json_out(&r), "stats.rows"), 0);
+	run_free(&r);
+
+	/* Refusals: the server's, exit 1. */
+	r = CLI("table", "reserve", "nope", "10");
+	EXPECT(r, 1);
+	expect_has(r.err, "(error) NO_TABLE: ");
+	cr_assert_eq(strlen(r.out), 0, "%s", r.out);
+	run_free(&r);
+	r = CLI_JSON("table", "reserve", "nope", "10k");
+	expect_json_error(&r, 1, "NO_TABLE");
+	run_free(&r);
+	r = CLI("table", "reserve", "emb", "18446744073709551615");
+	EXPECT(r, 1);
+	expect_has(r.err, "(error) LIMIT: ");
+	run_free(&r);
+}
+
 Test(cli, lookup_prints_vectors_and_found, .init = srv_up, .fini = srv_down)
 {
 	cli_ok(ARGS("table", "create", "emb", "3", "init=uniform:-1,1", "seed=9", "default=init"));
@@ -614,6 +682,10 @@ Test(cli, roles_and_tokens, .init = srv_up_auth, .fini = srv_down)
 	run_free(&r);
 	r = CLI_JSON("--token=r34d", "config", "get", "*");
 	expect_json_error(&r, 1, "AUTH");
+	run_free(&r);
+	r = CLI("--token", "r34d", "table", "reserve", "t", "10");
+	EXPECT(r, 1);
+	expect_has(r.err, "(error) AUTH: 'table reserve' needs the admin role");
 	run_free(&r);
 
 	/* The admin token, by flag, in the URI, and from the environment. */

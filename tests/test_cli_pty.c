@@ -302,6 +302,8 @@ Test(cli_pty, session, .init = setup, .fini = teardown)
 	/* A table name completes, fetched from the server. */
 	term_run(&tm, "lookup a\t7\r", "7: not found (default) [0, 0, 0, 0]");
 	term_expect(&tm, prompt());
+	term_run(&tm, "table res\ta\t2k\r", "reserved room for 2000 rows in table 'ads'");
+	term_expect(&tm, prompt());
 
 	/* The first word, case-insensitively, and a table option, which takes
 	 * no blank after its '='. */

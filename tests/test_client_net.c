@@ -7,8 +7,8 @@
  * work on batch i; the example trainer runs against the server, also as
  * two data-parallel workers whose steps meet (one Update a step); busy
  * polling (busy_poll_us) finds requests without the I/O thread sleeping;
- * PUSH_UPDATE (protocol version 2) is refused unsent by a handle whose
- * server speaks only version 1 (a stand-in server here).
+ * PUSH_UPDATE and TABLE_RESERVE (protocol version 2) are refused unsent
+ * by a handle whose server speaks only version 1 (a stand-in server here).
  *
  * Every server is started on loopback with an ephemeral port and a Unix
  * socket in a temporary directory, and is killed in the test's .fini.
@@ -365,7 +365,8 @@ Test(client_net, peer_not_speaking_the_protocol, .timeout = 60)
 
 /* A stand-in for an emdb-server built before version 2: it answers HELLO
  * with version 1 and serves PING, PREFETCH and TICKET_FREE; any other
- * frame, PUSH_UPDATE above all, it refuses as such a server would
+ * frame, PUSH_UPDATE and TABLE_RESERVE above all, it refuses as such a
+ * server would
  * (PROTOCOL, opcode NONE, then it hangs up).  Its reader is pinned at
  * version 1.  It records what it saw; the test asserts on the main thread. */
 typedef struct v1_server {
@@ -491,14 +492,15 @@ static void v1_stop(v1_server *vs)
 	peer_stop(vs->th, vs->lfd, vs->path);
 }
 
-#define EXPECT_V1_REFUSAL(rc)                                                                  \
-	do {                                                                                   \
-		int rc_ = (rc);                                                                \
-		cr_assert_eq(rc_, EMDB_ERR_UNSUPPORTED, "%s: %s", emdb_err_name(rc_),          \
-			     emdb_client_last_error());                                        \
-		cr_assert(strstr(emdb_client_last_error(),                                     \
-				 "the server speaks protocol version 1; PUSH_UPDATE needs version 2"), \
-			  "%s", emdb_client_last_error());                                     \
+/* UNSUPPORTED, with the message naming the opcode (a string literal). */
+#define EXPECT_V1_REFUSAL(rc, op)                                                             \
+	do {                                                                                  \
+		int rc_ = (rc);                                                               \
+		cr_assert_eq(rc_, EMDB_ERR_UNSUPPORTED, "%s: %s", emdb_err_name(rc_),         \
+			     emdb_client_last_error());                                       \
+		cr_assert(strstr(emdb_client_last_error(),                                    \
+				 "the server speaks protocol version 1; " op " needs version 2"), \
+			  "%s", emdb_client_last_error());                                    \
 	} while (0)
 
 /* PUSH_UPDATE is protocol version 2's.  Against a server that speaks only
@@ -520,17 +522,17 @@ Test(client_net, push_update_against_a_version_1_server_is_refused_unsent, .time
 
 	uint64_t ids[3] = { 1, 2, 3 }, rows = 77;
 	float g[12] = { 0 };
-	EXPECT_V1_REFUSAL(emdb_client_push_update(c, 1, ids, 3, 4, g, &rows));
+	EXPECT_V1_REFUSAL(emdb_client_push_update(c, 1, ids, 3, 4, g, &rows), "PUSH_UPDATE");
 	cr_assert_eq(rows, 77, "rows_out written on a refusal");
 	emdb_future *f = emdb_client_push_update_async(c, 1, ids, 3, 4, g, &rows);
 	cr_assert_not_null(f);
-	EXPECT_V1_REFUSAL(emdb_future_wait(f, 5000));
+	EXPECT_V1_REFUSAL(emdb_future_wait(f, 5000), "PUSH_UPDATE");
 	emdb_future_free(f);
 	emdb_client_ticket *tk = NULL;
 	OK(emdb_client_prefetch(c, 1, ids, 3, &tk));
-	EXPECT_V1_REFUSAL(emdb_client_push_update_ticket(c, 1, tk, 4, g, &rows));
+	EXPECT_V1_REFUSAL(emdb_client_push_update_ticket(c, 1, tk, 4, g, &rows), "PUSH_UPDATE");
 	f = emdb_client_push_update_ticket_async(c, 1, tk, 4, g, NULL);
-	EXPECT_V1_REFUSAL(emdb_future_wait(f, 5000));
+	EXPECT_V1_REFUSAL(emdb_future_wait(f, 5000), "PUSH_UPDATE");
 	emdb_future_free(f);
 	emdb_client_ticket_free(tk);
 	OK(emdb_client_ping(c)); /* still connected, still in step */
@@ -546,8 +548,36 @@ Test(client_net, push_update_against_a_version_1_server_is_refused_unsent, .time
 	cr_assert_eq(vs.ticket_frees, 1);
 }
 
+/* TABLE_RESERVE is protocol version 2's too: against a server that speaks
+ * only version 1, emdb_client_table_reserve fails at once with
+ * UNSUPPORTED, nothing reaches the server, and the handle goes on
+ * working. */
+Test(client_net, table_reserve_against_a_version_1_server_is_refused_unsent, .timeout = 60)
+{
+	v1_server vs;
+	char uri[160];
+	emdb_client *c;
+	v1_start(&vs);
+	snprintf(uri, sizeof(uri), "unix://%s", vs.path);
+	int rc = emdb_client_connect(uri, NULL, &c);
+	cr_assert_eq(rc, EMDB_OK, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_eq(emdb_client_protocol_version(c), 1);
+	OK(emdb_client_ping(c));
+	EXPECT_V1_REFUSAL(emdb_client_table_reserve(c, 1, 40000000), "TABLE_RESERVE");
+	EXPECT_V1_REFUSAL(emdb_client_table_reserve(c, 0, 0), "TABLE_RESERVE");
+	cr_assert(strstr(emdb_client_last_error(), "emdb_client_table_reserve"), "%s",
+		  emdb_client_last_error());
+	OK(emdb_client_ping(c)); /* still connected, still in step */
+	emdb_client_close(c);
+	v1_stop(&vs);
+
+	cr_assert_eq(vs.hellos, 1);
+	cr_assert_eq(vs.refused, 0, "the server refused a frame: %s", vs.why);
+	cr_assert_eq(vs.pings, 2, "a frame other than the two PINGs reached the server");
+}
+
 /* A server of this build and mem:// both give version 2, and PUSH_UPDATE
- * goes through. */
+ * and TABLE_RESERVE go through. */
 Test(client_net, protocol_version_2_with_a_server_of_this_build, .init = srv_start,
      .fini = srv_stop, .timeout = 60)
 {
@@ -560,6 +590,7 @@ Test(client_net, protocol_version_2_with_a_server_of_this_build, .init = srv_sta
 		float g[12] = { 0 };
 		OK(emdb_client_push_update(c, t, ids, 3, 4, g, &rows));
 		cr_assert_eq(rows, 2, "%s", uris[i]);
+		OK(emdb_client_table_reserve(c, t, 1000));
 		OK(emdb_client_table_drop(c, t));
 		emdb_client_close(c);
 	}

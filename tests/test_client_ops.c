@@ -5,6 +5,9 @@
  * Push-and-Update in one call (emdb_client_push_update, by IDs and by
  * ticket) leaves the rows and optimizer state bit for bit as a Push then
  * an Update of a twin table of the engine leave them, step after step.
+ * Room made up front (emdb_client_table_reserve) spares the inserts that
+ * fill it every index resize, changes no row, and its refusals are the
+ * engine's (NO_TABLE, LIMIT, and NOMEM over the server's max_memory).
  *
  * The network tests start emdb-server on loopback with an ephemeral port
  * and a Unix socket in a temporary directory, and kill it in their .fini
@@ -535,6 +538,129 @@ static void push_update_matches_push_then_update(emdb_client *c)
 	emdb_db_close(db);
 }
 
+/* ---- room made up front -------------------------------------------- */
+
+#define RES_N 4000    /* rows reserved, then inserted                  */
+#define RES_BATCH 500 /* IDs per Prefetch                              */
+#define RES_SHARDS 4  /* few shards, so that RES_N IDs resize an index
+			 that has no room made (64 would hold them all) */
+
+static void srv_start_few_shards(void)
+{
+	static const char *const flags[] = { "--shards", "4", NULL };
+	test_server_start(&srv, flags);
+}
+
+static emdb_table_info describe(emdb_client *c, uint32_t t)
+{
+	emdb_table_info info;
+	OK(emdb_client_table_describe(c, t, &info));
+	return info;
+}
+
+/* Room for RES_N rows, then RES_N new IDs inserted by Prefetch: no index
+ * shard is resized on the way (a twin table of the engine, without the
+ * room, is), and the rows read back as the twin's, before and after a
+ * training step.  Then the engine's refusals, unchanged. */
+static void reserve_then_insert(emdb_client *c)
+{
+	emdb_db *db = open_db(RES_SHARDS);
+	emdb_table_config cfg = table_cfg("room", 4, EMDB_OPT_ADAGRAD, EMDB_INIT_UNIFORM, -0.5, 0.5);
+	uint32_t tc, te;
+	OK(emdb_client_table_create(c, &cfg, &tc));
+	cr_assert_eq(emdb_table_create(db, &cfg, &te), 0);
+	cr_assert_eq(tc, te, "the twin needs the same table id (it seeds the rows)");
+
+	emdb_table_info before = describe(c, tc);
+	OK(emdb_client_table_reserve(c, tc, RES_N));
+	emdb_table_info room = describe(c, tc);
+	cr_assert_gt(room.stats.bytes_index, before.stats.bytes_index, "no index room was made");
+	cr_assert_eq(room.stats.rows, 0, "a reservation inserts no row");
+	/* Asking for no more room than there is does nothing. */
+	OK(emdb_client_table_reserve(c, tc, RES_N / 2));
+	OK(emdb_client_table_reserve(c, tc, 0));
+	emdb_table_info again = describe(c, tc);
+	cr_assert_eq(again.stats.bytes_index, room.stats.bytes_index);
+	cr_assert_eq(again.stats.index_resizes, room.stats.index_resizes);
+
+	static uint64_t ids[RES_N];
+	static float vc[RES_N * 4], ve[RES_N * 4], g[RES_N * 4];
+	for (int i = 0; i < RES_N; i++)
+		ids[i] = scramble((uint64_t)i + 7000);
+	for (int b = 0; b < RES_N; b += RES_BATCH) {
+		emdb_client_ticket *tk;
+		emdb_ticket *et;
+		OK(emdb_client_prefetch(c, tc, ids + b, RES_BATCH, &tk));
+		cr_assert_eq(emdb_prefetch(db, te, ids + b, RES_BATCH, &et), 0);
+		emdb_client_ticket_free(tk);
+		emdb_ticket_free(et);
+	}
+	emdb_table_info full = describe(c, tc), twin;
+	cr_assert_eq(emdb_table_describe(db, te, &twin), 0);
+	cr_assert_eq(full.stats.rows, RES_N);
+	cr_assert_eq(full.stats.index_resizes, room.stats.index_resizes,
+		     "%llu index resizes inserting into the room made",
+		     (unsigned long long)(full.stats.index_resizes - room.stats.index_resizes));
+	cr_assert_eq(twin.stats.rows, RES_N);
+	cr_assert_gt(twin.stats.index_resizes, 0,
+		     "the twin without room never resized: the check above proves nothing");
+
+	/* The rows are the twin's, and so are they after a step. */
+	OK(emdb_client_pull(c, tc, ids, RES_N, 4, vc));
+	cr_assert_eq(emdb_pull(db, te, ids, RES_N, 4, ve), 0);
+	same_floats(vc, ve, RES_N * 4, "rows inserted into the room");
+	for (int i = 0; i < RES_N * 4; i++)
+		g[i] = (float)((i * 29) % 53 - 26) / 32.0f;
+	uint64_t rows_c = 0, rows_e = 1;
+	OK(emdb_client_push(c, tc, ids, RES_N, 4, g));
+	cr_assert_eq(emdb_push(db, te, ids, RES_N, 4, g), 0);
+	OK(emdb_client_update(c, tc, &rows_c));
+	cr_assert_eq(emdb_update(db, te, &rows_e), 0);
+	cr_assert_eq(rows_c, RES_N);
+	cr_assert_eq(rows_e, RES_N);
+	OK(emdb_client_pull(c, tc, ids, RES_N, 4, vc));
+	cr_assert_eq(emdb_pull(db, te, ids, RES_N, 4, ve), 0);
+	same_floats(vc, ve, RES_N * 4, "rows after a step");
+
+	/* Refusals: the engine's codes and messages, whatever the transport. */
+	emdb_table_info stepped = describe(c, tc);
+	SAME_RC(emdb_client_table_reserve(c, 999, 10), emdb_table_reserve(db, 999, 10));
+	cr_assert_eq(emdb_client_table_reserve(c, 999, 10), EMDB_ERR_NO_TABLE);
+	SAME_RC(emdb_client_table_reserve(c, tc, UINT64_MAX), emdb_table_reserve(db, te, UINT64_MAX));
+	cr_assert_eq(emdb_client_table_reserve(c, tc, UINT64_MAX), EMDB_ERR_LIMIT);
+	cr_assert(strstr(emdb_client_last_error(), "do not fit in a table"), "%s",
+		  emdb_client_last_error());
+	emdb_table_info refused = describe(c, tc);
+	cr_assert_eq(refused.stats.bytes_index, stepped.stats.bytes_index, "a refusal made room");
+	cr_assert_eq(refused.stats.bytes_overhead, stepped.stats.bytes_overhead, "a refusal made room");
+	OK(emdb_client_table_drop(c, tc));
+	cr_assert_eq(emdb_table_drop(db, te), 0);
+	SAME_RC(emdb_client_table_reserve(c, tc, 10), emdb_table_reserve(db, te, 10));
+	emdb_db_close(db);
+}
+
+/* Over a socket: room over the server's max_memory is refused with the
+ * engine's NOMEM and message, before any of it is made. */
+static void reserve_over_max_memory(emdb_client *c)
+{
+	emdb_table_config cfg = table_cfg("too_big", 4, EMDB_OPT_SGD, EMDB_INIT_ZEROS, 0, 0);
+	uint32_t t;
+	OK(emdb_client_table_create(c, &cfg, &t));
+	emdb_table_info before = describe(c, t);
+	OK(emdb_client_config_set(c, "max_memory", "256M"));
+	int rc = emdb_client_table_reserve(c, t, 1000000000);
+	cr_assert_eq(rc, EMDB_ERR_NOMEM, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "table 'too_big': room for 1000000000 rows needs about"),
+		  "%s", emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "over the memory limit"), "%s",
+		  emdb_client_last_error());
+	OK(emdb_client_config_set(c, "max_memory", "0"));
+	emdb_table_info after = describe(c, t);
+	cr_assert_eq(after.stats.bytes_index, before.stats.bytes_index);
+	cr_assert_eq(after.stats.bytes_overhead, before.stats.bytes_overhead);
+	OK(emdb_client_table_drop(c, t));
+}
+
 /* Run body over a new handle of uri (options o, NULL for the defaults). */
 static void over(const char *uri, const emdb_client_options *o, void (*body)(emdb_client *))
 {
@@ -579,4 +705,24 @@ Test(client_ops, push_update_tcp, .init = srv_start, .fini = srv_stop)
 Test(client_ops, push_update_unix_socket, .init = srv_start, .fini = srv_stop)
 {
 	over(srv.unix_uri, NULL, push_update_matches_push_then_update);
+}
+
+Test(client_ops, reserve_mem)
+{
+	emdb_db_config dc = EMDB_DB_CONFIG_INIT;
+	dc.shards = RES_SHARDS;
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.mem_config = &dc;
+	over("mem://", &o, reserve_then_insert);
+}
+
+Test(client_ops, reserve_tcp, .init = srv_start_few_shards, .fini = srv_stop)
+{
+	over(srv.tcp_uri, NULL, reserve_then_insert);
+	over(srv.tcp_uri, NULL, reserve_over_max_memory);
+}
+
+Test(client_ops, reserve_unix_socket, .init = srv_start_few_shards, .fini = srv_stop)
+{
+	over(srv.unix_uri, NULL, reserve_then_insert);
 }

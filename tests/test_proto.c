@@ -57,6 +57,12 @@ static bool str_eq(proto_str a, proto_str b)
 	return a.len == b.len && (a.len == 0 || !memcmp(a.p, b.p, a.len));
 }
 
+/* The opcodes version 2 added (docs/protocol.md, "Versions"). */
+static bool of_version_2(uint16_t op)
+{
+	return op == PROTO_OP_PUSH_UPDATE || op == PROTO_OP_TABLE_RESERVE;
+}
+
 /* ------------------------------------------------------------------ */
 /* Round trips                                                          */
 /* ------------------------------------------------------------------ */
@@ -97,7 +103,7 @@ Test(proto, every_sample_round_trips_bit_for_bit)
 		cr_assert_eq(h.flags, s->h.flags);
 		cr_assert_eq(h.status, s->h.status);
 		cr_assert_eq(h.id, s->h.id);
-		cr_assert_eq(h.version, s->h.opcode == PROTO_OP_PUSH_UPDATE ? 2 : 1, "%s", s->name);
+		cr_assert_eq(h.version, of_version_2(s->h.opcode) ? 2 : 1, "%s", s->name);
 		/* Re-encoding the decoded message gives the same bytes. */
 		size_t len2 = 0;
 		cr_assert_eq(proto_msg_encode(buf2, sizeof(bufmem2), &h, &m, &len2), EMDB_OK,
@@ -280,24 +286,25 @@ Test(proto, header_layout_matches_the_spec)
 	cr_assert_eq(PROTO_MAGIC, 0x42444D45u);
 }
 
-/* Version 2 added PUSH_UPDATE and nothing else: its frames, in both
- * directions and as errors, say 2; every other opcode's say 1, so that a
- * version-1 peer reads them all.  A header whose version is not its
- * opcode's is malformed, whichever way round. */
+/* Version 2 added PUSH_UPDATE and TABLE_RESERVE and nothing else: their
+ * frames, in both directions and as errors, say 2; every other opcode's
+ * say 1, so that a version-1 peer reads them all.  A header whose version
+ * is not its opcode's is malformed, whichever way round. */
 Test(proto, frames_carry_the_version_of_their_opcode)
 {
 	SAMPLES();
 	cr_assert_eq(PROTO_VERSION_MIN, 1);
 	cr_assert_eq(PROTO_VERSION_MAX, 2);
 #define OP_VER_(name, value, role) \
-	cr_assert_eq(proto_op_version(value), (value) == PROTO_OP_PUSH_UPDATE ? 2 : 1, #name);
+	cr_assert_eq(proto_op_version(value), of_version_2(value) ? 2 : 1, #name);
 	PROTO_OP_MAP(OP_VER_)
 #undef OP_VER_
 	cr_assert_eq(proto_op_version(PROTO_OP_NONE), 1);
 	cr_assert_eq(proto_op_version(PROTO_OP_HELLO), 1, "HELLO must stay readable by any build");
 
 	const char *v2[] = { "push_update_req_ids", "push_update_req_ticket", "push_update_resp",
-			     "error_push_update" };
+			     "error_push_update",   "table_reserve_req",      "table_reserve_resp",
+			     "error_table_reserve" };
 	for (size_t i = 0; i < sizeof(v2) / sizeof(v2[0]); i++) {
 		ENC(v2[i]);
 		cr_assert_eq(buf[4], 2, "%s", v2[i]);
@@ -522,7 +529,7 @@ Test(proto, malformed_headers_are_refused_with_the_right_code)
 	cr_assert_eq(hdr_with(GOOD, 0x02, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
 	cr_assert(strstr(emdb_last_error(), "flag"), "%s", emdb_last_error());
 	cr_assert_eq(hdr_with(GOOD, 0x81, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
-	uint16_t unknown[] = { 0x0000, 0x0008, 0x00FF, 0x0105, 0x0208, 0x0305, 0x0400,
+	uint16_t unknown[] = { 0x0000, 0x0008, 0x00FF, 0x0106, 0x0208, 0x0305, 0x0400,
 			       0x0500, 0x0600, 0xF000, 0xFFFF };
 	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
 		cr_assert_eq(hdr_with(GOOD, 0, unknown[i], 0, 0, 64), EMDB_ERR_PROTOCOL, "op %x",
@@ -896,6 +903,82 @@ Test(proto, push_update_refuses_bags_and_what_push_refuses)
 	cr_assert_eq(proto_push_req_encode(buf, sizeof(bufmem), 1, &bad, &len), EMDB_OK);
 }
 
+/* TABLE_RESERVE: u32 table, u32 reserved, u64 rows; an empty response;
+ * both frames of version 2. */
+Test(proto, table_reserve_carries_a_table_and_a_row_count)
+{
+	SAMPLES();
+	proto_msg m;
+	proto_hdr h;
+	size_t len = ENC("table_reserve_req");
+	cr_assert_eq(len, PROTO_HDR_SIZE + 16);
+	cr_assert_eq(buf[4], 2, "TABLE_RESERVE is version 2's");
+	uint8_t *b = BODY(len);
+	const uint8_t want[16] = { 7, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x90, 0x2f, 0x50, 0x09, 0, 0, 0 };
+	cr_assert_eq(memcmp(b, want, 16), 0, "table 7, reserved 0, rows 40000000000 little-endian");
+	dec(buf, len, &m);
+	cr_assert_eq(m.table_reserve_req.table, 7);
+	cr_assert_eq(m.table_reserve_req.rows, 40000000000ull, "rows above 2^32 cross intact");
+
+	/* Any u64 is a count the engine judges; every table id too. */
+	proto_table_reserve_req r = { 0xFFFFFFFFu, UINT64_MAX };
+	cr_assert_eq(proto_table_reserve_req_encode(buf, sizeof(bufmem), 5, &r, &len), EMDB_OK);
+	dec(buf, len, &m);
+	cr_assert_eq(m.table_reserve_req.table, 0xFFFFFFFFu);
+	cr_assert_eq(m.table_reserve_req.rows, UINT64_MAX);
+	r = (proto_table_reserve_req){ 1, 0 };
+	cr_assert_eq(proto_table_reserve_req_encode(buf, sizeof(bufmem), 5, &r, &len), EMDB_OK);
+	dec(buf, len, &m);
+	cr_assert_eq(m.table_reserve_req.rows, 0);
+
+	/* The reserved field must be zero, every byte of it. */
+	len = ENC("table_reserve_req");
+	b = BODY(len);
+	for (int k = 4; k < 8; k++) {
+		b[k] = 0x80;
+		EXPECT_PROTOCOL(body_rc(buf, len), "reserved");
+		b[k] = 0;
+	}
+	cr_assert_eq(body_rc(buf, len), EMDB_OK);
+
+	/* Exactly 16 bytes: shorter and longer bodies are malformed. */
+	memset(buf + len, 0, 16);
+	EXPECT_PROTOCOL(body_as(buf, 0), "table needs 4 bytes");
+	EXPECT_PROTOCOL(body_as(buf, 8), "rows needs 8 bytes at offset 8");
+	EXPECT_PROTOCOL(body_as(buf, 24), "8 bytes trail");
+	/* The response is empty: a body of 8 bytes is malformed. */
+	len = ENC("table_reserve_resp");
+	cr_assert_eq(len, PROTO_HDR_SIZE);
+	cr_assert_eq(buf[4], 2);
+	memset(buf + len, 0, 8);
+	EXPECT_PROTOCOL(body_as(buf, 8), "trail");
+
+	/* Its decoder takes only its own request: a caller bug otherwise. */
+	proto_table_reserve_req got;
+	len = ENC("table_drop_req");
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_OK);
+	cr_assert_eq(proto_table_reserve_req_decode(&h, buf + PROTO_HDR_SIZE, &got), EMDB_ERR_INVALID);
+	len = ENC("table_reserve_req");
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_OK);
+	proto_table_drop_req drop;
+	cr_assert_eq(proto_table_drop_req_decode(&h, buf + PROTO_HDR_SIZE, &drop), EMDB_ERR_INVALID);
+	cr_assert_eq(proto_table_reserve_req_decode(&h, buf + PROTO_HDR_SIZE, &got), EMDB_OK);
+
+	/* Version 1 lacks it: a TABLE_RESERVE frame saying 1 is malformed
+	 * from its header, and its error reply is a version-2 frame. */
+	buf[4] = 1;
+	cr_assert_eq(proto_hdr_decode(buf, len, &h, UINT32_MAX), EMDB_ERR_PROTOCOL);
+	cr_assert(strstr(emdb_last_error(), "TABLE_RESERVE frame of version 1: its layout is version 2"),
+		  "%s", emdb_last_error());
+	cr_assert_eq(proto_op_version(PROTO_OP_TABLE_RESERVE), 2);
+	cr_assert(!proto_op_known_at(PROTO_OP_TABLE_RESERVE, 1));
+	cr_assert(proto_op_known_at(PROTO_OP_TABLE_RESERVE, 2));
+	cr_assert_eq(proto_err_encode(buf, sizeof(bufmem), 9, PROTO_OP_TABLE_RESERVE, EMDB_ERR_NO_TABLE,
+				      "no such table", &len),
+		     EMDB_OK);
+	cr_assert_eq(buf[4], 2);
+}
+
 Test(proto, encoders_refuse_what_decoders_would)
 {
 	uint8_t *buf = (uint8_t *)bufmem;
@@ -1112,7 +1195,7 @@ Test(proto, roles_nest_as_the_issue_says)
 				  PROTO_OP_LOOKUP, PROTO_OP_JOB_STATUS, PROTO_OP_CHECKPOINT_LIST };
 	uint16_t admin_ops[] = { PROTO_OP_TABLE_CREATE, PROTO_OP_TABLE_DROP, PROTO_OP_CONFIG_SET,
 				 PROTO_OP_SHUTDOWN, PROTO_OP_CHECKPOINT, PROTO_OP_RESTORE,
-				 PROTO_OP_CHECKPOINT_DELETE };
+				 PROTO_OP_CHECKPOINT_DELETE, PROTO_OP_TABLE_RESERVE };
 	int n_reader = 0, n_trainer = 0, n_admin = 0, n_none = 0;
 	for (uint32_t op = 0; op <= 0xFFFF; op++) {
 		n_none += proto_op_allowed(PROTO_ROLE_NONE, (uint16_t)op);
@@ -1128,9 +1211,9 @@ Test(proto, roles_nest_as_the_issue_says)
 	cr_assert_eq(n_reader, 10);
 	for (size_t i = 0; i < 10; i++)
 		cr_assert(proto_op_allowed(PROTO_ROLE_READER, reader_ops[i]));
-	cr_assert_eq(n_admin, 25);
+	cr_assert_eq(n_admin, 26);
 	cr_assert_eq(n_trainer, 18);
-	for (size_t i = 0; i < 7; i++) {
+	for (size_t i = 0; i < sizeof(admin_ops) / sizeof(admin_ops[0]); i++) {
 		cr_assert(!proto_op_allowed(PROTO_ROLE_TRAINER, admin_ops[i]));
 		cr_assert(proto_op_allowed(PROTO_ROLE_ADMIN, admin_ops[i]));
 	}
@@ -1139,6 +1222,8 @@ Test(proto, roles_nest_as_the_issue_says)
 	cr_assert(proto_op_allowed(PROTO_ROLE_TRAINER, PROTO_OP_PUSH_UPDATE));
 	cr_assert_eq(PROTO_OP_PUSH_UPDATE, 0x0207);
 	cr_assert_str_eq(proto_op_name(0x0207), "PUSH_UPDATE");
+	cr_assert_eq(PROTO_OP_TABLE_RESERVE, 0x0105, "the first free value of the tables range");
+	cr_assert_str_eq(proto_op_name(0x0105), "TABLE_RESERVE");
 	cr_assert(!proto_op_allowed(PROTO_ROLE_READER, PROTO_OP_CONFIG_GET));
 	cr_assert(proto_op_allowed(PROTO_ROLE_TRAINER, PROTO_OP_CONFIG_GET));
 	cr_assert(!proto_op_allowed((proto_role)7, PROTO_OP_PING));

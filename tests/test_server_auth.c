@@ -1,9 +1,9 @@
 /*
  * test_server_auth.c - HELLO and AUTH, and the roles: a reader may only
  * Lookup and read statistics (its Push and its Push-and-Update are refused
- * and change nothing), a trainer may not run admin commands, an admin may
- * do everything; wrong tokens and requests before AUTH close the
- * connection.
+ * and change nothing), a trainer may not run admin commands (nor make room
+ * in a table: TABLE_RESERVE), an admin may do everything; wrong tokens and
+ * requests before AUTH close the connection.
  */
 #include "tests/test_server_util.h"
 
@@ -18,6 +18,17 @@ TestSuite(auth, .fini = stop_server, .timeout = 120);
 
 static const char *const tokens[] = { "--admin-token",  "adm-1",  "--trainer-token", "trn-2",
 				      "--reader-token", "rdr-3",  NULL };
+
+/* One connection per role, each past HELLO and AUTH with its token. */
+static void connect_roles(cli *adm, cli *trn, cli *rdr)
+{
+	cli_ready(adm, &S);
+	cr_assert_eq(cli_auth(adm, "adm-1"), PROTO_ROLE_ADMIN);
+	cli_ready(trn, &S);
+	cr_assert_eq(cli_auth(trn, "trn-2"), PROTO_ROLE_TRAINER);
+	cli_ready(rdr, &S);
+	cr_assert_eq(cli_auth(rdr, "rdr-3"), PROTO_ROLE_READER);
+}
 
 Test(auth, tokens_and_roles)
 {
@@ -145,12 +156,7 @@ Test(auth, push_update_needs_a_trainer)
 {
 	srv_start(&S, tokens);
 	cli adm, trn, rdr;
-	cli_ready(&adm, &S);
-	cr_assert_eq(cli_auth(&adm, "adm-1"), PROTO_ROLE_ADMIN);
-	cli_ready(&trn, &S);
-	cr_assert_eq(cli_auth(&trn, "trn-2"), PROTO_ROLE_TRAINER);
-	cli_ready(&rdr, &S);
-	cr_assert_eq(cli_auth(&rdr, "rdr-3"), PROTO_ROLE_READER);
+	connect_roles(&adm, &trn, &rdr);
 	uint32_t t = cli_create_table(&adm, "pu", 4);
 
 	uint64_t ids[3] = { 5, 6, 5 }; /* 5 twice */
@@ -209,6 +215,52 @@ Test(auth, push_update_needs_a_trainer)
 	/* Every PUSH_UPDATE, refused or not, on its own line of INFO. */
 	char *info = cli_info(&adm, "ops");
 	cr_assert(strstr(info, "op_push_update: calls=6 errors=4"), "%s", info);
+	free(info);
+
+	cli_close(&rdr);
+	cli_close(&trn);
+	srv_shutdown_clean(&S, &adm);
+	cli_close(&adm);
+}
+
+/* TABLE_RESERVE is an admin's: a reader's and a trainer's are refused
+ * with AUTH, make no room and leave their connections open; an admin's is
+ * served. */
+Test(auth, table_reserve_needs_an_admin)
+{
+	srv_start(&S, tokens);
+	cli adm, trn, rdr;
+	connect_roles(&adm, &trn, &rdr);
+	uint32_t t = cli_create_table(&adm, "room", 4);
+	emdb_table_info before = cli_describe(&adm, t);
+
+	proto_table_reserve_req rq = { .table = t, .rows = 100000 };
+	cli *refused[] = { &rdr, &trn };
+	const char *role[] = { "role reader may not send TABLE_RESERVE",
+			       "role trainer may not send TABLE_RESERVE" };
+	for (int i = 0; i < 2; i++) {
+		char msg[256];
+		uint64_t id = CLI_SEND(refused[i], proto_table_reserve_req_encode, &rq);
+		cli_err(refused[i], id, EMDB_ERR_AUTH, msg, sizeof(msg));
+		cr_assert(strstr(msg, role[i]), "%s", msg);
+		cli_ping(refused[i]); /* still open */
+	}
+	emdb_table_info now = cli_describe(&rdr, t);
+	cr_assert_eq(now.stats.bytes_index, before.stats.bytes_index, "a refused TABLE_RESERVE made room");
+	cr_assert_eq(now.stats.bytes_overhead, before.stats.bytes_overhead);
+	cr_assert_eq(now.stats.index_resizes, before.stats.index_resizes);
+
+	uint64_t id = CLI_SEND(&adm, proto_table_reserve_req_encode, &rq);
+	proto_frame *f = cli_ok(&adm, id);
+	cr_assert_eq(f->hdr.opcode, PROTO_OP_TABLE_RESERVE);
+	cr_assert_eq(proto_empty_decode(&f->hdr), EMDB_OK);
+	proto_frame_free(f);
+	now = cli_describe(&rdr, t);
+	cr_assert_gt(now.stats.bytes_index, before.stats.bytes_index, "the admin's made no room");
+	cr_assert_eq(now.stats.rows, 0);
+
+	char *info = cli_info(&adm, "ops");
+	cr_assert(strstr(info, "op_table_reserve: calls=3 errors=2"), "%s", info);
 	free(info);
 
 	cli_close(&rdr);

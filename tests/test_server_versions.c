@@ -3,9 +3,10 @@
  * (docs/protocol.md, "Versions"): HELLO settles on the highest version
  * both sides speak; every frame carries the version of its opcode's
  * layout, never above the connection's; a connection that settled on
- * version 1 has no PUSH_UPDATE (version 2's), so one sent there, or
- * before HELLO, is answered PROTOCOL with opcode NONE and the connection
- * is closed with nothing applied, while a version-2 connection is served.
+ * version 1 has no PUSH_UPDATE and no TABLE_RESERVE (version 2's), so one
+ * sent there, or before HELLO, is answered PROTOCOL with opcode NONE and
+ * the connection is closed with nothing applied, while a version-2
+ * connection is served.
  */
 #include "tests/test_server_util.h"
 
@@ -151,6 +152,69 @@ Test(versions, push_update_on_a_version_1_connection_is_refused_and_closed)
 	ti = cli_describe(&w, t);
 	cr_assert_eq(ti.stats.step, 1);
 	cr_assert_eq(ti.stats.rows, 2);
+
+	srv_shutdown_clean(&S, &w);
+	cli_close(&w);
+}
+
+/* The room a table has made (index and row chunks), as the engine counts
+ * it: what a TABLE_RESERVE changes. */
+static void same_room(const emdb_table_info *a, const emdb_table_info *b, const char *what)
+{
+	cr_assert_eq(a->stats.bytes_index, b->stats.bytes_index, "%s: index bytes changed", what);
+	cr_assert_eq(a->stats.bytes_overhead, b->stats.bytes_overhead, "%s: chunk slack changed", what);
+	cr_assert_eq(a->stats.index_resizes, b->stats.index_resizes, "%s: the index was resized", what);
+	cr_assert_eq(a->stats.rows, b->stats.rows, "%s: rows changed", what);
+}
+
+Test(versions, table_reserve_on_a_version_1_connection_is_refused_and_closed)
+{
+	srv_start(&S, NULL);
+	cli w;
+	cli_ready(&w, &S); /* version 2: the witness */
+	uint32_t t = cli_create_table(&w, "v", 4);
+	emdb_table_info before = cli_describe(&w, t);
+	proto_table_reserve_req rq = { .table = t, .rows = 100000 };
+
+	/* HELLO chose 1: TABLE_RESERVE is an opcode this connection lacks. */
+	cli c;
+	cli_tcp(&c, &S);
+	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
+	cli_ping(&c);
+	CLI_SEND(&c, proto_table_reserve_req_encode, &rq);
+	expect_refused_and_closed(&c, "TABLE_RESERVE frame of version 2 on a version 1 connection");
+
+	/* Nor does it pass dressed as a version-1 frame. */
+	uint8_t frame[64] __attribute__((aligned(8)));
+	size_t len;
+	cr_assert_eq(proto_table_reserve_req_encode(frame, sizeof(frame), 7, &rq, &len), EMDB_OK);
+	cr_assert_eq(frame[4], 2);
+	frame[4] = 1;
+	cli_tcp(&c, &S);
+	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
+	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
+	expect_refused_and_closed(&c, "TABLE_RESERVE frame of version 1: its layout is version 2");
+	emdb_table_info now = cli_describe(&w, t);
+	same_room(&before, &now, "after refused TABLE_RESERVEs");
+
+	/* On a version-2 connection it is served: an empty answer of
+	 * version 2, and the table has room (and says so in the log). */
+	cli d;
+	cli_tcp(&d, &S);
+	cr_assert_eq(cli_hello_versions(&d, 1, 2, NULL), 2);
+	uint64_t id = CLI_SEND(&d, proto_table_reserve_req_encode, &rq);
+	proto_frame *f = cli_ok(&d, id);
+	cr_assert_eq(f->hdr.opcode, PROTO_OP_TABLE_RESERVE);
+	cr_assert_eq(f->hdr.version, 2);
+	cr_assert_eq(f->hdr.body_len, 0);
+	cr_assert_eq(proto_empty_decode(&f->hdr), EMDB_OK);
+	proto_frame_free(f);
+	cli_ping(&d);
+	cli_close(&d);
+	now = cli_describe(&w, t);
+	cr_assert_gt(now.stats.bytes_index, before.stats.bytes_index, "no index room was made");
+	cr_assert_eq(now.stats.rows, 0, "a reservation inserts no row");
+	cr_assert(strstr(srv_log(&S), "table 1 reserved room for 100000 rows in "), "%s", srv_log(&S));
 
 	srv_shutdown_clean(&S, &w);
 	cli_close(&w);

@@ -19,7 +19,9 @@
  *     config_get cannot read back;
  *   - config_load_file: a refusal whose message does not name the file;
  *   - words_split: a refusal that left words, or a word count that
- *     disagrees with the NULL after the last word;
+ *     disagrees with the NULL after the last word; words_count (a row
+ *     count with k, M or G) that reads a plain number otherwise than
+ *     words_u64 does;
  *   - topt_parse: a refusal without a message, or a success that changed
  *     the table's name or dim;
  *   - info_json (emdb-cli's reading of the server's INFO text): output
@@ -145,9 +147,10 @@ static void words(const char *s)
 			die("words_split: a NULL word before the count", s);
 	if (w.v[w.n])
 		die("words_split: no NULL after the last word", s);
-	uint64_t x;
+	uint64_t x, y;
 	for (int i = 0; i < w.n; i++)
-		words_u64(w.v[i], &x);
+		if (words_u64(w.v[i], &x) && (!words_count(w.v[i], &y) || y != x))
+			die("words_count: a plain number read otherwise", s);
 	words_free(&w);
 }
 

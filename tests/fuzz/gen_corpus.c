@@ -72,6 +72,15 @@ int main(int argc, char **argv)
 			frame[4] = 1;
 			put(argv[1], "bad_push_update_version_1", frame, len);
 		}
+		if (!strcmp(all[i].name, "table_reserve_req")) {
+			/* A TABLE_RESERVE with its reserved field set, and one
+			 * under version 1, which lacks it. */
+			frame[PROTO_HDR_SIZE + 4] = 1;
+			put(argv[1], "bad_table_reserve_reserved", frame, len);
+			frame[PROTO_HDR_SIZE + 4] = 0;
+			frame[4] = 1;
+			put(argv[1], "bad_table_reserve_version_1", frame, len);
+		}
 	}
 	put(argv[1], "stream_requests", streams[0], stream_len[0]);
 	put(argv[1], "stream_responses", streams[1], stream_len[1]);

@@ -215,6 +215,12 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = RESP_("error_push_update", PUSH_UPDATE);
 	s[n - 1].h.status = EMDB_ERR_BATCH;
 	m->err = (proto_str){ "4 gradient rows for a ticket of 5 IDs", 37 };
+	m = REQ_("table_reserve_req", TABLE_RESERVE);
+	m->table_reserve_req = (proto_table_reserve_req){ 7, 40000000000ull };
+	m = RESP_("table_reserve_resp", TABLE_RESERVE);
+	m = RESP_("error_table_reserve", TABLE_RESERVE);
+	s[n - 1].h.status = EMDB_ERR_NOMEM;
+	m->err = (proto_str){ "table 'ads': room for 40000000000 rows needs about 1200000 MB more", 66 };
 #undef REQ_
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include "tools/cli/cmd.h"
@@ -74,6 +75,16 @@ static const cli_cmd cmds[] = {
 	{ "table drop", "NAME|ID", "drop a table and all its rows",
 	  "The table is found as by table describe.  There is no undo.",
 	  EMDB_ROLE_ADMIN, 1, 1, cmd_table_drop, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "table reserve", "NAME|ID ROWS", "make room for ROWS rows before training starts",
+	  "ROWS counts the rows the table holds too.  The index is grown so that\n"
+	  "inserting up to ROWS IDs resizes nothing, and the memory of ROWS rows\n"
+	  "is mapped and backed now, so those inserts take no page fault; rows,\n"
+	  "values and steps stay as they are.  ROWS is a whole number with an\n"
+	  "optional k, M or G (thousands, millions, billions): 40M is 40000000.\n"
+	  "It takes about a second per 2 GB of memory, and the server's I/O\n"
+	  "thread waits meanwhile: reserve before training.  The command waits\n"
+	  "for it without --timeout's limit.  The server needs protocol version 2.",
+	  EMDB_ROLE_ADMIN, 2, 2, cmd_table_reserve, { CLI_COMP_TABLE, CLI_COMP_NONE } },
 	{ "lookup", "TABLE ID...", "print the vectors of IDs, and whether the table holds them",
 	  "Read-only: an ID the table does not hold is not inserted and shows\n"
 	  "the table's lookup default.  IDs are unsigned 64-bit, decimal or 0x hex.",
@@ -205,6 +216,13 @@ cli_status cmd_usage(cli_session *s, const char *fmt, ...)
 	va_end(ap);
 	full_usage(current, usage, sizeof(usage));
 	return session_error(s, CLI_USAGE, "USAGE", "%s; usage: %s", why, usage);
+}
+
+double cmd_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 cli_status cmd_ok(cli_session *s)

@@ -19,6 +19,9 @@ cli_status cmd_usage(cli_session *s, const char *fmt, ...) __attribute__((format
  * else to say.  Returns CLI_OK. */
 cli_status cmd_ok(cli_session *s);
 
+/* Milliseconds of CLOCK_MONOTONIC: for the times commands report. */
+double cmd_now_ms(void);
+
 /* cmd.c: local commands. */
 cli_status cmd_help(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_quit(cli_session *s, emdb_client *c, int argc, char **argv);
@@ -36,6 +39,7 @@ cli_status cmd_table_create(cli_session *s, emdb_client *c, int argc, char **arg
 cli_status cmd_table_describe(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_table_list(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_table_drop(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_table_reserve(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_lookup(cli_session *s, emdb_client *c, int argc, char **argv);
 
 /* cmd_persist.c: checkpoints, restore, jobs. */

@@ -15,25 +15,17 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <emdb/alloc.h>
 
 #include "tools/cli/cmd_int.h"
 #include "tools/cli/infojson.h"
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 cli_status cmd_ping(cli_session *s, emdb_client *c, int argc, char **argv)
 {
-	double t0 = now_ms();
+	double t0 = cmd_now_ms();
 	int rc = emdb_client_ping(c);
-	double ms = now_ms() - t0;
+	double ms = cmd_now_ms() - t0;
 	if (rc != EMDB_OK)
 		return session_fail(s, rc);
 	if (s->json) {

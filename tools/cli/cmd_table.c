@@ -1,6 +1,6 @@
 /*
  * cmd_table.c - the commands about tables and their rows: table create,
- * describe, list, drop, and lookup.
+ * describe, list, drop, reserve, and lookup.
  *
  * Invariants:
  *   1. A table argument is a name first and an id only when no table has
@@ -282,6 +282,40 @@ cli_status cmd_table_drop(cli_session *s, emdb_client *c, int argc, char **argv)
 		jw_close(&w);
 	} else {
 		printf("dropped table %s (id %u)\n", info.config.name, info.id);
+	}
+	return CLI_OK;
+}
+
+cli_status cmd_table_reserve(cli_session *s, emdb_client *c, int argc, char **argv)
+{
+	emdb_table_info info;
+	uint64_t rows;
+	if (!words_count(argv[1], &rows))
+		return cmd_usage(s, "ROWS '%s' is not a whole number (with k, M or G)", argv[1]);
+	if (resolve(s, c, argv[0], &info) != CLI_OK)
+		return CLI_FAIL;
+	/* Backing gigabytes takes seconds to minutes, and the server goes on
+	 * whether or not we wait: wait for it, whatever --timeout says. */
+	double t0 = cmd_now_ms();
+	uint32_t timeout = emdb_client_timeout(c);
+	emdb_client_set_timeout(c, 0);
+	int rc = emdb_client_table_reserve(c, info.id, rows);
+	emdb_client_set_timeout(c, timeout);
+	double secs = (cmd_now_ms() - t0) / 1e3;
+	if (rc != EMDB_OK)
+		return session_fail(s, rc);
+	if (s->json) {
+		jw w;
+		jw_open(&w, stdout);
+		jw_bool(&w, "ok", true);
+		jw_u64(&w, "id", info.id);
+		jw_str(&w, "name", info.config.name);
+		jw_u64(&w, "rows", rows);
+		jw_double(&w, "seconds", (double)(int64_t)(secs * 1000) / 1000);
+		jw_close(&w);
+	} else {
+		printf("reserved room for %llu rows in table '%s' (%.1f s)\n", (unsigned long long)rows,
+		       info.config.name, secs);
 	}
 	return CLI_OK;
 }

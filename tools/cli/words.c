@@ -117,3 +117,33 @@ bool words_u64(const char *word, uint64_t *out)
 	*out = v;
 	return true;
 }
+
+bool words_count(const char *word, uint64_t *out)
+{
+	size_t len = strlen(word);
+	uint64_t mul = 1, v;
+	char digits[32];
+	switch (len ? word[len - 1] : 0) {
+	case 'k':
+	case 'K':
+		mul = 1000;
+		break;
+	case 'M':
+		mul = 1000000;
+		break;
+	case 'G':
+		mul = 1000000000;
+		break;
+	}
+	if (mul == 1)
+		return words_u64(word, out);
+	/* A suffix goes with decimal digits only: "0x1G" is not a count. */
+	if (len - 1 >= sizeof(digits) || (word[0] == '0' && (word[1] == 'x' || word[1] == 'X')))
+		return false;
+	memcpy(digits, word, len - 1);
+	digits[len - 1] = 0;
+	if (!words_u64(digits, &v) || v > UINT64_MAX / mul)
+		return false;
+	*out = v * mul;
+	return true;
+}

@@ -30,4 +30,10 @@ void words_free(cli_words *w);
  * sign, no trailing text, no overflow).  Returns false when it is not one. */
 bool words_u64(const char *word, uint64_t *out);
 
+/* A count of things (rows): a words_u64 number, or a decimal one with a
+ * k (or K), M or G suffix for thousands, millions, billions, as
+ * emdb-bench's --rows reads it: "40M" is 40000000.  No fractions, no
+ * overflow.  Returns false when the word is not one. */
+bool words_count(const char *word, uint64_t *out);
+
 #endif

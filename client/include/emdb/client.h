@@ -128,7 +128,8 @@
  *     EMDB_ERR_UNSUPPORTED  no common protocol version, an operation
  *                        that has no meaning on this transport, or one
  *                        newer than the server (emdb_client_push_update
- *                        on a protocol-version-1 server): refused before
+ *                        or emdb_client_table_reserve on a
+ *                        protocol-version-1 server): refused before
  *                        sending, the handle stays usable;
  *     EMDB_ERR_IO        a socket call failed (message has errno's text);
  *     EMDB_ERR_LIMIT     a request larger than the server accepts.
@@ -266,13 +267,16 @@ uint32_t emdb_client_max_batch(const emdb_client *c);
 /* The wire protocol version HELLO settled on with the server: the highest
  * both speak (docs/protocol.md, "Versions"), 1 or 2 in this build; for
  * mem://, which has no wire, the newest this build speaks (2).  An
- * operation newer than the version (PUSH_UPDATE needs 2) fails with
- * UNSUPPORTED without being sent. */
+ * operation newer than the version (PUSH_UPDATE and TABLE_RESERVE need 2)
+ * fails with UNSUPPORTED without being sent. */
 int emdb_client_protocol_version(const emdb_client *c);
 
 /* Set the timeout of requests submitted from now on (0 = none).  Requests
  * already in flight keep their deadline.  Thread-safe. */
 void emdb_client_set_timeout(emdb_client *c, uint32_t timeout_ms);
+/* The timeout requests submitted now get (0 = none): the URI's ?timeout=,
+ * options.timeout_ms, or the last emdb_client_set_timeout.  Thread-safe. */
+uint32_t emdb_client_timeout(const emdb_client *c);
 
 /* The message of the last client call that failed on this thread, or ""
  * when none failed yet: for a failure found by the client it names the
@@ -355,6 +359,35 @@ int emdb_client_table_describe(emdb_client *c, uint32_t table,
 int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap,
 			   size_t *n_out);
 int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
+
+/* Make room for `rows` rows in table `table`, the rows it holds included,
+ * before training starts: emdb_table_reserve of emdb/db.h (every index
+ * shard grown so that its share of that many IDs fits without a resize,
+ * the row chunks for that many rows mapped and their memory backed), so
+ * that inserting up to that many IDs pays neither an index resize nor a
+ * page fault.  The table still grows past `rows` on demand; asking for no
+ * more room than the table has does nothing.  Rows, values and steps are
+ * not changed.
+ *
+ * Synchronous only, like the other table administration calls (mem://
+ * runs it on the caller's thread).  It returns once the memory is backed,
+ * which takes about as long as writing it once (about 1 s per 2 GB where
+ * first touch is slow): give the handle a timeout that covers it
+ * (emdb_client_set_timeout, 0 = none) or the call fails with TIMEOUT
+ * while the server goes on reserving.  Over a socket the server's I/O
+ * thread serving this connection is busy meanwhile (docs/server.md), so
+ * reserve before training, not per batch.
+ *
+ * Errors: the engine's, with its message: NO_TABLE; LIMIT (more rows than
+ * a table can hold); NOMEM (the room would go over the server's
+ * max_memory, or the machine's memory, which is checked before anything
+ * is mapped; or an allocation failed: the room made before it stays).
+ * UNSUPPORTED over a socket to a server that speaks only protocol version
+ * 1 (emdb_client_protocol_version below 2: TABLE_RESERVE is version 2's):
+ * the call fails at once, nothing is sent, and the handle stays usable.
+ * The transport errors above.  Thread-safe like every call; other calls
+ * on the table, from any thread, may run meanwhile.  Role: admin. */
+int emdb_client_table_reserve(emdb_client *c, uint32_t table, uint64_t rows);
 
 /* ------------------------------------------------------------------ */
 /* Checkpoints and restore (docs/checkpoint.md)                        */
