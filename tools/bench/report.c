@@ -108,6 +108,8 @@ static void print_json(FILE *f, const report_meta *m, const report_record *r)
 		fprintf(f, ",\"new_frac\":%.4f", r->new_frac);
 	if (r->resizes >= 0)
 		fprintf(f, ",\"index_resizes\":%lld", (long long)r->resizes);
+	if (r->reserved_rows)
+		fprintf(f, ",\"reserved_rows\":%llu", (unsigned long long)r->reserved_rows);
 	if (r->unique_frac >= 0)
 		fprintf(f, ",\"rows_updated_per_id\":%.4f", r->unique_frac);
 	for (int j = 0; j < r->n_anchors; j++) {

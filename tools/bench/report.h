@@ -34,6 +34,7 @@ typedef struct report_record {
 	double new_frac;       /* prefetch: fraction of IDs inserted; < 0 if n/a */
 	double unique_frac;    /* push: rows updated per ID pushed; < 0 if n/a */
 	int64_t resizes;       /* prefetch: index shard resizes while measured; < 0 if n/a */
+	uint64_t reserved_rows; /* pf_reserved: the room emdb_table_reserve made; 0 if none */
 	harness_result res;
 	int n_anchors;
 	report_anchor anchors[REPORT_MAX_ANCHORS];
