@@ -103,6 +103,11 @@ int main(int argc, char **argv)
 		int rc = emdb_client_table_create(c, &cfg, &table);
 		if (rc == EMDB_ERR_EXISTS) /* another worker was first */
 			rc = emdb_client_table_find(c, "example", &table);
+		else if (rc == EMDB_OK && emdb_client_protocol_version(c) >= 2)
+			/* The vocabulary is known: make room for all of it now,
+			 * so that the steps insert without index resizes or
+			 * page faults. */
+			rc = emdb_client_table_reserve(c, table, VOCAB);
 		CHECK(rc);
 	}
 
