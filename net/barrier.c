@@ -26,6 +26,7 @@
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/stats.h"
+#include "protocol/proto.h"
 
 struct barrier_step {
 	barrier_step *next;
@@ -199,7 +200,7 @@ void barriers_fail(barriers *b, uint64_t now_ns, bool all, int status, const cha
 void barrier_answer(const barrier_step *s, const barrier_waiter *self, int status, uint64_t rows,
 		    const char *msg)
 {
-	io_reply r = { .status = status, .rows = rows };
+	io_reply r = { .opcode = PROTO_OP_UPDATE, .status = status, .rows = rows };
 	if (status < 0)
 		snprintf(r.msg, sizeof(r.msg), "%s", msg ? msg : "");
 	for (uint32_t i = 0; i < s->n; i++) {

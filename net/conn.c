@@ -344,7 +344,7 @@ static int settle(conn *c)
 		return 0;
 	if (c->eof)
 		return -1; /* nothing more will come: a worker gone leaves its steps */
-	if (c->steps_waiting)
+	if (c->steps_waiting || c->bg_waiting)
 		return 0;
 	if (c->t->draining)
 		return -1; /* no more is taken */

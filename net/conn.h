@@ -75,6 +75,8 @@ typedef struct conn {
 	uint64_t last_recv_ns; /* bytes last arrived (for idle_timeout_s) */
 	uint32_t steps_waiting; /* UPDATEs of synchronous steps owed an answer
 				   (net/barrier.h): no eof, drain or idle close */
+	uint32_t bg_waiting;    /* TABLE_RESERVEs running on threads of their
+				   own, owed an answer: no drain or idle close */
 	size_t accounted; /* buffer bytes last added to t->mem_buffers */
 
 	ticket_table tickets;

@@ -1,20 +1,15 @@
 /*
  * handle_table.c - table administration and statistics: TABLE_CREATE,
- * TABLE_DROP, TABLE_RESERVE, TABLE_DESCRIBE, TABLE_LIST, STATS.
+ * TABLE_DROP, TABLE_DESCRIBE, TABLE_LIST, STATS (TABLE_RESERVE, which runs
+ * on a thread of its own, is in handle_reserve.c).
  *
  * Invariants:
- *   1. CREATE, DROP and RESERVE reserve their reply before calling the
- *      engine, so a table is never created, dropped or grown without the
- *      client being told.
- *   2. Validation of a table configuration, and of a reservation's size
- *      against the table's and the memory's limits, is the engine's: its
- *      error and message go back unchanged.
- *   3. RESERVE runs on the connection's I/O thread like every engine call,
- *      and holds it while the kernel backs the memory (docs/server.md):
- *      the other connections of that thread wait meanwhile.
+ *   1. CREATE and DROP reserve their reply before calling the engine, so a
+ *      table is never created or dropped without the client being told.
+ *   2. Validation of a table configuration is the engine's: its error and
+ *      message go back unchanged.
  *
- * State changes: the engine's table registry (CREATE, DROP); a table's
- * index and row chunks (RESERVE).
+ * State changes: the engine's table registry (CREATE, DROP).
  */
 #include <string.h>
 
@@ -26,7 +21,6 @@
 #include "net/handle_int.h"
 #include "net/log.h"
 #include "net/server.h"
-#include "net/stats.h"
 
 int handle_table_create(conn *c, const proto_hdr *h, const uint8_t *body)
 {
@@ -70,30 +64,6 @@ int handle_table_drop(conn *c, const proto_hdr *h, const uint8_t *body)
 	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
 	obuf_commit(&c->out, len);
 	log_info("conn %llu (%s): table %u dropped", (unsigned long long)c->id, c->peer, m.table);
-	return HANDLED_OK;
-}
-
-int handle_table_reserve(conn *c, const proto_hdr *h, const uint8_t *body)
-{
-	proto_table_reserve_req m;
-	int rc = proto_table_reserve_req_decode(h, body, &m);
-	if (rc)
-		return rc;
-	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
-	if (!p)
-		return EMDB_ERR_NOMEM;
-	uint64_t t0 = stats_now_ns();
-	rc = emdb_table_reserve(c->srv->db, m.table, m.rows);
-	double s = (double)(stats_now_ns() - t0) / 1e9;
-	if (rc) {
-		obuf_cancel(&c->out);
-		return rc;
-	}
-	size_t len;
-	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
-	obuf_commit(&c->out, len);
-	log_info("conn %llu (%s): table %u reserved room for %llu rows in %.3f s",
-		 (unsigned long long)c->id, c->peer, m.table, (unsigned long long)m.rows, s);
 	return HANDLED_OK;
 }
 

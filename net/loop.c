@@ -300,7 +300,7 @@ static void start_drain(io_thread *t)
 		next = c->next;
 		if (c->dead)
 			continue;
-		if (!c->paused && obuf_pending(&c->out) == 0 && !c->steps_waiting)
+		if (!c->paused && obuf_pending(&c->out) == 0 && !c->steps_waiting && !c->bg_waiting)
 			conn_close(c);
 		else
 			conn_update(c);
@@ -342,7 +342,10 @@ static void deliver(io_thread *t, const io_reply *r)
 		c = c->next;
 	if (!c || c->dead)
 		return;
-	handle_step_answer(c, r->req_id, r->status, r->rows, r->msg);
+	if (r->opcode == PROTO_OP_TABLE_RESERVE)
+		handle_reserve_answer(c, r->req_id, r->status, r->msg);
+	else
+		handle_step_answer(c, r->req_id, r->status, r->rows, r->msg);
 	conn_update(c); /* may destroy c */
 }
 
@@ -417,6 +420,7 @@ static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_
 		return;
 	}
 	if (idle_ns && c->role != PROTO_ROLE_NONE && !obuf_pending(&c->out) && !c->steps_waiting &&
+	    !c->bg_waiting &&
 	    now - c->last_recv_ns >= idle_ns && !unread_input(c)) {
 		log_info("conn %llu (%s): idle for idle_timeout_s: closing", (unsigned long long)c->id,
 			 c->peer);

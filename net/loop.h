@@ -118,6 +118,7 @@ bool io_read_waited_for_write(conn *c);
  * the connection is gone. */
 typedef struct io_reply {
 	uint64_t conn_id, req_id;
+	uint16_t opcode;  /* the request's: UPDATE (a step) or TABLE_RESERVE */
 	int status;
 	uint64_t rows;
 	char msg[240];

@@ -41,6 +41,7 @@
 #include <emdb/alloc.h>
 #include <emdb/db.h>
 
+#include "net/handle.h"
 #include "net/listen.h"
 #include "net/log.h"
 #include "net/loop.h"
@@ -91,6 +92,8 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	s->cfg = *cfg;
 	s->wake_fd = -1;
 	pthread_mutex_init(&s->cfg_lock, NULL);
+	pthread_mutex_init(&s->bg_lock, NULL);
+	pthread_cond_init(&s->bg_idle, NULL);
 	s->max_batch = cfg->max_batch;
 	s->unix_sndbuf = (int)cfg->unix_send_buffer;
 	s->auth_required = cfg->admin_token[0] || cfg->trainer_token[0] || cfg->reader_token[0];
@@ -431,6 +434,7 @@ static void stop_threads(server *s)
 		io_thread_drain(&s->threads[i]);
 	for (uint32_t i = 0; i < s->n_threads; i++)
 		io_thread_wait(&s->threads[i]);
+	handle_reserve_wait_all(s); /* they post to the threads' mailboxes */
 	for (uint32_t i = 0; i < s->n_threads; i++)
 		io_thread_cleanup(&s->threads[i]);
 	s->threads_started = false;
@@ -479,6 +483,8 @@ void server_destroy(server *s)
 	emdb_db_close(s->db);
 	tls_server_free(s->tls);
 	pthread_mutex_destroy(&s->cfg_lock);
+	pthread_cond_destroy(&s->bg_idle);
+	pthread_mutex_destroy(&s->bg_lock);
 	emdb_free(s);
 }
 

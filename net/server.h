@@ -74,6 +74,9 @@ struct server {
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
 	barriers barriers;         /* synchronous steps of UPDATE */
+	pthread_mutex_t bg_lock;   /* guards bg_running */
+	pthread_cond_t bg_idle;    /* signalled when bg_running drops to 0 */
+	uint32_t bg_running;       /* TABLE_RESERVE threads (net/handle_reserve.c) */
 
 	/* behind cfg_lock, any thread */
 	pthread_mutex_t cfg_lock;

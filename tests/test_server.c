@@ -447,3 +447,53 @@ Test(server, shutdown_request)
 	cli_close(&c);
 	cli_close(&other);
 }
+
+/* TABLE_RESERVE runs on a thread of its own: while it backs half a
+ * gigabyte, the one I/O thread answers a PING sent after it on the same
+ * connection, and another connection's, before the reserve's own answer;
+ * an unknown table still gets NO_TABLE.  A SHUTDOWN while a reserve runs
+ * waits for its answer, and the server exits 0. */
+Test(server, table_reserve_leaves_the_io_thread_free)
+{
+	const char *extra[] = { "--io_threads", "1", NULL };
+	srv_start(&S, extra);
+	cli c, other;
+	cli_ready(&c, &S);
+	cli_ready(&other, &S);
+	uint32_t t = cli_create_table(&c, "room", 64);
+
+	proto_table_reserve_req rq = { .table = t, .rows = 2000000 };
+	uint64_t rid = CLI_SEND(&c, proto_table_reserve_req_encode, &rq);
+	proto_ping ping = { proto_cstr("while reserving") };
+	uint64_t pid = CLI_SEND(&c, proto_ping_req_encode, &ping);
+	proto_frame *f = cli_resp(&c);
+	cr_assert_eq(f->hdr.id, pid, "response %llu (%s) came before the PING's",
+		     (unsigned long long)f->hdr.id, proto_op_name(f->hdr.opcode));
+	cr_assert_eq(f->hdr.opcode, PROTO_OP_PING);
+	proto_frame_free(f);
+	cli_ping(&other);
+	proto_frame_free(cli_ok(&c, rid));
+	emdb_table_info info = cli_describe(&other, t);
+	cr_assert_gt(info.stats.index_resizes, 0, "the index was not grown");
+	cr_assert_geq(info.stats.bytes_overhead, 2000000ull * 256, "overhead %llu bytes",
+		      (unsigned long long)info.stats.bytes_overhead);
+
+	char msg[256];
+	proto_table_reserve_req bad = { .table = t + 100, .rows = 10 };
+	uint64_t bid = CLI_SEND(&c, proto_table_reserve_req_encode, &bad);
+	cli_err(&c, bid, EMDB_ERR_NO_TABLE, msg, sizeof(msg));
+
+	uint32_t t2 = cli_create_table(&c, "room2", 64);
+	proto_table_reserve_req rq2 = { .table = t2, .rows = 2000000 };
+	rid = CLI_SEND(&c, proto_table_reserve_req_encode, &rq2);
+	uint64_t sid = cli_send_empty(&other, PROTO_OP_SHUTDOWN);
+	proto_frame_free(cli_ok(&other, sid));
+	proto_frame_free(cli_ok(&c, rid));
+	cli_expect_closed(&c);
+	int st = srv_wait_exit(&S, 60000);
+	cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x: %s", st,
+		  srv_log(&S));
+	cr_assert(strstr(srv_log(&S), "reserved room for 2000000 rows"), "%s", srv_log(&S));
+	cli_close(&c);
+	cli_close(&other);
+}

@@ -374,8 +374,9 @@ int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
  * which takes about as long as writing it once (about 1 s per 2 GB where
  * first touch is slow): give the handle a timeout that covers it
  * (emdb_client_set_timeout, 0 = none) or the call fails with TIMEOUT
- * while the server goes on reserving.  Over a socket the server's I/O
- * thread serving this connection is busy meanwhile (docs/server.md), so
+ * while the server goes on reserving.  The server runs it on a thread of
+ * its own and answers the connection's later requests meanwhile, so the
+ * handle stays usable from other threads; the backing takes a core, so
  * reserve before training, not per batch.
  *
  * Errors: the engine's, with its message: NO_TABLE; LIMIT (more rows than
