@@ -17,6 +17,7 @@
  * the one checkpoint job running (db/job.c).
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -257,10 +258,29 @@ int db_replace_tables(emdb_db *db, tbl **v, uint32_t n)
 	return EMDB_OK;
 }
 
+/* Bytes the kernel says can be allocated now without swapping
+ * (MemAvailable: free memory plus what reclaim would give back), or the
+ * machine's memory where /proc/meminfo does not say. */
+static double mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	unsigned long long kb = 0;
+	bool found = false;
+	if (f) {
+		char line[128];
+		while (!found && fgets(line, sizeof(line), f))
+			found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+		fclose(f);
+	}
+	if (found)
+		return (double)kb * 1024.0;
+	return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
 /* The memory a reservation would add, checked before any of it is
- * mapped: against the allocation limit and the machine's memory, so that
- * a mistyped count fails cleanly instead of waking the OOM killer while
- * the chunks are backed. */
+ * mapped: against the allocation limit and the memory available now, so
+ * that a mistyped count fails cleanly instead of waking the OOM killer
+ * while the chunks are backed. */
 static int reserve_fits(const tbl *t, uint64_t rows)
 {
 	uint64_t room = chunk_count(&t->rows) * t->rows.rows_per_chunk;
@@ -275,12 +295,12 @@ static int reserve_fits(const tbl *t, uint64_t rows)
 				    "memory limit (%.0f MB, %.0f MB in use)",
 				    t->cfg.name, (unsigned long long)rows, need / 1e6, limit / 1e6,
 				    used / 1e6);
-	double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-	if (phys > 0 && need > phys)
+	double avail = mem_available();
+	if (avail > 0 && need > avail)
 		return emdb__seterr(EMDB_ERR_NOMEM,
-				    "table '%s': room for %llu rows needs about %.0f MB more, over this "
-				    "machine's memory (%.0f MB)",
-				    t->cfg.name, (unsigned long long)rows, need / 1e6, phys / 1e6);
+				    "table '%s': room for %llu rows needs about %.0f MB more, over the "
+				    "memory this machine has available (%.0f MB)",
+				    t->cfg.name, (unsigned long long)rows, need / 1e6, avail / 1e6);
 	return EMDB_OK;
 }
 

@@ -146,7 +146,7 @@ Test(reserve, bad_input_changes_nothing)
 
 	/* More than the machine has: refused before anything is mapped. */
 	cr_assert_eq(emdb_table_reserve(db, t, 1ull << 38), EMDB_ERR_NOMEM);
-	cr_assert(strstr(emdb_last_error(), "machine's memory"), "%s", emdb_last_error());
+	cr_assert(strstr(emdb_last_error(), "memory this machine has available"), "%s", emdb_last_error());
 
 	/* Over the allocation limit: refused up front with the figures. */
 	emdb_alloc_set_limit(emdb_alloc_bytes() + (1u << 20));

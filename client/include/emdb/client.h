@@ -381,7 +381,7 @@ int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
  *
  * Errors: the engine's, with its message: NO_TABLE; LIMIT (more rows than
  * a table can hold); NOMEM (the room would go over the server's
- * max_memory, or the machine's memory, which is checked before anything
+ * max_memory, or the memory the machine has available, checked before anything
  * is mapped; or an allocation failed: the room made before it stays).
  * UNSUPPORTED over a socket to a server that speaks only protocol version
  * 1 (emdb_client_protocol_version below 2: TABLE_RESERVE is version 2's):

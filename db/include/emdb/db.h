@@ -225,8 +225,11 @@ int emdb_table_drop(emdb_db *db, uint32_t table);
  * restored table has room for the rows it holds, so reserve again after a
  * restore to grow without faults.
  *
- * Errors: NO_TABLE; LIMIT (more rows than a table can hold: 2^24 chunks);
- * NOMEM (the room made before the failure stays, the rows are unchanged). */
+ * Errors: NO_TABLE; INVALID (db NULL); LIMIT (more rows than a table can
+ * hold: 2^24 chunks); NOMEM: before anything is mapped when the room would
+ * pass the emdb_malloc limit or the memory the kernel reports available
+ * (MemAvailable), else when an allocation fails (the room made before the
+ * failure stays, the rows are unchanged). */
 int emdb_table_reserve(emdb_db *db, uint32_t table, uint64_t rows);
 
 /* Find a table's id by name.  Errors: NO_TABLE, INVALID (NULL). */
