@@ -22,12 +22,19 @@
  *      the next one, early and holding no lock, while the others go on
  *      filling the current one.  The cost: one chunk (2 MiB by default)
  *      per growing table.
+ *   5. chunk_prepare backs the chunks of a reservation with up to
+ *      PREPARE_HELPERS_MAX threads beside the caller, one per online CPU
+ *      beyond the caller's and one per PREPARE_CHUNKS_PER_THREAD chunks at
+ *      most; they are joined before it returns, so the engine keeps no
+ *      thread of its own.
  *
  * State changes: chunk creation and `reserved` under mu; next_row by an
  * atomic add in chunk_new_row.
  */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <emdb/alloc.h>
 #include <emdb/error.h>
@@ -36,6 +43,8 @@
 #include "db/error_int.h"
 
 #define LEAF_SIZE (1u << CHUNK_DIR_BITS)
+#define PREPARE_HELPERS_MAX 7u
+#define PREPARE_CHUNKS_PER_THREAD 16u
 
 int chunk_store_init(chunk_store *cs, size_t stride_bytes, size_t chunk_bytes)
 {
@@ -130,6 +139,26 @@ int chunk_reserve(chunk_store *cs, uint64_t n)
 	return rc;
 }
 
+/* chunk_prepare's backing, shared by its threads: chunks next .. end-1,
+ * claimed one at a time. */
+typedef struct prep_work {
+	const chunk_store *cs;
+	uint64_t next; /* atomic */
+	uint64_t end;
+} prep_work;
+
+static void *prep_loop(void *arg)
+{
+	prep_work *w = arg;
+	for (;;) {
+		uint64_t c = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+		if (c >= w->end)
+			return NULL;
+		emdb_map_populate(chunk_row(w->cs, loc_pack(0, LOC_TIER_HOST, (uint32_t)c, 0)),
+				  w->cs->chunk_bytes);
+	}
+}
+
 int chunk_prepare(chunk_store *cs, uint64_t rows)
 {
 	int rc = EMDB_OK;
@@ -141,9 +170,26 @@ int chunk_prepare(chunk_store *cs, uint64_t rows)
 	if (rc != EMDB_OK)
 		return rc;
 	/* Outside mu (invariant 4): from the chunk rows are being handed out
-	 * in.  A chunk already backed costs a walk of its page table. */
-	for (uint64_t c = chunk_rows(cs) / cs->rows_per_chunk; c < n; c++)
-		emdb_map_populate(chunk_row(cs, loc_pack(0, LOC_TIER_HOST, (uint32_t)c, 0)), cs->chunk_bytes);
+	 * in.  A chunk already backed costs a walk of its page table.  Where
+	 * the first touch is slow it is paid per vCPU (the host backs each
+	 * one's faults), so helpers take chunks beside the caller (invariant
+	 * 5). */
+	prep_work w = { cs, chunk_rows(cs) / cs->rows_per_chunk, n };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t want = w.end > w.next ? (w.end - w.next) / PREPARE_CHUNKS_PER_THREAD : 0;
+	uint32_t helpers = (uint32_t)(cpus > 1 ? cpus - 1 : 0);
+	if (helpers > PREPARE_HELPERS_MAX)
+		helpers = PREPARE_HELPERS_MAX;
+	if (helpers > want)
+		helpers = (uint32_t)want;
+	pthread_t th[PREPARE_HELPERS_MAX];
+	bool started[PREPARE_HELPERS_MAX] = { false };
+	for (uint32_t i = 0; i < helpers; i++)
+		started[i] = pthread_create(&th[i], NULL, prep_loop, &w) == 0;
+	prep_loop(&w);
+	for (uint32_t i = 0; i < helpers; i++)
+		if (started[i])
+			pthread_join(th[i], NULL);
 	return EMDB_OK;
 }
 

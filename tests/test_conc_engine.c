@@ -438,6 +438,9 @@ static void *reserve_loop(void *arg)
 	reserver *r = arg;
 	for (uint64_t rows = 10000; rows <= 200000; rows += 15000)
 		cr_assert_eq(emdb_table_reserve(r->db, r->table, rows), 0, "%s", emdb_last_error());
+	/* 5M rows of 16 bytes: enough chunks (38) for helper threads to back
+	 * them beside this one. */
+	cr_assert_eq(emdb_table_reserve(r->db, r->table, 5000000), 0, "%s", emdb_last_error());
 	return NULL;
 }
 

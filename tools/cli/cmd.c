@@ -81,9 +81,9 @@ static const cli_cmd cmds[] = {
 	  "is mapped and backed now, so those inserts take no page fault; rows,\n"
 	  "values and steps stay as they are.  ROWS is a whole number with an\n"
 	  "optional k, M or G (thousands, millions, billions): 40M is 40000000.\n"
-	  "It takes about a second per 2 GB of memory, on a thread of the\n"
-	  "server's own (its other requests are served meanwhile): reserve\n"
-	  "before training.  The command waits for it without --timeout's\n"
+	  "It takes as long as writing that memory once (seconds per 10M rows\n"
+	  "where first touch is slow), on threads of the server's own (its\n"
+	  "other requests are served meanwhile): reserve before training.  The command waits for it without --timeout's\n"
 	  "limit.  The server needs protocol version 2.",
 	  EMDB_ROLE_ADMIN, 2, 2, cmd_table_reserve, { CLI_COMP_TABLE, CLI_COMP_NONE } },
 	{ "lookup", "TABLE ID...", "print the vectors of IDs, and whether the table holds them",

@@ -219,7 +219,10 @@ int emdb_table_drop(emdb_db *db, uint32_t table);
  * Rows, values, steps and accumulated gradients are not changed, and any
  * call on the table, this one included, may run meanwhile.  The call takes
  * about as long as writing that memory once, so call it before training,
- * not per batch.  The room counts in the table's bytes_index and
+ * not per batch.  The chunks are backed by the caller and up to seven
+ * helper threads (one per online CPU beyond the caller's), joined before
+ * the call returns: on a VM whose host backs memory on first touch that is
+ * paid per vCPU.  The room counts in the table's bytes_index and
  * bytes_overhead (chunk slack) until rows use it, and in the emdb_malloc
  * family's counters and limit.  The room is not part of a checkpoint: a
  * restored table has room for the rows it holds, so reserve again after a
