@@ -503,6 +503,20 @@ static void v1_stop(v1_server *vs)
 			  "%s", emdb_client_last_error());                                    \
 	} while (0)
 
+/* Start the fake version-1 server and connect to it over its Unix socket:
+ * HELLO settles on version 1. */
+static emdb_client *v1_connect(v1_server *vs)
+{
+	char uri[160];
+	emdb_client *c;
+	v1_start(vs);
+	snprintf(uri, sizeof(uri), "unix://%s", vs->path);
+	int rc = emdb_client_connect(uri, NULL, &c);
+	cr_assert_eq(rc, EMDB_OK, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_eq(emdb_client_protocol_version(c), 1);
+	return c;
+}
+
 /* PUSH_UPDATE is protocol version 2's.  Against a server that speaks only
  * version 1, every form of emdb_client_push_update fails at once with
  * UNSUPPORTED, nothing reaches the server (which would take the frame for
@@ -510,13 +524,7 @@ static void v1_stop(v1_server *vs)
 Test(client_net, push_update_against_a_version_1_server_is_refused_unsent, .timeout = 60)
 {
 	v1_server vs;
-	char uri[160];
-	emdb_client *c;
-	v1_start(&vs);
-	snprintf(uri, sizeof(uri), "unix://%s", vs.path);
-	int rc = emdb_client_connect(uri, NULL, &c);
-	cr_assert_eq(rc, EMDB_OK, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
-	cr_assert_eq(emdb_client_protocol_version(c), 1);
+	emdb_client *c = v1_connect(&vs);
 	cr_assert_str_eq(emdb_client_server(c), "emdb-v1-fake");
 	OK(emdb_client_ping(c));
 
@@ -555,13 +563,7 @@ Test(client_net, push_update_against_a_version_1_server_is_refused_unsent, .time
 Test(client_net, table_reserve_against_a_version_1_server_is_refused_unsent, .timeout = 60)
 {
 	v1_server vs;
-	char uri[160];
-	emdb_client *c;
-	v1_start(&vs);
-	snprintf(uri, sizeof(uri), "unix://%s", vs.path);
-	int rc = emdb_client_connect(uri, NULL, &c);
-	cr_assert_eq(rc, EMDB_OK, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
-	cr_assert_eq(emdb_client_protocol_version(c), 1);
+	emdb_client *c = v1_connect(&vs);
 	OK(emdb_client_ping(c));
 	EXPECT_V1_REFUSAL(emdb_client_table_reserve(c, 1, 40000000), "TABLE_RESERVE");
 	EXPECT_V1_REFUSAL(emdb_client_table_reserve(c, 0, 0), "TABLE_RESERVE");

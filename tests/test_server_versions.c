@@ -67,6 +67,31 @@ static void expect_refused_and_closed(cli *c, const char *why)
 	cli_close(c);
 }
 
+/* A well-formed version-2 frame of opcode `op` (frame[len], encoded as
+ * version 2) is refused with its connection closed where HELLO chose
+ * version 1: as it is (an opcode that connection lacks), and relabelled
+ * version 1 (its layout is version 2's).  The frame is left as it came. */
+static void expect_v2_frame_refused_on_v1(uint8_t *frame, size_t len, const char *op)
+{
+	char why[160];
+	cli c;
+	cr_assert_eq(frame[4], 2);
+	cli_tcp(&c, &S);
+	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
+	cli_ping(&c);
+	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
+	snprintf(why, sizeof(why), "%s frame of version 2 on a version 1 connection", op);
+	expect_refused_and_closed(&c, why);
+
+	frame[4] = 1;
+	cli_tcp(&c, &S);
+	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
+	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
+	snprintf(why, sizeof(why), "%s frame of version 1: its layout is version 2", op);
+	expect_refused_and_closed(&c, why);
+	frame[4] = 2;
+}
+
 /* The rows of ids as a LOOKUP through c sees them, with found[]. */
 static void lookup_rows(cli *c, uint32_t t, const uint64_t *ids, uint32_t n, float *vecs,
 			uint8_t *found)
@@ -97,28 +122,15 @@ Test(versions, push_update_on_a_version_1_connection_is_refused_and_closed)
 	lookup_rows(&w, t, ids, 3, before, found);
 	cr_assert_eq(found[0] | found[1] | found[2], 0);
 
-	/* HELLO chose 1; a well-formed PUSH_UPDATE (a version-2 frame) is an
-	 * opcode this connection does not have. */
-	cli c;
-	cli_tcp(&c, &S);
-	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
-	cli_ping(&c);
-	CLI_SEND(&c, proto_push_update_req_encode, &pu);
-	expect_refused_and_closed(&c, "PUSH_UPDATE frame of version 2 on a version 1 connection");
-
-	/* Nor does it pass dressed as a version-1 frame. */
+	/* HELLO chose 1: a well-formed PUSH_UPDATE is refused, as it is and
+	 * dressed as a version-1 frame. */
 	uint8_t frame[256] __attribute__((aligned(8)));
 	size_t len;
 	cr_assert_eq(proto_push_update_req_encode(frame, sizeof(frame), 7, &pu, &len), EMDB_OK);
-	cr_assert_eq(frame[4], 2);
-	frame[4] = 1;
-	cli_tcp(&c, &S);
-	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
-	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
-	expect_refused_and_closed(&c, "PUSH_UPDATE frame of version 1: its layout is version 2");
+	expect_v2_frame_refused_on_v1(frame, len, "PUSH_UPDATE");
 
 	/* Before HELLO a connection takes version-1 frames only. */
-	frame[4] = 2;
+	cli c;
 	cli_tcp(&c, &S);
 	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
 	expect_refused_and_closed(&c, "on a version 1 connection (before HELLO)");
@@ -176,24 +188,12 @@ Test(versions, table_reserve_on_a_version_1_connection_is_refused_and_closed)
 	emdb_table_info before = cli_describe(&w, t);
 	proto_table_reserve_req rq = { .table = t, .rows = 100000 };
 
-	/* HELLO chose 1: TABLE_RESERVE is an opcode this connection lacks. */
-	cli c;
-	cli_tcp(&c, &S);
-	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
-	cli_ping(&c);
-	CLI_SEND(&c, proto_table_reserve_req_encode, &rq);
-	expect_refused_and_closed(&c, "TABLE_RESERVE frame of version 2 on a version 1 connection");
-
-	/* Nor does it pass dressed as a version-1 frame. */
+	/* HELLO chose 1: TABLE_RESERVE is refused, as it is and dressed as a
+	 * version-1 frame. */
 	uint8_t frame[64] __attribute__((aligned(8)));
 	size_t len;
 	cr_assert_eq(proto_table_reserve_req_encode(frame, sizeof(frame), 7, &rq, &len), EMDB_OK);
-	cr_assert_eq(frame[4], 2);
-	frame[4] = 1;
-	cli_tcp(&c, &S);
-	cr_assert_eq(cli_hello_versions(&c, 1, 1, NULL), 1);
-	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
-	expect_refused_and_closed(&c, "TABLE_RESERVE frame of version 1: its layout is version 2");
+	expect_v2_frame_refused_on_v1(frame, len, "TABLE_RESERVE");
 	emdb_table_info now = cli_describe(&w, t);
 	same_room(&before, &now, "after refused TABLE_RESERVEs");
 
