@@ -21,9 +21,10 @@
  *      4096 rows is 1 MiB) the peer copies reply i out of the socket
  *      while reply i+1 is built, instead of every reply of a burst of
  *      input waiting for the last one.
- *   7. A connection with steps_waiting > 0 is owed answers that another
- *      thread will post (net/barrier.h): it is not closed for a drain or
- *      idleness while it waits.  Its peer's end of stream does close it
+ *   7. A connection with steps_waiting > 0 (net/barrier.h) or bg_waiting
+ *      > 0 (net/handle_reserve.c) is owed answers that another thread will
+ *      post (conn_owed_answers): it is not closed for a drain or idleness
+ *      while it waits.  Its peer's end of stream does close it
  *      (a worker that went away), and conn_destroy withdraws those
  *      requests from their steps.
  *
@@ -344,7 +345,7 @@ static int settle(conn *c)
 		return 0;
 	if (c->eof)
 		return -1; /* nothing more will come: a worker gone leaves its steps */
-	if (c->steps_waiting || c->bg_waiting)
+	if (conn_owed_answers(c))
 		return 0;
 	if (c->t->draining)
 		return -1; /* no more is taken */

@@ -122,6 +122,14 @@ void conn_out_sent(conn *c, size_t n);
 /* For the handlers: replies.  All return EMDB_OK, or NOMEM when the reply
  * cannot be buffered (the connection is then marked closing). */
 int conn_reply_err(conn *c, uint64_t id, uint16_t op, int status, const char *msg);
+
+/* Whether c is owed answers another thread will post to its I/O thread
+ * (synchronous steps' UPDATEs, TABLE_RESERVEs): while it is, neither a
+ * drain nor idleness closes c. */
+static inline bool conn_owed_answers(const conn *c)
+{
+	return c->steps_waiting || c->bg_waiting;
+}
 int conn_reply_empty(conn *c, uint64_t id, uint16_t op);
 /* Space for a reply of n bytes (8-aligned), to be finished with
  * obuf_commit(&c->out, len) or obuf_cancel(&c->out).  NULL: NOMEM. */

@@ -300,7 +300,7 @@ static void start_drain(io_thread *t)
 		next = c->next;
 		if (c->dead)
 			continue;
-		if (!c->paused && obuf_pending(&c->out) == 0 && !c->steps_waiting && !c->bg_waiting)
+		if (!c->paused && obuf_pending(&c->out) == 0 && !conn_owed_answers(c))
 			conn_close(c);
 		else
 			conn_update(c);
@@ -419,8 +419,7 @@ static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_
 					   : "HELLO did not come within handshake_timeout_ms");
 		return;
 	}
-	if (idle_ns && c->role != PROTO_ROLE_NONE && !obuf_pending(&c->out) && !c->steps_waiting &&
-	    !c->bg_waiting &&
+	if (idle_ns && c->role != PROTO_ROLE_NONE && !obuf_pending(&c->out) && !conn_owed_answers(c) &&
 	    now - c->last_recv_ns >= idle_ns && !unread_input(c)) {
 		log_info("conn %llu (%s): idle for idle_timeout_s: closing", (unsigned long long)c->id,
 			 c->peer);
