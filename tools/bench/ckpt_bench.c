@@ -6,6 +6,9 @@
  *   One run, phases ordered so that memory stays bounded and every bound
  *   is measured next to the figure it divides:
  *
+ *     0. after MEM_IDLE_S idle, the memory a restore of the table needs,
+ *        made by emdb_table_reserve in a fresh emdb_db and timed (the
+ *        memory bound, wl_ckpt.h), then freed
  *     1. the checkpointed table (rows x dim, the optimizer asked for),
  *        preloaded, then every row pushed and updated once so that weights
  *        and optimizer state are all nonzero
@@ -34,6 +37,18 @@
  *   several times slower than writing into memory just freed, and which
  *   one a side got would decide the ratio.
  *
+ *   Where the first write of memory costs more than reading the disk (a
+ *   virtual machine whose host backs guest memory only when the guest
+ *   first writes it, and takes freed memory back within seconds), a
+ *   restore, which must write all of its table, is bound by that and not
+ *   by the disk.  So the restore is also shown against the slower of the
+ *   read bound and the memory bound; the goal stays on the read bound.
+ *   The memory bound is taken once, before anything else, on memory idle
+ *   long enough to be cold (a restore at start-up gets nothing else):
+ *   memory freed less than about 10 s before still fills several times
+ *   faster, so taking it between the rounds would measure what the last
+ *   round left warm.
+ *
  *   Memory peaks during a restore at the table twice (the original and the
  *   restored copy), plus what the page cache keeps.  MB are 1e6 bytes.
  *
@@ -45,6 +60,7 @@
  */
 #include "tools/bench/ckpt_bench.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +78,8 @@
 #define VERIFY_ROWS 4096u
 #define ROUNDS 3 /* full checkpoint, disk bounds, restore: best of 3 */
 #define POOL_IDS (1u << 20)
-#define MAX_FIGS 28
+#define MAX_FIGS 30
+#define MEM_IDLE_S 10.0 /* before the memory bound: freed memory goes back to the host */
 
 /* ---- the report -------------------------------------------------------- */
 
@@ -211,6 +228,7 @@ static void job_fig(ckpt_fig *f, const ckpt_run *c, uint64_t rows)
 typedef struct table_results {
 	emdb_table_info info;
 	ckpt_run full, rest, inc[2];
+	ckpt_mem_run mem;       /* the memory of a restored table, made once, cold */
 	ckpt_disk_bw bw;
 	ckpt_sst_bw sst;
 	ckpt_pull_result pull;
@@ -262,6 +280,13 @@ static void table_figs(const ckpt_bench_opts *o, const table_results *t, ckpt_re
 		    (double)t->rest.info.bytes / t->rest.seconds / 1e6, "MB/s");
 	set_peer(f, "disk read bound", t->bw.read_mbs, '>', 0.50);
 	job_fig(f, &t->rest, t->rest.info.rows_total);
+	f = add_fig(rep, "restore_memory", "  making its memory",
+		    (double)t->rest.info.bytes / t->mem.seconds / 1e6, "MB/s");
+	f->seconds = t->mem.seconds;
+	f = add_fig(rep, "restore_vs_slower", "  the restore again",
+		    (double)t->rest.info.bytes / t->rest.seconds / 1e6, "MB/s");
+	set_peer(f, "slower of read and memory",
+		 fmin(t->bw.read_mbs, (double)t->rest.info.bytes / t->mem.seconds / 1e6), 0, 0);
 	f = add_fig(rep, "incremental_1pct", "incremental, 1% changed", i1->seconds, "s");
 	set_peer(f, "full checkpoint", t->full.seconds, 0, 0);
 	job_fig(f, i1, i1->info.rows);
@@ -307,6 +332,7 @@ static void run_table(const ckpt_bench_opts *o, const char *dir, table_results *
 
 	memset(t, 0, sizeof(*t));
 	preload_config(&cfg, "ckpt", o->dim, o->opt, EMDB_INIT_UNIFORM);
+	wl_ckpt_memory(&cfg, o->rows, MEM_IDLE_S, &t->mem);
 	preload_table(db, &cfg, o->rows, o->threads, &table);
 	wl_ckpt_touch(db, table, o->dim, NULL, 0, o->rows, o->threads);
 	preload_describe(db, table, &t->info);

@@ -121,7 +121,7 @@ static void *rep_main(void *arg)
 	return NULL;
 }
 
-static void sleep_for(double sec)
+void harness_sleep(double sec)
 {
 	struct timespec ts;
 	ts.tv_sec = (time_t)sec;
@@ -147,7 +147,7 @@ static double run_rep(rep_shared *sh, rep_worker *ws, unsigned threads,
 			harness_die("cannot start thread %u of %u", t + 1, threads);
 	}
 	pthread_barrier_wait(&sh->start);
-	sleep_for(sec);
+	harness_sleep(sec);
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELAXED);
 	for (unsigned t = 0; t < threads; t++)
 		pthread_join(ws[t].tid, NULL);

@@ -44,6 +44,9 @@ int harness_rtt_far(const harness_result *r, double lo);
 /* Seconds since an arbitrary point, CLOCK_MONOTONIC. */
 double harness_now(void);
 
+/* Sleep `sec` seconds (fractions too), resuming after signals. */
+void harness_sleep(double sec);
+
 /* CPU seconds (user + system) of the calling thread, and of the process. */
 double harness_cpu_thread(void);
 double harness_cpu_process(void);

@@ -88,6 +88,34 @@ emdb_db *wl_ckpt_restore(emdb_store *st, uint64_t id, ckpt_run *out)
 	return db;
 }
 
+void wl_ckpt_memory(const emdb_table_config *cfg, uint64_t rows, double idle_s,
+		    ckpt_mem_run *out)
+{
+	emdb_db *db;
+	uint32_t table;
+	double cpu_p;
+	int rc;
+
+	harness_sleep(idle_s);
+	memset(out, 0, sizeof(*out));
+	db = preload_db_open();
+	rc = emdb_table_create(db, cfg, &table);
+	if (rc != EMDB_OK)
+		preload_die_engine("emdb_table_create", rc);
+	cpu_p = harness_cpu_process();
+	out->t0 = harness_now();
+	rc = emdb_table_reserve(db, table, rows);
+	out->t1 = harness_now();
+	if (rc != EMDB_OK)
+		preload_die_engine("emdb_table_reserve", rc);
+	out->seconds = out->t1 - out->t0;
+	out->cpu_process = harness_cpu_process() - cpu_p;
+	emdb_db_close(db);
+	harness_log("memory of a restored table: %llu rows reserved in %.2f s after %.0f s idle "
+		    "(CPU %.2f s in the process)", (unsigned long long)rows, out->seconds, idle_s,
+		    out->cpu_process);
+}
+
 /* ---- changing rows ----------------------------------------------------- */
 
 typedef struct touch_ctx {

@@ -33,6 +33,21 @@ void wl_ckpt_take(emdb_db *db, emdb_store *st, emdb_ckpt_kind kind, ckpt_run *ou
  * caller closes it. */
 emdb_db *wl_ckpt_restore(emdb_store *st, uint64_t id, ckpt_run *out);
 
+/* The memory a restore of a table of cfg with `rows` rows needs, made
+ * the fastest way the engine has (emdb_table_reserve in a fresh emdb_db:
+ * the index presized, every chunk mapped and written on every core) and
+ * timed: what a restore cannot do faster where the first write of memory
+ * is the slow part.  It first waits idle_s seconds, so that memory the
+ * process or another one freed just before is back with the host, as
+ * cold as the memory of a restore at start-up. */
+typedef struct ckpt_mem_run {
+	double t0, t1, seconds; /* around emdb_table_reserve                */
+	double cpu_process;     /* CPU seconds of the process meanwhile      */
+} ckpt_mem_run;
+
+void wl_ckpt_memory(const emdb_table_config *cfg, uint64_t rows, double idle_s,
+		    ckpt_mem_run *out);
+
 /* Change rows: push a gradient into the rows of ranks perm(first) + 1 ..
  * perm(first + count - 1) + 1 (perm NULL: ranks first + 1 .. first +
  * count), on `threads` threads, with an Update after every million rows,

@@ -27,12 +27,10 @@
  */
 #include "tools/bench/wl_ckpt.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tools/bench/harness.h"
 #include "tools/bench/preload.h"
@@ -41,13 +39,6 @@
 #define PULL_WARMUP_S 0.25
 #define PAUSE_GAP_S 1.0
 #define PAUSE_MAX_STEPS (4u << 20)
-
-static void sleep_s(double s)
-{
-	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
 
 static void start_thread(pthread_t *th, void *(*fn)(void *), void *arg)
 {
@@ -245,10 +236,10 @@ void wl_ckpt_pause(emdb_db *db, uint32_t table, uint32_t dim, emdb_store *st,
 	atomic_init(&tr.stop, 0);
 	start_thread(&th, trainer_main, &tr);
 	for (int k = 0; k < CKPT_PAUSE_CKPTS; k++) {
-		sleep_s(PAUSE_GAP_S);
+		harness_sleep(PAUSE_GAP_S);
 		wl_ckpt_take(db, st, kinds[k], &out->ck[k]);
 	}
-	sleep_s(PAUSE_GAP_S);
+	harness_sleep(PAUSE_GAP_S);
 	atomic_store(&tr.stop, 1);
 	pthread_join(th, NULL);
 	attribute_steps(&tr, out);
