@@ -10,12 +10,17 @@
  *      if it fails, so a limit is never exceeded, even by racing threads.
  *   3. Injected failures and limit refusals happen before any memory is
  *      obtained, so a refused call has no effect at all.
+ *   4. A region's length depends on its size alone (map_size), never on
+ *      where it came from, so emdb_unmap needs no record of whether the
+ *      huge page pool or ordinary memory holds it.
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 
 #include <emdb/alloc.h>
@@ -32,6 +37,8 @@ static _Atomic size_t limit;
 static atomic_bool fail_armed;
 static _Atomic int64_t fail_budget;
 static _Atomic uint64_t injected;
+static atomic_int huge_mode;               /* emdb_huge_pages */
+static _Atomic uint64_t huge_maps, huge_fallbacks;
 
 static bool claim(size_t size)
 {
@@ -138,9 +145,113 @@ char *emdb_strdup(const char *s)
 	return d;
 }
 
+/* What a region of `size` bytes takes: whole 2 MiB pages where that adds
+ * at most an eighth (a row chunk just under 2 MiB, an index array of
+ * 2^k bytes), so that the same size unmaps a pool region and an ordinary
+ * one alike with no record of which it got; 4 KiB pages otherwise, and
+ * then never from the pool. */
 static size_t map_size(size_t size)
 {
+	size_t huge = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	if (huge >= size && huge - size <= size / 8)
+		return huge;
 	return (size + PAGE - 1) & ~(PAGE - 1);
+}
+
+int emdb_alloc_set_huge_pages(emdb_huge_pages mode)
+{
+	if (!emdb_huge_pages_name(mode))
+		return emdb__seterr(EMDB_ERR_INVALID, "huge pages: mode %d is not off, try or on", (int)mode);
+	atomic_store(&huge_mode, (int)mode);
+	return EMDB_OK;
+}
+
+emdb_huge_pages emdb_alloc_huge_pages(void)
+{
+	return (emdb_huge_pages)atomic_load(&huge_mode);
+}
+
+const char *emdb_huge_pages_name(emdb_huge_pages mode)
+{
+	switch (mode) {
+	case EMDB_HUGE_OFF:
+		return "off";
+	case EMDB_HUGE_TRY:
+		return "try";
+	case EMDB_HUGE_ON:
+		return "on";
+	}
+	return NULL;
+}
+
+int emdb_huge_pages_parse(const char *s, emdb_huge_pages *out)
+{
+	for (int m = EMDB_HUGE_OFF; s && m <= EMDB_HUGE_ON; m++)
+		if (!strcasecmp(s, emdb_huge_pages_name((emdb_huge_pages)m))) {
+			*out = (emdb_huge_pages)m;
+			return EMDB_OK;
+		}
+	return emdb__seterr(EMDB_ERR_INVALID, "huge pages: '%s' is not off, try or on", s ? s : "(null)");
+}
+
+/* One field of /proc/meminfo, -1 where it cannot be read. */
+static long meminfo(const char *key)
+{
+	char line[256];
+	long v = -1;
+	size_t n = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':') {
+			v = strtol(line + n + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+long emdb_alloc_pool_free(void)
+{
+	long f = meminfo("HugePages_Free"), r = meminfo("HugePages_Rsvd");
+	return f < 0 || r < 0 ? -1 : f - r;
+}
+
+long emdb_alloc_pool_total(void)
+{
+	return meminfo("HugePages_Total");
+}
+
+uint64_t emdb_alloc_huge_maps(void)
+{
+	return atomic_load(&huge_maps);
+}
+
+uint64_t emdb_alloc_huge_fallbacks(void)
+{
+	return atomic_load(&huge_fallbacks);
+}
+
+/* A region of len (a multiple of HUGE_PAGE) from the pool, or NULL: for
+ * EMDB_HUGE_ON with the error set, for TRY counted as a fallback. */
+static void *map_pool(size_t len, int mode)
+{
+	/* No MAP_NORESERVE: the pages are reserved now, so a later first
+	 * write cannot find the pool empty (it would be SIGBUS). */
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (p != MAP_FAILED) {
+		atomic_fetch_add(&huge_maps, 1);
+		return p;
+	}
+	if (mode == EMDB_HUGE_ON)
+		emdb__seterr(EMDB_ERR_NOMEM,
+			     "huge pages on: the kernel's huge page pool has no room for %zu bytes (%s; "
+			     "see HugePages_Free in /proc/meminfo, sysctl vm.nr_hugepages)",
+			     len, strerror(errno));
+	else
+		atomic_fetch_add(&huge_fallbacks, 1);
+	return NULL;
 }
 
 void *emdb_map(size_t size)
@@ -148,6 +259,15 @@ void *emdb_map(size_t size)
 	size_t len = map_size(size ? size : 1);
 	if (len < size || !claim(len))
 		return NULL;
+	int mode = atomic_load_explicit(&huge_mode, memory_order_relaxed);
+	if (mode != EMDB_HUGE_OFF && len % HUGE_PAGE == 0) {
+		void *p = map_pool(len, mode);
+		if (p || mode == EMDB_HUGE_ON) {
+			if (!p)
+				unclaim(len);
+			return p;
+		}
+	}
 	/* Over-map by one huge page so the region can start on a 2 MiB
 	 * boundary: only aligned 2 MiB ranges can become huge pages. */
 	size_t extra = len >= HUGE_PAGE ? HUGE_PAGE : 0;

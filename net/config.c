@@ -22,6 +22,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include <emdb/alloc.h>
+#include <emdb/error.h>
+
 #include "net/config.h"
 #include "net/log.h"
 
@@ -31,6 +34,7 @@ typedef enum key_type {
 	T_SIZE,    /* u64 with K/M/G/T suffixes */
 	T_BACKEND,
 	T_LEVEL,
+	T_HUGE,    /* emdb_huge_pages: off, try, on */
 } key_type;
 
 #define F_RUNTIME 0x1 /* CONFIG SET may change it */
@@ -62,6 +66,7 @@ static const key_def keys[] = {
 	{ "max_frame", T_SIZE, OFF(max_frame), 4096, 0xFFFFFFF8ull, F_RUNTIME, "largest frame body in either direction, bytes" },
 	{ "max_batch", T_U32, OFF(max_batch), 1, 1u << 30, 0, "most IDs one request may carry" },
 	{ "max_memory", T_SIZE, OFF(max_memory), 0, UINT64_MAX, F_RUNTIME, "bytes the engine and buffers may use; 0: unlimited" },
+	{ "huge_pages", T_HUGE, OFF(huge_pages), 0, 0, F_RUNTIME, "where row chunks and index arrays come from: off (ordinary memory, transparent huge pages where the kernel allows), try (the kernel's pool of explicit huge pages, sysctl vm.nr_hugepages, while it has room, else ordinary memory), on (the pool only: what it cannot hold fails with NOMEM).  The pool's pages stay with this machine when freed, so on a VM whose host takes freed memory back a table filled, restored or grown into them runs at memory speed; changes apply to memory mapped afterwards" },
 	{ "unix_send_buffer", T_SIZE, OFF(unix_send_buffer), 0, 1u << 30, 0, "SO_SNDBUF of each Unix-socket connection, bytes (the kernel caps it at net.core.wmem_max); 0: the kernel's default" },
 	{ "output_buffer_limit", T_SIZE, OFF(output_buffer_limit), 4096, UINT64_MAX, F_RUNTIME, "per connection: unsent reply bytes above which its requests wait" },
 	{ "max_tickets", T_U32, OFF(max_tickets), 1, 1u << 30, F_RUNTIME, "live Prefetch tickets per connection" },
@@ -103,6 +108,7 @@ void config_defaults(net_config *c)
 	c->max_frame = 256ull << 20;
 	c->max_batch = 4u << 20;
 	c->max_memory = 0;
+	c->huge_pages = EMDB_HUGE_OFF;
 	c->output_buffer_limit = 16ull << 20;
 	c->unix_send_buffer = 4u << 20;
 	c->max_tickets = 65536;
@@ -232,6 +238,16 @@ int config_set(net_config *c, const char *key, const char *value, bool running, 
 		memcpy(field, &b, sizeof(b));
 		return 0;
 	}
+	case T_HUGE: {
+		emdb_huge_pages m;
+		if (emdb_huge_pages_parse(value, &m) != EMDB_OK) {
+			errf(err, errlen, "%s: '%s' is not off, try or on", k->name, value);
+			return -1;
+		}
+		int h = (int)m;
+		memcpy(field, &h, sizeof(h));
+		return 0;
+	}
 	case T_LEVEL: {
 		int l = log_level_parse(value);
 		if (l < 0) {
@@ -277,6 +293,10 @@ int config_get(const net_config *c, const char *key, char *buf, size_t len)
 	case T_LEVEL:
 		memcpy(&iv, field, sizeof(iv));
 		snprintf(buf, len, "%s", log_level_name((log_level)iv));
+		break;
+	case T_HUGE:
+		memcpy(&iv, field, sizeof(iv));
+		snprintf(buf, len, "%s", emdb_huge_pages_name((emdb_huge_pages)iv));
 		break;
 	}
 	return 0;

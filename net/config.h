@@ -48,6 +48,7 @@ typedef struct net_config {
 	uint64_t max_frame;                 /* largest frame body, bytes    */
 	uint32_t max_batch;                 /* IDs per request              */
 	uint64_t max_memory;                /* emdb_alloc_set_limit; 0 = none */
+	int huge_pages;                     /* emdb_alloc_set_huge_pages    */
 	uint64_t output_buffer_limit;       /* per connection: stop reading above */
 	uint64_t unix_send_buffer;          /* SO_SNDBUF, Unix sockets; 0 = kernel's */
 	uint32_t max_tickets;               /* per connection               */

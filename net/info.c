@@ -149,6 +149,11 @@ static void sec_memory(server *s, sbuf *b)
 	put(b, "gradients_bytes: %" PRIu64 "\n", st.total.bytes_grads);
 	put(b, "overhead_bytes: %" PRIu64 "\n", st.total.bytes_overhead);
 	put(b, "connection_buffers_bytes: %" PRIu64 "\n", SUM(s, mem_buffers));
+	put(b, "huge_pages: %s\n", emdb_huge_pages_name(emdb_alloc_huge_pages()));
+	put(b, "huge_pages_regions: %" PRIu64 "\n", emdb_alloc_huge_maps());
+	put(b, "huge_pages_fallbacks: %" PRIu64 "\n", emdb_alloc_huge_fallbacks());
+	put(b, "huge_pages_pool_free: %ld\n", emdb_alloc_pool_free());
+	put(b, "huge_pages_pool_total: %ld\n", emdb_alloc_pool_total());
 }
 
 static void sec_ops(server *s, sbuf *b)

@@ -15,4 +15,5 @@ typedef struct server server;
  * (unknown section), NOMEM.  Any thread. */
 int info_build(server *s, const char *section, char **out, size_t *len);
 
+
 #endif

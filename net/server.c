@@ -73,6 +73,7 @@ static void publish_runtime(server *s)
 	atomic_store(&s->rt.busy_poll_us, s->cfg.busy_poll_us);
 	atomic_store(&s->rt.update_barrier_timeout_ms, s->cfg.update_barrier_timeout_ms);
 	emdb_alloc_set_limit((size_t)s->cfg.max_memory);
+	emdb_alloc_set_huge_pages((emdb_huge_pages)s->cfg.huge_pages);
 	log_set_level((log_level)s->cfg.log_level);
 	if (s->persist) {
 		persist_settings ps = persist_settings_of(&s->cfg);
@@ -392,6 +393,18 @@ int server_start(server *s)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	s->threads_started = true;
 
+	if (c->huge_pages != EMDB_HUGE_OFF) {
+		long free_pages = emdb_alloc_pool_free();
+		if (free_pages > 0)
+			log_info("huge_pages %s: the kernel's pool has %ld of %ld huge pages free",
+				 emdb_huge_pages_name((emdb_huge_pages)c->huge_pages), free_pages,
+				 emdb_alloc_pool_total());
+		else
+			log_warn("huge_pages %s: the kernel's huge page pool is empty (sysctl vm.nr_hugepages)%s",
+				 emdb_huge_pages_name((emdb_huge_pages)c->huge_pages),
+				 c->huge_pages == EMDB_HUGE_ON ? ": every table's memory will fail with NOMEM"
+							       : ": ordinary memory is used");
+	}
 	if (c->bind[0]) {
 		if (listener_open_tcp(s->base, c->bind, (uint16_t)c->port, (int)c->backlog, on_accept, s,
 				      &s->tcp, &s->tcp_port, err, sizeof(err)) < 0) {

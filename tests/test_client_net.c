@@ -1122,3 +1122,63 @@ Test(client_net, busy_poll_finds_requests_without_sleeping, .fini = srv_stop, .t
 	test_server_stop(&srv);
 	busy_poll_on("uring");
 }
+
+/* The value of `key` in INFO's memory section. */
+static uint64_t info_memory(emdb_client *c, const char *key)
+{
+	char *info, pat[64];
+	OK(emdb_client_info(c, "memory", &info));
+	snprintf(pat, sizeof(pat), "\n%s: ", key);
+	const char *p = strstr(info, pat);
+	cr_assert_not_null(p, "no %s in %s", key, info);
+	uint64_t v = strtoull(p + strlen(pat), NULL, 10);
+	emdb_free(info);
+	return v;
+}
+
+/* huge_pages from the command line, in CONFIG GET and INFO, changed at run
+ * time; a table made under `try` works whether the machine's pool has
+ * room (a region from it) or not (a fallback), and INFO counts which. */
+Test(client_net, huge_pages_setting, .fini = srv_stop, .timeout = 60)
+{
+	const char *const extra[] = { "--huge_pages", "try", NULL };
+	test_server_start(&srv, extra);
+	emdb_client *c = test_client_open(srv.unix_uri, 10000);
+	emdb_client_kv *kv;
+	size_t n;
+	OK(emdb_client_config_get(c, "huge_pages", &kv, &n));
+	cr_assert(n == 1 && !strcmp(kv[0].value, "try"), "huge_pages from the command line");
+	emdb_free(kv);
+	char *info;
+	OK(emdb_client_info(c, "memory", &info));
+	cr_assert(strstr(info, "\nhuge_pages: try\n"), "%s", info);
+	cr_assert(strstr(info, "\nhuge_pages_pool_free: "), "%s", info);
+	emdb_free(info);
+
+	uint64_t regions = info_memory(c, "huge_pages_regions"), falls = info_memory(c, "huge_pages_fallbacks");
+	uint32_t t = create_table(c, "t", 64);
+	enum { ROWS = 20000 }; /* 5 MB of rows: three chunks */
+	uint64_t *ids = malloc(ROWS * sizeof(uint64_t));
+	float *rows = malloc((size_t)ROWS * 64 * sizeof(float));
+	for (uint64_t i = 0; i < ROWS; i++)
+		ids[i] = 5 + 3 * i;
+	OK(emdb_client_pull(c, t, ids, ROWS, 64, rows));
+	cr_assert_geq(info_memory(c, "huge_pages_regions") - regions + info_memory(c, "huge_pages_fallbacks") - falls,
+		      3, "every chunk came from the pool or fell back, counted");
+
+	cr_assert_eq(emdb_client_config_set(c, "huge_pages", "always"), EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_client_last_error(), "off, try or on"), "%s", emdb_client_last_error());
+	OK(emdb_client_config_set(c, "huge_pages", "off"));
+	OK(emdb_client_config_get(c, "huge_pages", &kv, &n));
+	cr_assert_str_eq(kv[0].value, "off");
+	emdb_free(kv);
+	regions = info_memory(c, "huge_pages_regions"), falls = info_memory(c, "huge_pages_fallbacks");
+	for (uint64_t i = 0; i < ROWS; i++)
+		ids[i] = 7 + 3 * i + 100000;
+	OK(emdb_client_pull(c, t, ids, ROWS, 64, rows));
+	cr_assert_eq(info_memory(c, "huge_pages_regions"), regions, "off takes nothing from the pool");
+	cr_assert_eq(info_memory(c, "huge_pages_fallbacks"), falls);
+	free(ids);
+	free(rows);
+	emdb_client_close(c);
+}

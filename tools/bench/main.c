@@ -39,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <emdb/alloc.h>
 #include <emdb/db.h>
 
 #include "tools/bench/anchors.h"
@@ -130,6 +131,10 @@ static void usage(FILE *f)
 	      "  --reserve R     on or off: Prefetch is measured a second time, as\n"
 	      "                  pf_reserved, after emdb_table_reserve made room for the\n"
 	      "                  rows it will insert (default on; only with --new > 0)\n"
+	      "  --huge-pages H  off, try or on: where the engine's row chunks and index\n"
+	      "                  arrays come from (emdb_alloc_set_huge_pages): ordinary\n"
+	      "                  memory, or the kernel's pool of explicit huge pages, which\n"
+	      "                  sysctl vm.nr_hugepages must have reserved (default off)\n"
 	      "  --init I        row initializer: uniform, normal or zeros (default\n"
 	      "                  uniform in [-0.01, 0.01])\n"
 	      "  --net N         tcp or unix: measure over the network instead, through\n"
@@ -231,6 +236,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "new", required_argument, NULL, 'n' },
 		{ "reserve", required_argument, NULL, 'V' },
+		{ "huge-pages", required_argument, NULL, 'H' },
 		{ "init", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "net", required_argument, NULL, 'N' },
@@ -319,6 +325,13 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 			else
 				bad_usage("--reserve: '%s' is not on or off", optarg);
 			break;
+		case 'H': {
+			emdb_huge_pages m;
+			if (emdb_huge_pages_parse(optarg, &m) != EMDB_OK)
+				bad_usage("--huge-pages: '%s' is not off, try or on", optarg);
+			emdb_alloc_set_huge_pages(m);
+			break;
+		}
 		case 'i':
 			if (strcmp(optarg, "uniform") == 0)
 				o->init = EMDB_INIT_UNIFORM;
@@ -665,6 +678,18 @@ static void run_push(bench_run *r)
 	emdb_db_close(db);
 }
 
+/* --huge-pages and the kernel's pool, in the log. */
+static void log_huge_pages(const char *when)
+{
+	emdb_huge_pages m = emdb_alloc_huge_pages();
+	if (m == EMDB_HUGE_OFF)
+		return;
+	harness_log("huge pages %s, %s: the pool has %ld of %ld pages free; %llu regions taken "
+		    "from it, %llu from ordinary memory for want of room",
+		    emdb_huge_pages_name(m), when, emdb_alloc_pool_free(), emdb_alloc_pool_total(), (unsigned long long)emdb_alloc_huge_maps(),
+		    (unsigned long long)emdb_alloc_huge_fallbacks());
+}
+
 int main(int argc, char **argv)
 {
 	bench_opts o;
@@ -676,6 +701,9 @@ int main(int argc, char **argv)
 	if (!r)
 		harness_die("out of memory");
 	parse_args(argc, argv, &o);
+	if (o.net != NET_OFF && emdb_alloc_huge_pages() != EMDB_HUGE_OFF)
+		bad_usage("--huge-pages%s: the engine of --net runs in emdb-server (its huge_pages "
+			  "setting), not in the bench", "");
 	if (o.net != NET_OFF) {
 		net_bench_opts no = {
 			.transport = o.net, .backends = o.backends, .depth = o.depth,
@@ -694,10 +722,12 @@ int main(int argc, char **argv)
 	getloadavg(load, 1);
 	if (cores < 1)
 		cores = 1;
+	log_huge_pages("at the start");
 	r->o = &o;
 	r->threads = o.threads ? o.threads : (unsigned)(cores < HARNESS_MAX_THREADS ? cores : HARNESS_MAX_THREADS);
 	if (o.workloads == WL_CKPT) {
 		run_checkpoint(&o, r->threads, argc, argv);
+		log_huge_pages("at the end");
 		free(r);
 		return 0;
 	}
@@ -719,6 +749,7 @@ int main(int argc, char **argv)
 			      .init = o.init == EMDB_INIT_UNIFORM ? "uniform"
 				      : o.init == EMDB_INIT_NORMAL ? "normal" : "zeros" };
 	report_print(stdout, &meta, r->recs, r->n_recs);
+	log_huge_pages("at the end");
 	harness_log("done in %.0f s", harness_now() - t0);
 	free(r);
 	return 0;
