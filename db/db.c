@@ -296,6 +296,9 @@ static int reserve_fits(const tbl *t, uint64_t rows)
 				    t->cfg.name, (unsigned long long)rows, need / 1e6, limit / 1e6,
 				    used / 1e6);
 	double avail = mem_available();
+	long pool = emdb_alloc_huge_pages() != EMDB_HUGE_OFF ? emdb_alloc_pool_free() : 0;
+	if (avail > 0 && pool > 0) /* the pool is not in MemAvailable */
+		avail += (double)pool * (double)(2u << 20);
 	if (avail > 0 && need > avail)
 		return emdb__seterr(EMDB_ERR_NOMEM,
 				    "table '%s': room for %llu rows needs about %.0f MB more, over the "

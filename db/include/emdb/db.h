@@ -231,7 +231,8 @@ int emdb_table_drop(emdb_db *db, uint32_t table);
  * Errors: NO_TABLE; INVALID (db NULL); LIMIT (more rows than a table can
  * hold: 2^24 chunks); NOMEM: before anything is mapped when the room would
  * pass the emdb_malloc limit or the memory the kernel reports available
- * (MemAvailable), else when an allocation fails (the room made before the
+ * (MemAvailable, and the huge page pool's free pages when
+ * emdb_alloc_set_huge_pages is not off), else when an allocation fails (the room made before the
  * failure stays, the rows are unchanged). */
 int emdb_table_reserve(emdb_db *db, uint32_t table, uint64_t rows);
 
