@@ -200,7 +200,7 @@ static long meminfo(const char *key)
 	char line[256];
 	long v = -1;
 	size_t n = strlen(key);
-	FILE *f = fopen("/proc/meminfo", "r");
+	FILE *f = fopen("/proc/meminfo", "re");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
