@@ -276,17 +276,15 @@ static void table_figs(const ckpt_bench_opts *o, const table_results *t, ckpt_re
 	f = add_fig(rep, "full_vs_sst", "  the same", (double)t->full.info.bytes / t->full.seconds / 1e6,
 		    "MB/s");
 	set_peer(f, "SST writer alone", t->sst.mbs, 0, 0);
-	f = add_fig(rep, "restore", "restore (from disk)",
-		    (double)t->rest.info.bytes / t->rest.seconds / 1e6, "MB/s");
+	double rest_mbs = (double)t->rest.info.bytes / t->rest.seconds / 1e6;
+	double mem_mbs = (double)t->rest.info.bytes / t->mem.seconds / 1e6;
+	f = add_fig(rep, "restore", "restore (from disk)", rest_mbs, "MB/s");
 	set_peer(f, "disk read bound", t->bw.read_mbs, '>', 0.50);
 	job_fig(f, &t->rest, t->rest.info.rows_total);
-	f = add_fig(rep, "restore_memory", "  making its memory",
-		    (double)t->rest.info.bytes / t->mem.seconds / 1e6, "MB/s");
+	f = add_fig(rep, "restore_memory", "  making its memory", mem_mbs, "MB/s");
 	f->seconds = t->mem.seconds;
-	f = add_fig(rep, "restore_vs_slower", "  the restore again",
-		    (double)t->rest.info.bytes / t->rest.seconds / 1e6, "MB/s");
-	set_peer(f, "slower of read and memory",
-		 fmin(t->bw.read_mbs, (double)t->rest.info.bytes / t->mem.seconds / 1e6), 0, 0);
+	f = add_fig(rep, "restore_vs_slower", "  the restore again", rest_mbs, "MB/s");
+	set_peer(f, "slower of read and memory", fmin(t->bw.read_mbs, mem_mbs), 0, 0);
 	f = add_fig(rep, "incremental_1pct", "incremental, 1% changed", i1->seconds, "s");
 	set_peer(f, "full checkpoint", t->full.seconds, 0, 0);
 	job_fig(f, i1, i1->info.rows);

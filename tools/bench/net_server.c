@@ -27,7 +27,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tools/bench/harness.h"
@@ -105,13 +104,6 @@ static const char *add_file(const char *name)
 	return files[n_files++];
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 static pid_t spawn(const char *const *argv, const char *log)
 {
 	pid_t parent = getpid(), pid;
@@ -180,7 +172,7 @@ static void wait_up(net_server *s, const char *what, const char *log, const char
 				return;
 			}
 		}
-		sleep_ms(10);
+		harness_sleep(0.010);
 	}
 	harness_die("%s did not start listening within 20 s; see %s", what, log);
 }
