@@ -1002,15 +1002,22 @@ Test(client_net, example_trainer_mem, .timeout = 120)
 
 /* ---- busy polling -------------------------------------------------- */
 
-static uint64_t busy_poll_hits(emdb_client *c)
+/* The number after "key: " at the start of a line of INFO's `section`. */
+static uint64_t info_u64(emdb_client *c, const char *section, const char *key)
 {
-	char *info;
-	OK(emdb_client_info(c, "clients", &info));
-	const char *p = strstr(info, "busy_poll_hits: ");
-	cr_assert_not_null(p, "%s", info);
-	uint64_t v = strtoull(p + strlen("busy_poll_hits: "), NULL, 10);
+	char *info, pat[64];
+	OK(emdb_client_info(c, section, &info));
+	snprintf(pat, sizeof(pat), "\n%s: ", key);
+	const char *p = strstr(info, pat);
+	cr_assert_not_null(p, "no %s in %s", key, info);
+	uint64_t v = strtoull(p + strlen(pat), NULL, 10);
 	emdb_free(info);
 	return v;
+}
+
+static uint64_t busy_poll_hits(emdb_client *c)
+{
+	return info_u64(c, "clients", "busy_poll_hits");
 }
 
 /* Sequential Lookups, each sent only after the last one's answer: with
@@ -1123,17 +1130,9 @@ Test(client_net, busy_poll_finds_requests_without_sleeping, .fini = srv_stop, .t
 	busy_poll_on("uring");
 }
 
-/* The value of `key` in INFO's memory section. */
 static uint64_t info_memory(emdb_client *c, const char *key)
 {
-	char *info, pat[64];
-	OK(emdb_client_info(c, "memory", &info));
-	snprintf(pat, sizeof(pat), "\n%s: ", key);
-	const char *p = strstr(info, pat);
-	cr_assert_not_null(p, "no %s in %s", key, info);
-	uint64_t v = strtoull(p + strlen(pat), NULL, 10);
-	emdb_free(info);
-	return v;
+	return info_u64(c, "memory", key);
 }
 
 /* huge_pages from the command line, in CONFIG GET and INFO, changed at run
