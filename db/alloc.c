@@ -18,7 +18,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
@@ -26,6 +25,7 @@
 #include <emdb/alloc.h>
 
 #include "db/error_int.h"
+#include "db/meminfo.h"
 
 #define HDR 16u
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -194,33 +194,20 @@ int emdb_huge_pages_parse(const char *s, emdb_huge_pages *out)
 	return emdb__seterr(EMDB_ERR_INVALID, "huge pages: '%s' is not off, try or on", s ? s : "(null)");
 }
 
-/* One field of /proc/meminfo, -1 where it cannot be read. */
-static long meminfo(const char *key)
-{
-	char line[256];
-	long v = -1;
-	size_t n = strlen(key);
-	FILE *f = fopen("/proc/meminfo", "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && line[n] == ':') {
-			v = strtol(line + n + 1, NULL, 10);
-			break;
-		}
-	fclose(f);
-	return v;
-}
-
 long emdb_alloc_pool_free(void)
 {
-	long f = meminfo("HugePages_Free"), r = meminfo("HugePages_Rsvd");
-	return f < 0 || r < 0 ? -1 : f - r;
+	static const char *const keys[] = { "HugePages_Free", "HugePages_Rsvd" };
+	long v[2];
+	meminfo_read(keys, v, 2);
+	return v[0] < 0 || v[1] < 0 ? -1 : v[0] - v[1];
 }
 
 long emdb_alloc_pool_total(void)
 {
-	return meminfo("HugePages_Total");
+	static const char *const keys[] = { "HugePages_Total" };
+	long v;
+	meminfo_read(keys, &v, 1);
+	return v;
 }
 
 uint64_t emdb_alloc_huge_maps(void)

@@ -27,6 +27,7 @@
 
 #include "db/db_int.h"
 #include "db/error_int.h"
+#include "db/meminfo.h"
 #include "db/optim_math.h"
 #include "db/table.h"
 
@@ -263,16 +264,10 @@ int db_replace_tables(emdb_db *db, tbl **v, uint32_t n)
  * machine's memory where /proc/meminfo does not say. */
 static double mem_available(void)
 {
-	FILE *f = fopen("/proc/meminfo", "re");
-	unsigned long long kb = 0;
-	bool found = false;
-	if (f) {
-		char line[128];
-		while (!found && fgets(line, sizeof(line), f))
-			found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
-		fclose(f);
-	}
-	if (found)
+	static const char *const keys[] = { "MemAvailable" };
+	long kb;
+	meminfo_read(keys, &kb, 1);
+	if (kb >= 0)
 		return (double)kb * 1024.0;
 	return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
