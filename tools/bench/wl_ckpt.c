@@ -103,12 +103,11 @@ void wl_ckpt_memory(const emdb_table_config *cfg, uint64_t rows, double idle_s,
 	if (rc != EMDB_OK)
 		preload_die_engine("emdb_table_create", rc);
 	cpu_p = harness_cpu_process();
-	out->t0 = harness_now();
+	double t0 = harness_now();
 	rc = emdb_table_reserve(db, table, rows);
-	out->t1 = harness_now();
+	out->seconds = harness_now() - t0;
 	if (rc != EMDB_OK)
 		preload_die_engine("emdb_table_reserve", rc);
-	out->seconds = out->t1 - out->t0;
 	out->cpu_process = harness_cpu_process() - cpu_p;
 	emdb_db_close(db);
 	harness_log("memory of a restored table: %llu rows reserved in %.2f s after %.0f s idle "

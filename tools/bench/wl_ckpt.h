@@ -41,7 +41,7 @@ emdb_db *wl_ckpt_restore(emdb_store *st, uint64_t id, ckpt_run *out);
  * process or another one freed just before is back with the host, as
  * cold as the memory of a restore at start-up. */
 typedef struct ckpt_mem_run {
-	double t0, t1, seconds; /* around emdb_table_reserve                */
+	double seconds;         /* emdb_table_reserve's wall time           */
 	double cpu_process;     /* CPU seconds of the process meanwhile      */
 } ckpt_mem_run;
 
