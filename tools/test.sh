@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set everything up and run the whole test suite: every test under
 # AddressSanitizer + UndefinedBehaviorSanitizer, then the concurrency tests
-# under ThreadSanitizer.  Warnings are errors.  CI runs exactly this.
+# under ThreadSanitizer, then a short campaign of every libFuzzer target.
+# Warnings are errors.  CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
@@ -30,4 +31,20 @@ for t in build/asan/tests/test_server build/asan/tests/test_server_auth \
 	echo "== $t against build/tsan/net/emdb-server"
 	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" \
 		TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/tests/tsan.supp" "$t" --jobs 2
+done
+
+# A bounded campaign of every libFuzzer target (EMDB_FUZZ_CI_SECONDS each,
+# 25 by default), seeded with its committed corpus: a crash, a leak or an
+# UBSan report fails the run.  New inputs stay in build/fuzz, never in the
+# committed corpora.
+fuzz_seconds=${EMDB_FUZZ_CI_SECONDS:-25}
+cmake -S . -B build/fuzz -DEMDB_FUZZ=ON -DEMDB_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
+for t in fuzz_frame fuzz_store fuzz_text; do
+	echo "== $t: $fuzz_seconds s of libFuzzer"
+	if ! cmake --build build/fuzz --target "${t}_run" >"build/fuzz/$t.log" 2>&1; then
+		tail -n 60 "build/fuzz/$t.log"
+		echo "== $t failed: the input is build/fuzz/tests/fuzz/crash-* (or leak-*, timeout-*)"
+		exit 1
+	fi
+	grep -E '^Done [0-9]+ runs' "build/fuzz/$t.log"
 done
