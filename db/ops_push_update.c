@@ -92,11 +92,13 @@
  * it looked (half the call's time in a profile); the map only sees the
  * repeated positions. */
 typedef struct rmap_slot {
-	uint64_t key;         /* ID or row location; RMAP_EMPTY when free */
-	uint32_t k;           /* its direct entry */
+	uint64_t key;         /* ID or row location (any uint64: IDs are arbitrary) */
+	uint32_t k;           /* its direct entry; RMAP_FREE when the slot is free */
 } rmap_slot;
 
-#define RMAP_EMPTY UINT64_MAX
+/* A slot is free by its entry number, never by its key: every uint64 is
+ * a valid ID.  Entries number fewer than the batch's n < 2^32 - 1. */
+#define RMAP_FREE UINT32_MAX
 #define NO_POS UINT32_MAX
 
 typedef struct fused {
@@ -229,7 +231,7 @@ static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, co
 	if (!c)
 		return;
 	uint32_t mask = pow2_at_least(2 * (uint64_t)c) - 1;
-	memset(f->rmap, 0xff, ((size_t)mask + 1) * sizeof(*f->rmap));
+	memset(f->rmap, 0xff, ((size_t)mask + 1) * sizeof(*f->rmap)); /* every k RMAP_FREE */
 	uint32_t end = f->pstart[s + 1];
 	for (uint32_t q = f->pstart[s]; q < end; q++) {
 		if (ahead && q + GROUP_AHEAD < end) {
@@ -241,10 +243,10 @@ static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, co
 		uint64_t key = pos_key(r, ids, j);
 		const float *g = grads + (size_t)r->order[j] * dim;
 		uint32_t i = (uint32_t)dit_hash(key) & mask;
-		while (f->rmap[i].key != key && f->rmap[i].key != RMAP_EMPTY)
+		while (f->rmap[i].k != RMAP_FREE && f->rmap[i].key != key)
 			i = (i + 1) & mask;
 		f->next[j] = NO_POS;
-		if (f->rmap[i].key == RMAP_EMPTY) {
+		if (f->rmap[i].k == RMAP_FREE) {
 			uint32_t k = (uint32_t)f->nd++;
 			float *acc = f->sums + (*n_sums)++ * dim;
 			f->rmap[i].key = key;
