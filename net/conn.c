@@ -10,7 +10,10 @@
  *      whole frame lands in one place.
  *   3. paused <=> the output backlog passed output_buffer_limit and has not
  *      yet fallen under half of it.  While paused no frame is run and
- *      nothing is read: input stops growing, output only shrinks.
+ *      nothing is read: input stops growing, output only shrinks.  The
+ *      backlog is the bytes of the blocks that hold unsent replies
+ *      (obuf_queued), not only the replies' own bytes, so what a client
+ *      that does not read costs is what is counted.
  *   4. Once closing is set no further frame is run and input is dropped;
  *      the connection is closed when its output is flushed or at
  *      close_deadline_ns, whichever comes first.
@@ -265,7 +268,7 @@ static void run_frames(conn *c)
 			c->frame = 0;
 			break;
 		}
-		if (obuf_pending(&c->out) >= limit) {
+		if (obuf_queued(&c->out) >= limit) {
 			set_paused(c, true);
 			break;
 		}
@@ -402,7 +405,7 @@ int conn_on_written(conn *c, ssize_t n)
 		return -1;
 	}
 	conn_out_sent(c, (size_t)n);
-	if (c->paused && obuf_pending(&c->out) <= output_limit(c) / 2) {
+	if (c->paused && obuf_queued(&c->out) <= output_limit(c) / 2) {
 		set_paused(c, false);
 		run_frames(c);
 	}
