@@ -95,6 +95,7 @@ static void account(conn *c)
 void conn_destroy(conn *c)
 {
 	io_thread *t = c->t;
+	bool unix_sock = c->unix_sock;
 	log_debug("conn %llu (%s): closed", (unsigned long long)c->id, c->peer);
 	if (c->steps_waiting)
 		log_info("conn %llu (%s): closed with %u UPDATEs of synchronous steps waiting: withdrawn",
@@ -114,7 +115,7 @@ void conn_destroy(conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	emdb_free(c);
-	io_thread_forget(t);
+	io_thread_forget(t, unix_sock);
 }
 
 void conn_close(conn *c)

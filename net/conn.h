@@ -61,6 +61,7 @@ typedef struct conn {
 	char peer[64];
 	char client[CONN_NAME_MAX];  /* HELLO name, sanitised */
 	bool loopback;
+	bool unix_sock;   /* on the Unix socket: counted in max_unix_connections */
 
 	inbuf in;
 	obuf out;
