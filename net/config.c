@@ -62,7 +62,8 @@ static const key_def keys[] = {
 	{ "io_backend", T_BACKEND, OFF(io_backend), 0, 0, 0, "libevent or uring (falls back to libevent)" },
 	{ "uring_entries", T_U32, OFF(uring_entries), 8, 32768, 0, "io_uring submission queue entries per thread" },
 	{ "busy_poll_us", T_U32, OFF(busy_poll_us), 0, 10000, F_RUNTIME, "after each event, an I/O thread polls for the next one this long before it sleeps: a request that comes within the window skips the sleep and wake-up (about 20 us a round trip on this kind of VM) at the price of a core kept busy while traffic flows; 0: sleep at once" },
-	{ "max_connections", T_U32, OFF(max_connections), 1, 10000000, F_RUNTIME, "connections at once; more are refused with LIMIT" },
+	{ "max_connections", T_U32, OFF(max_connections), 1, 10000000, F_RUNTIME, "TCP connections at once; more are refused with LIMIT" },
+	{ "max_unix_connections", T_U32, OFF(max_unix_connections), 1, 10000000, F_RUNTIME, "Unix-socket connections at once, counted apart from max_connections so that an admin on the Unix socket gets in while TCP clients hold every slot; more are refused with LIMIT" },
 	{ "max_frame", T_SIZE, OFF(max_frame), 4096, 0xFFFFFFF8ull, F_RUNTIME, "largest frame body in either direction, bytes" },
 	{ "max_batch", T_U32, OFF(max_batch), 1, 1u << 30, 0, "most IDs one request may carry" },
 	{ "max_memory", T_SIZE, OFF(max_memory), 0, UINT64_MAX, F_RUNTIME, "bytes the engine and buffers may use; 0: unlimited" },
@@ -105,6 +106,7 @@ void config_defaults(net_config *c)
 	c->io_backend = IO_BACKEND_LIBEVENT;
 	c->uring_entries = 1024;
 	c->max_connections = 10000;
+	c->max_unix_connections = 64;
 	c->max_frame = 256ull << 20;
 	c->max_batch = 4u << 20;
 	c->max_memory = 0;

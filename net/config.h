@@ -44,7 +44,8 @@ typedef struct net_config {
 	uint32_t uring_entries;             /* submission queue depth       */
 	uint32_t busy_poll_us;              /* poll this long before sleeping */
 	/* limits */
-	uint32_t max_connections;
+	uint32_t max_connections;           /* TCP connections at once      */
+	uint32_t max_unix_connections;      /* Unix-socket ones, apart      */
 	uint64_t max_frame;                 /* largest frame body, bytes    */
 	uint32_t max_batch;                 /* IDs per request              */
 	uint64_t max_memory;                /* emdb_alloc_set_limit; 0 = none */

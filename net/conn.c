@@ -10,7 +10,10 @@
  *      whole frame lands in one place.
  *   3. paused <=> the output backlog passed output_buffer_limit and has not
  *      yet fallen under half of it.  While paused no frame is run and
- *      nothing is read: input stops growing, output only shrinks.
+ *      nothing is read: input stops growing, output only shrinks.  The
+ *      backlog is the bytes of the blocks that hold unsent replies
+ *      (obuf_queued), not only the replies' own bytes, so what a client
+ *      that does not read costs is what is counted.
  *   4. Once closing is set no further frame is run and input is dropped;
  *      the connection is closed when its output is flushed or at
  *      close_deadline_ns, whichever comes first.
@@ -92,6 +95,7 @@ static void account(conn *c)
 void conn_destroy(conn *c)
 {
 	io_thread *t = c->t;
+	bool unix_sock = c->unix_sock;
 	log_debug("conn %llu (%s): closed", (unsigned long long)c->id, c->peer);
 	if (c->steps_waiting)
 		log_info("conn %llu (%s): closed with %u UPDATEs of synchronous steps waiting: withdrawn",
@@ -111,7 +115,7 @@ void conn_destroy(conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	emdb_free(c);
-	io_thread_forget(t);
+	io_thread_forget(t, unix_sock);
 }
 
 void conn_close(conn *c)
@@ -265,7 +269,7 @@ static void run_frames(conn *c)
 			c->frame = 0;
 			break;
 		}
-		if (obuf_pending(&c->out) >= limit) {
+		if (obuf_queued(&c->out) >= limit) {
 			set_paused(c, true);
 			break;
 		}
@@ -402,7 +406,7 @@ int conn_on_written(conn *c, ssize_t n)
 		return -1;
 	}
 	conn_out_sent(c, (size_t)n);
-	if (c->paused && obuf_pending(&c->out) <= output_limit(c) / 2) {
+	if (c->paused && obuf_queued(&c->out) <= output_limit(c) / 2) {
 		set_paused(c, false);
 		run_frames(c);
 	}

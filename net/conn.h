@@ -17,11 +17,14 @@
  *   request id.
  *
  * Backpressure
- *   While the unsent replies of a connection exceed output_buffer_limit,
- *   no more of its requests are run and nothing more is read from it, so a
- *   client that does not read costs at most that much memory, plus the one
- *   reply being built, and never stalls the thread's other connections.
- *   Running resumes when the backlog falls under half the limit.
+ *   While the memory holding a connection's unsent replies (obuf_queued)
+ *   reaches output_buffer_limit, no more of its requests are run and
+ *   nothing more is read from it, so a client that does not read costs at
+ *   most that much memory, plus the one reply being built (at most
+ *   max_frame, checked before it is reserved), plus its input buffer, and
+ *   never stalls the thread's other connections.  A refused request gives
+ *   back what it reserved (net/obuf.h).  Running resumes when the backlog
+ *   falls under half the limit.
  *
  * Errors
  *   A malformed frame (bad magic, version, opcode, lengths, body) gets an
@@ -58,6 +61,7 @@ typedef struct conn {
 	char peer[64];
 	char client[CONN_NAME_MAX];  /* HELLO name, sanitised */
 	bool loopback;
+	bool unix_sock;   /* on the Unix socket: counted in max_unix_connections */
 
 	inbuf in;
 	obuf out;

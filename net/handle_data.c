@@ -17,7 +17,11 @@
  *   2. A wire ticket is resolved only within the connection that created
  *      it (net/tickets.h).
  *   3. A reply never exceeds max_frame; the check happens before any
- *      memory is reserved for it.
+ *      memory is reserved for it.  A reply sized from the request's dim
+ *      (PULL, LOOKUP) is reserved only once the table is known to exist
+ *      with that dim (check_dim), so a request the engine would refuse
+ *      on its face reserves nothing; one refused later (a bad ticket or
+ *      offsets, NOMEM) cancels, which gives the room back (net/obuf.h).
  *
  * An UPDATE of a synchronous step (workers >= 2) is answered when its
  * step completes, maybe from another thread (net/barrier.h).
@@ -43,14 +47,18 @@
 #include "net/server.h"
 
 /* Reserve the reply laid out by a *_resp_begin function: ask its size with
- * a NULL buffer, check it, reserve.  *p gets the space, *len its size. */
-#define RESERVE_VEC_REPLY(c, p, len, begin_call_null)                                       \
+ * a NULL buffer, check it against max_frame, evaluate `check` (the
+ * request's own checks that need no reply room, EMDB_OK or an error),
+ * and only then reserve.  *p gets the space, *len its size. */
+#define RESERVE_VEC_REPLY(c, p, len, begin_call_null, check)                                \
 	__extension__({                                                                     \
 		int rc_ = (begin_call_null);                                                \
 		if (rc_ == EMDB_ERR_INVALID)                                                \
 			rc_ = handle_fail(EMDB_ERR_LIMIT, "the reply would exceed 4 GiB");  \
 		else if (rc_ == EMDB_ERR_LIMIT)                                             \
 			rc_ = handle_check_reply((c), (len));                               \
+		if (rc_ == EMDB_OK)                                                         \
+			rc_ = (check);                                                      \
 		if (rc_ == EMDB_OK && !((p) = conn_reply_reserve((c), (len))))              \
 			rc_ = EMDB_ERR_NOMEM;                                               \
 		rc_;                                                                        \
@@ -67,6 +75,21 @@ static uint8_t no_u8[1];
 static emdb_db *db_of(conn *c)
 {
 	return c->srv->db;
+}
+
+/* The table exists and dim is its dim, as the engine would check: done
+ * before a reply sized from dim is reserved (invariant 3), so that a wrong
+ * dim cannot make the server set aside up to max_frame for nothing. */
+static int check_dim(conn *c, uint32_t table, uint32_t dim)
+{
+	emdb_table_config cfg;
+	int rc = emdb_table_get_config(db_of(c), table, &cfg);
+	if (rc)
+		return rc;
+	if (dim != cfg.dim)
+		return handle_fail(EMDB_ERR_DIM, "table '%s': dim %u given, table has %u", cfg.name, dim,
+				   cfg.dim);
+	return EMDB_OK;
 }
 
 static int ticket_of(conn *c, uint64_t handle, const emdb_ticket **out)
@@ -156,7 +179,8 @@ int handle_pull(conn *c, const proto_hdr *h, const uint8_t *body)
 	float *vecs = NULL;
 	size_t len = 0;
 	rc = RESERVE_VEC_REPLY(c, p, len,
-			       proto_pull_resp_begin(NULL, 0, h->id, (uint32_t)n_rows, m.dim, &vecs, &len));
+			       proto_pull_resp_begin(NULL, 0, h->id, (uint32_t)n_rows, m.dim, &vecs, &len),
+			       check_dim(c, m.table, m.dim));
 	if (rc)
 		return rc;
 	proto_pull_resp_begin(p, len, h->id, (uint32_t)n_rows, m.dim, &vecs, &len);
@@ -375,7 +399,8 @@ int handle_lookup(conn *c, const proto_hdr *h, const uint8_t *body)
 	size_t len = 0;
 	rc = RESERVE_VEC_REPLY(c, p, len,
 			       proto_lookup_resp_begin(NULL, 0, h->id, m.n, m.dim, m.want_found, &vecs,
-						       &found, &len));
+						       &found, &len),
+			       check_dim(c, m.table, m.dim));
 	if (rc)
 		return rc;
 	proto_lookup_resp_begin(p, len, h->id, m.n, m.dim, m.want_found, &vecs, &found, &len);
@@ -404,7 +429,8 @@ int handle_read_state(conn *c, const proto_hdr *h, const uint8_t *body)
 	size_t len = 0;
 	rc = RESERVE_VEC_REPLY(c, p, len,
 			       proto_read_state_resp_begin(NULL, 0, h->id, m.n, per_row, &state, &found,
-							   &len));
+							   &len),
+			       EMDB_OK);
 	if (rc)
 		return rc;
 	proto_read_state_resp_begin(p, len, h->id, m.n, per_row, &state, &found, &len);

@@ -110,6 +110,8 @@ static void sec_clients(server *s, sbuf *b)
 	put(b, "connections_total: %" PRIu64 "\n", atomic_load(&s->conns_total));
 	put(b, "connections_rejected: %" PRIu64 "\n", atomic_load(&s->conns_rejected));
 	put(b, "max_connections: %" PRIu64 "\n", atomic_load(&s->rt.max_connections));
+	put(b, "unix_connections: %" PRIu64 "\n", atomic_load(&s->n_unix_conns));
+	put(b, "max_unix_connections: %" PRIu64 "\n", atomic_load(&s->rt.max_unix_connections));
 	put(b, "connections_paused: %" PRIu64 "\n", SUM(s, n_paused));
 	put(b, "protocol_errors: %" PRIu64 "\n", SUM(s, frames_bad));
 	put(b, "handshake_timeouts: %" PRIu64 "\n", SUM(s, handshake_timeouts));

@@ -15,14 +15,18 @@
  *   4. A connection still open drain_timeout_ms after the drain started is
  *      closed, replies unsent or not, so a drain always ends.
  *   5. A connection that has no role handshake_timeout_ms after it was
- *      accepted gets a TIMEOUT error and is closed, so silent clients
- *      cannot hold max_connections' slots; one with a role that has sent
- *      nothing for idle_timeout_s (not even the rest of a frame it
- *      began) with no reply owed is closed without a word, as Redis's
- *      `timeout` does.  Both are
- *      checked on the tick, so they act up to IO_TICK_MS late, and
- *      neither acts while the kernel holds unread bytes of the
- *      connection: the thread, not the client, was late then.
+ *      accepted (TLS handshake, HELLO and AUTH all count) gets a TIMEOUT
+ *      error and is closed, so silent clients cannot hold
+ *      max_connections' slots; one with a role that has sent nothing for
+ *      idle_timeout_s (not even the rest of a frame it began) with no
+ *      reply owed is closed without a word, as Redis's `timeout` does.
+ *      Both are checked on the tick, so they act up to IO_TICK_MS late.
+ *      Past its deadline a connection is let off only while the thread
+ *      itself is behind on it (thread_is_behind: it wants input and the
+ *      kernel or OpenSSL holds bytes it could read now), and never past
+ *      twice the deadline.  Bytes buffered otherwise (a TLS record cut
+ *      short, input of a connection held back by backpressure) are the
+ *      client's doing and suspend nothing.
  *   6. A reply posted to the mailbox (io_thread_post_reply) goes to its
  *      connection if that still lives, before a drain that the same wake
  *      brings; the tick of thread 0 ends the synchronous steps past their
@@ -42,6 +46,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include <emdb/alloc.h>
 #include <emdb/error.h>
@@ -314,9 +320,10 @@ static void open_conn(io_thread *t, const new_conn *nc)
 	if (!c) {
 		log_warn("io thread %u: no memory for a connection from %s", t->index, nc->peer);
 		close(nc->fd);
-		atomic_fetch_sub(&t->srv->n_conns, 1);
+		server_conn_gone(t->srv, nc->unix_sock);
 		return;
 	}
+	c->unix_sock = nc->unix_sock;
 	log_debug("conn %llu (%s): accepted on io thread %u", (unsigned long long)c->id, c->peer,
 		  t->index);
 	int rc = 0;
@@ -384,7 +391,7 @@ void io_thread_on_wake(io_thread *t)
 		for (uint32_t i = 0; i < n; i++) {
 			if (t->draining || drain) {
 				close(batch[i].fd);
-				atomic_fetch_sub(&t->srv->n_conns, 1);
+				server_conn_gone(t->srv, batch[i].unix_sock);
 			} else {
 				open_conn(t, &batch[i]);
 			}
@@ -396,15 +403,32 @@ void io_thread_on_wake(io_thread *t)
 	}
 }
 
-/* Bytes the kernel, or OpenSSL, holds for c that the thread has not read
- * yet: after a long request stalled the thread, a client's HELLO or next
- * request may be waiting there, which is no fault of the client's. */
-static bool unread_input(const conn *c)
+/* Whether the thread, not the client, is late on c: c wants input and
+ * there is some the thread could read at once, in the kernel's socket
+ * buffer or decrypted by OpenSSL (after a long request stalled the
+ * thread, a client's HELLO or next request may be waiting there).  The
+ * start of a TLS record (SSL_has_pending) does not count: OpenSSL needs
+ * the rest from the client before anything can be read, and a client
+ * that sends 6 bytes of a record and stops must not escape its deadline
+ * (issue 23). */
+static bool thread_is_behind(const conn *c)
 {
 	int n = 0;
-	if (c->ssl && tls_io_pending(c->ssl))
+	if (!conn_wants_read(c))
+		return false;
+	if (c->ssl && SSL_pending(c->ssl) > 0)
 		return true;
 	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* Whether a deadline of limit_ns, elapsed_ns under way, is missed
+ * (invariant 5): passed, and the thread is not the one late, or passed
+ * twice over whatever the reason. */
+static bool deadline_missed(const conn *c, uint64_t elapsed_ns, uint64_t limit_ns)
+{
+	if (elapsed_ns < limit_ns)
+		return false;
+	return elapsed_ns / 2 >= limit_ns || !thread_is_behind(c);
 }
 
 /* handshake_timeout_ms and idle_timeout_s (invariant 5); may destroy c. */
@@ -412,15 +436,16 @@ static void check_timeouts(conn *c, uint64_t now, uint64_t handshake_ns, uint64_
 {
 	if (c->closing)
 		return;
-	if (handshake_ns && c->role == PROTO_ROLE_NONE && now - c->opened_ns >= handshake_ns &&
-	    !unread_input(c)) {
+	if (handshake_ns && c->role == PROTO_ROLE_NONE && deadline_missed(c, now - c->opened_ns, handshake_ns)) {
 		atomic_fetch_add_explicit(&c->t->handshake_timeouts, 1, memory_order_relaxed);
-		conn_timeout(c, c->version ? "AUTH did not come within handshake_timeout_ms"
-					   : "HELLO did not come within handshake_timeout_ms");
+		bool tls_done = !c->ssl || SSL_is_init_finished(c->ssl);
+		conn_timeout(c, !tls_done    ? "the TLS handshake did not finish within handshake_timeout_ms"
+				: c->version ? "AUTH did not come within handshake_timeout_ms"
+					     : "HELLO did not come within handshake_timeout_ms");
 		return;
 	}
 	if (idle_ns && c->role != PROTO_ROLE_NONE && !obuf_pending(&c->out) && !conn_owed_answers(c) &&
-	    now - c->last_recv_ns >= idle_ns && !unread_input(c)) {
+	    deadline_missed(c, now - c->last_recv_ns, idle_ns)) {
 		log_info("conn %llu (%s): idle for idle_timeout_s: closing", (unsigned long long)c->id,
 			 c->peer);
 		atomic_fetch_add_explicit(&c->t->idle_timeouts, 1, memory_order_relaxed);
@@ -464,10 +489,10 @@ void io_thread_on_tick(io_thread *t)
 	}
 }
 
-void io_thread_forget(io_thread *t)
+void io_thread_forget(io_thread *t, bool unix_sock)
 {
 	t->n_conns--;
 	atomic_fetch_sub_explicit(&t->n_open, 1, memory_order_relaxed);
-	atomic_fetch_sub(&t->srv->n_conns, 1);
+	server_conn_gone(t->srv, unix_sock);
 	maybe_stop(t);
 }

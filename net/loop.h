@@ -128,6 +128,7 @@ typedef struct new_conn {
 	int fd;
 	bool loopback; /* Unix socket, 127.0.0.0/8 or ::1 */
 	bool tls;      /* speaks TLS (TCP on a server with tls_cert_file) */
+	bool unix_sock; /* came in on the Unix socket (max_unix_connections) */
 	char peer[64]; /* "127.0.0.1:5342", "unix", ... for the log */
 } new_conn;
 
@@ -201,7 +202,8 @@ void io_busy_poll_hit(io_thread *t);
 void io_thread_on_wake(io_thread *t);
 void io_thread_on_tick(io_thread *t);
 /* Called by conn_destroy once a connection of t is gone (unlinked and
- * freed): counts it out, and ends a drain that was waiting for it. */
-void io_thread_forget(io_thread *t);
+ * freed): counts it out (unix_sock: of max_unix_connections), and ends a
+ * drain that was waiting for it. */
+void io_thread_forget(io_thread *t, bool unix_sock);
 
 #endif

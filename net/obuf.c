@@ -11,9 +11,15 @@
  *      place by the engine are aligned.
  *   4. Bytes once committed never move: a block is freed only after all of
  *      its bytes were consumed.
+ *   5. A block made for a reservation (fresh) is linked only by
+ *      obuf_commit; obuf_cancel, or the next obuf_reserve, releases it.
+ *      So every linked block holds committed bytes, a refused request
+ *      costs nothing once cancelled, and allocated is at most the queued
+ *      blocks, one spare and the open reservation's block.
  *
- * State changes: obuf_commit (used, pending), obuf_consume (sent, pending,
- * blocks released), obuf_reserve (tail may get a new block).
+ * State changes: obuf_commit (used, pending, fresh linked), obuf_consume
+ * (sent, pending, blocks released), obuf_reserve (fresh made), obuf_cancel
+ * (fresh released).
  */
 #include <assert.h>
 #include <string.h>
@@ -77,13 +83,33 @@ void obuf_destroy(obuf *b)
 		k = next;
 	}
 	emdb_free(b->spare);
+	emdb_free(b->fresh);
 	memset(b, 0, sizeof(*b));
+}
+
+size_t obuf_queued(const obuf *b)
+{
+	size_t q = b->allocated;
+	if (b->spare)
+		q -= sizeof(*b->spare) + b->spare->cap;
+	if (b->fresh)
+		q -= sizeof(*b->fresh) + b->fresh->cap;
+	return q;
+}
+
+void obuf_cancel(obuf *b)
+{
+	if (b->fresh) {
+		block_release(b, b->fresh);
+		b->fresh = NULL;
+	}
+	b->reserved = 0;
 }
 
 void *obuf_reserve(obuf *b, size_t n)
 {
 	n = (n + 7) & ~(size_t)7;
-	b->reserved = 0;
+	obuf_cancel(b);
 	if (b->tail && b->tail->cap - b->tail->used >= n) {
 		b->reserved = n;
 		return b->tail->data + b->tail->used;
@@ -91,11 +117,7 @@ void *obuf_reserve(obuf *b, size_t n)
 	obuf_block *k = block_new(b, n);
 	if (!k)
 		return NULL;
-	if (b->tail)
-		b->tail->next = k;
-	else
-		b->head = k;
-	b->tail = k;
+	b->fresh = k;
 	b->reserved = n;
 	return k->data;
 }
@@ -103,13 +125,20 @@ void *obuf_reserve(obuf *b, size_t n)
 void obuf_commit(obuf *b, size_t n)
 {
 	assert(n <= b->reserved && n % 8 == 0);
+	if (n == 0) {
+		obuf_cancel(b);
+		return;
+	}
+	if (b->fresh) {
+		if (b->tail)
+			b->tail->next = b->fresh;
+		else
+			b->head = b->fresh;
+		b->tail = b->fresh;
+		b->fresh = NULL;
+	}
 	b->tail->used += n;
 	b->pending += n;
-	b->reserved = 0;
-}
-
-void obuf_cancel(obuf *b)
-{
 	b->reserved = 0;
 }
 

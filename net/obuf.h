@@ -11,7 +11,10 @@
  *
  * Memory comes from emdb_malloc, so it counts toward max_memory.  Sizes:
  * small replies share OBUF_BLOCK-byte blocks; a reply bigger than that
- * gets a block of its own, exactly its size.
+ * gets a block of its own, exactly its size.  A block made for a
+ * reservation joins the queue only when the reservation is committed: a
+ * cancelled one is freed at once (or kept as the one spare), so a refused
+ * request leaves nothing behind however much it asked for.
  *
  * Thread safety: none; an obuf belongs to its connection's I/O thread.
  */
@@ -30,9 +33,10 @@ typedef struct obuf {
 	obuf_block *head;  /* oldest: sending starts at head->data + sent */
 	obuf_block *tail;  /* newest: reservations come from here */
 	obuf_block *spare; /* one empty OBUF_BLOCK block kept for reuse */
+	obuf_block *fresh; /* block of the open reservation, not yet queued */
 	size_t sent;       /* bytes of head already sent */
 	size_t pending;    /* committed bytes not yet sent, all blocks */
-	size_t allocated;  /* bytes of blocks held, spare included */
+	size_t allocated;  /* bytes of blocks held, spare and fresh included */
 	size_t reserved;   /* size of the open reservation, 0 if none */
 } obuf;
 
@@ -48,7 +52,7 @@ void *obuf_reserve(obuf *b, size_t n);
 /* Append the first n bytes (n <= the reserved size, a multiple of 8 so the
  * next frame stays aligned) of the open reservation to the stream. */
 void obuf_commit(obuf *b, size_t n);
-/* Forget the open reservation. */
+/* Forget the open reservation; a block made for it is given back. */
 void obuf_cancel(obuf *b);
 
 /* Describe up to max iovecs of unsent bytes, oldest first; returns how
@@ -61,5 +65,10 @@ static inline size_t obuf_pending(const obuf *b)
 {
 	return b->pending;
 }
+
+/* Bytes of the blocks that hold unsent replies: what the queue really
+ * costs (partly filled blocks count whole), spare and open reservation
+ * left out.  0 exactly when nothing is pending. */
+size_t obuf_queued(const obuf *b);
 
 #endif

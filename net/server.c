@@ -5,10 +5,12 @@
  * Invariants:
  *   1. The main thread owns the listeners and the main event_base; it
  *      alone accepts, and it alone drains and joins the I/O threads.
- *   2. n_conns counts every accepted descriptor until its connection is
- *      destroyed (or it is closed unserved), so max_connections holds
- *      across threads; a connection over the limit gets a LIMIT error
- *      frame and is closed at once.
+ *   2. n_conns counts every accepted TCP descriptor, n_unix_conns every
+ *      Unix-socket one, until its connection is destroyed (or it is
+ *      closed unserved), so max_connections and max_unix_connections hold
+ *      across threads; a connection over its limit gets a LIMIT error
+ *      frame and is closed at once.  The two are apart so that TCP
+ *      clients, however many, never keep the admin off the Unix socket.
  *   3. Shutdown happens once: the first SIGTERM/SIGINT or SHUTDOWN stops
  *      accepting and drains; later requests only log.  The engine is
  *      closed only after every I/O thread has ended and after the
@@ -64,6 +66,7 @@ static persist_settings persist_settings_of(const net_config *c)
 static void publish_runtime(server *s)
 {
 	atomic_store(&s->rt.max_connections, s->cfg.max_connections);
+	atomic_store(&s->rt.max_unix_connections, s->cfg.max_unix_connections);
 	atomic_store(&s->rt.max_frame, s->cfg.max_frame);
 	atomic_store(&s->rt.output_buffer_limit, s->cfg.output_buffer_limit);
 	atomic_store(&s->rt.max_tickets, s->cfg.max_tickets);
@@ -169,37 +172,49 @@ static void size_send_buffer(server *s, int fd)
 			 want, got / 2);
 }
 
-/* Whether fd is a TCP connection that must speak TLS. */
-static bool wants_tls(const server *s, int fd)
+/* fd's address family (AF_UNIX, AF_INET, ...), -1 if it cannot be told. */
+static int sock_domain(int fd)
 {
-	int domain = 0;
+	int domain = -1;
 	socklen_t len = sizeof(domain);
-	return s->tls && getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain != AF_UNIX;
+	return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 ? domain : -1;
+}
+
+void server_conn_gone(server *s, bool unix_sock)
+{
+	atomic_fetch_sub(unix_sock ? &s->n_unix_conns : &s->n_conns, 1);
 }
 
 static void on_accept(void *arg, int fd, bool loopback, const char *peer)
 {
 	server *s = arg;
-	bool tls = wants_tls(s, fd);
+	int domain = sock_domain(fd);
+	bool unix_sock = domain == AF_UNIX;
+	/* a TCP connection on a server with TLS must speak it */
+	bool tls = s->tls && domain >= 0 && !unix_sock;
 	if (atomic_load(&s->shutting_down)) {
 		close(fd);
 		return;
 	}
-	uint64_t max = atomic_load(&s->rt.max_connections);
-	if (atomic_fetch_add(&s->n_conns, 1) >= max) {
-		atomic_fetch_sub(&s->n_conns, 1);
+	_Atomic uint64_t *count = unix_sock ? &s->n_unix_conns : &s->n_conns;
+	uint64_t max = atomic_load(unix_sock ? &s->rt.max_unix_connections : &s->rt.max_connections);
+	if (atomic_fetch_add(count, 1) >= max) {
+		const char *key = unix_sock ? "max_unix_connections" : "max_connections";
+		char msg[96];
+		atomic_fetch_sub(count, 1);
 		atomic_fetch_add(&s->conns_rejected, 1);
-		log_warn("refusing %s: max_connections (%llu) reached", peer, (unsigned long long)max);
-		refuse(fd, tls, EMDB_ERR_LIMIT, "too many connections (max_connections)");
+		log_warn("refusing %s: %s (%llu) reached", peer, key, (unsigned long long)max);
+		snprintf(msg, sizeof(msg), "too many connections (%s)", key);
+		refuse(fd, tls, EMDB_ERR_LIMIT, msg);
 		return;
 	}
 	atomic_fetch_add(&s->conns_total, 1);
 	size_send_buffer(s, fd);
-	new_conn nc = { .fd = fd, .loopback = loopback, .tls = tls };
+	new_conn nc = { .fd = fd, .loopback = loopback, .tls = tls, .unix_sock = unix_sock };
 	snprintf(nc.peer, sizeof(nc.peer), "%s", peer);
 	io_thread *t = &s->threads[s->rr++ % s->n_threads];
 	if (io_thread_post_conn(t, &nc) < 0) {
-		atomic_fetch_sub(&s->n_conns, 1);
+		server_conn_gone(s, unix_sock);
 		refuse(fd, tls, EMDB_ERR_NOMEM, "server out of memory");
 	}
 }

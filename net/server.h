@@ -42,6 +42,7 @@
  * relaxed loads; CONFIG SET stores). */
 typedef struct server_runtime {
 	_Atomic uint64_t max_connections;
+	_Atomic uint64_t max_unix_connections;
 	_Atomic uint64_t max_frame;
 	_Atomic uint64_t output_buffer_limit;
 	_Atomic uint64_t max_tickets;
@@ -69,7 +70,8 @@ struct server {
 	uint16_t tcp_port;         /* bound port, 0 if no TCP */
 	io_thread *threads;
 	uint32_t n_threads;
-	_Atomic uint64_t n_conns;  /* accepted and not yet destroyed */
+	_Atomic uint64_t n_conns;  /* TCP: accepted and not yet destroyed */
+	_Atomic uint64_t n_unix_conns; /* the same on the Unix socket */
 	_Atomic uint64_t conns_total, conns_rejected, next_conn_id;
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
@@ -122,6 +124,10 @@ int server_config_set_many(server *s, size_t n, const char *const *keys, const c
 int server_config_get(server *s, const char *key, char *buf, size_t len);
 /* A copy of the current configuration. */
 void server_config_copy(server *s, net_config *out);
+
+/* A connection counted in on_accept is gone (destroyed, or closed
+ * unserved): give its slot back (any thread). */
+void server_conn_gone(server *s, bool unix_sock);
 
 /* The role a token grants, PROTO_ROLE_NONE when it matches none
  * (constant-time comparisons). */
