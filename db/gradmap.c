@@ -89,6 +89,28 @@ static int grow_keys(gradmap *g, uint64_t need)
 	return EMDB_OK;
 }
 
+/* Mirrors gradmap_reserve's growth: realloc'd slots count their growth,
+ * the new key array all of it while the old one is still held. */
+uint64_t gradmap_reserve_bytes(const gradmap *g, uint32_t n)
+{
+	uint64_t need = (uint64_t)g->count + g->reserved + n, bytes = 0;
+	if (need > MAX_SLOTS)
+		return 0; /* refused as LIMIT, with nothing allocated */
+	if (need > g->slot_cap) {
+		uint64_t cap = g->slot_cap ? g->slot_cap : MIN_SLOTS;
+		while (cap < need)
+			cap *= 2;
+		bytes += (cap - g->slot_cap) * (sizeof(uint64_t) + (uint64_t)g->dim * sizeof(float));
+	}
+	if (2 * need > g->map_cap) {
+		uint64_t cap = g->map_cap ? g->map_cap : 2 * MIN_SLOTS;
+		while (cap < 2 * need)
+			cap *= 2;
+		bytes += cap * sizeof(gradmap_key);
+	}
+	return bytes;
+}
+
 int gradmap_reserve(gradmap *g, uint32_t n)
 {
 	uint64_t need = (uint64_t)g->count + g->reserved + n;

@@ -1,0 +1,154 @@
+/*
+ * test_refusal.c - a call refused for memory changes nothing: not the
+ * table, and not the bytes counted in use, so that the room it did not
+ * get is still there for the next call (issue 23, part 5: a Prefetch
+ * over --max-memory kept 1 GB of row chunks and starved other tables).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/db.h>
+#include <emdb/error.h>
+
+#include "tests/helpers.h"
+
+static uint64_t *id_range(uint64_t first, size_t n)
+{
+	uint64_t *ids = malloc(n * sizeof(*ids));
+	for (size_t i = 0; i < n; i++)
+		ids[i] = scramble(first + i);
+	return ids;
+}
+
+static emdb_table_stats stats_of(emdb_db *db, uint32_t t)
+{
+	emdb_table_info info;
+	cr_assert_eq(emdb_table_describe(db, t, &info), 0, "%s", emdb_last_error());
+	return info.stats;
+}
+
+static int prefetch(emdb_db *db, uint32_t t, uint64_t first, size_t n)
+{
+	uint64_t *ids = id_range(first, n);
+	emdb_ticket *tk = NULL;
+	int rc = emdb_prefetch(db, t, ids, n, &tk);
+	emdb_ticket_free(tk);
+	free(ids);
+	return rc;
+}
+
+/* The report's case: a Prefetch of more new IDs than the limit leaves
+ * room for is refused, takes none of that room, and a smaller one into
+ * another table (and into the same) still fits. */
+Test(refusal, prefetch_over_the_limit_keeps_no_memory)
+{
+	emdb_db *db = open_db(64);
+	uint32_t a = make_table(db, "a", 64, EMDB_OPT_SGD, EMDB_INIT_UNIFORM, -1, 1);
+	uint32_t b = make_table(db, "b", 64, EMDB_OPT_SGD, EMDB_INIT_UNIFORM, -1, 1);
+	size_t before = emdb_alloc_bytes();
+	/* 200,000 rows of 256 bytes need 51 MB; 16 MB are left. */
+	emdb_alloc_set_limit(before + (16u << 20));
+	int rc = prefetch(db, a, 0, 200000);
+	cr_assert_eq(rc, EMDB_ERR_NOMEM, "rc %d: %s", rc, emdb_last_error());
+	cr_assert(strstr(emdb_last_error(), "memory limit"), "%s", emdb_last_error());
+	cr_assert_eq(emdb_alloc_bytes(), before, "a refused Prefetch kept %zd bytes",
+		     (ssize_t)(emdb_alloc_bytes() - before));
+	cr_assert_eq(stats_of(db, a).rows, 0);
+	cr_assert_eq(stats_of(db, a).calls_prefetch, 0);
+	cr_assert_eq(prefetch(db, b, 0, 20000), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(stats_of(db, b).rows, 20000);
+	cr_assert_eq(prefetch(db, a, 0, 20000), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(stats_of(db, a).rows, 20000);
+	emdb_alloc_set_limit(0);
+	emdb_db_close(db);
+}
+
+/* Pull resolves (and inserts) like Prefetch: the same refusal. */
+Test(refusal, pull_over_the_limit_keeps_no_memory)
+{
+	enum { N = 200000, DIM = 64 };
+	emdb_db *db = open_db(64);
+	uint32_t a = make_table(db, "a", DIM, EMDB_OPT_SGD, EMDB_INIT_UNIFORM, -1, 1);
+	uint64_t *ids = id_range(0, N);
+	float *out = malloc((size_t)N * DIM * sizeof(float));
+	size_t before = emdb_alloc_bytes();
+	emdb_alloc_set_limit(before + (16u << 20));
+	cr_assert_eq(emdb_pull(db, a, ids, N, DIM, out), EMDB_ERR_NOMEM);
+	cr_assert_eq(emdb_alloc_bytes(), before);
+	cr_assert_eq(stats_of(db, a).rows, 0);
+	emdb_alloc_set_limit(0);
+	free(out);
+	free(ids);
+	emdb_db_close(db);
+}
+
+/* A Push whose rows have room but whose gradient accumulators do not:
+ * refused before any accumulator grows, nothing pending, bytes as they
+ * were; with the limit lifted the same Push goes through. */
+Test(refusal, push_over_the_limit_keeps_no_memory)
+{
+	enum { N = 20000, DIM = 64 };
+	emdb_db *db = open_db(64);
+	uint32_t a = make_table(db, "a", DIM, EMDB_OPT_SGD, EMDB_INIT_UNIFORM, -1, 1);
+	/* Rows and index for the batch and its reservation made up front:
+	 * the accumulators (5 MB) are all the Push still has to grow. */
+	cr_assert_eq(emdb_table_reserve(db, a, 3 * N), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(prefetch(db, a, 0, N), EMDB_OK, "%s", emdb_last_error());
+	uint64_t *ids = id_range(0, N);
+	float *g = calloc((size_t)N * DIM, sizeof(float));
+	size_t before = emdb_alloc_bytes();
+	emdb_alloc_set_limit(before + (1u << 20));
+	int rc = emdb_push(db, a, ids, N, DIM, g);
+	cr_assert_eq(rc, EMDB_ERR_NOMEM, "rc %d: %s", rc, emdb_last_error());
+	cr_assert_eq(emdb_alloc_bytes(), before, "a refused Push kept %zd bytes",
+		     (ssize_t)(emdb_alloc_bytes() - before));
+	emdb_table_stats s = stats_of(db, a);
+	cr_assert_eq(s.pending_rows, 0);
+	cr_assert_eq(s.calls_push, 0);
+	cr_assert_eq(s.rows, N);
+	/* The same through a ticket. */
+	emdb_ticket *tk;
+	emdb_alloc_set_limit(0);
+	cr_assert_eq(emdb_prefetch(db, a, ids, N, &tk), EMDB_OK, "%s", emdb_last_error());
+	before = emdb_alloc_bytes();
+	emdb_alloc_set_limit(before + (1u << 20));
+	cr_assert_eq(emdb_push_ticket(db, a, tk, DIM, g), EMDB_ERR_NOMEM);
+	cr_assert_eq(emdb_alloc_bytes(), before);
+	emdb_alloc_set_limit(0);
+	cr_assert_eq(emdb_push_ticket(db, a, tk, DIM, g), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(stats_of(db, a).pending_rows, N);
+	emdb_ticket_free(tk);
+	free(g);
+	free(ids);
+	emdb_db_close(db);
+}
+
+/* An allocation failing anywhere inside a Prefetch that grows the table
+ * by several chunks: NOMEM, and every chunk it mapped before the failure
+ * is given back.  8,000 rows of 1 KiB are four chunks of 2 MiB; their
+ * IDs fit the index shards' first capacity, so only the rows grow. */
+Test(refusal, allocation_failure_midway_maps_no_chunk)
+{
+	emdb_db *db = open_db(64);
+	uint32_t a = make_table(db, "a", 256, EMDB_OPT_SGD, EMDB_INIT_UNIFORM, -1, 1);
+	size_t before = emdb_alloc_bytes();
+	uint64_t index0 = stats_of(db, a).bytes_index;
+	int k = 0, rc;
+	for (;; k++) {
+		emdb_alloc_fail_after((uint64_t)k);
+		rc = prefetch(db, a, 0, 8000);
+		emdb_alloc_fail_reset();
+		if (rc == EMDB_OK)
+			break;
+		cr_assert_eq(rc, EMDB_ERR_NOMEM, "allocation %d failing: %s", k, emdb_last_error());
+		cr_assert_eq(emdb_alloc_bytes(), before, "allocation %d failing kept %zd bytes", k,
+			     (ssize_t)(emdb_alloc_bytes() - before));
+		cr_assert_eq(stats_of(db, a).rows, 0);
+		cr_assert_lt(k, 1000, "the Prefetch never succeeds");
+	}
+	cr_assert_gt(k, 4, "expected the chunks' allocations to inject into, got %d", k);
+	cr_assert_eq(stats_of(db, a).rows, 8000);
+	cr_assert_eq(stats_of(db, a).bytes_index, index0, "the index grew: the test no longer isolates the rows");
+	emdb_db_close(db);
+}
