@@ -310,10 +310,13 @@ int emdb_table_reserve(emdb_db *db, uint32_t id, uint64_t rows)
 				  t->rows.rows_per_chunk);
 	if (rc == EMDB_OK)
 		rc = reserve_fits(t, rows);
-	if (rc == EMDB_OK)
-		rc = chunk_prepare(&t->rows, rows);
+	/* The index first: chunk_prepare maps all of its chunks or none,
+	 * while shards grown before a failure stay grown (dit.h), so a
+	 * failure after this point leaves no row chunk behind. */
 	if (rc == EMDB_OK)
 		rc = dit_presize(t->index, rows);
+	if (rc == EMDB_OK)
+		rc = chunk_prepare(&t->rows, rows);
 	table_release(t);
 	return rc;
 }

@@ -152,3 +152,98 @@ Test(refusal, allocation_failure_midway_maps_no_chunk)
 	cr_assert_eq(stats_of(db, a).bytes_index, index0, "the index grew: the test no longer isolates the rows");
 	emdb_db_close(db);
 }
+
+/* An allocation failing anywhere inside emdb_table_reserve: NOMEM, the
+ * rows as they were, and no row chunk kept (bytes_overhead counts the
+ * chunks mapped beyond the rows); the index may keep shards it grew. */
+Test(refusal, reserve_failure_midway_keeps_no_chunk)
+{
+	emdb_db *db = open_db(64);
+	uint32_t a = make_table(db, "a", 64, EMDB_OPT_SGD, EMDB_INIT_UNIFORM, -1, 1);
+	cr_assert_eq(prefetch(db, a, 0, 3000), EMDB_OK, "%s", emdb_last_error());
+	emdb_table_stats s0 = stats_of(db, a);
+	int k = 0, rc;
+	for (;; k++) {
+		emdb_alloc_fail_after((uint64_t)k);
+		rc = emdb_table_reserve(db, a, 100000);
+		emdb_alloc_fail_reset();
+		if (rc == EMDB_OK)
+			break;
+		cr_assert_eq(rc, EMDB_ERR_NOMEM, "allocation %d failing: %s", k, emdb_last_error());
+		emdb_table_stats s = stats_of(db, a);
+		cr_assert_eq(s.rows, s0.rows);
+		cr_assert_eq(s.bytes_overhead, s0.bytes_overhead, "allocation %d failing kept %lld bytes of chunks",
+			     k, (long long)(s.bytes_overhead - s0.bytes_overhead));
+		cr_assert_lt(k, 10000, "the reserve never succeeds");
+	}
+	/* Shards grown by a failed try stay grown, so the tries do not
+	 * count the index's allocations; the chunks' are all retried. */
+	cr_assert_gt(k, 12, "expected the index's and the chunks' allocations to inject into, got %d", k);
+	emdb_table_stats s1 = stats_of(db, a);
+	cr_assert_gt(s1.bytes_index, s0.bytes_index);
+	cr_assert_gt(s1.bytes_overhead, s0.bytes_overhead);
+	emdb_db_close(db);
+}
+
+/* An allocation failing anywhere inside emdb_table_create: NOMEM, no
+ * table, and the bytes in use as before. */
+Test(refusal, create_failure_midway_keeps_no_memory)
+{
+	emdb_db *db = open_db(64);
+	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
+	strcpy(c.name, "a");
+	c.dim = 16;
+	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_ADAM, &c.optimizer), 0);
+	size_t before = emdb_alloc_bytes();
+	int k = 0, rc;
+	uint32_t id = 0;
+	for (;; k++) {
+		emdb_alloc_fail_after((uint64_t)k);
+		rc = emdb_table_create(db, &c, &id);
+		emdb_alloc_fail_reset();
+		if (rc == EMDB_OK)
+			break;
+		cr_assert_eq(rc, EMDB_ERR_NOMEM, "allocation %d failing: %s", k, emdb_last_error());
+		cr_assert_eq(emdb_alloc_bytes(), before, "allocation %d failing kept %zd bytes", k,
+			     (ssize_t)(emdb_alloc_bytes() - before));
+		cr_assert_eq(emdb_table_find(db, "a", &id), EMDB_ERR_NO_TABLE);
+		cr_assert_lt(k, 10000, "the create never succeeds");
+	}
+	cr_assert_gt(k, 2, "expected several allocations to inject into, got %d", k);
+	emdb_db_close(db);
+}
+
+/* An allocation failing anywhere inside a Push through a ticket into one
+ * index shard (so one accumulator): NOMEM, nothing pending, and the
+ * accumulator's memory as before, its slot arrays included when its key
+ * array is what failed. */
+Test(refusal, push_failure_midway_keeps_no_accumulator_memory)
+{
+	enum { N = 3000, DIM = 32 };
+	emdb_db *db = open_db(1);
+	uint32_t a = make_table(db, "a", DIM, EMDB_OPT_SGD, EMDB_INIT_UNIFORM, -1, 1);
+	uint64_t *ids = id_range(0, N);
+	float *g = calloc((size_t)N * DIM, sizeof(float));
+	emdb_ticket *tk;
+	cr_assert_eq(emdb_prefetch(db, a, ids, N, &tk), EMDB_OK, "%s", emdb_last_error());
+	size_t before = emdb_alloc_bytes();
+	int k = 0, rc;
+	for (;; k++) {
+		emdb_alloc_fail_after((uint64_t)k);
+		rc = emdb_push_ticket(db, a, tk, DIM, g);
+		emdb_alloc_fail_reset();
+		if (rc == EMDB_OK)
+			break;
+		cr_assert_eq(rc, EMDB_ERR_NOMEM, "allocation %d failing: %s", k, emdb_last_error());
+		cr_assert_eq(emdb_alloc_bytes(), before, "allocation %d failing kept %zd bytes", k,
+			     (ssize_t)(emdb_alloc_bytes() - before));
+		cr_assert_eq(stats_of(db, a).pending_rows, 0);
+		cr_assert_lt(k, 1000, "the Push never succeeds");
+	}
+	cr_assert_geq(k, 2, "expected the slot and key arrays to inject into, got %d", k);
+	cr_assert_eq(stats_of(db, a).pending_rows, N);
+	emdb_ticket_free(tk);
+	free(g);
+	free(ids);
+	emdb_db_close(db);
+}
