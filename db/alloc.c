@@ -171,8 +171,8 @@ int emdb__check_limit(size_t need, const char *what)
 	if (!lim || (used <= lim && need <= lim - used))
 		return EMDB_OK;
 	return emdb__seterr(EMDB_ERR_NOMEM,
-			    "%s: needs %.1f MB more, over the memory limit (%.1f MB, %.1f MB in use); nothing was "
-			    "allocated",
+			    "%s needs about %.1f MB more, over the memory limit (%.1f MB, %.1f MB in use); nothing "
+			    "was allocated",
 			    what, (double)need / 1e6, (double)lim / 1e6, (double)used / 1e6);
 }
 

@@ -316,7 +316,7 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 	if (tk) {
 		ops_rows_from_ticket(tk, &r);
 		if (emdb_alloc_limit())
-			rc = table_check_memory(t, ops_grads_bytes(t, r.start, false), "gradients of", n);
+			rc = table_check_memory(t, ops_grads_bytes(t, r.start, false), "room for the gradients of", n);
 	} else {
 		rc = ops_rows_prepare(t, ids, n, push_grads_more, &r);
 	}

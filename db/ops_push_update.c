@@ -378,7 +378,7 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 	if (tk) {
 		ops_rows_from_ticket(tk, &r);
 		if (emdb_alloc_limit())
-			rc = table_check_memory(t, ops_grads_bytes(t, r.start, true), "gradients of", r.n);
+			rc = table_check_memory(t, ops_grads_bytes(t, r.start, true), "room for the gradients of", r.n);
 	} else {
 		rc = ops_rows_prepare(t, ids, n, fused_grads_more, &r);
 	}

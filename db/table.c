@@ -139,8 +139,7 @@ int table_check_memory(const tbl *t, uint64_t need, const char *what, uint64_t c
 	if (!emdb_alloc_limit())
 		return EMDB_OK;
 	char phrase[EMDB_NAME_MAX + 96];
-	snprintf(phrase, sizeof(phrase), "table '%s': %s %llu %s", t->cfg.name, what, (unsigned long long)count,
-		 "rows (row chunks and index)");
+	snprintf(phrase, sizeof(phrase), "table '%s': %s %llu rows", t->cfg.name, what, (unsigned long long)count);
 	return emdb__check_limit(need, phrase);
 }
 

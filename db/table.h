@@ -115,8 +115,9 @@ static inline float *table_row(const tbl *t, uint64_t loc)
 int table_check_batch(const tbl *t, size_t n, uint32_t dim);
 
 /* EMDB_OK when `need` more bytes fit under the memory limit (always
- * without one), else NOMEM with a message naming the table, `what` and
- * `count` rows.  Checked before a growth maps anything. */
+ * without one), else NOMEM with the message "table 'NAME': WHAT COUNT
+ * rows needs about ... MB more, over the memory limit ...", `what` being
+ * "room for" or the like.  Checked before a growth maps anything. */
 int table_check_memory(const tbl *t, uint64_t need, const char *what, uint64_t count);
 
 /* Resolving IDs with insertion, in two steps so that a caller can reserve
