@@ -83,7 +83,7 @@ void chunk_store_destroy(chunk_store *cs)
 	memset(cs, 0, sizeof(*cs));
 }
 
-/* What growing to `chunks` chunks in all obtains now (states are ours). */
+/* What one growth of the store has obtained and not yet published. */
 typedef struct chunk_growth {
 	uint64_t c0, count;        /* chunks c0 .. c0+count-1 are new       */
 	uint32_t l0, n_leaves;     /* leaves l0 .. l0+n_leaves-1 are touched */
