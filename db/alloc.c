@@ -24,6 +24,7 @@
 
 #include <emdb/alloc.h>
 
+#include "db/alloc_int.h"
 #include "db/error_int.h"
 #include "db/meminfo.h"
 
@@ -156,6 +157,23 @@ static size_t map_size(size_t size)
 	if (huge >= size && huge - size <= size / 8)
 		return huge;
 	return (size + PAGE - 1) & ~(PAGE - 1);
+}
+
+size_t emdb__map_bytes(size_t size)
+{
+	return map_size(size ? size : 1);
+}
+
+int emdb__check_limit(size_t need, const char *what)
+{
+	size_t lim = atomic_load_explicit(&limit, memory_order_relaxed);
+	size_t used = atomic_load(&in_use);
+	if (!lim || (used <= lim && need <= lim - used))
+		return EMDB_OK;
+	return emdb__seterr(EMDB_ERR_NOMEM,
+			    "%s needs about %.1f MB more, over the memory limit (%.1f MB, %.1f MB in use); nothing "
+			    "was allocated",
+			    what, (double)need / 1e6, (double)lim / 1e6, (double)used / 1e6);
 }
 
 int emdb_alloc_set_huge_pages(emdb_huge_pages mode)

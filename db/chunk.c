@@ -28,7 +28,8 @@
  *      most; they are joined before it returns, so the engine keeps no
  *      thread of its own.
  *
- * State changes: chunk creation and `reserved` under mu; next_row by an
+ * State changes: chunk creation and `reserved` under mu (`reserved` stored
+ * atomically, chunk_reserve_bytes reads it without); next_row by an
  * atomic add in chunk_new_row.
  */
 #include <stdatomic.h>
@@ -39,6 +40,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "db/alloc_int.h"
 #include "db/chunk.h"
 #include "db/error_int.h"
 
@@ -81,58 +83,124 @@ void chunk_store_destroy(chunk_store *cs)
 	memset(cs, 0, sizeof(*cs));
 }
 
-/* Map chunk number n_chunks; *out (may be NULL) gets its memory.  Called
- * with mu held. */
-static int add_chunk_locked(chunk_store *cs, uint8_t **out)
+/* What one growth of the store has obtained and not yet published. */
+typedef struct chunk_growth {
+	uint64_t c0, count;        /* chunks c0 .. c0+count-1 are new       */
+	uint32_t l0, n_leaves;     /* leaves l0 .. l0+n_leaves-1 are touched */
+	void **blk;                /* one block: chunk[count], marks[count],
+				      dir leaf[n_leaves], mdir leaf[n_leaves] */
+} chunk_growth;
+
+static uint64_t chunks_for(const chunk_store *cs, uint64_t rows)
 {
-	uint64_t c = cs->n_chunks;
-	if (c >= LOC_MAX_CHUNKS)
+	return (rows + cs->rows_per_chunk - 1) / cs->rows_per_chunk;
+}
+
+/* Give back everything a growth obtained; nothing of it is published. */
+static void growth_drop(chunk_store *cs, chunk_growth *g)
+{
+	void **chunk = g->blk, **marks = chunk + g->count;
+	void **leaf = marks + g->count, **mleaf = leaf + g->n_leaves;
+	for (uint64_t k = 0; k < g->count; k++) {
+		if (chunk[k])
+			emdb_unmap(chunk[k], cs->chunk_bytes);
+		emdb_free(marks[k]);
+	}
+	for (uint32_t l = 0; l < g->n_leaves; l++) {
+		emdb_free(leaf[l]);
+		emdb_free(mleaf[l]);
+	}
+	emdb_free(g->blk);
+}
+
+/* Map `count` chunks after the last one, every one or none (invariant
+ * 6): their directory leaves, marks and memory are all obtained before
+ * any is published, and a failure gives each back.  *last (may be NULL)
+ * gets the memory of the last new chunk.  Called with mu held. */
+static int add_chunks_locked(chunk_store *cs, uint64_t count, uint8_t **last)
+{
+	chunk_growth g = { .c0 = cs->n_chunks, .count = count };
+	if (count == 0)
+		return EMDB_OK;
+	if (count > LOC_MAX_CHUNKS - g.c0)
 		return emdb__seterr(EMDB_ERR_LIMIT, "table is full: %u chunks of %u rows", LOC_MAX_CHUNKS,
 				    cs->rows_per_chunk);
-	uint8_t **leaf = cs->dir[c >> CHUNK_DIR_BITS];
-	if (!leaf) {
-		leaf = emdb_calloc(LEAF_SIZE, sizeof(*leaf));
-		if (!leaf)
-			return EMDB_ERR_NOMEM;
-		__atomic_store_n(&cs->dir[c >> CHUNK_DIR_BITS], leaf, __ATOMIC_RELEASE);
-	}
-	uint64_t **mleaf = cs->mdir[c >> CHUNK_DIR_BITS];
-	if (!mleaf) {
-		mleaf = emdb_calloc(LEAF_SIZE, sizeof(*mleaf));
-		if (!mleaf)
-			return EMDB_ERR_NOMEM;
-		__atomic_store_n(&cs->mdir[c >> CHUNK_DIR_BITS], mleaf, __ATOMIC_RELEASE);
-	}
-	uint64_t *marks = emdb_calloc((size_t)CHUNK_MARKS * cs->mark_words, sizeof(uint64_t));
-	if (!marks)
+	g.l0 = (uint32_t)(g.c0 >> CHUNK_DIR_BITS);
+	g.n_leaves = (uint32_t)(((g.c0 + count - 1) >> CHUNK_DIR_BITS) - g.l0 + 1);
+	g.blk = emdb_calloc(2 * count + 2 * (uint64_t)g.n_leaves, sizeof(void *));
+	if (!g.blk)
 		return EMDB_ERR_NOMEM;
-	uint8_t *chunk = emdb_map(cs->chunk_bytes);
-	if (!chunk) {
-		emdb_free(marks);
-		return EMDB_ERR_NOMEM;
+	void **chunk = g.blk, **marks = chunk + count;
+	void **leaf = marks + count, **mleaf = leaf + g.n_leaves;
+	for (uint32_t l = 0; l < g.n_leaves; l++) {
+		if (!cs->dir[g.l0 + l] && !(leaf[l] = emdb_calloc(LEAF_SIZE, sizeof(uint8_t *))))
+			goto fail;
+		if (!cs->mdir[g.l0 + l] && !(mleaf[l] = emdb_calloc(LEAF_SIZE, sizeof(uint64_t *))))
+			goto fail;
 	}
-	__atomic_store_n(&mleaf[c & (LEAF_SIZE - 1)], marks, __ATOMIC_RELEASE);
-	__atomic_store_n(&leaf[c & (LEAF_SIZE - 1)], chunk, __ATOMIC_RELEASE);
-	__atomic_store_n(&cs->n_chunks, c + 1, __ATOMIC_RELEASE);
-	if (out)
-		*out = chunk;
+	for (uint64_t k = 0; k < count; k++) {
+		if (!(marks[k] = emdb_calloc((size_t)CHUNK_MARKS * cs->mark_words, sizeof(uint64_t))))
+			goto fail;
+		if (!(chunk[k] = emdb_map(cs->chunk_bytes)))
+			goto fail;
+	}
+	/* Publish (invariant 3): leaves, then each chunk's marks before the
+	 * chunk, then the count. */
+	for (uint32_t l = 0; l < g.n_leaves; l++) {
+		if (leaf[l])
+			__atomic_store_n(&cs->dir[g.l0 + l], (uint8_t **)leaf[l], __ATOMIC_RELEASE);
+		if (mleaf[l])
+			__atomic_store_n(&cs->mdir[g.l0 + l], (uint64_t **)mleaf[l], __ATOMIC_RELEASE);
+	}
+	for (uint64_t k = 0; k < count; k++) {
+		uint64_t c = g.c0 + k;
+		__atomic_store_n(&cs->mdir[c >> CHUNK_DIR_BITS][c & (LEAF_SIZE - 1)], (uint64_t *)marks[k],
+				 __ATOMIC_RELEASE);
+		__atomic_store_n(&cs->dir[c >> CHUNK_DIR_BITS][c & (LEAF_SIZE - 1)], (uint8_t *)chunk[k],
+				 __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&cs->n_chunks, g.c0 + count, __ATOMIC_RELEASE);
+	if (last)
+		*last = chunk[count - 1];
+	emdb_free(g.blk);
 	return EMDB_OK;
+
+fail:
+	growth_drop(cs, &g);
+	return EMDB_ERR_NOMEM;
+}
+
+uint64_t chunk_reserve_bytes(const chunk_store *cs, uint64_t n)
+{
+	return chunk_grow_bytes(cs, __atomic_load_n(&cs->next_row, __ATOMIC_RELAXED) +
+					    __atomic_load_n(&cs->reserved, __ATOMIC_RELAXED) + n);
+}
+
+uint64_t chunk_grow_bytes(const chunk_store *cs, uint64_t rows)
+{
+	uint64_t have = __atomic_load_n(&cs->n_chunks, __ATOMIC_ACQUIRE);
+	uint64_t want = chunks_for(cs, rows);
+	if (want <= have)
+		return 0;
+	uint64_t leaves = (want - 1) / LEAF_SIZE + 1 - (have ? (have - 1) / LEAF_SIZE + 1 : 0);
+	return (want - have) * (emdb__map_bytes(cs->chunk_bytes) +
+				(uint64_t)CHUNK_MARKS * cs->mark_words * sizeof(uint64_t)) +
+	       (want - have) * 2 * sizeof(void *) + leaves * 2 * (LEAF_SIZE * sizeof(void *));
 }
 
 int chunk_reserve(chunk_store *cs, uint64_t n)
 {
-	int rc = EMDB_OK;
 	uint8_t *ahead = NULL;
 	pthread_mutex_lock(&cs->mu);
 	uint64_t need = __atomic_load_n(&cs->next_row, __ATOMIC_RELAXED) + cs->reserved + n;
-	while (rc == EMDB_OK && cs->n_chunks * cs->rows_per_chunk < need)
-		rc = add_chunk_locked(cs, NULL);
-	if (rc == EMDB_OK)
-		cs->reserved += n;
+	uint64_t want = chunks_for(cs, need);
+	int rc = add_chunks_locked(cs, want > cs->n_chunks ? want - cs->n_chunks : 0, NULL);
+	if (rc == EMDB_OK) /* atomic: chunk_grow_bytes reads it without mu */
+		__atomic_store_n(&cs->reserved, cs->reserved + n, __ATOMIC_RELAXED);
 	/* A growing table (invariant 4): the reservation reached the last
 	 * chunk, so map the next one now and have its memory backed below. */
 	if (rc == EMDB_OK && cs->n_chunks >= 2 && need > (cs->n_chunks - 1) * cs->rows_per_chunk)
-		(void)add_chunk_locked(cs, &ahead); /* optional: ahead stays NULL on failure */
+		(void)add_chunks_locked(cs, 1, &ahead); /* optional: ahead stays NULL on failure */
 	pthread_mutex_unlock(&cs->mu);
 	if (ahead)
 		emdb_map_populate(ahead, cs->chunk_bytes);
@@ -161,10 +229,9 @@ static void *prep_loop(void *arg)
 
 int chunk_prepare(chunk_store *cs, uint64_t rows)
 {
-	int rc = EMDB_OK;
 	pthread_mutex_lock(&cs->mu);
-	while (rc == EMDB_OK && cs->n_chunks * cs->rows_per_chunk < rows)
-		rc = add_chunk_locked(cs, NULL);
+	uint64_t want = chunks_for(cs, rows);
+	int rc = add_chunks_locked(cs, want > cs->n_chunks ? want - cs->n_chunks : 0, NULL);
 	uint64_t n = cs->n_chunks;
 	pthread_mutex_unlock(&cs->mu);
 	if (rc != EMDB_OK)
@@ -176,12 +243,12 @@ int chunk_prepare(chunk_store *cs, uint64_t rows)
 	 * 5). */
 	prep_work w = { cs, chunk_rows(cs) / cs->rows_per_chunk, n };
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t want = w.end > w.next ? (w.end - w.next) / PREPARE_CHUNKS_PER_THREAD : 0;
+	uint64_t busy = w.end > w.next ? (w.end - w.next) / PREPARE_CHUNKS_PER_THREAD : 0;
 	uint32_t helpers = (uint32_t)(cpus > 1 ? cpus - 1 : 0);
 	if (helpers > PREPARE_HELPERS_MAX)
 		helpers = PREPARE_HELPERS_MAX;
-	if (helpers > want)
-		helpers = (uint32_t)want;
+	if (helpers > busy)
+		helpers = (uint32_t)busy;
 	pthread_t th[PREPARE_HELPERS_MAX];
 	bool started[PREPARE_HELPERS_MAX] = { false };
 	for (uint32_t i = 0; i < helpers; i++)
@@ -196,7 +263,7 @@ int chunk_prepare(chunk_store *cs, uint64_t rows)
 void chunk_unreserve(chunk_store *cs, uint64_t n)
 {
 	pthread_mutex_lock(&cs->mu);
-	cs->reserved -= n;
+	__atomic_store_n(&cs->reserved, cs->reserved - n, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cs->mu);
 }
 

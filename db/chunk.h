@@ -35,7 +35,8 @@ typedef struct chunk_store {
 	uint32_t mark_words;     /* u64 words per bitmap             */
 	pthread_mutex_t mu;      /* guards chunk creation and reservations */
 	uint64_t next_row;       /* atomic: rows handed out          */
-	uint64_t reserved;       /* rows promised to callers (under mu) */
+	uint64_t reserved;       /* rows promised to callers (under mu;
+				    atomic stores, read without mu) */
 	uint64_t n_chunks;       /* chunks mapped (atomic read)      */
 } chunk_store;
 
@@ -45,7 +46,8 @@ int chunk_store_init(chunk_store *cs, size_t stride_bytes, size_t chunk_bytes);
 void chunk_store_destroy(chunk_store *cs);
 
 /* Ensure chunks exist for n more rows beyond those handed out or reserved.
- * Errors: NOMEM, LIMIT (too many chunks); nothing is reserved then. */
+ * Errors: NOMEM, LIMIT (too many chunks); nothing is reserved or mapped
+ * then. */
 int chunk_reserve(chunk_store *cs, uint64_t n);
 void chunk_unreserve(chunk_store *cs, uint64_t n);
 
@@ -53,9 +55,16 @@ void chunk_unreserve(chunk_store *cs, uint64_t n);
  * with rows not yet handed out backed now (emdb_map_populate), so that
  * rows up to that count cost no page fault (emdb_table_reserve).  Safe
  * beside every other call.  Errors: LIMIT (more rows than LOC_MAX_CHUNKS
- * chunks hold), NOMEM; chunks mapped before the failure stay mapped, as
- * any reservation's would, and none is backed. */
+ * chunks hold), NOMEM; nothing is mapped then. */
 int chunk_prepare(chunk_store *cs, uint64_t rows);
+
+/* Bytes that mapping chunks for `rows` rows in all would add to those in
+ * use now (0 when they are mapped): for a check against the memory limit
+ * before any is mapped.  Read without mu, so an estimate while others
+ * grow the store. */
+uint64_t chunk_grow_bytes(const chunk_store *cs, uint64_t rows);
+/* The same for chunk_reserve(cs, n). */
+uint64_t chunk_reserve_bytes(const chunk_store *cs, uint64_t n);
 
 /* A reserved row's location (node 0, host tier); the caller fills it. */
 uint64_t chunk_new_row(chunk_store *cs);

@@ -276,20 +276,16 @@ static double mem_available(void)
  * mapped: against the allocation limit and the memory available now, so
  * that a mistyped count fails cleanly instead of waking the OOM killer
  * while the chunks are backed. */
-static int reserve_fits(const tbl *t, uint64_t rows)
+static int reserve_fits(tbl *t, uint64_t rows)
 {
-	uint64_t room = chunk_count(&t->rows) * t->rows.rows_per_chunk;
-	if (rows <= room)
+	/* What chunk_prepare and dit_presize will map, worked out as they
+	 * will (their rounding, the index's peak while a shard is rehashed). */
+	double need = (double)chunk_grow_bytes(&t->rows, rows) + (double)dit_presize_bytes(t->index, rows);
+	if (need == 0)
 		return EMDB_OK;
-	/* Rows plus index slots (16 bytes at most 78% full). */
-	double need = (double)(rows - room) * ((double)t->rows.stride + 16.0 / 0.78);
-	size_t limit = emdb_alloc_limit(), used = emdb_alloc_bytes();
-	if (limit && need > (double)limit - (double)used)
-		return emdb__seterr(EMDB_ERR_NOMEM,
-				    "table '%s': room for %llu rows needs about %.0f MB more, over the "
-				    "memory limit (%.0f MB, %.0f MB in use)",
-				    t->cfg.name, (unsigned long long)rows, need / 1e6, limit / 1e6,
-				    used / 1e6);
+	int rc = table_check_memory(t, (uint64_t)need, "room for", rows);
+	if (rc != EMDB_OK)
+		return rc;
 	double avail = mem_available();
 	long pool = emdb_alloc_huge_pages() != EMDB_HUGE_OFF ? emdb_alloc_pool_free() : 0;
 	if (avail > 0 && pool > 0) /* the pool is not in MemAvailable */
@@ -314,10 +310,13 @@ int emdb_table_reserve(emdb_db *db, uint32_t id, uint64_t rows)
 				  t->rows.rows_per_chunk);
 	if (rc == EMDB_OK)
 		rc = reserve_fits(t, rows);
-	if (rc == EMDB_OK)
-		rc = chunk_prepare(&t->rows, rows);
+	/* The index first: chunk_prepare maps all of its chunks or none,
+	 * while shards grown before a failure stay grown (dit.h), so a
+	 * failure after this point leaves no row chunk behind. */
 	if (rc == EMDB_OK)
 		rc = dit_presize(t->index, rows);
+	if (rc == EMDB_OK)
+		rc = chunk_prepare(&t->rows, rows);
 	table_release(t);
 	return rc;
 }

@@ -7,6 +7,10 @@
  *   2. keys[] holds exactly the locations locs[0..count), each once, with
  *      keys[k].slot its index; grads[slot*dim ..] is the sum of every
  *      gradient pushed for that location since the last clear.
+ *   3. A refused gradmap_reserve leaves the map as it was, its memory
+ *      included: slot arrays grown before the key array failed are
+ *      shrunk back (a shrink of a C library block does not fail in
+ *      practice; if it did they would stay larger, which is harmless).
  *
  * State changes: reserve/unreserve/add/clear, all serialized by the owner.
  */
@@ -52,6 +56,27 @@ static void insert_key(gradmap_key *keys, uint32_t cap, uint64_t loc, uint64_t s
 	keys[i].slot = slot;
 }
 
+/* Both slot arrays at `cap` slots, or, when either cannot be, both back
+ * at slot_cap (invariant 3). */
+static int resize_slots(gradmap *g, uint64_t cap)
+{
+	uint64_t *locs = emdb_realloc(g->locs, cap * sizeof(*locs));
+	if (!locs)
+		return EMDB_ERR_NOMEM;
+	g->locs = locs;
+	float *grads = emdb_realloc(g->grads, cap * g->dim * sizeof(*grads));
+	if (!grads) {
+		/* Shrinking in place: the C library keeps the block. */
+		uint64_t *back = emdb_realloc(g->locs, (size_t)g->slot_cap * sizeof(*back));
+		if (back)
+			g->locs = back;
+		return EMDB_ERR_NOMEM;
+	}
+	g->grads = grads;
+	g->slot_cap = (uint32_t)cap;
+	return EMDB_OK;
+}
+
 static int grow_slots(gradmap *g, uint64_t need)
 {
 	uint64_t cap = g->slot_cap ? g->slot_cap : MIN_SLOTS;
@@ -60,16 +85,7 @@ static int grow_slots(gradmap *g, uint64_t need)
 	if (cap > MAX_SLOTS)
 		return emdb__seterr(EMDB_ERR_LIMIT, "more than %u rows pushed to one shard since the last update",
 				    MAX_SLOTS);
-	uint64_t *locs = emdb_realloc(g->locs, cap * sizeof(*locs));
-	if (!locs)
-		return EMDB_ERR_NOMEM;
-	g->locs = locs;
-	float *grads = emdb_realloc(g->grads, cap * g->dim * sizeof(*grads));
-	if (!grads)
-		return EMDB_ERR_NOMEM;
-	g->grads = grads;
-	g->slot_cap = (uint32_t)cap;
-	return EMDB_OK;
+	return resize_slots(g, cap);
 }
 
 static int grow_keys(gradmap *g, uint64_t need)
@@ -89,6 +105,28 @@ static int grow_keys(gradmap *g, uint64_t need)
 	return EMDB_OK;
 }
 
+/* Mirrors gradmap_reserve's growth: realloc'd slots count their growth,
+ * the new key array all of it while the old one is still held. */
+uint64_t gradmap_reserve_bytes(const gradmap *g, uint32_t n)
+{
+	uint64_t need = (uint64_t)g->count + g->reserved + n, bytes = 0;
+	if (need > MAX_SLOTS)
+		return 0; /* refused as LIMIT, with nothing allocated */
+	if (need > g->slot_cap) {
+		uint64_t cap = g->slot_cap ? g->slot_cap : MIN_SLOTS;
+		while (cap < need)
+			cap *= 2;
+		bytes += (cap - g->slot_cap) * (sizeof(uint64_t) + (uint64_t)g->dim * sizeof(float));
+	}
+	if (2 * need > g->map_cap) {
+		uint64_t cap = g->map_cap ? g->map_cap : 2 * MIN_SLOTS;
+		while (cap < 2 * need)
+			cap *= 2;
+		bytes += cap * sizeof(gradmap_key);
+	}
+	return bytes;
+}
+
 int gradmap_reserve(gradmap *g, uint32_t n)
 {
 	uint64_t need = (uint64_t)g->count + g->reserved + n;
@@ -96,10 +134,14 @@ int gradmap_reserve(gradmap *g, uint32_t n)
 		return emdb__seterr(EMDB_ERR_LIMIT, "more than %u rows pushed to one shard since the last update",
 				    MAX_SLOTS);
 	int rc = EMDB_OK;
+	uint32_t cap0 = g->slot_cap;
 	if (need > g->slot_cap)
 		rc = grow_slots(g, need);
-	if (rc == EMDB_OK && 2 * need > g->map_cap)
+	if (rc == EMDB_OK && 2 * need > g->map_cap) {
 		rc = grow_keys(g, need);
+		if (rc != EMDB_OK && g->slot_cap != cap0)
+			(void)resize_slots(g, cap0); /* invariant 3; a shrink */
+	}
 	if (rc == EMDB_OK)
 		__atomic_store_n(&g->reserved, g->reserved + n, __ATOMIC_RELEASE);
 	return rc;

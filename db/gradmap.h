@@ -47,6 +47,9 @@ void gradmap_destroy(gradmap *g);
 /* Room for n more distinct rows.  Errors: NOMEM, LIMIT (over 2^31 slots). */
 int gradmap_reserve(gradmap *g, uint32_t n);
 void gradmap_unreserve(gradmap *g, uint32_t n);
+/* Bytes gradmap_reserve(g, n) would add to those in use (0 when it needs
+ * no growth): for a check against the memory limit first. */
+uint64_t gradmap_reserve_bytes(const gradmap *g, uint32_t n);
 
 /* accumulator(loc) += scale * grad[0..dim).  Needs a reservation. */
 void gradmap_add(gradmap *g, uint64_t loc, const float *grad, float scale);

@@ -43,8 +43,8 @@ typedef struct ops_rows {
  * are valid afterwards, locs not yet); ops_rows_commit fills locs and slocs and cannot
  * fail; ops_rows_abort undoes prepare.  Needs no table lock (new rows are
  * invisible until published by the index).  Errors: NOMEM, LIMIT; nothing
- * is inserted then. */
-int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r);
+ * is inserted then.  more: as table_resolve_prepare_more. */
+int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, table_more_fn more, ops_rows *r);
 void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r);
 void ops_rows_abort(tbl *t, ops_rows *r);
 /* prepare + commit, for readers: slocs is left NULL (only Push reads it) */
@@ -74,6 +74,13 @@ void *ops_scratch(size_t n, uint32_t shards, bool slocs, dit_plan *plan, uint64_
  * them, add them here (ops_push.c).  Returns whether it did.  Holds no
  * lock on return. */
 bool ops_push_help(tbl *t, uint32_t gen, uint32_t s);
+
+/* Bytes reserving accumulator room for a batch grouped by start[] would
+ * add (ops_push.c), in the generation pushes add to now: in every shard
+ * of the batch, or with pending_only only in those holding gradients
+ * already (the fused Push-and-Update's).  For the memory check before a
+ * push maps anything; takes each shard's gradient mutex. */
+uint64_t ops_grads_bytes(tbl *t, const uint32_t *start, bool pending_only);
 
 /* An Update in steps, for calls that do more inside one (ops_update.c):
  *   ops_update_lock     rows_lock, then update_lock, for writing (helping

@@ -40,13 +40,13 @@ void *ops_scratch(size_t n, uint32_t shards, bool slocs, dit_plan *plan, uint64_
 }
 
 /* With slocs, room for the shard-ordered copy of the locations (Push). */
-static int prepare(tbl *t, const uint64_t *ids, size_t n, bool slocs, ops_rows *r)
+static int prepare(tbl *t, const uint64_t *ids, size_t n, bool slocs, table_more_fn more, ops_rows *r)
 {
 	uint64_t *locs;
 	void *m = ops_scratch(n, t->shards, slocs, &r->plan, &locs);
 	if (!m)
 		return EMDB_ERR_NOMEM;
-	int rc = table_resolve_prepare(t, ids, n, &r->plan);
+	int rc = table_resolve_prepare_more(t, ids, n, &r->plan, more);
 	if (rc != EMDB_OK) {
 		emdb_free(m);
 		return rc;
@@ -60,9 +60,9 @@ static int prepare(tbl *t, const uint64_t *ids, size_t n, bool slocs, ops_rows *
 	return EMDB_OK;
 }
 
-int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
+int ops_rows_prepare(tbl *t, const uint64_t *ids, size_t n, table_more_fn more, ops_rows *r)
 {
-	return prepare(t, ids, n, true, r);
+	return prepare(t, ids, n, true, more, r);
 }
 
 void ops_rows_commit(tbl *t, const uint64_t *ids, ops_rows *r)
@@ -86,7 +86,7 @@ void ops_rows_abort(tbl *t, ops_rows *r)
 int ops_rows_resolve(tbl *t, const uint64_t *ids, size_t n, ops_rows *r)
 {
 	/* Readers: locations in request order only. */
-	int rc = prepare(t, ids, n, false, r);
+	int rc = prepare(t, ids, n, false, NULL, r);
 	if (rc == EMDB_OK)
 		table_resolve_commit(t, ids, &r->plan, (uint64_t *)r->locs);
 	return rc;

@@ -249,6 +249,28 @@ bool ops_push_help(tbl *t, uint32_t gen, uint32_t s)
 	return did;
 }
 
+uint64_t ops_grads_bytes(tbl *t, const uint32_t *start, bool pending_only)
+{
+	uint64_t bytes = 0;
+	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
+	for (uint32_t s = 0; s < t->shards; s++) {
+		uint32_t n = start[s + 1] - start[s];
+		if (!n)
+			continue;
+		gradmap *m = &t->grads[s].acc[gen];
+		pthread_mutex_lock(&t->grads[s].mu);
+		if (!pending_only || m->count || m->reserved)
+			bytes += gradmap_reserve_bytes(m, n);
+		pthread_mutex_unlock(&t->grads[s].mu);
+	}
+	return bytes;
+}
+
+static uint64_t push_grads_more(tbl *t, const dit_plan *plan)
+{
+	return ops_grads_bytes(t, plan->start, false);
+}
+
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, const float *grads)
 {
@@ -286,12 +308,18 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 
 	/* Everything that can fail (index room, rows, accumulator room) is
 	 * reserved before the first insert or add (invariant 1); only the
-	 * accumulator room needs update_lock (invariant 2). */
+	 * accumulator room needs update_lock (invariant 2).  Under a memory
+	 * limit all of that growth is checked before any of it is mapped:
+	 * the rows' chunks could not be given back if the accumulators were
+	 * refused after them. */
 	ops_rows r;
-	if (tk)
+	if (tk) {
 		ops_rows_from_ticket(tk, &r);
-	else
-		rc = ops_rows_prepare(t, ids, n, &r);
+		if (emdb_alloc_limit())
+			rc = table_check_memory(t, ops_grads_bytes(t, r.start, false), "room for the gradients of", n);
+	} else {
+		rc = ops_rows_prepare(t, ids, n, push_grads_more, &r);
+	}
 	if (rc == EMDB_OK) {
 		pthread_rwlock_rdlock(&t->update_lock);
 		uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);

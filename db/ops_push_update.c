@@ -359,6 +359,11 @@ static int reserve_waiting(tbl *t, const ops_rows *r, uint32_t gen, uint64_t *wa
 	return EMDB_OK;
 }
 
+static uint64_t fused_grads_more(tbl *t, const dit_plan *plan)
+{
+	return ops_grads_bytes(t, plan->start, true);
+}
+
 static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n,
 			      const emdb_ticket *tk, uint32_t dim, const float *grads, uint64_t *rows_out)
 {
@@ -372,10 +377,13 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 	ops_rows r;
 	fused f;
 	uint64_t rows = 0;
-	if (tk)
+	if (tk) {
 		ops_rows_from_ticket(tk, &r);
-	else
-		rc = ops_rows_prepare(t, ids, n, &r);
+		if (emdb_alloc_limit())
+			rc = table_check_memory(t, ops_grads_bytes(t, r.start, true), "room for the gradients of", r.n);
+	} else {
+		rc = ops_rows_prepare(t, ids, n, fused_grads_more, &r);
+	}
 	if (rc != EMDB_OK)
 		goto out;
 	rc = fused_alloc(t, &r, &f);

@@ -10,12 +10,19 @@
  *      index room and chunk rows are reserved first (the only steps that can
  *      fail), and the inserting sweep cannot fail.
  *   3. The table is freed only when refs drops to zero.
+ *   4. Under a memory limit, a batch's growth (row chunks for every ID,
+ *      index shards that must grow) is checked against it before any is
+ *      mapped, so a batch the limit refuses maps nothing; chunk growth is
+ *      all or nothing besides (db/chunk.c), so a batch that loses a race
+ *      for the last bytes leaves at most index shards grown.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <emdb/alloc.h>
 
+#include "db/alloc_int.h"
 #include "db/error_int.h"
 #include "db/init_math.h"
 #include "db/optim_math.h"
@@ -127,10 +134,32 @@ static void init_row(void *ctx, uint64_t id, uint64_t loc)
 	emdb_opt_init_state(c->optimizer.kind, &c->optimizer, t->dim, row + t->dim);
 }
 
+int table_check_memory(const tbl *t, uint64_t need, const char *what, uint64_t count)
+{
+	if (!emdb_alloc_limit())
+		return EMDB_OK;
+	char phrase[EMDB_NAME_MAX + 96];
+	snprintf(phrase, sizeof(phrase), "table '%s': %s %llu rows", t->cfg.name, what, (unsigned long long)count);
+	return emdb__check_limit(need, phrase);
+}
+
 int table_resolve_prepare(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan)
 {
+	return table_resolve_prepare_more(t, ids, n, plan, NULL);
+}
+
+int table_resolve_prepare_more(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, table_more_fn more)
+{
+	int rc = EMDB_OK;
 	dit_plan_build(t->index, ids, n, plan);
-	int rc = dit_reserve(t->index, plan);
+	/* Invariant 4: the whole growth checked before any of it. */
+	if (emdb_alloc_limit()) {
+		uint64_t need = chunk_reserve_bytes(&t->rows, n) + dit_reserve_bytes(t->index, plan);
+		rc = table_check_memory(t, need + (more ? more(t, plan) : 0), "room for a batch of", n);
+	}
+	if (rc != EMDB_OK)
+		return rc;
+	rc = dit_reserve(t->index, plan);
 	if (rc != EMDB_OK)
 		return rc;
 	rc = chunk_reserve(&t->rows, n);

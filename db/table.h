@@ -114,15 +114,29 @@ static inline float *table_row(const tbl *t, uint64_t loc)
  * the table's.  Returns EMDB_OK or the error with its message set. */
 int table_check_batch(const tbl *t, size_t n, uint32_t dim);
 
+/* EMDB_OK when `need` more bytes fit under the memory limit (always
+ * without one), else NOMEM with the message "table 'NAME': WHAT COUNT
+ * rows needs about ... MB more, over the memory limit ...", `what` being
+ * "room for" or the like.  Checked before a growth maps anything. */
+int table_check_memory(const tbl *t, uint64_t need, const char *what, uint64_t count);
+
 /* Resolving IDs with insertion, in two steps so that a caller can reserve
  * more (gradient room) in between and still fail without a trace.
  * table_resolve_prepare groups ids by shard into plan (arrays are the
  * caller's: hash[n], order[n], start[shards+1]) and reserves index room and
  * rows for every ID to be new; it fails only with NOMEM or LIMIT, reserving
- * nothing then.  table_resolve_commit writes locs[i] for every ID,
+ * nothing then (under a memory limit, the growth is checked against it
+ * before any is mapped).  table_resolve_commit writes locs[i] for every ID,
  * inserting the absent ones, and cannot fail; table_resolve_abort gives the
  * reservation back instead.  No table lock is needed. */
 int table_resolve_prepare(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan);
+/* As table_resolve_prepare, for a caller that will grow more once it
+ * holds the reservation (Push: its gradient accumulators): more(t, plan)
+ * (may be NULL) gives those bytes, checked against the memory limit with
+ * the batch's own before anything is mapped, so that a batch refused for
+ * memory, later steps included, maps nothing. */
+typedef uint64_t (*table_more_fn)(tbl *t, const dit_plan *plan);
+int table_resolve_prepare_more(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, table_more_fn more);
 void table_resolve_commit(tbl *t, const uint64_t *ids, const dit_plan *plan, uint64_t *locs);
 void table_resolve_abort(tbl *t, const dit_plan *plan);
 /* As table_resolve_commit, but new rows are left zero for the caller to

@@ -41,6 +41,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "db/alloc_int.h"
 #include "db/error_int.h"
 #include "db/loc.h"
 #include "index/dit.h"
@@ -290,12 +291,60 @@ int dit_reserve(dit *d, const dit_plan *plan)
 	return EMDB_OK;
 }
 
-int dit_presize(dit *d, uint64_t n)
+/* The most bytes growing shards one after another adds at once: every
+ * new array, less the old ones freed before the last grows, whose old
+ * array is still mapped while it is rehashed (the largest, at worst). */
+typedef struct grow_need {
+	uint64_t delta, max_old;
+} grow_need;
+
+static void grow_need_add(grow_need *g, const dit_shard *s, uint64_t need)
+{
+	uint64_t cap0 = __atomic_load_n(&s->cap, __ATOMIC_RELAXED);
+	if (need <= __atomic_load_n(&s->max_count, __ATOMIC_SEQ_CST))
+		return;
+	uint64_t old = emdb__map_bytes(cap0 * sizeof(dit_slot));
+	uint64_t nb = emdb__map_bytes(grown_cap(cap0, need) * sizeof(dit_slot));
+	g->delta += nb > old ? nb - old : 0;
+	if (old > g->max_old)
+		g->max_old = old;
+}
+
+uint64_t dit_reserve_bytes(dit *d, const dit_plan *plan)
+{
+	grow_need g = { 0, 0 };
+	for (uint32_t si = 0; si < d->shards; si++) {
+		uint64_t n = group_size(plan, si);
+		const dit_shard *s = &d->sh[si];
+		if (n)
+			grow_need_add(&g, s,
+				      __atomic_load_n(&s->count, __ATOMIC_SEQ_CST) +
+					      __atomic_load_n(&s->reserved, __ATOMIC_SEQ_CST) + n);
+	}
+	return g.delta ? g.delta + g.max_old : 0;
+}
+
+/* A shard's share of n IDs spread by the hash, with room for its excess. */
+static uint64_t presize_per_shard(const dit *d, uint64_t n)
 {
 	/* The hash spreads IDs evenly: a shard's share exceeds the mean by a
 	 * few standard deviations at most (sqrt of the mean). */
 	uint64_t mean = n / d->shards;
-	uint64_t per = mean + mean / 32 + 64;
+	return mean + mean / 32 + 64;
+}
+
+uint64_t dit_presize_bytes(dit *d, uint64_t n)
+{
+	grow_need g = { 0, 0 };
+	uint64_t per = presize_per_shard(d, n);
+	for (uint32_t i = 0; i < d->shards; i++)
+		grow_need_add(&g, &d->sh[i], per);
+	return g.delta ? g.delta + g.max_old : 0;
+}
+
+int dit_presize(dit *d, uint64_t n)
+{
+	uint64_t per = presize_per_shard(d, n);
 	for (uint32_t i = 0; i < d->shards; i++) {
 		dit_shard *s = &d->sh[i];
 		if (per <= __atomic_load_n(&s->max_count, __ATOMIC_SEQ_CST))

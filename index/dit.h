@@ -67,6 +67,13 @@ void dit_unreserve(dit *d, const dit_plan *plan);
  * NOMEM (shards grown so far stay grown, which is harmless). */
 int dit_presize(dit *d, uint64_t n);
 
+/* The most bytes in use that dit_reserve(plan) or dit_presize(n) would
+ * add while it grows shards (0 when none needs to): for a check against
+ * the memory limit before any is grown.  An estimate while others insert
+ * or grow. */
+uint64_t dit_reserve_bytes(dit *d, const dit_plan *plan);
+uint64_t dit_presize_bytes(dit *d, uint64_t n);
+
 /* locs[i] = location of ids[i], inserting absent IDs with new_row (then
  * init_row, when not NULL).  Releases the plan's reservation.  *inserted
  * (may be NULL) gets the number of new IDs. */

@@ -75,6 +75,8 @@ static const key_def keys[] = {
 	{ "handshake_timeout_ms", T_U32, OFF(handshake_timeout_ms), 0, 3600000, F_RUNTIME, "a connection that has not finished HELLO (and AUTH where needed) this long after it was accepted gets TIMEOUT and is closed; 0: never" },
 	{ "idle_timeout_s", T_U32, OFF(idle_timeout_s), 0, 100u * 365 * 86400, F_RUNTIME, "close a connection that has sent nothing for this long and has no reply pending; 0: never" },
 	{ "update_barrier_timeout_ms", T_U32, OFF(update_barrier_timeout_ms), 0, 86400000, F_RUNTIME, "a synchronous step (UPDATE with workers >= 2) not complete this long after its first UPDATE answers all of them TIMEOUT and applies nothing; 0: wait for ever.  Keep it under the clients' own timeout (30 s by default in the client library): a request its client gave up on still counts in the step" },
+	{ "auth_fail_burst", T_U32, OFF(auth_fail_burst), 0, 1000000, F_RUNTIME, "wrong AUTH tokens one peer address (all Unix-socket clients count as one) may try back to back; then its AUTH is refused unchecked, with AUTH 'too many failed attempts', until auth_fail_window_ms / auth_fail_burst has passed per further try; 0: no limit" },
+	{ "auth_fail_window_ms", T_U32, OFF(auth_fail_window_ms), 0, 86400000, F_RUNTIME, "the time over which an address earns back auth_fail_burst failed AUTH attempts: an address that stops guessing is forgotten after it; 0: no limit" },
 	{ "admin_token", T_STR, OFF(admin_token), 0, 0, F_SECRET, "AUTH token granting the admin role" },
 	{ "trainer_token", T_STR, OFF(trainer_token), 0, 0, F_SECRET, "AUTH token granting the trainer role" },
 	{ "reader_token", T_STR, OFF(reader_token), 0, 0, F_SECRET, "AUTH token granting the reader role" },
@@ -117,6 +119,8 @@ void config_defaults(net_config *c)
 	c->drain_timeout_ms = 5000;
 	c->handshake_timeout_ms = 10000;
 	c->update_barrier_timeout_ms = 20000;
+	c->auth_fail_burst = 10;
+	c->auth_fail_window_ms = 60000;
 	c->log_level = LOG_INFO;
 	c->shards = 64;
 	c->chunk_bytes = 2ull << 20;

@@ -57,6 +57,8 @@ typedef struct net_config {
 	uint32_t handshake_timeout_ms;      /* HELLO (and AUTH) due; 0 = never */
 	uint32_t idle_timeout_s;            /* close silent clients; 0 = never */
 	uint32_t update_barrier_timeout_ms; /* synchronous steps; 0 = never */
+	uint32_t auth_fail_burst;           /* wrong tokens per address at once */
+	uint32_t auth_fail_window_ms;       /* ... refilled over this; 0 = off */
 	/* auth */
 	char admin_token[CONFIG_TOKEN_MAX];
 	char trainer_token[CONFIG_TOKEN_MAX];

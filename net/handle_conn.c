@@ -10,6 +10,12 @@
  *   2. A role is granted only by HELLO on a loopback connection when no
  *      token is configured (admin), or by AUTH with a configured token.
  *      A wrong token closes the connection: guesses cost a reconnect.
+ *      And they are counted per peer address (net/auth_limit.h): an
+ *      address past auth_fail_burst recent failures has its AUTH refused
+ *      before the token is compared, and closed, so it learns nothing
+ *      until it has waited; the refusal is immediate (no I/O thread
+ *      sleeps) and says how long to wait.  A correct token is never held
+ *      back by failures from other addresses.
  *   3. CONFIG GET never returns a token (config_get hides them).
  *
  * State changes: c->version, c->client, c->role (HELLO, AUTH); the server
@@ -30,6 +36,7 @@
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
+#include "net/stats.h"
 
 int handle_hello(conn *c, const proto_hdr *h, const uint8_t *body)
 {
@@ -88,12 +95,31 @@ int handle_auth(conn *c, const proto_hdr *h, const uint8_t *body)
 		return rc;
 	server *s = c->srv;
 	int role;
-	if (!s->auth_required)
+	char key[AUTH_LIMIT_KEY_MAX];
+	auth_rules rules = {
+		.burst = (uint32_t)atomic_load_explicit(&s->rt.auth_fail_burst, memory_order_relaxed),
+		.window_ms = (uint32_t)atomic_load_explicit(&s->rt.auth_fail_window_ms, memory_order_relaxed),
+	};
+	auth_limit_key(c->peer, key);
+	if (!s->auth_required) {
 		role = c->role; /* loopback admin already; tokens mean nothing */
-	else
+	} else {
+		uint64_t wait_ms = auth_limit_admit(&s->auth, key, &rules, stats_now_ns());
+		if (wait_ms) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "too many failed AUTH attempts from %s: retry in %llu ms", key,
+				 (unsigned long long)wait_ms);
+			conn_fail(c, h->id, h->opcode, EMDB_ERR_AUTH, msg);
+			return HANDLED_DONE;
+		}
 		role = server_token_role(s, m.token.p, m.token.len);
+	}
 	if (role == PROTO_ROLE_NONE) {
 		log_info("conn %llu (%s): AUTH refused", (unsigned long long)c->id, c->peer);
+		if (auth_limit_failed(&s->auth, key, &rules, stats_now_ns()))
+			log_warn("AUTH from %s throttled: %u failed attempts within %u ms; its AUTH is refused "
+				 "unchecked until it slows down (auth_fail_burst, auth_fail_window_ms)",
+				 key, rules.burst, rules.window_ms);
 		conn_fail(c, h->id, h->opcode, EMDB_ERR_AUTH, "invalid token");
 		return HANDLED_DONE;
 	}

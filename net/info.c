@@ -103,6 +103,21 @@ static void sec_server(server *s, sbuf *b)
 	put(b, "shutting_down: %s\n", atomic_load(&s->shutting_down) ? "yes" : "no");
 }
 
+/* Failed AUTH (net/auth_limit.h): wrong tokens checked, AUTH refused
+ * unchecked from throttled addresses, and those addresses now. */
+static void auth_lines(server *s, sbuf *b)
+{
+	auth_rules r = {
+		.burst = (uint32_t)atomic_load(&s->rt.auth_fail_burst),
+		.window_ms = (uint32_t)atomic_load(&s->rt.auth_fail_window_ms),
+	};
+	uint64_t failures, throttled, addrs;
+	auth_limit_counts(&s->auth, &r, stats_now_ns(), &failures, &throttled, &addrs);
+	put(b, "auth_failures: %" PRIu64 "\n", failures);
+	put(b, "auth_throttled: %" PRIu64 "\n", throttled);
+	put(b, "auth_throttled_addresses: %" PRIu64 "\n", addrs);
+}
+
 static void sec_clients(server *s, sbuf *b)
 {
 	put(b, "# Clients\n");
@@ -121,6 +136,7 @@ static void sec_clients(server *s, sbuf *b)
 	put(b, "tickets: %" PRIu64 "\n", SUM(s, n_tickets));
 	put(b, "bytes_received: %" PRIu64 "\n", SUM(s, bytes_in));
 	put(b, "bytes_sent: %" PRIu64 "\n", SUM(s, bytes_out));
+	auth_lines(s, b);
 }
 
 static long rss_bytes(void)

@@ -75,6 +75,8 @@ static void publish_runtime(server *s)
 	atomic_store(&s->rt.idle_timeout_s, s->cfg.idle_timeout_s);
 	atomic_store(&s->rt.busy_poll_us, s->cfg.busy_poll_us);
 	atomic_store(&s->rt.update_barrier_timeout_ms, s->cfg.update_barrier_timeout_ms);
+	atomic_store(&s->rt.auth_fail_burst, s->cfg.auth_fail_burst);
+	atomic_store(&s->rt.auth_fail_window_ms, s->cfg.auth_fail_window_ms);
 	emdb_alloc_set_limit((size_t)s->cfg.max_memory);
 	emdb_alloc_set_huge_pages((emdb_huge_pages)s->cfg.huge_pages);
 	log_set_level((log_level)s->cfg.log_level);
@@ -135,6 +137,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 		return -1;
 	}
 	barriers_init(&s->barriers);
+	auth_limit_init(&s->auth);
 	*out = s;
 	return 0;
 }
@@ -494,6 +497,7 @@ void server_destroy(server *s)
 	if (s->threads_started)
 		stop_threads(s);
 	barriers_destroy(&s->barriers);
+	auth_limit_destroy(&s->auth);
 	emdb_free(s->threads);
 	if (s->ev_wake)
 		event_free(s->ev_wake);

@@ -31,6 +31,7 @@
 
 #include <emdb/db.h>
 
+#include "net/auth_limit.h"
 #include "net/config.h"
 #include "net/loop.h"
 #include "net/barrier.h"
@@ -51,6 +52,8 @@ typedef struct server_runtime {
 	_Atomic uint64_t idle_timeout_s;
 	_Atomic uint64_t busy_poll_us;
 	_Atomic uint64_t update_barrier_timeout_ms;
+	_Atomic uint64_t auth_fail_burst;
+	_Atomic uint64_t auth_fail_window_ms;
 } server_runtime;
 
 typedef struct listener listener;
@@ -76,6 +79,7 @@ struct server {
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
 	barriers barriers;         /* synchronous steps of UPDATE */
+	auth_limit auth;           /* failed AUTH per peer address */
 	pthread_mutex_t bg_lock;   /* guards bg_running */
 	pthread_cond_t bg_idle;    /* signalled when bg_running drops to 0 */
 	uint32_t bg_running;       /* TABLE_RESERVE threads (net/handle_reserve.c) */

@@ -3,7 +3,9 @@
  * Lookup and read statistics (its Push and its Push-and-Update are refused
  * and change nothing), a trainer may not run admin commands (nor make room
  * in a table: TABLE_RESERVE), an admin may do everything; wrong tokens and
- * requests before AUTH close the connection.
+ * requests before AUTH close the connection; wrong tokens from one address
+ * are throttled (auth_fail_burst, auth_fail_window_ms) without holding
+ * back a correct client elsewhere, and forgotten after the window.
  */
 #include "tests/test_server_util.h"
 
@@ -328,4 +330,131 @@ Test(auth, no_token_loopback_admin)
 	cr_assert_eq(cli_auth(&c, "whatever"), PROTO_ROLE_ADMIN);
 	cli_close(&c);
 	cr_assert(strstr(srv_log(&S), "no auth token configured"), "%s", srv_log(&S));
+}
+
+/* One AUTH over a fresh connection (Unix socket or TCP from 127.0.0.1):
+ * its status, the message of a refusal in msg[cap]; a refusal must close
+ * the connection. */
+static int auth_once(bool over_unix, const char *token, char *msg, size_t cap)
+{
+	cli c;
+	if (over_unix)
+		cli_unix(&c, &S);
+	else
+		cli_tcp(&c, &S);
+	cli_hello(&c, NULL);
+	proto_auth_req a = { proto_cstr(token) };
+	uint64_t id = CLI_SEND(&c, proto_auth_req_encode, &a);
+	proto_frame *f = cli_resp(&c);
+	cr_assert_eq(f->hdr.id, id);
+	int status = f->hdr.status;
+	msg[0] = '\0';
+	if (status != 0) {
+		proto_str m = { 0 };
+		cr_assert_eq(proto_err_decode(&f->hdr, f->body, &m), 0);
+		snprintf(msg, cap, "%.*s", (int)m.len, m.p);
+	}
+	proto_frame_free(f);
+	if (status != 0)
+		cli_expect_closed(&c);
+	cli_close(&c);
+	return status;
+}
+
+static size_t count_of(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* Many wrong tokens from one address (the Unix socket): after
+ * auth_fail_burst of them, AUTH from there is refused unchecked, even with
+ * a right token, the counters say so and the log says it once; a correct
+ * client on TCP (another address) authenticates meanwhile. */
+Test(auth, wrong_tokens_are_throttled_per_address)
+{
+	enum { BURST = 5, WINDOW_MS = 60000, TRIES = 60 };
+	const char *const args[] = { "--admin-token",	    "adm-1", "--auth-fail-burst", "5",
+				     "--auth-fail-window-ms", "60000", NULL };
+	srv_start(&S, args);
+	uint64_t t0 = t_now_ms();
+	int checked = 0, throttled = 0;
+	char msg[256];
+	for (int i = 0; i < TRIES; i++) {
+		char tok[32];
+		snprintf(tok, sizeof(tok), "guess-%d", i);
+		cr_assert_eq(auth_once(true, tok, msg, sizeof(msg)), EMDB_ERR_AUTH);
+		if (strstr(msg, "invalid token")) {
+			checked++;
+		} else {
+			cr_assert(strstr(msg, "too many failed AUTH attempts from unix: retry in "), "%s", msg);
+			throttled++;
+		}
+	}
+	/* The bucket refills BURST per WINDOW_MS: what the run's own length
+	 * could have earned back, at most, beside the burst. */
+	uint64_t elapsed = t_now_ms() - t0;
+	int most = BURST + (int)(elapsed * BURST / WINDOW_MS) + 1;
+	cr_assert_geq(checked, BURST, "the first %d wrong tokens are checked", BURST);
+	cr_assert_leq(checked, most, "%d of %d guesses checked in %llu ms", checked, TRIES,
+		      (unsigned long long)elapsed);
+	cr_assert_eq(checked + throttled, TRIES);
+
+	/* The right token from the throttled address: refused unchecked. */
+	cr_assert_eq(auth_once(true, "adm-1", msg, sizeof(msg)), EMDB_ERR_AUTH);
+	cr_assert(strstr(msg, "too many failed AUTH attempts"), "%s", msg);
+	/* From another address: at once. */
+	cli ok;
+	cli_ready(&ok, &S);
+	cr_assert_eq(cli_auth(&ok, "adm-1"), PROTO_ROLE_ADMIN);
+	char *info = cli_info(&ok, "clients");
+	cr_assert_eq(info_num(info, "auth_failures"), checked, "%s", info);
+	cr_assert_eq(info_num(info, "auth_throttled"), throttled + 1, "%s", info);
+	cr_assert_eq(info_num(info, "auth_throttled_addresses"), 1, "%s", info);
+	free(info);
+	cli_close(&ok);
+	cr_assert_eq(count_of(srv_log(&S), "AUTH from unix throttled"), 1, "%s", srv_log(&S));
+}
+
+/* The throttle forgets: once an address has waited out its failures it
+ * may AUTH again (bounded: 200 tries, 20 s), and the keys are run-time
+ * settable, 0 turning the limit off. */
+Test(auth, throttle_forgets_after_its_window)
+{
+	const char *const args[] = { "--admin-token",	    "adm-1", "--auth-fail-burst", "3",
+				     "--auth-fail-window-ms", "300",	NULL };
+	srv_start(&S, args);
+	char msg[256] = "";
+	int status = 0;
+	for (int i = 0; i < 50 && !strstr(msg, "too many"); i++) {
+		status = auth_once(true, "wrong", msg, sizeof(msg));
+		cr_assert_eq(status, EMDB_ERR_AUTH);
+	}
+	cr_assert(strstr(msg, "too many failed AUTH attempts"), "never throttled: %s", msg);
+	uint64_t t0 = t_now_ms();
+	int tries = 0;
+	do {
+		status = auth_once(true, "adm-1", msg, sizeof(msg));
+		if (status != 0)
+			cr_assert(strstr(msg, "too many failed AUTH attempts"), "%s", msg);
+		else
+			break;
+		t_sleep_ms(50);
+	} while (++tries < 200 && t_now_ms() - t0 < 20000);
+	cr_assert_eq(status, 0, "still refused after %d tries: %s", tries, msg);
+
+	/* Off at run time: wrong tokens are then all checked. */
+	cli adm;
+	cli_ready(&adm, &S);
+	cr_assert_eq(cli_auth(&adm, "adm-1"), PROTO_ROLE_ADMIN);
+	cli_config_set(&adm, "auth_fail_burst", "0");
+	long long before = cli_info_num(&adm, "clients", "auth_failures");
+	for (int i = 0; i < 10; i++) {
+		cr_assert_eq(auth_once(true, "wrong", msg, sizeof(msg)), EMDB_ERR_AUTH);
+		cr_assert(strstr(msg, "invalid token"), "%s", msg);
+	}
+	cr_assert_eq(cli_info_num(&adm, "clients", "auth_failures"), before + 10);
+	cli_close(&adm);
 }

@@ -41,7 +41,14 @@
  *   input (unknown table, wrong dim, zero or oversized batch, NULL buffer,
  *   a ticket from another table) changes nothing.  A call that fails with
  *   EMDB_ERR_NOMEM changes nothing either: each operation reserves what it
- *   needs before it makes the first visible change.
+ *   needs before it makes the first visible change.  Under a memory limit
+ *   (emdb_alloc_set_limit) the calls that grow a table (Prefetch, Pull,
+ *   Push, Push-and-Update, emdb_table_reserve) check the whole growth
+ *   against it first, so one the limit refuses maps nothing and the bytes
+ *   in use are as before; when an allocation fails midway instead (the
+ *   system, or a racing thread took the room), new row chunks are given
+ *   back, and at most some index shards or gradient accumulators stay
+ *   grown: room the table uses as it grows.
  *
  * Ownership
  *   The engine never keeps a pointer to a caller's buffer after a call
@@ -232,8 +239,9 @@ int emdb_table_drop(emdb_db *db, uint32_t table);
  * hold: 2^24 chunks); NOMEM: before anything is mapped when the room would
  * pass the emdb_malloc limit or the memory the kernel reports available
  * (MemAvailable, and the huge page pool's free pages when
- * emdb_alloc_set_huge_pages is not off), else when an allocation fails (the room made before the
- * failure stays, the rows are unchanged). */
+ * emdb_alloc_set_huge_pages is not off), else when an allocation fails
+ * (index shards grown before the failure stay grown, no row chunk is
+ * kept, the rows are unchanged). */
 int emdb_table_reserve(emdb_db *db, uint32_t table, uint64_t rows);
 
 /* Find a table's id by name.  Errors: NO_TABLE, INVALID (NULL). */
