@@ -43,8 +43,9 @@ void auth_limit_destroy(auth_limit *a)
 
 void auth_limit_key(const char *peer, char key[AUTH_LIMIT_KEY_MAX])
 {
-	/* "unix" has no port; an IPv6 peer is "[addr]:port", so the last
-	 * colon is the port's in both forms. */
+	/* An IPv6 peer is "[addr]:port" and a Unix one "unix:uid=U:pid=P",
+	 * so what follows the last colon is the port (or the process) in
+	 * every form. */
 	const char *colon = strrchr(peer, ':');
 	size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
 	if (n > AUTH_LIMIT_KEY_MAX - 1)

@@ -1,8 +1,8 @@
 /*
  * net/auth_limit.h - throttling of failed AUTH per peer address.
  *
- * Every address (the peer without its port; all Unix-socket peers are one
- * address, "unix") has a bucket of `burst` failures that refills at
+ * Every address (the peer without its port; a Unix-socket peer is its
+ * user, "unix:uid=U", whatever its process) has a bucket of `burst` failures that refills at
  * `burst` per `window_ms`.  A wrong token takes one; while the bucket
  * holds less than one, AUTH from that address is refused without its
  * token being checked, with the time until the next one is allowed.  A
@@ -51,7 +51,7 @@ void auth_limit_init(auth_limit *a);
 void auth_limit_destroy(auth_limit *a);
 
 /* The address key of a peer as the listener names it ("1.2.3.4:port",
- * "[::1]:port", "unix"): the part before the port. */
+ * "[::1]:port", "unix:uid=U:pid=P"): the part before the last colon. */
 void auth_limit_key(const char *peer, char key[AUTH_LIMIT_KEY_MAX]);
 
 /* Before checking a token from `key`: 0 when it may be checked, else the

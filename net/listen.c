@@ -8,6 +8,7 @@
  *
  * State changes: listener_open_* and listener_close; the pause timer.
  */
+#define _GNU_SOURCE /* struct ucred, SO_PEERCRED */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -57,7 +58,11 @@ static bool is_loopback(const struct sockaddr *sa)
 	return false;
 }
 
-static void peer_name(const struct sockaddr *sa, char *buf, size_t n)
+/* "1.2.3.4:port", "[::1]:port", or for the Unix socket "unix:uid=U:pid=P"
+ * (SO_PEERCRED): the part before the last colon is the peer's address,
+ * the key failed AUTH is throttled by (net/auth_limit.h), so a local
+ * user guessing tokens holds back only that user, not the admin. */
+static void peer_name(int fd, const struct sockaddr *sa, char *buf, size_t n)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 	if (sa->sa_family == AF_INET) {
@@ -69,7 +74,12 @@ static void peer_name(const struct sockaddr *sa, char *buf, size_t n)
 		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
 		snprintf(buf, n, "[%s]:%u", host, ntohs(in6->sin6_port));
 	} else {
-		snprintf(buf, n, "unix");
+		struct ucred cr;
+		socklen_t len = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0)
+			snprintf(buf, n, "unix:uid=%u:pid=%d", (unsigned)cr.uid, (int)cr.pid);
+		else
+			snprintf(buf, n, "unix:uid=?:pid=?");
 	}
 }
 
@@ -81,7 +91,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
 	if (!sa || salen <= 0)
 		sa = (struct sockaddr *)&un;
-	peer_name(sa, peer, sizeof(peer));
+	peer_name(fd, sa, peer, sizeof(peer));
 	if (sa->sa_family != AF_UNIX) {
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
