@@ -152,7 +152,7 @@ def plot_engine(recs, out):
         base.append(r[BASELINE[0]] / 1e6 if BASELINE[0] in r else None)
     fig, ax = plt.subplots(figsize=(10, 0.42 * len(labels) + 1.4))
     hbars(ax, labels, [("emdb", COLORS["emdb"], emdb),
-                       ("its bound (random access, gather, bare loop)", COLORS["bound"], bound),
+                       ("its bound", COLORS["bound"], bound),
                        (BASELINE[1], COLORS["baseline"], base)], log=True)
     ax.set_xlabel("M IDs/s (log scale)")
     ax.set_title("emdb-bench in process: each line against its anchors\n" + run_conditions(recs),
@@ -200,9 +200,9 @@ def plot_net(recs, out):
         return [r[key] / 1e6 if key in r else None for r in rows]
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(rows) + 1.4))
     hbars(ax, labels, [("emdb-server", COLORS["emdb"], col("ids_per_sec")),
-                       ("echo (no work)", COLORS["echo"], col("echo_ids_per_sec")),
-                       ("echo with the rows' work", COLORS["rows"], col("rows_echo_ids_per_sec")),
-                       ("redis-server (MGET/MSET)", COLORS["redis"], col("redis_ids_per_sec"))],
+                       ("echo", COLORS["echo"], col("echo_ids_per_sec")),
+                       ("echo + rows' work", COLORS["rows"], col("rows_echo_ids_per_sec")),
+                       ("Redis", COLORS["redis"], col("redis_ids_per_sec"))],
           log=True)
     for y, r in enumerate(rows):
         ax.text(r["ids_per_sec"] / 1e6, y - 0.3, " %.2f of echo" % r["ratio_echo"],
