@@ -113,7 +113,7 @@ uint64_t ops_update_close(tbl *t);
 /* Row loops turn their locations into addresses a block at a time, in a
  * loop of their own, before the loop that prefetches and copies: the
  * directory's loads, done beside the rows' misses, cost that loop a fifth
- * of its rate (docs/benchmarks.md). */
+ * of its rate (docs/benchmarks-history.md). */
 #define OPS_ROW_BLOCK 512u
 
 /* rows[k] = the row of locs[k], k < n; LOC_NONE gives NULL. */

@@ -5,7 +5,7 @@
  * A Push followed by an Update moves every gradient twice: into its
  * accumulator (a write of the whole row's width), then out of it in the
  * optimizer pass.  For SGD that costs about as much as the pass itself
- * (docs/benchmarks.md).  This call applies its batch in the pass itself:
+ * (docs/benchmarks-history.md).  This call applies its batch in the pass itself:
  * a row the batch holds once straight from the caller's buffer, a row it
  * holds several times from the sum of its gradients, made beforehand in
  * scratch memory the way a push would make it in an accumulator.  Only a

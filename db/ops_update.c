@@ -154,7 +154,7 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
  * flight and ends with no rows ahead to fetch, and at 64 rows a shard (a
  * 4096-ID batch) those two ends cost a pass about a tenth of its rate
  * (groups from 32/128 to 512/1024 rows: 1-thread uniform Push+Update
- * 5-14% faster, docs/benchmarks.md).  A fuller shard is applied by
+ * 5-14% faster, docs/benchmarks-history.md).  A fuller shard is applied by
  * itself, straight from its accumulators.  The group's arrays (20 bytes
  * a row) live on the stack: 30 KiB. */
 #define APPLY_ALONE_ROWS 512u
@@ -164,7 +164,7 @@ static void apply_shard(const tbl *t, const gradmap *m, const emdb_opt_scalars *
 /* Runs of direct rows (emdb_push_update) a thread of the pass claims at a
  * time: long enough for the prefetch to run ahead, short enough that a
  * helper arriving mid-pass still finds some (256 and 1024 were slower at
- * two threads, docs/benchmarks.md). */
+ * two threads, docs/benchmarks-history.md). */
 #define APPLY_DIRECT_RUN 512u
 
 /* Every member holds a row at least, and the group runs once it holds
@@ -191,7 +191,7 @@ static void group_add(apply_group *g, uint32_t s, const gradmap *m)
  * random from a buffer larger than the core's cache (a large
  * emdb_push_update batch: 100k-ID uniform SGD 0.49 -> 0.67 of the bare
  * loop); on a cached buffer the hints only cost (4096 IDs: 0.70 -> 0.65,
- * docs/benchmarks.md). */
+ * docs/benchmarks-history.md). */
 static uint64_t apply_rows(const tbl *t, const uint64_t *loc, const float *const *grad, size_t cnt,
 			   const emdb_opt_scalars *scp, bool grad_ahead)
 {

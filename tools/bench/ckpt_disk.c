@@ -18,7 +18,7 @@
  *
  *   On this VM neither is the disk alone: a file just written is still
  *   in the host's memory, and the guest's own page cache runs fast or slow
- *   with whether it gets memory just freed (docs/benchmarks.md,
+ *   with whether it gets memory just freed (docs/benchmarks-history.md,
  *   Checkpoints).  Each method won in some runs, so the bound of each
  *   direction is the better of the two, the most this disk gave in the
  *   run; both are reported.
