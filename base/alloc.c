@@ -24,9 +24,10 @@
 
 #include <emdb/alloc.h>
 
-#include "db/alloc_int.h"
-#include "db/error_int.h"
-#include "db/meminfo.h"
+#include "base/alloc_fault.h"
+#include "base/alloc_int.h"
+#include "base/error_int.h"
+#include "base/meminfo.h"
 
 #define HDR 16u
 #define HUGE_PAGE ((size_t)2 << 20)

@@ -13,7 +13,7 @@
 
 #include <emdb/error.h>
 
-#include "db/error_int.h"
+#include "base/error_int.h"
 
 static _Thread_local char last_error[512];
 

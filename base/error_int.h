@@ -1,6 +1,6 @@
 /*
  * error_int.h - setting the thread-local detail message behind
- * emdb_last_error().  Internal to libemdb.
+ * emdb_last_error().  Internal to emdb: the base layer and the layers above it.
  */
 #ifndef EMDB_ERROR_INT_H
 #define EMDB_ERROR_INT_H

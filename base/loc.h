@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "db/hd.h"
+#include "base/hd.h"
 
 #define LOC_NONE UINT64_MAX
 

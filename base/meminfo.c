@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/meminfo.h"
+#include "base/meminfo.h"
 
 void meminfo_read(const char *const *keys, long *out, size_t n)
 {

@@ -1,7 +1,7 @@
 /*
  * meminfo.h - fields of the kernel's /proc/meminfo, for the reserve's
  * "is there room" check and the huge page pool's readings
- * (emdb_alloc_pool_free).  Internal to libemdb.
+ * (emdb_alloc_pool_free).  Internal to emdb: the base layer and the layers above it.
  */
 #ifndef EMDB_MEMINFO_H
 #define EMDB_MEMINFO_H

@@ -1,6 +1,6 @@
 /*
- * store_fmt.c - encoding and checking of the checkpoint store's keys and
- * values (the layout is docs/checkpoint.md; the API store_fmt.h).
+ * format.c - encoding and checking of the checkpoint store's keys and
+ * values (the layout is docs/checkpoint.md; the API format.h).
  *
  * Invariants:
  *   1. Every encoder's output is accepted by its decoder, and every
@@ -20,8 +20,8 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
-#include "db/error_int.h"
-#include "db/store_fmt.h"
+#include "base/error_int.h"
+#include "checkpoint/format.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the checkpoint format is little-endian; this host is not"

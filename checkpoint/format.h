@@ -1,5 +1,5 @@
 /*
- * store_fmt.h - the bytes of the checkpoint store: RocksDB keys, the
+ * format.h - the bytes of the checkpoint store: RocksDB keys, the
  * store header, checkpoint manifests and row blocks.  docs/checkpoint.md
  * is the specification (OFFSET / SIZE / MEANING tables); this is its one
  * implementation.  All integers little-endian except keys, which are

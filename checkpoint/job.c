@@ -14,16 +14,9 @@
 
 #include <emdb/alloc.h>
 
+#include "base/error_int.h"
+#include "checkpoint/job_int.h"
 #include "db/db_int.h"
-#include "db/error_int.h"
-#include "db/job_int.h"
-
-uint64_t job_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int job_new(emdb_db *db, emdb_store *st, int kind, uint64_t id, emdb_job **out)
 {
@@ -65,11 +58,11 @@ int emdb_job_run(emdb_job *job, emdb_ckpt_info *info)
 		return emdb__seterr(EMDB_ERR_BUSY, "another checkpoint or restore of this database is running");
 	}
 	__atomic_store_n(&job->running, 1, __ATOMIC_RELEASE);
-	JOB_SET(job, start_ns, job_now_ns());
+	JOB_SET(job, start_ns, emdb__now_ns());
 	emdb_ckpt_info tmp;
 	int rc = job->kind == JOB_RESTORE ? ckpt_restore_run(job, info ? info : &tmp)
 					  : ckpt_write_run(job, info ? info : &tmp);
-	JOB_SET(job, end_ns, job_now_ns());
+	JOB_SET(job, end_ns, emdb__now_ns());
 	JOB_SET(job, phase, rc == EMDB_OK ? EMDB_PHASE_DONE : EMDB_PHASE_FAILED);
 	__atomic_store_n(&job->running, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&ck->busy, 0, __ATOMIC_RELEASE);
@@ -89,7 +82,7 @@ void emdb_job_progress(const emdb_job *j, emdb_progress *out)
 	out->ckpt_id = LD_(ckpt_id);
 	uint64_t start = LD_(start_ns), end = LD_(end_ns);
 #undef LD_
-	out->elapsed_ns = !start ? 0 : (end ? end : job_now_ns()) - start;
+	out->elapsed_ns = !start ? 0 : (end ? end : emdb__now_ns()) - start;
 }
 
 void emdb_job_free(emdb_job *job)

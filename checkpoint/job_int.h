@@ -1,6 +1,6 @@
 /*
  * job_int.h - a checkpoint or restore job: what it was asked to do and
- * its progress, shared by job.c, ckpt_write.c and ckpt_restore.c.
+ * its progress, shared by job.c, write.c and restore.c.
  * Progress fields are written by the running job and read by any thread,
  * each with atomic loads and stores.
  */
@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #include <emdb/checkpoint.h>
+
+#include "base/clock.h"
 
 #define JOB_RESTORE 3 /* beside EMDB_CKPT_FULL and EMDB_CKPT_INCREMENTAL */
 
@@ -29,9 +31,7 @@ struct emdb_job {
 #define JOB_SET(j, f, v) __atomic_store_n(&(j)->f, (v), __ATOMIC_RELAXED)
 #define JOB_ADD(j, f, v) __atomic_fetch_add(&(j)->f, (v), __ATOMIC_RELAXED)
 
-uint64_t job_now_ns(void);
-
-/* The bodies of emdb_job_run (ckpt_write.c, ckpt_restore.c). */
+/* The bodies of emdb_job_run (write.c, restore.c). */
 int ckpt_write_run(emdb_job *job, emdb_ckpt_info *info);
 int ckpt_restore_run(emdb_job *job, emdb_ckpt_info *info);
 

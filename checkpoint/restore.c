@@ -1,5 +1,5 @@
 /*
- * ckpt_restore.c - restoring a checkpoint: read its chain (the full
+ * restore.c - restoring a checkpoint: read its chain (the full
  * checkpoint it starts from and every incremental up to it) into new
  * tables, check everything, then swap them in for all the database's
  * tables at once.
@@ -32,10 +32,10 @@
 
 #include <emdb/alloc.h>
 
+#include "base/error_int.h"
+#include "checkpoint/job_int.h"
+#include "checkpoint/store_int.h"
 #include "db/db_int.h"
-#include "db/error_int.h"
-#include "db/job_int.h"
-#include "db/store_int.h"
 
 #define MAX_CHAIN 100000
 #define READERS 8 /* threads reading one link: the caller and seven more */

@@ -1,5 +1,5 @@
 /*
- * ckpt_segment.c - the writer of one segment of a table (ckpt_segment.h):
+ * segment.c - the writer of one segment of a table (segment.h):
  * reads the wanted rows under rows_lock in row-number order, copies them
  * (or the copy an Update kept) into 4 MiB row blocks, and puts the blocks
  * into its own SST file.
@@ -33,11 +33,11 @@
 
 #include <emdb/alloc.h>
 
-#include "db/ckpt_segment.h"
-#include "db/error_int.h"
+#include "base/error_int.h"
+#include "checkpoint/segment.h"
 
 #define SCAN_PER_LOCK (64u << 10)   /* row numbers looked at per rows_lock hold */
-/* (and at most CKPT_HOLD_BYTES of rows copied per hold, ckpt_segment.h) */
+/* (and at most CKPT_HOLD_BYTES of rows copied per hold, segment.h) */
 #define SYNC_EVERY (32u << 20)      /* start writeback after this many bytes    */
 
 typedef struct seg_io {

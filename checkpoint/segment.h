@@ -1,9 +1,9 @@
 /*
- * ckpt_segment.h - writing one segment of a table into its own SST file:
+ * segment.h - writing one segment of a table into its own SST file:
  * the rows numbered r0 .. r1-1 that the checkpoint wants, as row blocks
  * with consecutive numbers from first_block.  A table is written as one
  * segment, or as up to COW_SEGS_MAX that the job's thread and a helper
- * claim one after another (ckpt_write.c).
+ * claim one after another (write.c).
  */
 #ifndef EMDB_CKPT_SEGMENT_H
 #define EMDB_CKPT_SEGMENT_H
@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "db/job_int.h"
-#include "db/store_int.h"
+#include "checkpoint/job_int.h"
+#include "checkpoint/store_int.h"
 #include "db/table.h"
 
 /* Target size of one row block: a restore reads each block with one

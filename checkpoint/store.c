@@ -14,7 +14,7 @@
  *      there (emdb_store_delete refuses, emdb_store_retain keeps chains).
  *
  * State changes: the header, manifests and deletions under mu; row blocks
- * arrive by ingestion (ckpt_write.c).
+ * arrive by ingestion (write.c).
  */
 #define _GNU_SOURCE /* O_DIRECT */
 #include <dirent.h>
@@ -29,8 +29,8 @@
 
 #include <emdb/alloc.h>
 
-#include "db/error_int.h"
-#include "db/store_int.h"
+#include "base/error_int.h"
+#include "checkpoint/store_int.h"
 
 int store_rocks_err(char *err, const char *what)
 {

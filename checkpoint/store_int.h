@@ -1,6 +1,6 @@
 /*
  * store_int.h - the store handle's insides, for the checkpoint writer
- * (ckpt_write.c) and the restore (ckpt_restore.c).  Internal to libemdb.
+ * (write.c) and the restore (restore.c).  Internal to libemdb_checkpoint.
  *
  * Directory layout: <dir>/rocksdb is the RocksDB database (column
  * families emdb_meta and emdb_rows, docs/checkpoint.md); <dir>/tmp holds
@@ -15,7 +15,7 @@
 
 #include <emdb/checkpoint.h>
 
-#include "db/store_fmt.h"
+#include "checkpoint/format.h"
 
 struct emdb_store {
 	char *dir;

@@ -1,5 +1,5 @@
 /*
- * ckpt_write.c - taking a checkpoint: the switch, the scan of the rows to
+ * write.c - taking a checkpoint: the switch, the scan of the rows to
  * write, writing them as row blocks into one SST file, ingesting it, and
  * the manifest that makes the checkpoint visible.
  *
@@ -11,7 +11,7 @@
  * index is walked to learn the ID of every row the checkpoint wants
  * (ids[r] by row number), and the rows are written in row-number order in
  * blocks, at most 1 MiB of rows read per rows_lock (read) hold, with the
- * copy kept by an Update preferred over the live row (ckpt_segment.c).  A table of four
+ * copy kept by an Update preferred over the live row (segment.c).  A table of four
  * blocks or more is cut into up to 64 segments at block boundaries, each
  * its own SST file, which the job's thread and one helper thread (at
  * lower priority) claim one after another: the work is CPU-bound (copies
@@ -45,11 +45,12 @@
 
 #include <emdb/alloc.h>
 
+#include "base/alloc_int.h"
+#include "base/error_int.h"
+#include "checkpoint/job_int.h"
+#include "checkpoint/segment.h"
+#include "checkpoint/store_int.h"
 #include "db/db_int.h"
-#include "db/error_int.h"
-#include "db/job_int.h"
-#include "db/ckpt_segment.h"
-#include "db/store_int.h"
 
 
 typedef struct wtable {
@@ -84,7 +85,7 @@ static int cmp_tbl(const void *a, const void *b)
 
 static void do_switch(wctx *c, uint64_t parent)
 {
-	uint64_t t0 = job_now_ns();
+	uint64_t t0 = emdb__now_ns();
 	for (uint32_t i = 0; i < c->n; i++) {
 		pthread_rwlock_wrlock(&c->w[i].t->rows_lock);
 		pthread_rwlock_wrlock(&c->w[i].t->update_lock);
@@ -105,7 +106,7 @@ static void do_switch(wctx *c, uint64_t parent)
 		pthread_rwlock_unlock(&c->w[i].t->update_lock);
 		pthread_rwlock_unlock(&c->w[i].t->rows_lock);
 	}
-	JOB_SET(c->job, switch_ns, job_now_ns() - t0);
+	JOB_SET(c->job, switch_ns, emdb__now_ns() - t0);
 }
 
 /* Detach the copy-on-write stores; on success forget the old dirty
@@ -404,7 +405,7 @@ int ckpt_write_run(emdb_job *job, emdb_ckpt_info *info)
 		JOB_SET(job, ckpt_id, c.id);
 		do_switch(&c, parent.info.id);
 	}
-	uint64_t t0 = job_now_ns();
+	uint64_t t0 = emdb__now_ns();
 	uint64_t created = now_ms();
 	JOB_SET(job, phase, EMDB_PHASE_SCAN);
 	for (uint32_t i = 0; rc == EMDB_OK && i < c.n; i++)
@@ -436,7 +437,7 @@ int ckpt_write_run(emdb_job *job, emdb_ckpt_info *info)
 			if (m.tables[i].step > in->max_step)
 				in->max_step = m.tables[i].step;
 		}
-		in->duration_ms = (job_now_ns() - t0) / 1000000;
+		in->duration_ms = (emdb__now_ns() - t0) / 1000000;
 		rc = publish(&c, &m);
 	}
 	if (rc == EMDB_OK) {

@@ -1,5 +1,5 @@
 /*
- * persist.c - the client's checkpoint and restore calls (emdb/client.h,
+ * checkpoint.c - the client's checkpoint and restore calls (emdb/client.h,
  * "Checkpoints and restore"): each start, status, list and delete is one
  * request through cl_call like every other call; waiting for a job is
  * polling its status until it ends.

@@ -67,6 +67,21 @@ static void client_free(emdb_client *c)
 	emdb_free(c);
 }
 
+cl_mem_open_fn *cl_mem_backend;
+
+/* mem:// runs the engine in this process, so it lives in its own library
+ * (libemdb_client_mem, which links the engine and RocksDB); linked, it sets
+ * cl_mem_backend before main.  Without it the client links no engine and
+ * mem:// is refused. */
+static int mem_open(emdb_client *c, const cl_uri *u, emdb_db *db, const emdb_client_options *o)
+{
+	if (!cl_mem_backend)
+		return cl_seterr(EMDB_ERR_UNSUPPORTED,
+				 "mem:// needs libemdb_client_mem: link it for in-process databases, "
+				 "or use tcp://, tls:// or unix://");
+	return cl_mem_backend(c, u, db, o);
+}
+
 int emdb_client_connect(const char *uri, const emdb_client_options *opts, emdb_client **out)
 {
 	emdb_client_options o;
@@ -90,7 +105,7 @@ int emdb_client_connect(const char *uri, const emdb_client_options *opts, emdb_c
 		return EMDB_ERR_NOMEM;
 	}
 	if (u.kind == CL_URI_MEM)
-		rc = cl_mem_open(c, &u, NULL, &o);
+		rc = mem_open(c, &u, NULL, &o);
 	else
 		rc = cl_net_open(c, &u, &o);
 	cl_uri_free(&u);
@@ -116,7 +131,7 @@ int emdb_client_wrap(emdb_db *db, const emdb_client_options *opts, emdb_client *
 	emdb_client *c = client_new(&o);
 	if (!c)
 		return EMDB_ERR_NOMEM;
-	rc = cl_mem_open(c, NULL, db, &o);
+	rc = mem_open(c, NULL, db, &o);
 	if (rc != EMDB_OK) {
 		client_free(c);
 		return rc;

@@ -180,8 +180,14 @@ emdb_client_ticket *cl_ticket_new(emdb_client *c, uint32_t table, size_t count);
 
 typedef struct cl_uri cl_uri;
 /* mem.c: open c's database and workers.  db NULL: by uri (name). */
-int cl_mem_open(emdb_client *c, const cl_uri *u, emdb_db *db,
-		const emdb_client_options *o);
+typedef int cl_mem_open_fn(emdb_client *c, const cl_uri *u, emdb_db *db,
+			   const emdb_client_options *o);
+cl_mem_open_fn cl_mem_open;
+/* client.c: mem.c's open when libemdb_client_mem is linked (its
+ * mem_backend.c sets it before main), else NULL. */
+extern cl_mem_open_fn *cl_mem_backend;
+/* mem_backend.c: the symbol a static link names to keep that object. */
+extern const char cl_mem_backend_linked[];
 /* net.c: connect, HELLO, AUTH, start the receiver. */
 int cl_net_open(emdb_client *c, const cl_uri *u, const emdb_client_options *o);
 

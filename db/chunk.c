@@ -40,9 +40,9 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
-#include "db/alloc_int.h"
+#include "base/alloc_int.h"
+#include "base/error_int.h"
 #include "db/chunk.h"
-#include "db/error_int.h"
 
 #define LEAF_SIZE (1u << CHUNK_DIR_BITS)
 #define PREPARE_HELPERS_MAX 7u

@@ -5,7 +5,7 @@
  * A row is `stride` bytes: dim float32 values, then the optimizer state,
  * padded to 16 bytes.  Rows are numbered in allocation order; row r lives in
  * chunk r / rows_per_chunk at offset r % rows_per_chunk, and its location
- * (db/loc.h) says so.  Rows never move.
+ * (base/loc.h) says so.  Rows never move.
  *
  * Allocation is two-phase like the index: chunk_reserve makes sure chunks
  * exist for n more rows (the only step that can fail), then chunk_new_row
@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "db/loc.h"
+#include "base/loc.h"
 
 #define CHUNK_DIR_BITS 12 /* two-level directory: 4096 x 4096 chunks */
 #define CHUNK_MARKS 2      /* bitmaps of one bit per row beside each chunk */

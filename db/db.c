@@ -14,7 +14,7 @@
  *      mix; ids stay never reused (next_id moves past the restored ones).
  *
  * State changes: live[], n_live and next_id under reg_lock (write); ck by
- * the one checkpoint job running (db/job.c).
+ * the one checkpoint job running (checkpoint/job.c).
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -25,9 +25,9 @@
 #include <emdb/alloc.h>
 #include <emdb/db.h>
 
+#include "base/error_int.h"
+#include "base/meminfo.h"
 #include "db/db_int.h"
-#include "db/error_int.h"
-#include "db/meminfo.h"
 #include "db/optim_math.h"
 #include "db/table.h"
 

@@ -20,9 +20,9 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
-#include "db/error_int.h"
+#include "base/error_int.h"
+#include "base/loc.h"
 #include "db/gradmap.h"
-#include "db/loc.h"
 #include "index/hash.h"
 
 #define MIN_SLOTS 64u

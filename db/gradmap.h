@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "db/loc.h"
+#include "base/loc.h"
 #include "index/hash.h"
 
 typedef struct gradmap_key {

@@ -34,7 +34,7 @@
 
 #include <emdb/db.h>
 
-#include "db/hd.h"
+#include "base/hd.h"
 
 #define EMDB_PHILOX_M0 0xD2511F53u
 #define EMDB_PHILOX_M1 0xCD9E8D57u

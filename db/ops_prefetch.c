@@ -21,8 +21,8 @@
 
 #include <emdb/alloc.h>
 
+#include "base/error_int.h"
 #include "db/db_int.h"
-#include "db/error_int.h"
 #include "db/ops.h"
 
 void *ops_scratch(size_t n, uint32_t shards, bool slocs, dit_plan *plan, uint64_t **locs)

@@ -19,8 +19,8 @@
 
 #include <emdb/alloc.h>
 
+#include "base/error_int.h"
 #include "db/db_int.h"
-#include "db/error_int.h"
 #include "db/init_math.h"
 #include "db/ops.h"
 

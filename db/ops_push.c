@@ -34,7 +34,7 @@
 
 #include <emdb/alloc.h>
 
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "db/ops.h"
 
 /* Where position p's gradient comes from: grads + p*dim (plain), or the

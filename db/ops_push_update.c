@@ -74,8 +74,8 @@
 
 #include <emdb/alloc.h>
 
-#include "db/error_int.h"
-#include "db/loc.h"
+#include "base/error_int.h"
+#include "base/loc.h"
 #include "db/ops.h"
 #include "index/hash.h"
 

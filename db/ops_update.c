@@ -73,12 +73,12 @@
 
 #include <emdb/alloc.h>
 
+#include "base/clock.h"
+#include "base/error_int.h"
+#include "base/spin.h"
 #include "db/db_int.h"
-#include "db/error_int.h"
-#include "db/optim_math.h"
-#include "db/job_int.h"
 #include "db/ops.h"
-#include "db/spin.h"
+#include "db/optim_math.h"
 
 #define UPDATE_SPIN_NS 50000u /* wrlock_spinning: tries for this long, */
 #define UPDATE_PAUSE_NS 5000u  /* pausing between tries for this long   */
@@ -352,7 +352,7 @@ static void wrlock_spinning(pthread_rwlock_t *l, tbl *help)
 			help_apply(help);
 		if (pthread_rwlock_trywrlock(l) == 0)
 			return;
-		uint64_t now = job_now_ns();
+		uint64_t now = emdb__now_ns();
 		if (!until)
 			until = now + UPDATE_SPIN_NS;
 		else if (now >= until)

@@ -28,7 +28,7 @@
 
 #include <emdb/db.h>
 
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "db/optim_math.h"
 
 int emdb_optimizer_defaults(emdb_opt_kind kind, emdb_optimizer *opt)

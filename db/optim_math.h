@@ -40,7 +40,7 @@
 
 #include <emdb/db.h>
 
-#include "db/hd.h"
+#include "base/hd.h"
 
 /* Per-Update constants of one table, in float. */
 typedef struct emdb_opt_scalars {

@@ -22,8 +22,8 @@
 
 #include <emdb/alloc.h>
 
-#include "db/alloc_int.h"
-#include "db/error_int.h"
+#include "base/alloc_int.h"
+#include "base/error_int.h"
 #include "db/init_math.h"
 #include "db/optim_math.h"
 #include "db/table.h"

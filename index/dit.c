@@ -41,9 +41,9 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
-#include "db/alloc_int.h"
-#include "db/error_int.h"
-#include "db/loc.h"
+#include "base/alloc_int.h"
+#include "base/error_int.h"
+#include "base/loc.h"
 #include "index/dit.h"
 #include "index/hash.h"
 

@@ -1,6 +1,6 @@
 /*
  * dit.h - the decentralized index table (DIT) of one table: uint64 ID ->
- * 64-bit row location (db/loc.h), split into S shards (HypeReca 4.1-4.2).
+ * 64-bit row location (base/loc.h), split into S shards (HypeReca 4.1-4.2).
  *
  * Batches go through a plan: the IDs are hashed once and their positions
  * grouped by shard (dit_plan_build).  A batch then sweeps the shards in a

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "db/hd.h"
+#include "base/hd.h"
 
 EMDB_HD static inline uint64_t dit_hash(uint64_t x)
 {

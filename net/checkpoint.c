@@ -1,8 +1,8 @@
 /*
- * persist.c - the server's persistence as the rest of the server sees it:
+ * checkpoint.c - the server's persistence as the rest of the server sees it:
  * opening and closing the store and the job thread, the restore at start,
  * and the calls behind CHECKPOINT, RESTORE, JOB_STATUS, CHECKPOINT_LIST,
- * CHECKPOINT_DELETE and INFO.  Running jobs is persist_job.c's.
+ * CHECKPOINT_DELETE and INFO.  Running jobs is checkpoint_job.c's.
  *
  * Invariants:
  *   1. p->st is NULL exactly when data_dir is empty; then every call
@@ -19,7 +19,7 @@
  *      told about always runs, even at shutdown).
  *
  * State changes: persist_open/close (store, thread), the job calls (via
- * persist_job.c), persist_delete (the store), persist_configure (settings).
+ * checkpoint_job.c), persist_delete (the store), persist_configure (settings).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -32,8 +32,8 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "net/checkpoint_int.h"
 #include "net/log.h"
-#include "net/persist_int.h"
 #include "net/stats.h"
 #include "protocol/proto.h"
 

@@ -1,5 +1,5 @@
 /*
- * net/persist.h - the server's persistence: its checkpoint store
+ * net/checkpoint.h - the server's persistence: its checkpoint store
  * (emdb/checkpoint.h), the one background thread that runs checkpoint and
  * restore jobs, the status of the last jobs, and the automatic checkpoints.
  *

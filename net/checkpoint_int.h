@@ -1,7 +1,7 @@
 /*
- * net/persist_int.h - the layout of the server's persistence, shared by
- * persist.c (life cycle, the calls of the handlers, INFO) and
- * persist_job.c (accepting, running and logging jobs; the job thread and
+ * net/checkpoint_int.h - the layout of the server's persistence, shared by
+ * checkpoint.c (life cycle, the calls of the handlers, INFO) and
+ * checkpoint_job.c (accepting, running and logging jobs; the job thread and
  * the automatic checkpoints).  Private to those two files.
  */
 #ifndef EMDB_NET_PERSIST_INT_H
@@ -15,7 +15,7 @@
 #include <emdb/checkpoint.h>
 #include <emdb/db.h>
 
-#include "net/persist.h"
+#include "net/checkpoint.h"
 
 struct persist {
 	emdb_db *db;

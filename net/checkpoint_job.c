@@ -1,5 +1,5 @@
 /*
- * persist_job.c - the jobs of the server's persistence: accepting one,
+ * checkpoint_job.c - the jobs of the server's persistence: accepting one,
  * running it (on the job thread, or on the main thread for the restore at
  * start), logging it, keeping its status, retention, and the automatic
  * checkpoints.
@@ -35,8 +35,8 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "net/checkpoint_int.h"
 #include "net/log.h"
-#include "net/persist_int.h"
 #include "net/stats.h"
 #include "protocol/proto.h"
 

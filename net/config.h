@@ -76,7 +76,7 @@ typedef struct net_config {
 	uint32_t shards;
 	uint64_t chunk_bytes;
 	uint32_t max_tables;
-	/* persistence (net/persist.h) */
+	/* persistence (net/checkpoint.h) */
 	char data_dir[CONFIG_PATH_MAX];     /* checkpoint store; "" = off    */
 	char restore[32];                   /* at start: "", "latest" or an id */
 	uint32_t checkpoint_keep;           /* 0 = keep all                 */

@@ -1,7 +1,7 @@
 /*
- * handle_persist.c - the persistence requests: CHECKPOINT, RESTORE,
+ * handle_checkpoint.c - the persistence requests: CHECKPOINT, RESTORE,
  * JOB_STATUS, CHECKPOINT_LIST, CHECKPOINT_DELETE.  The work is
- * net/persist.h's; these decode, call it, and reply.
+ * net/checkpoint.h's; these decode, call it, and reply.
  *
  * Invariants:
  *   1. CHECKPOINT, RESTORE and CHECKPOINT_DELETE reserve their reply
@@ -18,9 +18,9 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "net/checkpoint.h"
 #include "net/conn.h"
 #include "net/handle_int.h"
-#include "net/persist.h"
 #include "net/server.h"
 
 /* Reply with an emdb_err and persist's reason. */

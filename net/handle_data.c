@@ -31,7 +31,7 @@
  *
  * State changes: the engine (rows, gradients, steps), c->tickets, the
  * step count of the automatic checkpoints (UPDATE, PUSH_UPDATE,
- * net/persist.h), the server's open steps and c->steps_waiting.
+ * net/checkpoint.h), the server's open steps and c->steps_waiting.
  */
 #include <stdio.h>
 
@@ -39,11 +39,11 @@
 #include <emdb/error.h>
 
 #include "net/barrier.h"
+#include "net/checkpoint.h"
 #include "net/conn.h"
 #include "net/handle.h"
 #include "net/handle_int.h"
 #include "net/loop.h"
-#include "net/persist.h"
 #include "net/server.h"
 
 /* Reserve the reply laid out by a *_resp_begin function: ask its size with

@@ -1,6 +1,6 @@
 /*
  * net/handle_int.h - what the handler files (handle_conn.c,
- * handle_table.c, handle_data.c, handle_persist.c) share with handle.c.
+ * handle_table.c, handle_data.c, handle_checkpoint.c) share with handle.c.
  *
  * A handler decodes its body in place, does its work and queues its reply.
  * It returns

@@ -22,9 +22,9 @@
 #include <emdb/db.h>
 #include <emdb/error.h>
 
+#include "net/checkpoint.h"
 #include "net/info.h"
 #include "net/loop.h"
-#include "net/persist.h"
 #include "net/server.h"
 #include "net/stats.h"
 #include "net/tls.h"

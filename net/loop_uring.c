@@ -53,7 +53,7 @@
 
 #include <emdb/alloc.h>
 
-#include "db/spin.h"
+#include "base/spin.h"
 
 #include "net/conn.h"
 #include "net/log.h"

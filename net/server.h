@@ -5,7 +5,7 @@
  * Life cycle (main thread):
  *   server_create(cfg)  opens the engine, applies the memory limit, opens
  *                       the checkpoint store and restores from it when
- *                       asked (net/persist.h), starts the job thread;
+ *                       asked (net/checkpoint.h), starts the job thread;
  *   server_start        binds the listeners, writes the port file, starts
  *                       the I/O threads;
  *   server_run          accepts connections and hands them to the I/O
@@ -32,10 +32,10 @@
 #include <emdb/db.h>
 
 #include "net/auth_limit.h"
+#include "net/barrier.h"
+#include "net/checkpoint.h"
 #include "net/config.h"
 #include "net/loop.h"
-#include "net/barrier.h"
-#include "net/persist.h"
 
 #define EMDB_SERVER_NAME "emdb 0.1.0"
 

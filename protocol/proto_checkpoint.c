@@ -1,5 +1,5 @@
 /*
- * protocol/proto_persist.c - bodies of the persistence opcodes:
+ * protocol/proto_checkpoint.c - bodies of the persistence opcodes:
  * CHECKPOINT, RESTORE, JOB_STATUS, CHECKPOINT_LIST, CHECKPOINT_DELETE
  * (docs/protocol.md, "Persistence").
  *
@@ -16,7 +16,7 @@
  *      every body is a fixed part plus, for JOB_STATUS, a message of at
  *      most PROTO_ERRMSG_MAX bytes and its padding.
  */
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "protocol/proto_int.h"
 
 _Static_assert(sizeof(emdb_ckpt_info) == PROTO_CKPT_INFO_SIZE &&

@@ -13,7 +13,7 @@
  *   3. Each encoder is the exact mirror of its decoder: field order,
  *      limits and padding.
  */
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "protocol/proto_int.h"
 
 /* A body that is one string: u32 length, bytes, padding. */

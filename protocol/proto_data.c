@@ -21,7 +21,7 @@
  *      PUSH_UPDATE shares PUSH's writer and reader and UPDATE's response
  *      code, parameterized by opcode.
  */
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "protocol/proto_int.h"
 
 /* ---- PREFETCH ------------------------------------------------------ */

@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "protocol/proto_int.h"
 
 bool proto_op_known(uint16_t op)

@@ -10,7 +10,7 @@
  *   2. For every body the decoders accept, proto_msg_encode of the decoded
  *      message rebuilds the same bytes (the fuzz target checks this).
  */
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "protocol/proto_int.h"
 
 int proto_msg_decode(const proto_hdr *h, const uint8_t *body, proto_msg *m)

@@ -27,7 +27,7 @@
 
 #include <emdb/alloc.h>
 
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "protocol/proto_int.h"
 
 #define STAGING (64u << 10)

@@ -14,7 +14,7 @@
  *   3. Statistics go field by field in PROTO_TABLE_STATS_FIELDS order; the
  *      static asserts of proto_int.h tie that list to the engine's struct.
  */
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "protocol/proto_int.h"
 
 /* ---- config block: 116 bytes, name, padding ------------------------ */

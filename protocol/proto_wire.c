@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "db/error_int.h"
+#include "base/error_int.h"
 #include "protocol/proto_int.h"
 
 int proto__rd_begin(proto_rd *r, const proto_hdr *h, const uint8_t *body, uint16_t op,

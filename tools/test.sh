@@ -19,16 +19,16 @@ cmake --build build/tsan -j"$jobs"
 (cd build/tsan && ctest -L concurrency --output-on-failure --timeout 900)
 
 # The server's and the client's black-box tests again, against the
-# ThreadSanitizer server (tests/server_spawn.h honours EMDB_TEST_SERVER):
+# ThreadSanitizer server (tests/lib/server_spawn.h honours EMDB_TEST_SERVER):
 # the tests themselves stay Criterion binaries from the ASan build.  The
 # suppressions are for the uninstrumented librocksdb (tests/tsan.supp).
-for t in build/asan/tests/test_server build/asan/tests/test_server_auth \
-	 build/asan/tests/test_server_load build/asan/tests/test_server_malformed \
-	 build/asan/tests/test_server_ckpt build/asan/tests/test_server_crash \
-	 build/asan/tests/test_server_timeout build/asan/tests/test_server_versions \
-	 build/asan/tests/test_server_memory build/asan/tests/test_server_slots \
-	 build/asan/tests/test_client_net build/asan/tests/test_client_tls \
-	 build/asan/tests/test_client_step; do
+for t in build/asan/tests/server/test_server build/asan/tests/server/test_server_auth \
+	 build/asan/tests/server/test_server_load build/asan/tests/server/test_server_malformed \
+	 build/asan/tests/server/test_server_ckpt build/asan/tests/server/test_server_crash \
+	 build/asan/tests/server/test_server_timeout build/asan/tests/server/test_server_versions \
+	 build/asan/tests/server/test_server_memory build/asan/tests/server/test_server_slots \
+	 build/asan/tests/client/test_client_net build/asan/tests/client/test_client_tls \
+	 build/asan/tests/client/test_client_step; do
 	echo "== $t against build/tsan/net/emdb-server"
 	EMDB_TEST_SERVER="$PWD/build/tsan/net/emdb-server" \
 		TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/tests/tsan.supp" "$t" --jobs 2

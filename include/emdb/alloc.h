@@ -1,13 +1,16 @@
 /*
- * emdb/alloc.h - the emdb_malloc family: every byte emdb allocates.
+ * emdb/alloc.h - the emdb_malloc family: every byte emdb allocates, its
+ * limit, its statistics and where its large regions come from.
  *
  * All of emdb allocates through these functions, so that one place counts
  * the bytes in use, enforces a memory limit and can be made to fail on
  * purpose in tests.  Small blocks come from the C library with a 16-byte
  * header that remembers their size; large regions (chunks of rows, index
- * shards) come from emdb_map(), which asks the kernel for transparent huge
- * pages, or takes explicit ones from the kernel's pool
- * (emdb_alloc_set_huge_pages).
+ * shards) come from the kernel, with transparent huge pages, or explicit
+ * ones from the kernel's pool (emdb_alloc_set_huge_pages).  A user calls
+ * emdb_free on what emdb hands over, and the limit, statistics and huge
+ * page calls below; the regions themselves (base/alloc_int.h) and failure
+ * injection (base/alloc_fault.h, tests only) are internal.
  *
  * Thread safety: every function may be called from any thread at any time.
  * The counters are process-wide.
@@ -34,18 +37,7 @@ void emdb_free(void *p);
 /* Duplicate a NUL-terminated string with emdb_malloc; free with emdb_free. */
 char *emdb_strdup(const char *s);
 
-/* A zero-filled region of at least `size` bytes, aligned to 2 MiB when size
- * is at least 2 MiB.  Where rounding size up to whole 2 MiB huge pages adds
- * at most an eighth (a row chunk, an index array of 2^k bytes from 2 MiB
- * on) the region is that many huge pages, from where
- * emdb_alloc_set_huge_pages says; other regions are ordinary pages, with
- * transparent huge pages where the kernel allows.  Release with
- * emdb_unmap(p, size) using the same size.  Counted (the rounded size)
- * and failure-injected like emdb_malloc. */
-void *emdb_map(size_t size);
-void emdb_unmap(void *p, size_t size);
-
-/* Where emdb_map takes its regions of whole huge pages from (row chunks,
+/* Where emdb's large regions of whole huge pages come from (row chunks,
  * index slot arrays):
  *   EMDB_HUGE_OFF  ordinary memory, transparent huge pages where the
  *                  kernel allows (the default);
@@ -91,16 +83,6 @@ long emdb_alloc_pool_total(void);
 uint64_t emdb_alloc_huge_maps(void);
 uint64_t emdb_alloc_huge_fallbacks(void);
 
-/* Have the kernel back [p, p+size) of a region from emdb_map with memory
- * now, as a first write would, without changing its bytes (so it is safe
- * while other threads write there).  Paying for fresh memory ahead of
- * use, off the paths that hold locks, is all it is for; it does nothing
- * where the kernel lacks MADV_POPULATE_WRITE (Linux < 5.14).  It holds the
- * process's mmap lock for reading while it works (a huge page at a time),
- * so other threads' mmap and munmap wait: meant for a chunk, not for tens
- * of megabytes that nobody else writes (plain writes do there). */
-void emdb_map_populate(void *p, size_t size);
-
 /* Bytes currently allocated through this family (headers excluded). */
 size_t emdb_alloc_bytes(void);
 /* Largest value emdb_alloc_bytes() has reached since start. */
@@ -110,14 +92,6 @@ size_t emdb_alloc_peak(void);
  * 0 removes the cap (the default). */
 void emdb_alloc_set_limit(size_t bytes);
 size_t emdb_alloc_limit(void);
-
-/* Failure injection, for tests: after `n` more successful allocations every
- * allocation fails until emdb_alloc_fail_reset().  n = 0 fails the very next
- * one.  Frees keep working. */
-void emdb_alloc_fail_after(uint64_t n);
-void emdb_alloc_fail_reset(void);
-/* Allocations refused by injection since start. */
-uint64_t emdb_alloc_injected_failures(void);
 
 #ifdef __cplusplus
 }

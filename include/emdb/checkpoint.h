@@ -2,9 +2,10 @@
  * emdb/checkpoint.h - checkpoints of an emdb database in embedded RocksDB:
  * full and incremental snapshots, restore, listing, deletion, retention.
  *
- * This header is the manual of the persistence part of libemdb.  The
- * on-disk layout (column families, keys, value encodings, magic numbers
- * and versions) is docs/checkpoint.md; RocksDB's own `ldb` reads it.
+ * This header is the manual of libemdb_checkpoint, which sits above the
+ * engine (libemdb) and links RocksDB and xxhash.  The on-disk layout
+ * (column families, keys, value encodings, magic numbers and versions) is
+ * docs/checkpoint.md; RocksDB's own `ldb` reads it.
  *
  * Model
  *   A store (emdb_store) is one RocksDB database in a directory.  It holds

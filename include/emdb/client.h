@@ -6,9 +6,17 @@
  * docs/example_trainer.c first.
  *
  * Building
- *   #include <emdb/client.h>; link libemdb_client.a, libemdb.a, -lpthread
- *   and -lm (CMake: target emdb_client, or emdb::emdb_client once
- *   installed).  The library starts no thread until a handle is opened.
+ *   #include <emdb/client.h>; link libemdb_client (pkg-config emdb-client:
+ *   the shared library, or with --static libemdb_client.a, -lssl -lcrypto
+ *   -lpthread; CMake: target emdb_client, or emdb::emdb_client once
+ *   installed).  It carries tcp://, tls:// and unix:// and links no engine
+ *   and no RocksDB.  mem:// runs the engine in this process and is a
+ *   library of its own: link libemdb_client_mem too (CMake target
+ *   emdb_client_mem; by hand libemdb_client_mem.a with
+ *   -Wl,--undefined=cl_mem_backend_linked, then libemdb_checkpoint.a,
+ *   libemdb.a, libemdb_base.a, RocksDB, xxhash, -lm).  Without it mem://
+ *   and emdb_client_wrap fail with EMDB_ERR_UNSUPPORTED.  The library
+ *   starts no thread until a handle is opened.
  *
  * Call order
  *   emdb_client_connect (or emdb_client_wrap) -> any calls, from any

@@ -6,12 +6,12 @@
  * The checkpoint commands are test_cli_ckpt.c's.
  *
  * Each test starts its own emdb-server on loopback with an ephemeral port
- * (tests/test_client_server.h) and kills it in .fini, which Criterion runs
- * after a failed assertion too; emdb-cli runs as in tests/cli_run.h.
+ * (tests/lib/client_server.h) and kills it in .fini, which Criterion runs
+ * after a failed assertion too; emdb-cli runs as in tests/lib/cli_run.h.
  */
-#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
-#include "tests/cli_run.h"
-#include "tests/tls_pki.h"
+#define _GNU_SOURCE /* tests/lib/tmpdir.h: nftw */
+#include "tests/lib/cli_run.h"
+#include "tests/lib/tls_pki.h"
 
 /* ---- flags, help, usage ---------------------------------------------- */
 

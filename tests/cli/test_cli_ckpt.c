@@ -4,10 +4,10 @@
  * --json output and their usage errors) against a server with a store in
  * a fresh data directory, and against one without a store.
  *
- * Servers and emdb-cli runs as in tests/cli_run.h.
+ * Servers and emdb-cli runs as in tests/lib/cli_run.h.
  */
-#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
-#include "tests/cli_run.h"
+#define _GNU_SOURCE /* tests/lib/tmpdir.h: nftw */
+#include "tests/lib/cli_run.h"
 
 /* ---- checkpoints ------------------------------------------------------------ */
 

@@ -12,7 +12,7 @@
  * .fini, which Criterion runs after a failed assertion too; both also die
  * with the test process (PR_SET_PDEATHSIG).
  */
-#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
+#define _GNU_SOURCE /* tests/lib/tmpdir.h: nftw */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +31,8 @@
 
 #include <emdb/client.h>
 
-#include "tests/test_client_server.h"
-#include "tests/tmpdir.h"
+#include "tests/lib/client_server.h"
+#include "tests/lib/tmpdir.h"
 
 typedef struct term {
 	pid_t pid;

@@ -12,7 +12,7 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
+#include "tests/lib/helpers.h"
 
 #define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
 

@@ -26,8 +26,8 @@
 #include <emdb/db.h>
 
 #include "protocol/proto.h"
-#include "tests/helpers.h"
-#include "tests/test_client_server.h"
+#include "tests/lib/client_server.h"
+#include "tests/lib/helpers.h"
 
 static test_server srv;
 
@@ -924,8 +924,11 @@ Test(client_net, config_and_shutdown, .init = srv_start, .fini = srv_stop, .time
  * arguments (workers and rank), "" for none. */
 static FILE *start_trainer(const char *uri, const char *more)
 {
+	/* mem:// needs the build that links libemdb_client_mem; the plain
+	 * one is what a user who talks to a server builds. */
+	const char *bin = strncmp(uri, "mem://", 6) == 0 ? EMDB_TRAINER_MEM_BIN : EMDB_TRAINER_BIN;
 	char cmd[1024];
-	snprintf(cmd, sizeof(cmd), "'%s' '%s' 8 %s 2>&1", EMDB_TRAINER_BIN, uri, more);
+	snprintf(cmd, sizeof(cmd), "'%s' '%s' 8 %s 2>&1", bin, uri, more);
 	FILE *p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	return p;
@@ -998,6 +1001,25 @@ Test(client_net, example_trainer_unix, .init = srv_start, .fini = srv_stop, .tim
 Test(client_net, example_trainer_mem, .timeout = 120)
 {
 	run_trainer("mem://");
+}
+
+/* The trainer built against libemdb_client alone links no engine: asked
+ * for mem:// it fails to connect, saying which library it lacks. */
+Test(client_net, example_trainer_without_mem, .timeout = 120)
+{
+#ifndef EMDB_TRAINER_BIN
+	cr_skip_test("emdb-example-trainer is not part of this build");
+#else
+	char cmd[1024], line[256], all[4096] = "";
+	snprintf(cmd, sizeof(cmd), "'%s' mem:// 8 2>&1", EMDB_TRAINER_BIN);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	while (fgets(line, sizeof(line), p))
+		strncat(all, line, sizeof(all) - strlen(all) - 1);
+	int st = pclose(p);
+	cr_assert_neq(st, 0, "the trainer without mem:// ran:\n%s", all);
+	cr_assert_not_null(strstr(all, "mem:// needs libemdb_client_mem"), "its error:\n%s", all);
+#endif
 }
 
 /* ---- busy polling -------------------------------------------------- */

@@ -11,7 +11,7 @@
  *
  * The network tests start emdb-server on loopback with an ephemeral port
  * and a Unix socket in a temporary directory, and kill it in their .fini
- * (tests/test_client_server.h).
+ * (tests/lib/client_server.h).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -22,8 +22,8 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
-#include "tests/test_client_server.h"
+#include "tests/lib/client_server.h"
+#include "tests/lib/helpers.h"
 
 #define N 300
 

@@ -27,8 +27,8 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
-#include "tests/test_client_server.h"
+#include "tests/lib/client_server.h"
+#include "tests/lib/helpers.h"
 
 #define DIM 8
 #define N_IDS 64

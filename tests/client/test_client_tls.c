@@ -19,7 +19,7 @@
  * missing or mismatched key refuses to start and says why; busy polling on
  * both sides answers as the engine does and keeps the client's deadline.
  *
- * The certificates are made for each test by tests/tls_pki.h.
+ * The certificates are made for each test by tests/lib/tls_pki.h.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -37,15 +37,15 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
-#include "tests/test_client_server.h"
-#include "tests/tls_pki.h"
+#include "tests/lib/client_server.h"
+#include "tests/lib/tls_pki.h"
 
 #define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
 
 extern char **environ;
 
 static test_server srv;
-static char pki[64]; /* the certificates' directory (tests/tls_pki.h) */
+static char pki[64]; /* the certificates' directory (tests/lib/tls_pki.h) */
 
 /* A server with the certificate NAME.pem and its key, and extra flags. */
 static void start_tls(const char *name, const char *const *extra)

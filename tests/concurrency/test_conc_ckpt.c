@@ -4,9 +4,9 @@
  * checkpoints (full and incremental) run meanwhile.  Every checkpoint must
  * restore to one step exactly, reads are never torn, and Updates never
  * stop for the length of a checkpoint.  Runs under ThreadSanitizer too
- * (tests/plain_runner.h).
+ * (tests/lib/plain_runner.h).
  */
-#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
+#define _GNU_SOURCE /* tests/lib/tmpdir.h: nftw */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,8 +16,8 @@
 #include <emdb/checkpoint.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
-#include "tests/tmpdir.h"
+#include "tests/lib/helpers.h"
+#include "tests/lib/tmpdir.h"
 
 #define ROWS 20000
 #define DIM 8

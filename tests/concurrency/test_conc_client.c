@@ -1,7 +1,7 @@
 /*
  * test_conc_client.c - one client handle shared by many threads, over
  * mem:// and over unix:// to an emdb-server of the same build (plain
- * runner under ThreadSanitizer, see tests/plain_runner.h; the server is
+ * runner under ThreadSanitizer, see tests/lib/plain_runner.h; the server is
  * then the TSan one too).
  *
  * 1. Threads prefetch asynchronously, pull and push through tickets on one
@@ -11,14 +11,14 @@
  *    read their own responses with the receiving thread, handing the
  *    socket's read side back and forth (client/net.c, invariant 2).
  * 2. Async futures freed while still queued never write their buffers.
- * 3. The same over tls:// (a certificate of tests/tls_pki.h): the sender
+ * 3. The same over tls:// (a certificate of tests/lib/tls_pki.h): the sender
  *    and the reader then share one SSL under the handle's tls_lock; with
  *    the server on libevent and on io_uring.
  * 4. Threads of one mem:// handle meet in synchronous steps
  *    (emdb_client_update_sync): one Update per round, the same answer for
  *    all, rows as an engine gives them round by round.
  */
-#define _GNU_SOURCE /* nftw in tests/tmpdir.h */
+#define _GNU_SOURCE /* nftw in tests/lib/tmpdir.h */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,10 +26,10 @@
 
 #include <emdb/client.h>
 
-#include "tests/helpers.h"
-#include "tests/server_spawn.h"
-#include "tests/tls_pki.h"
-#include "tests/tmpdir.h"
+#include "tests/lib/helpers.h"
+#include "tests/lib/server_spawn.h"
+#include "tests/lib/tls_pki.h"
+#include "tests/lib/tmpdir.h"
 
 enum { THREADS = 4, ROUNDS = 20, BATCH = 256, POOL = 1000, DIM = 8 };
 
@@ -220,7 +220,7 @@ Test(concurrency, mem_threads_step_together)
 
 #ifdef EMDB_SERVER_BIN
 /* The same over a Unix socket, or over TLS when pki names the directory of
- * tests/tls_pki.h's files, on the server's I/O backend `backend`.  The
+ * tests/lib/tls_pki.h's files, on the server's I/O backend `backend`.  The
  * server dies with this process if an assertion aborts it (server_spawn:
  * PR_SET_PDEATHSIG). */
 static void over_server(const char *pki, const char *backend)

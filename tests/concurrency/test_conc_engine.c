@@ -26,7 +26,7 @@
 
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
+#include "tests/lib/helpers.h"
 
 enum { THREADS = 4, ROUNDS = 30, BATCH = 512, POOL = 3000, DIM = 8 };
 

@@ -14,7 +14,7 @@
 #include <emdb/db.h>
 #include <emdb/error.h>
 
-#include "tests/helpers.h"
+#include "tests/lib/helpers.h"
 
 enum { THREADS = 4, ROUNDS = 40, BATCH = 2000, DIM = 32 };
 

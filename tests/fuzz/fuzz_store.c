@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_store.c - libFuzzer target for the checkpoint store's
- * decoders (db/store_fmt.h): the store header, manifests, row blocks and
+ * decoders (checkpoint/format.h): the store header, manifests, row blocks and
  * row keys, which restore reads from disk and so must survive any bytes.
  *
  * The first input byte picks the decoder, the rest is its input.  A value
@@ -20,7 +20,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
-#include "db/store_fmt.h"
+#include "checkpoint/format.h"
 #include "tests/fuzz/fuzz.h"
 
 static void must(int ok, const char *what)

@@ -9,7 +9,7 @@
 
 #include <emdb/db.h>
 
-#include "db/store_fmt.h"
+#include "checkpoint/format.h"
 
 static void seed(const char *dir, const char *name, uint8_t kind, const void *p, size_t n)
 {

@@ -1,7 +1,7 @@
 /*
  * tests/fuzz/samples.h - one or more valid messages of every opcode and
  * direction, with the error bodies: the round-trip cases of
- * tests/test_proto.c and the seeds of the fuzz corpus (gen_corpus.c).
+ * tests/unit/test_proto.c and the seeds of the fuzz corpus (gen_corpus.c).
  */
 #ifndef EMDB_TEST_PROTO_SAMPLES_H
 #define EMDB_TEST_PROTO_SAMPLES_H

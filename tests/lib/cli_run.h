@@ -1,12 +1,12 @@
 /*
- * tests/cli_run.h - what the emdb-cli tests share: a server of this build
+ * tests/lib/cli_run.h - what the emdb-cli tests share: a server of this build
  * per test (srv, started in .init and stopped in .fini), emdb-cli run as
  * a child process with its output captured (run_cli_env, CLI, CLI_JSON,
  * EXPECT), and a small strict JSON parser to read --json output back.
  *
  * emdb-cli runs with its stdout and stderr captured; a run that takes
  * longer than 30 s is killed and fails the test.  Include it once per
- * test file, after defining _GNU_SOURCE (tests/tmpdir.h uses nftw).
+ * test file, after defining _GNU_SOURCE (tests/lib/tmpdir.h uses nftw).
  */
 #ifndef EMDB_TESTS_CLI_RUN_H
 #define EMDB_TESTS_CLI_RUN_H
@@ -30,8 +30,8 @@
 #include <emdb/alloc.h>
 #include <emdb/client.h>
 
-#include "tests/test_client_server.h"
-#include "tests/tmpdir.h"
+#include "tests/lib/client_server.h"
+#include "tests/lib/tmpdir.h"
 
 static test_server srv;
 

@@ -1,5 +1,5 @@
 /*
- * test_client_server.h - starting and always stopping an emdb-server for
+ * client_server.h - starting and always stopping an emdb-server for
  * the client's black-box tests.
  *
  * The server listens on 127.0.0.1 with an ephemeral port (--port 0, read
@@ -29,7 +29,7 @@
 
 #include <emdb/client.h>
 
-#include "tests/server_spawn.h"
+#include "tests/lib/server_spawn.h"
 
 typedef struct test_server {
 	pid_t pid;

@@ -6,7 +6,7 @@
 #define EMDB_TEST_HELPERS_H
 
 #ifdef EMDB_PLAIN_RUNNER
-#include "tests/plain_runner.h"
+#include "tests/lib/plain_runner.h"
 #else
 #include <criterion/criterion.h>
 #endif

@@ -16,7 +16,7 @@
 #define EMDB_TEST_SERVER_SPAWN_H
 
 #ifdef EMDB_PLAIN_RUNNER
-#include "tests/plain_runner.h"
+#include "tests/lib/plain_runner.h"
 #else
 #include <criterion/criterion.h>
 #endif

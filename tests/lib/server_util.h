@@ -1,5 +1,5 @@
 /*
- * test_server_util.h - what the emdb-server black-box tests share: starting
+ * server_util.h - what the emdb-server black-box tests share: starting
  * (and always stopping) a server on an ephemeral loopback port and a Unix
  * socket, raw-socket clients that speak the protocol through
  * protocol/proto.h's encoders and frame reader, and INFO parsing.
@@ -33,7 +33,7 @@
 #include <emdb/db.h>
 
 #include "protocol/proto.h"
-#include "tests/server_spawn.h"
+#include "tests/lib/server_spawn.h"
 
 /* ---- the server process --------------------------------------------- */
 

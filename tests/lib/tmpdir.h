@@ -9,7 +9,7 @@
 #define EMDB_TEST_TMPDIR_H
 
 #if !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
-#error "define _GNU_SOURCE or _XOPEN_SOURCE before the first #include to use tests/tmpdir.h"
+#error "define _GNU_SOURCE or _XOPEN_SOURCE before the first #include to use tests/lib/tmpdir.h"
 #endif
 
 #include <ftw.h>

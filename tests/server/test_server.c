@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "tests/test_server_util.h"
+#include "tests/lib/server_util.h"
 
 static srv S;
 

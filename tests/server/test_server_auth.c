@@ -7,7 +7,7 @@
  * are throttled (auth_fail_burst, auth_fail_window_ms) without holding
  * back a correct client elsewhere, and forgotten after the window.
  */
-#include "tests/test_server_util.h"
+#include "tests/lib/server_util.h"
 
 static srv S;
 

@@ -6,7 +6,7 @@
  * and the errors a user meets (UNSUPPORTED, BUSY, INVALID, AUTH).
  *
  * Every server listens on loopback with an ephemeral port and a Unix
- * socket (tests/test_client_server.h) and keeps its checkpoints in a fresh
+ * socket (tests/lib/client_server.h) and keeps its checkpoints in a fresh
  * --data-dir under /tmp; the .fini fixture kills the servers and removes
  * the directories, also after a failed assertion.
  */
@@ -20,9 +20,9 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
-#include "tests/test_client_server.h"
-#include "tests/tmpdir.h"
+#include "tests/lib/client_server.h"
+#include "tests/lib/helpers.h"
+#include "tests/lib/tmpdir.h"
 
 static test_server srv, srv2;
 static char data_dir[64];

@@ -17,7 +17,7 @@
  * A second test has clients pushing, updating and pulling through the
  * server while checkpoints run: every Pull sees one step, and every
  * checkpoint restores to exactly its step.
- * Servers listen on loopback and a Unix socket (tests/test_client_server.h)
+ * Servers listen on loopback and a Unix socket (tests/lib/client_server.h)
  * and are killed by the test, also when it fails.
  */
 #define _XOPEN_SOURCE 700
@@ -32,9 +32,9 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
-#include "tests/test_client_server.h"
-#include "tests/tmpdir.h"
+#include "tests/lib/client_server.h"
+#include "tests/lib/helpers.h"
+#include "tests/lib/tmpdir.h"
 
 #define ROWS 60000
 #define DIM 32

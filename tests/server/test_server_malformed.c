@@ -8,7 +8,7 @@
  */
 #include <pthread.h>
 
-#include "tests/test_server_util.h"
+#include "tests/lib/server_util.h"
 
 static srv S;
 

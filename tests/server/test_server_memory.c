@@ -20,7 +20,7 @@
  * No timing is asserted: sends are bounded in count and stop when the
  * server stops reading; every wait is bounded.
  */
-#include "tests/test_server_util.h"
+#include "tests/lib/server_util.h"
 
 static srv S;
 

@@ -16,8 +16,8 @@
  */
 #include <openssl/ssl.h>
 
-#include "tests/test_server_util.h"
-#include "tests/tls_pki.h"
+#include "tests/lib/server_util.h"
+#include "tests/lib/tls_pki.h"
 
 #define STALLED 8
 

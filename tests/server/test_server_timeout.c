@@ -10,7 +10,7 @@
  * waits for their effect long (seconds), so the tests do not depend on
  * how fast the machine is, only on the deadline being enforced at all.
  */
-#include "tests/test_server_util.h"
+#include "tests/lib/server_util.h"
 
 static srv S;
 

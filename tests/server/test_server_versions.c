@@ -8,7 +8,7 @@
  * the connection is closed with nothing applied, while a version-2
  * connection is served.
  */
-#include "tests/test_server_util.h"
+#include "tests/lib/server_util.h"
 
 static srv S;
 

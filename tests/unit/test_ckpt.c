@@ -4,7 +4,7 @@
  * restore atomicity, corruption, deletion and retention, and the layout
  * as RocksDB's own ldb tool reads it.
  */
-#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
+#define _GNU_SOURCE /* tests/lib/tmpdir.h: nftw */
 #include <dirent.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -18,8 +18,8 @@
 #include <emdb/checkpoint.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
-#include "tests/tmpdir.h"
+#include "tests/lib/helpers.h"
+#include "tests/lib/tmpdir.h"
 
 /* ---- fixtures -------------------------------------------------------- */
 

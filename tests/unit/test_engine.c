@@ -10,7 +10,7 @@
 #include <emdb/db.h>
 
 #include "db/init_math.h"
-#include "tests/helpers.h"
+#include "tests/lib/helpers.h"
 
 Test(engine, table_admin)
 {

@@ -8,7 +8,8 @@
 #include <emdb/alloc.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
+#include "base/alloc_fault.h"
+#include "tests/lib/helpers.h"
 
 /* A fingerprint of everything a user can observe of a table. */
 typedef struct snap {

@@ -10,7 +10,7 @@
  * room" cases ask for more than the pool has free, so they hold whatever
  * the pool holds.
  */
-#define _GNU_SOURCE /* tests/tmpdir.h: nftw */
+#define _GNU_SOURCE /* tests/lib/tmpdir.h: nftw */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +21,9 @@
 #include <emdb/db.h>
 #include <emdb/error.h>
 
-#include "tests/helpers.h"
-#include "tests/tmpdir.h"
+#include "base/alloc_int.h"
+#include "tests/lib/helpers.h"
+#include "tests/lib/tmpdir.h"
 
 #define HUGE ((size_t)2 << 20)
 #define NR_PATH "/proc/sys/vm/nr_hugepages"

@@ -15,8 +15,8 @@
 #include <emdb/checkpoint.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
-#include "tests/tmpdir.h"
+#include "tests/lib/helpers.h"
+#include "tests/lib/tmpdir.h"
 
 #define M UINT64_MAX
 

@@ -10,7 +10,8 @@
 
 #include <emdb/alloc.h>
 
-#include "db/loc.h"
+#include "base/alloc_fault.h"
+#include "base/loc.h"
 #include "index/dit.h"
 
 typedef struct plan_buf {

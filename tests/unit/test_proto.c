@@ -14,7 +14,7 @@
 #include <emdb/alloc.h>
 
 #include "protocol/proto.h"
-#include "tests/proto_util.h"
+#include "tests/lib/proto_util.h"
 
 static uint64_t bufmem2[BUF_WORDS];
 
@@ -1350,10 +1350,10 @@ Test(proto, mutated_frames_get_a_clean_error)
 
 static char *read_spec(void)
 {
-	/* __FILE__ is this file's path as the compiler saw it: .../tests/test_proto.c */
+	/* __FILE__ is this file's path as the compiler saw it: .../tests/unit/test_proto.c */
 	char path[4096];
 	snprintf(path, sizeof(path), "%s", __FILE__);
-	char *slash = strstr(path, "tests/test_proto.c");
+	char *slash = strstr(path, "tests/unit/test_proto.c");
 	cr_assert_not_null(slash, "cannot locate the source tree from %s", __FILE__);
 	strcpy(slash, "docs/protocol.md");
 	FILE *fp = fopen(path, "rb");

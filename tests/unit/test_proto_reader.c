@@ -14,8 +14,9 @@
 
 #include <emdb/alloc.h>
 
+#include "base/alloc_fault.h"
 #include "protocol/proto.h"
-#include "tests/proto_util.h"
+#include "tests/lib/proto_util.h"
 
 /* A stream of every sample, `reps` times, as requests or responses. */
 static size_t stream_of(proto_sample *all, size_t n_all, bool responses, int reps, uint8_t *out,

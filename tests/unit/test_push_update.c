@@ -15,7 +15,8 @@
 #include <emdb/alloc.h>
 #include <emdb/db.h>
 
-#include "tests/helpers.h"
+#include "base/alloc_fault.h"
+#include "tests/lib/helpers.h"
 
 enum { STEPS = 6 };
 

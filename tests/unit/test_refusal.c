@@ -12,7 +12,8 @@
 #include <emdb/db.h>
 #include <emdb/error.h>
 
-#include "tests/helpers.h"
+#include "base/alloc_fault.h"
+#include "tests/lib/helpers.h"
 
 static uint64_t *id_range(uint64_t first, size_t n)
 {

@@ -10,7 +10,8 @@
 #include <emdb/db.h>
 #include <emdb/error.h>
 
-#include "tests/helpers.h"
+#include "base/alloc_fault.h"
+#include "tests/lib/helpers.h"
 
 enum { DIM = 8, B = 4096 };
 

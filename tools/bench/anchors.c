@@ -31,6 +31,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "base/alloc_int.h"
 #include "tools/bench/keys.h"
 
 #define RA_STEP 4096u        /* loads per step between stop checks          */

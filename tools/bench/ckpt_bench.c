@@ -68,7 +68,7 @@
 
 #include <emdb/checkpoint.h>
 
-#include "db/store_int.h"
+#include "checkpoint/store_int.h"
 #include "tools/bench/ckpt_disk.h"
 #include "tools/bench/ckpt_sst.h"
 #include "tools/bench/harness.h"

@@ -5,7 +5,7 @@
  * Design
  *   A full checkpoint is RocksDB SST files written by SstFileWriter: the
  *   rows are copied into 4 MiB blocks, hashed, and put as one value each
- *   (db/ckpt_segment.c).  This bound is the same writer with the rows' work
+ *   (checkpoint/segment.c).  This bound is the same writer with the rows' work
  *   taken out: the same options (the store's rows options: no compression,
  *   its block size), the same value size, the same number of writer
  *   threads (the job's and one helper), each finishing its own file, which
@@ -31,11 +31,11 @@
 
 #include <emdb/error.h>
 
-#include "db/store_int.h"
+#include "checkpoint/store_int.h"
 #include "tools/bench/harness.h"
 #include "tools/bench/keys.h"
 
-#define VALUE_BYTES (4u << 20) /* a checkpoint's row block (db/ckpt_segment.h) */
+#define VALUE_BYTES (4u << 20) /* a checkpoint's row block (checkpoint/segment.h) */
 #define MAX_WRITERS 16u
 
 typedef struct sst_job {

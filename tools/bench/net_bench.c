@@ -38,6 +38,7 @@
 #include <emdb/alloc.h>
 #include <emdb/client.h>
 
+#include "base/alloc_int.h"
 #include "tools/bench/anchors.h"
 #include "tools/bench/net_echo.h"
 #include "tools/bench/net_redis.h"

@@ -37,6 +37,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "base/alloc_int.h"
 #include "db/optim_math.h"
 #include "tools/bench/keys.h"
 #include "tools/bench/preload.h"

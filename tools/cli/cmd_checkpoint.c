@@ -1,5 +1,5 @@
 /*
- * cmd_persist.c - the commands about checkpoints: checkpoint [full|
+ * cmd_checkpoint.c - the commands about checkpoints: checkpoint [full|
  * incremental], restore, checkpoint list, checkpoint delete, and job.
  *
  * A checkpoint or a restore is a job on the server (client.h,

@@ -42,7 +42,7 @@ cli_status cmd_table_drop(cli_session *s, emdb_client *c, int argc, char **argv)
 cli_status cmd_table_reserve(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_lookup(cli_session *s, emdb_client *c, int argc, char **argv);
 
-/* cmd_persist.c: checkpoints, restore, jobs. */
+/* cmd_checkpoint.c: checkpoints, restore, jobs. */
 cli_status cmd_checkpoint(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_checkpoint_list(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_checkpoint_delete(cli_session *s, emdb_client *c, int argc, char **argv);
