@@ -16,7 +16,7 @@
  *
  *   emdb-server --port 7878 &
  *   emdb-example-trainer tcp://127.0.0.1:7878 20
- *   emdb-example-trainer mem:// 20          # no server at all
+ *   emdb-example-trainer-mem mem:// 20      # no server at all
  *
  * Data-parallel: N processes (WORKERS RANK as two more arguments), each
  * training on its own share of every step's data, end each step with
@@ -26,8 +26,10 @@
  *   emdb-example-trainer tcp://127.0.0.1:7878 20 2 0 &
  *   emdb-example-trainer tcp://127.0.0.1:7878 20 2 1
  *
- * Build: cc example_trainer.c -lemdb_client -lemdb -lpthread -lm
- * (it is also built by CMake as emdb-example-trainer).
+ * Build: cc example_trainer.c $(pkg-config --cflags --libs emdb-client)
+ * (it is also built by CMake as emdb-example-trainer): the client alone,
+ * no engine and no RocksDB.  mem:// needs libemdb_client_mem linked too
+ * (CMake target emdb_client_mem; built so as emdb-example-trainer-mem).
  */
 #include <inttypes.h>
 #include <stdio.h>
