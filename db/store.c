@@ -287,7 +287,7 @@ static int open_rocks(emdb_store *st)
 		rc = emdb__seterr(rc,
 				  "the checkpoint store in %s is damaged: RocksDB cannot replay it (%s). Nothing was "
 				  "changed. Restore the directory from a copy, or open it accepting the loss "
-				  "(emdb-server --accept-data-loss, or accept_loss in emdb_store_options) to keep "
+				  "(emdb-server --accept-data-loss 1, or accept_loss in emdb_store_options) to keep "
 				  "what can be read",
 				  st->dir, why);
 	return rc;
@@ -359,8 +359,9 @@ const char *emdb_store_dir(const emdb_store *st)
 }
 
 /* Space below which reopening RocksDB is not tried: the open itself
- * writes a new MANIFEST and WAL, and a failed open leaves no store. */
-#define RECOVER_MIN_FREE (4u << 20)
+ * writes a new MANIFEST, OPTIONS file and WAL (tens of KiB), and a failed
+ * open leaves the store closed (no reads either) until one succeeds. */
+#define RECOVER_MIN_FREE (1u << 20)
 
 /* Drop the rows that deletions left behind (st->redo), under mu. */
 static void redo_locked(emdb_store *st)

@@ -302,7 +302,7 @@ int store_check_open(emdb_store *st, bool accept_loss, bool hdr_was_missing)
 		rc = emdb__seterr(EMDB_ERR_CORRUPT,
 				  "the checkpoint store in %s is damaged: %s. Nothing was changed. Restore the "
 				  "directory from a copy, or open it accepting the loss (emdb-server "
-				  "--accept-data-loss, or accept_loss in emdb_store_options) to keep the checkpoints "
+				  "--accept-data-loss 1, or accept_loss in emdb_store_options) to keep the checkpoints "
 				  "that are whole and drop the rest",
 				  st->dir, k.msg);
 		goto out;
