@@ -160,12 +160,7 @@ Test(store_damage, a_lost_manifest_is_refused_not_taken_for_unfinished)
 	su_raw_open(dir, &raw);
 	uint64_t rows3 = su_raw_rows(&raw, 3);
 	cr_assert_gt(rows3, 0);
-	uint8_t key[13] = { 'c', 'k', 'p', 't', ':', 0, 0, 0, 0, 0, 0, 0, 3 };
-	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
-	char *err = NULL;
-	rocksdb_delete_cf(raw.db, wo, raw.cf[1], (const char *)key, sizeof(key), &err);
-	cr_assert_null(err, "%s", err);
-	rocksdb_writeoptions_destroy(wo);
+	su_raw_drop_manifest(&raw, 3);
 	su_raw_close(&raw);
 
 	emdb_store *st;
@@ -188,12 +183,7 @@ Test(store_damage, a_lost_oldest_manifest_is_refused)
 	three_checkpoints();
 	su_raw raw;
 	su_raw_open(dir, &raw);
-	uint8_t key[13] = { 'c', 'k', 'p', 't', ':', 0, 0, 0, 0, 0, 0, 0, 1 };
-	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
-	char *err = NULL;
-	rocksdb_delete_cf(raw.db, wo, raw.cf[1], (const char *)key, sizeof(key), &err);
-	cr_assert_null(err, "%s", err);
-	rocksdb_writeoptions_destroy(wo);
+	su_raw_drop_manifest(&raw, 1);
 	uint64_t rows1 = su_raw_rows(&raw, 1);
 	su_raw_close(&raw);
 	emdb_store *st;

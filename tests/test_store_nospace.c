@@ -5,24 +5,22 @@
  * is freed the same store handle works again without being reopened.
  *
  * The file system is a 20 MiB tmpfs mounted for the test (root only: the
- * test skips, saying so, elsewhere), filled by the store's own checkpoints
- * and then by a filler file.  The .fini fixture unmounts it also after a
+ * test skips, saying so, elsewhere, tests/fullfs.h), filled by a 6 MiB
+ * ballast file (another user of the disk, who frees it at the end), the
+ * store's own checkpoints and then a filler file.  The .fini fixture unmounts it also after a
  * failed assertion.
  */
-#define _GNU_SOURCE /* tests/tmpdir.h: nftw; MNT_DETACH */
-#include <errno.h>
-#include <fcntl.h>
+#define _GNU_SOURCE /* tests/tmpdir.h: nftw; tests/fullfs.h: MNT_DETACH */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <emdb/checkpoint.h>
 #include <emdb/db.h>
 
-#include "tests/store_util.h"
-#include "tests/tmpdir.h"
+#include "tests/store_util.h" /* first: Criterion */
+#include "tests/fullfs.h"
 
 #define ROWS 40000 /* about 2.9 MB of row data per checkpoint */
 #define MAX_CKPTS 20
@@ -33,11 +31,7 @@ static bool mounted;
 
 static void setup(void)
 {
-	snprintf(mnt, sizeof(mnt), "/tmp/emdb-nospace-XXXXXX");
-	cr_assert_not_null(mkdtemp(mnt));
-	if (geteuid() != 0 || mount("tmpfs", mnt, "tmpfs", 0, "size=20m") != 0)
-		return;
-	mounted = true;
+	mounted = fullfs_mount(mnt, sizeof(mnt), 20);
 	snprintf(store_dir, sizeof(store_dir), "%s/store", mnt);
 	snprintf(filler, sizeof(filler), "%s/filler", mnt);
 	snprintf(ballast, sizeof(ballast), "%s/ballast", mnt);
@@ -45,47 +39,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (mounted)
-		umount2(mnt, MNT_DETACH);
+	fullfs_unmount(mnt, mounted);
 	mounted = false;
-	tmpdir_remove(mnt);
-}
-
-/* Write zeros into `filler` until the file system is full; its size. */
-static off_t fill_up(void)
-{
-	int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	cr_assert_geq(fd, 0);
-	static char buf[65536];
-	off_t total = 0;
-	for (int i = 0; i < 1024; i++) { /* 64 MiB at most: more than the mount */
-		ssize_t w = write(fd, buf, sizeof(buf));
-		if (w <= 0) {
-			cr_assert(w == 0 || errno == ENOSPC, "filler: %s", strerror(errno));
-			break;
-		}
-		total += w;
-	}
-	for (int i = 0; i < 64; i++) /* the last partial pages */
-		if (write(fd, buf, 512) <= 0)
-			break;
-	close(fd);
-	return total;
-}
-
-/* Fill the file system again after something was freed. */
-static void fill_up_more(void)
-{
-	int fd = open(filler, O_WRONLY | O_APPEND);
-	cr_assert_geq(fd, 0);
-	static char buf[4096];
-	for (int i = 0; i < 4096; i++) /* 16 MiB at most */
-		if (write(fd, buf, sizeof(buf)) <= 0)
-			break;
-	for (int i = 0; i < 8; i++)
-		if (write(fd, buf, 512) <= 0)
-			break;
-	close(fd);
 }
 
 static size_t count(emdb_store *st)
@@ -115,12 +70,7 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 
 	/* Another user of the disk holds 6 MiB, which it frees at the end;
 	 * checkpoints fill the rest. */
-	int fd = open(ballast, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	cr_assert_geq(fd, 0);
-	static char mib[1 << 20];
-	for (int i = 0; i < 6; i++)
-		cr_assert_eq(write(fd, mib, sizeof(mib)), (ssize_t)sizeof(mib));
-	close(fd);
+	fullfs_ballast(ballast, 6);
 
 	/* Checkpoints until the store fills the disk. */
 	int rc = EMDB_OK;
@@ -135,7 +85,7 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 	cr_assert_eq(count(st), made, "the failed checkpoint left nothing visible");
 
 	/* Nothing left at all: every step that writes fails cleanly. */
-	off_t filled = fill_up();
+	off_t filled = fullfs_fill(filler, 65536, 1024);
 	rc = su_step_and_checkpoint(db, st, t, NULL);
 	cr_assert_eq(rc, EMDB_ERR_NOSPACE, "checkpoint on a full disk: rc %d (%s)", rc, emdb_last_error());
 	emdb_ckpt_info list[MAX_CKPTS];
@@ -159,7 +109,7 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 		rc = su_step_and_checkpoint(db, st, t, NULL);
 		expect_ok_or_nospace(rc, "checkpoint on a nearly full disk");
 		refused += rc != EMDB_OK;
-		fill_up_more();
+		fullfs_fill(filler, 4096, 4096);
 	}
 	cr_assert_gt(refused, 0, "the disk was never full enough to refuse anything");
 
