@@ -270,6 +270,16 @@ static int make_options(emdb_store *st, bool accept_loss)
 	return EMDB_OK;
 }
 
+int store_refuse(const emdb_store *st, const char *kept, const char *what, const char *detail)
+{
+	/* The advice before the details: a message holds 512 bytes. */
+	return emdb__seterr(EMDB_ERR_CORRUPT,
+			    "the checkpoint store in %s is damaged, nothing was changed; restore it from a copy, "
+			    "or accept the loss (emdb-server --accept-data-loss 1, emdb_store_options.accept_loss) "
+			    "to keep %s. %s%s",
+			    st->dir, kept, what, detail);
+}
+
 static int open_rocks(emdb_store *st)
 {
 	const char *names[3] = { "default", CF_META, CF_ROWS };
@@ -284,12 +294,7 @@ static int open_rocks(emdb_store *st)
 	int rc = store_rocks_err(err, "opening the checkpoint store");
 	snprintf(why, sizeof(why), "%s", emdb_last_error());
 	if (rc == EMDB_ERR_CORRUPT)
-		rc = emdb__seterr(rc,
-				  "the checkpoint store in %s is damaged: RocksDB cannot replay it (%s). Nothing was "
-				  "changed. Restore the directory from a copy, or open it accepting the loss "
-				  "(emdb-server --accept-data-loss 1, or accept_loss in emdb_store_options) to keep "
-				  "what can be read",
-				  st->dir, why);
+		rc = store_refuse(st, "what can be read", "RocksDB cannot replay it: ", why);
 	return rc;
 }
 

@@ -299,12 +299,7 @@ int store_check_open(emdb_store *st, bool accept_loss, bool hdr_was_missing)
 			       (unsigned long long)cat.done[i].id);
 	}
 	if (k.len && !accept_loss) {
-		rc = emdb__seterr(EMDB_ERR_CORRUPT,
-				  "the checkpoint store in %s is damaged: %s. Nothing was changed. Restore the "
-				  "directory from a copy, or open it accepting the loss (emdb-server "
-				  "--accept-data-loss 1, or accept_loss in emdb_store_options) to keep the checkpoints "
-				  "that are whole and drop the rest",
-				  st->dir, k.msg);
+		rc = store_refuse(st, "the checkpoints that are whole and drop the rest", "Damaged: ", k.msg);
 		goto out;
 	}
 	if (k.len) {

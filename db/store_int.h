@@ -62,6 +62,10 @@ int store_failed(emdb_store *st, int rc);
 int store_enter(emdb_store *st);
 void store_leave(emdb_store *st);
 
+/* CORRUPT: the store in st->dir is damaged, with what to do (accepting the
+ * loss keeps `kept`), then what + detail. */
+int store_refuse(const emdb_store *st, const char *kept, const char *what, const char *detail);
+
 /* Take the next checkpoint id and record it as pending in the catalog
  * (synced), so that its rows may be dropped if it never completes. */
 int store_take_id(emdb_store *st, uint64_t *id);
