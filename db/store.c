@@ -336,6 +336,14 @@ int emdb_store_open_ex(const char *dir, const emdb_store_options *opt, emdb_stor
 	bool hdr_missing;
 	if ((rc = load_header(st, &hdr_missing)) != EMDB_OK)
 		goto fail;
+	/* A new store: the header first, so that a crash before its first
+	 * catalog leaves a store that is new again, not a catalog without a
+	 * header (which the check reports as damage). */
+	if (hdr_missing && access(st->cat_path, F_OK) != 0 && errno == ENOENT) {
+		if ((rc = write_header_locked(st)) != EMDB_OK)
+			goto fail;
+		hdr_missing = false;
+	}
 	if ((rc = store_check_open(st, accept_loss, hdr_missing)) != EMDB_OK)
 		goto fail;
 	if (hdr_missing && (rc = write_header_locked(st)) != EMDB_OK)

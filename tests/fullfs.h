@@ -19,30 +19,43 @@
 
 #include "tests/tmpdir.h"
 
-/* mkdtemp dir (at least 32 bytes) and mount a tmpfs of `mib` MiB on it,
- * in a mount namespace of this process's own (children it starts share
- * it): the mount goes with the process however it ends, a crash
- * included.  False (the directory made, nothing mounted) when not root or
- * the mount fails: the caller skips, saying so. */
-static inline bool fullfs_mount(char *dir, size_t cap, unsigned mib)
+/* A mounted tmpfs and the paths a test uses on it. */
+typedef struct fullfs {
+	char mnt[64];
+	char data[96];    /* <mnt>/data: the store's directory           */
+	char filler[96];  /* <mnt>/filler: takes what space is left       */
+	char ballast[96]; /* <mnt>/ballast: another user's file, freed later */
+	bool mounted;
+} fullfs;
+
+/* mkdtemp f->mnt and mount a tmpfs of `mib` MiB on it, in a mount
+ * namespace of this process's own (children it starts share it): the
+ * mount goes with the process however it ends, a crash included.
+ * f->mounted false (the directory made, nothing mounted) when not root or
+ * the mount fails: the test skips, saying so. */
+static inline void fullfs_setup(fullfs *f, unsigned mib)
 {
-	snprintf(dir, cap, "/tmp/emdb-fullfs-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	snprintf(f->mnt, sizeof(f->mnt), "/tmp/emdb-fullfs-XXXXXX");
+	cr_assert_not_null(mkdtemp(f->mnt));
+	snprintf(f->data, sizeof(f->data), "%s/data", f->mnt);
+	snprintf(f->filler, sizeof(f->filler), "%s/filler", f->mnt);
+	snprintf(f->ballast, sizeof(f->ballast), "%s/ballast", f->mnt);
 	char opt[32];
 	snprintf(opt, sizeof(opt), "size=%um", mib);
-	return geteuid() == 0 && unshare(CLONE_NEWNS) == 0 &&
-	       mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
-	       mount("tmpfs", dir, "tmpfs", 0, opt) == 0;
+	f->mounted = geteuid() == 0 && unshare(CLONE_NEWNS) == 0 &&
+		     mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+		     mount("tmpfs", f->mnt, "tmpfs", 0, opt) == 0;
 }
 
-/* Unmount (when mounted) and remove dir; for a .fini fixture. */
-static inline void fullfs_unmount(char *dir, bool mounted)
+/* Unmount (when mounted) and remove the directory; for a .fini fixture. */
+static inline void fullfs_teardown(fullfs *f)
 {
-	if (mounted)
-		umount2(dir, MNT_DETACH);
-	if (dir[0])
-		tmpdir_remove(dir);
-	dir[0] = 0;
+	if (f->mounted)
+		umount2(f->mnt, MNT_DETACH);
+	f->mounted = false;
+	if (f->mnt[0])
+		tmpdir_remove(f->mnt);
+	f->mnt[0] = 0;
 }
 
 /* Append zeros to path in `chunk`-byte writes, at most `max` of them,

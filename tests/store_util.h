@@ -157,23 +157,31 @@ static inline void su_flip(const char *path, off_t at)
 	close(fd);
 }
 
-/* The write-ahead-log files of the store in dir, newest last, into
- * names[0..*n) (full paths, each up to 511 bytes); returns *n. */
-static inline size_t su_wal_files(const char *dir, char names[][512], size_t cap)
+/* The RocksDB files of the store in dir whose names end in `suffix`
+ * (".log", ".sst"), in name order (same-width numbers: numeric order, so
+ * the newest last): full paths into names[0..n), at most cap; their total
+ * size into *bytes (may be NULL).  Returns n. */
+static inline size_t su_files(const char *dir, const char *suffix, char names[][512], size_t cap,
+			      uint64_t *bytes)
 {
 	char d[400];
 	snprintf(d, sizeof(d), "%s/rocksdb", dir);
 	DIR *dd = opendir(d);
 	cr_assert_not_null(dd);
 	struct dirent *e;
-	size_t n = 0;
-	while ((e = readdir(dd)) != NULL && n < cap) {
+	size_t n = 0, sl = strlen(suffix);
+	uint64_t sum = 0;
+	while ((e = readdir(dd)) != NULL) {
 		size_t l = strlen(e->d_name);
-		if (l > 4 && l < 100 && !strcmp(e->d_name + l - 4, ".log"))
+		struct stat sb;
+		if (l <= sl || l >= 100 || strcmp(e->d_name + l - sl, suffix) ||
+		    fstatat(dirfd(dd), e->d_name, &sb, 0) != 0)
+			continue;
+		sum += (uint64_t)sb.st_size;
+		if (n < cap)
 			snprintf(names[n++], 512, "%s/%s", d, e->d_name);
 	}
 	closedir(dd);
-	/* Same-width numbered names: plain string order is numeric order. */
 	for (size_t i = 1; i < n; i++)
 		for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
 			char t[512];
@@ -181,25 +189,16 @@ static inline size_t su_wal_files(const char *dir, char names[][512], size_t cap
 			memcpy(names[j], names[j - 1], 512);
 			memcpy(names[j - 1], t, 512);
 		}
+	if (bytes)
+		*bytes = sum;
 	return n;
 }
 
 /* Bytes of the .sst files of the store in dir. */
 static inline uint64_t su_sst_bytes(const char *dir)
 {
-	char d[400];
-	snprintf(d, sizeof(d), "%s/rocksdb", dir);
-	DIR *dd = opendir(d);
-	cr_assert_not_null(dd);
-	struct dirent *e;
-	uint64_t sum = 0;
-	while ((e = readdir(dd)) != NULL) {
-		size_t l = strlen(e->d_name);
-		struct stat sb;
-		if (l > 4 && !strcmp(e->d_name + l - 4, ".sst") && fstatat(dirfd(dd), e->d_name, &sb, 0) == 0)
-			sum += (uint64_t)sb.st_size;
-	}
-	closedir(dd);
+	uint64_t sum;
+	su_files(dir, ".sst", NULL, 0, &sum);
 	return sum;
 }
 

@@ -6,8 +6,8 @@
  * without a restart.
  *
  * The file system is a 20 MiB tmpfs (tests/fullfs.h, root only: the test
- * skips, saying so, elsewhere); the .fini fixture kills the server and
- * unmounts it, also after a failed assertion.
+ * skips, saying so, elsewhere); the .fini fixture kills the server, and
+ * the mount goes with the test's process, also after a failed assertion.
  */
 #define _GNU_SOURCE /* tests/tmpdir.h: nftw; tests/fullfs.h: MNT_DETACH */
 #include <criterion/criterion.h>
@@ -31,22 +31,17 @@
 #define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
 
 static test_server srv;
-static char mnt[64], data_dir[96], filler[96], ballast[96];
-static bool mounted;
+static fullfs fs;
 
 static void setup(void)
 {
-	mounted = fullfs_mount(mnt, sizeof(mnt), 20);
-	snprintf(data_dir, sizeof(data_dir), "%s/data", mnt);
-	snprintf(filler, sizeof(filler), "%s/filler", mnt);
-	snprintf(ballast, sizeof(ballast), "%s/ballast", mnt);
+	fullfs_setup(&fs, 20);
 }
 
 static void teardown(void)
 {
 	test_server_stop(&srv);
-	fullfs_unmount(mnt, mounted);
-	mounted = false;
+	fullfs_teardown(&fs);
 }
 
 /* Pull every row (creating them), push a gradient to each, Update once. */
@@ -71,10 +66,10 @@ static void train_all(emdb_client *c, uint32_t t)
 Test(server_nospace, a_full_disk_fails_the_checkpoint_and_the_server_keeps_serving, .init = setup,
      .fini = teardown, .timeout = 240)
 {
-	if (!mounted)
+	if (!fs.mounted)
 		cr_skip_test("needs root to mount a 20 MiB tmpfs (uid %d)", (int)geteuid());
-	fullfs_ballast(ballast, 6); /* another user of the disk, freed later */
-	const char *const argv[] = { "--data-dir", data_dir, NULL };
+	fullfs_ballast(fs.ballast, 6); /* another user of the disk, freed later */
+	const char *const argv[] = { "--data-dir", fs.data, NULL };
 	test_server_start(&srv, argv);
 	emdb_client *c = test_client_open(srv.unix_uri, CALL_MS);
 	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
@@ -97,7 +92,7 @@ Test(server_nospace, a_full_disk_fails_the_checkpoint_and_the_server_keeps_servi
 	cr_assert_geq(made, 2);
 
 	/* Completely full: still a clear error, and serving goes on. */
-	fullfs_fill(filler, 65536, 1024);
+	fullfs_fill(fs.filler, 65536, 1024);
 	train_all(c, t);
 	rc = emdb_client_checkpoint(c, EMDB_CKPT_FULL, NULL);
 	cr_assert_eq(rc, EMDB_ERR_NOSPACE, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
@@ -113,8 +108,8 @@ Test(server_nospace, a_full_disk_fails_the_checkpoint_and_the_server_keeps_servi
 	cr_assert(test_server_alive(&srv), "%s", test_server_log_tail(&srv));
 
 	/* Space back: the next checkpoint succeeds, no restart. */
-	cr_assert_eq(unlink(filler), 0);
-	cr_assert_eq(unlink(ballast), 0);
+	cr_assert_eq(unlink(fs.filler), 0);
+	cr_assert_eq(unlink(fs.ballast), 0);
 	emdb_ckpt_info info;
 	OK(emdb_client_checkpoint(c, EMDB_CKPT_FULL, &info));
 	OK(emdb_client_checkpoint_list(c, &list, &n));

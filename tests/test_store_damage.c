@@ -83,7 +83,7 @@ Test(store_damage, a_damaged_wal_record_loses_no_checkpoint)
 	three_checkpoints();
 	uint64_t sst_before = su_sst_bytes(dir);
 	char wal[8][512];
-	size_t nw = su_wal_files(dir, wal, 8);
+	size_t nw = su_files(dir, ".log", wal, 8, NULL);
 	bool flipped_manifest = false;
 	for (size_t i = 0; i < nw && !flipped_manifest; i++) {
 		off_t at = su_find(wal[i], "EMDBCKPT", 8, 0); /* the oldest manifest in the WAL */
@@ -127,7 +127,7 @@ Test(store_damage, a_damaged_wal_record_fails_the_open)
 	rocksdb_writeoptions_destroy(wo);
 	su_raw_close(&raw);
 	char wal[8][512];
-	size_t nw = su_wal_files(dir, wal, 8);
+	size_t nw = su_files(dir, ".log", wal, 8, NULL);
 	off_t at = -1;
 	size_t i = 0;
 	for (; i < nw && at < 0; i++)

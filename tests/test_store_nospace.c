@@ -7,8 +7,8 @@
  * The file system is a 20 MiB tmpfs mounted for the test (root only: the
  * test skips, saying so, elsewhere, tests/fullfs.h), filled by a 6 MiB
  * ballast file (another user of the disk, who frees it at the end), the
- * store's own checkpoints and then a filler file.  The .fini fixture unmounts it also after a
- * failed assertion.
+ * store's own checkpoints and then a filler file.  The mount goes with the
+ * test's process, also after a failed assertion or a crash.
  */
 #define _GNU_SOURCE /* tests/tmpdir.h: nftw; tests/fullfs.h: MNT_DETACH */
 #include <stdio.h>
@@ -25,22 +25,16 @@
 #define ROWS 40000 /* about 2.9 MB of row data per checkpoint */
 #define MAX_CKPTS 20
 
-static char mnt[64];
-static char store_dir[96], filler[96], ballast[96];
-static bool mounted;
+static fullfs fs;
 
 static void setup(void)
 {
-	mounted = fullfs_mount(mnt, sizeof(mnt), 20);
-	snprintf(store_dir, sizeof(store_dir), "%s/store", mnt);
-	snprintf(filler, sizeof(filler), "%s/filler", mnt);
-	snprintf(ballast, sizeof(ballast), "%s/ballast", mnt);
+	fullfs_setup(&fs, 20);
 }
 
 static void teardown(void)
 {
-	fullfs_unmount(mnt, mounted);
-	mounted = false;
+	fullfs_teardown(&fs);
 }
 
 static size_t count(emdb_store *st)
@@ -61,16 +55,16 @@ TestSuite(store_nospace, .init = setup, .fini = teardown, .timeout = 240);
 
 Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 {
-	if (!mounted)
+	if (!fs.mounted)
 		cr_skip_test("needs root to mount a 20 MiB tmpfs (uid %d)", (int)geteuid());
 	emdb_store *st;
-	cr_assert_eq(emdb_store_open(store_dir, &st), 0, "%s", emdb_last_error());
+	cr_assert_eq(emdb_store_open(fs.data, &st), 0, "%s", emdb_last_error());
 	uint32_t t;
 	emdb_db *db = su_db(&t, ROWS);
 
 	/* Another user of the disk holds 6 MiB, which it frees at the end;
 	 * checkpoints fill the rest. */
-	fullfs_ballast(ballast, 6);
+	fullfs_ballast(fs.ballast, 6);
 
 	/* Checkpoints until the store fills the disk. */
 	int rc = EMDB_OK;
@@ -85,7 +79,7 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 	cr_assert_eq(count(st), made, "the failed checkpoint left nothing visible");
 
 	/* Nothing left at all: every step that writes fails cleanly. */
-	off_t filled = fullfs_fill(filler, 65536, 1024);
+	off_t filled = fullfs_fill(fs.filler, 65536, 1024);
 	rc = su_step_and_checkpoint(db, st, t, NULL);
 	cr_assert_eq(rc, EMDB_ERR_NOSPACE, "checkpoint on a full disk: rc %d (%s)", rc, emdb_last_error());
 	emdb_ckpt_info list[MAX_CKPTS];
@@ -99,7 +93,7 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 	 * depends on the sizes of its files, so try one page more each time. */
 	int refused = 0;
 	for (int pages = 1; pages <= 8; pages++) {
-		cr_assert_eq(truncate(filler, filled > 4096 * pages ? filled - 4096 * pages : 0), 0);
+		cr_assert_eq(truncate(fs.filler, filled > 4096 * pages ? filled - 4096 * pages : 0), 0);
 		cr_assert_eq(emdb_store_list(st, list, MAX_CKPTS, &n), 0);
 		if (n > 1) {
 			rc = emdb_store_delete(st, list[0].id);
@@ -109,7 +103,7 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 		rc = su_step_and_checkpoint(db, st, t, NULL);
 		expect_ok_or_nospace(rc, "checkpoint on a nearly full disk");
 		refused += rc != EMDB_OK;
-		fullfs_fill(filler, 4096, 4096);
+		fullfs_fill(fs.filler, 4096, 4096);
 	}
 	cr_assert_gt(refused, 0, "the disk was never full enough to refuse anything");
 
@@ -119,8 +113,8 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 	cr_assert_eq(su_restored_step(st, 0), newest.max_step);
 
 	/* Space back: the same handle works again, without a reopen. */
-	cr_assert_eq(unlink(ballast), 0);
-	cr_assert_eq(unlink(filler), 0);
+	cr_assert_eq(unlink(fs.ballast), 0);
+	cr_assert_eq(unlink(fs.filler), 0);
 	cr_assert_eq(emdb_store_retain(st, 1, NULL), 0, "retention with space: %s", emdb_last_error());
 	cr_assert_eq(count(st), 1);
 	emdb_ckpt_info info;
@@ -132,7 +126,7 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 	emdb_store_close(st);
 
 	/* And the store opens cleanly again. */
-	cr_assert_eq(emdb_store_open(store_dir, &st), 0, "%s", emdb_last_error());
+	cr_assert_eq(emdb_store_open(fs.data, &st), 0, "%s", emdb_last_error());
 	cr_assert_eq(count(st), 2);
 	emdb_store_close(st);
 }
