@@ -472,8 +472,17 @@ int store_publish(emdb_store *st, const manifest *m)
 	store_key_ckpt(key, m->info.id);
 	char *err = NULL;
 	pthread_mutex_lock(&st->mu);
-	rocksdb_put_cf(st->db, st->wsync, STORE_CF_META(st), (const char *)key, sizeof(key),
-		       (const char *)buf, len, &err);
+	/* The header's next_id goes along: should the catalog ever be lost,
+	 * the one rebuilt from RocksDB still gives no id twice. */
+	uint8_t hb[STORE_HDR_LEN];
+	st->hdr.next_id = st->cat.next_id;
+	store_hdr_encode(hb, &st->hdr);
+	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+	rocksdb_writebatch_put_cf(wb, STORE_CF_META(st), (const char *)key, sizeof(key), (const char *)buf, len);
+	rocksdb_writebatch_put_cf(wb, STORE_CF_META(st), META_KEY_STORE, strlen(META_KEY_STORE),
+				  (const char *)hb, sizeof(hb));
+	rocksdb_write(st->db, st->wsync, wb, &err);
+	rocksdb_writebatch_destroy(wb);
 	emdb_free(buf);
 	int rc = store_failed(st, store_rocks_err(err, "writing the manifest"));
 	/* Out of the WAL before it counts: a damaged WAL record can then no

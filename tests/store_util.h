@@ -159,10 +159,8 @@ static inline void su_flip(const char *path, off_t at)
 
 /* The RocksDB files of the store in dir whose names end in `suffix`
  * (".log", ".sst"), in name order (same-width numbers: numeric order, so
- * the newest last): full paths into names[0..n), at most cap; their total
- * size into *bytes (may be NULL).  Returns n. */
-static inline size_t su_files(const char *dir, const char *suffix, char names[][512], size_t cap,
-			      uint64_t *bytes)
+ * the newest last): full paths into names[0..n), at most cap.  Returns n. */
+static inline size_t su_files(const char *dir, const char *suffix, char names[][512], size_t cap)
 {
 	char d[400];
 	snprintf(d, sizeof(d), "%s/rocksdb", dir);
@@ -170,15 +168,9 @@ static inline size_t su_files(const char *dir, const char *suffix, char names[][
 	cr_assert_not_null(dd);
 	struct dirent *e;
 	size_t n = 0, sl = strlen(suffix);
-	uint64_t sum = 0;
-	while ((e = readdir(dd)) != NULL) {
+	while ((e = readdir(dd)) != NULL && n < cap) {
 		size_t l = strlen(e->d_name);
-		struct stat sb;
-		if (l <= sl || l >= 100 || strcmp(e->d_name + l - sl, suffix) ||
-		    fstatat(dirfd(dd), e->d_name, &sb, 0) != 0)
-			continue;
-		sum += (uint64_t)sb.st_size;
-		if (n < cap)
+		if (l > sl && l < 100 && !strcmp(e->d_name + l - sl, suffix))
 			snprintf(names[n++], 512, "%s/%s", d, e->d_name);
 	}
 	closedir(dd);
@@ -189,17 +181,7 @@ static inline size_t su_files(const char *dir, const char *suffix, char names[][
 			memcpy(names[j], names[j - 1], 512);
 			memcpy(names[j - 1], t, 512);
 		}
-	if (bytes)
-		*bytes = sum;
 	return n;
-}
-
-/* Bytes of the .sst files of the store in dir. */
-static inline uint64_t su_sst_bytes(const char *dir)
-{
-	uint64_t sum;
-	su_files(dir, ".sst", NULL, 0, &sum);
-	return sum;
 }
 
 #endif
