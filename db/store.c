@@ -366,6 +366,11 @@ void emdb_store_close(emdb_store *st)
 		store_free(st);
 }
 
+int emdb_store_state(const emdb_store *st)
+{
+	return __atomic_load_n(&st->failed, __ATOMIC_ACQUIRE);
+}
+
 const char *emdb_store_dir(const emdb_store *st)
 {
 	return st->dir;

@@ -341,8 +341,11 @@ void persist_report_get(persist *p, persist_report *r)
 	r->enabled = p->st != NULL;
 	snprintf(r->data_dir, sizeof(r->data_dir), "%s", p->dir);
 	if (p->st) {
-		if (emdb_store_list(p->st, NULL, 0, &r->checkpoints) != EMDB_OK)
+		r->store_error = emdb_store_list(p->st, NULL, 0, &r->checkpoints);
+		if (r->store_error != EMDB_OK)
 			r->checkpoints = 0;
+		else
+			r->store_error = emdb_store_state(p->st);
 		r->have_last = r->checkpoints && emdb_store_get(p->st, 0, &r->last) == EMDB_OK;
 	}
 	pthread_mutex_lock(&p->lock);

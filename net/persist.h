@@ -66,6 +66,9 @@ typedef struct persist_report {
 	bool enabled;
 	char data_dir[1024];
 	size_t checkpoints;          /* in the store; 0 when it cannot be read */
+	int store_error;             /* EMDB_OK, the listing's error, or the
+					write failure the store has not
+					recovered from (emdb_store_state) */
 	bool have_last;
 	emdb_ckpt_info last;         /* the latest checkpoint in the store */
 	bool have_job;

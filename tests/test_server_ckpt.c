@@ -309,6 +309,7 @@ Test(server_ckpt, full_checkpoint_restores_every_optimizer_bit_exact, .init = st
 	OK(emdb_client_info(c, "persistence", &text));
 	cr_assert(strstr(text, "# Persistence\nenabled: yes\n"), "%s", text);
 	cr_assert(strstr(text, "checkpoints: 1\n"), "%s", text);
+	cr_assert(strstr(text, "store_error: none\n"), "%s", text);
 	cr_assert(strstr(text, "job_kind: restore\njob_state: done\n"), "%s", text);
 	emdb_free(text);
 	emdb_client_close(u);

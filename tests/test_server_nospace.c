@@ -115,5 +115,9 @@ Test(server_nospace, a_full_disk_fails_the_checkpoint_and_the_server_keeps_servi
 	OK(emdb_client_checkpoint_list(c, &list, &n));
 	cr_assert_eq(list[n - 1].id, info.id);
 	emdb_free(list);
+	char *text;
+	OK(emdb_client_info(c, "persistence", &text));
+	cr_assert(strstr(text, "store_error: none\n"), "%s", text);
+	emdb_free(text);
 	emdb_client_close(c);
 }

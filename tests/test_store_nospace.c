@@ -106,6 +106,8 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 		fullfs_fill(fs.filler, 4096, 4096);
 	}
 	cr_assert_gt(refused, 0, "the disk was never full enough to refuse anything");
+	rc = emdb_store_state(st);
+	cr_assert(rc == EMDB_OK || rc == EMDB_ERR_NOSPACE, "store state %d", rc);
 
 	/* Reading goes on: the newest checkpoint restores. */
 	emdb_ckpt_info newest;
@@ -122,6 +124,7 @@ Test(store_nospace, a_full_disk_gives_nospace_and_the_store_recovers)
 		     emdb_last_error());
 	cr_assert_eq(count(st), 2);
 	cr_assert_eq(su_restored_step(st, 0), info.max_step);
+	cr_assert_eq(emdb_store_state(st), EMDB_OK, "recovered");
 	emdb_db_close(db);
 	emdb_store_close(st);
 

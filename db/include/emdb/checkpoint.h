@@ -143,6 +143,11 @@ void emdb_store_close(emdb_store *st); /* NULL is a no-op */
  * nothing); valid until emdb_store_close. */
 const char *emdb_store_damage(const emdb_store *st);
 
+/* EMDB_OK, or the code (NOSPACE, IO) of a write failure the store has not
+ * recovered from yet: until it has, checkpoints, deletes and retention
+ * fail and reading goes on (see "A full disk" above).  Thread-safe. */
+int emdb_store_state(const emdb_store *st);
+
 /* The directory the store was opened in; valid until emdb_store_close. */
 const char *emdb_store_dir(const emdb_store *st);
 
