@@ -699,6 +699,24 @@ int store_drop_rows(emdb_store *st, uint64_t id)
 	return EMDB_OK;
 }
 
+/* Whether manifest id is still readable (true when that cannot be told). */
+static bool manifest_there(emdb_store *st, uint64_t id)
+{
+	uint8_t key[META_KEY_CKPT_LEN];
+	char *err = NULL;
+	size_t len = 0;
+	store_key_ckpt(key, id);
+	char *v = rocksdb_get_cf(st->db, st->ropts, STORE_CF_META(st), (const char *)key, sizeof(key), &len,
+				 &err);
+	bool there = v != NULL;
+	rocksdb_free(v);
+	if (err) {
+		rocksdb_free(err);
+		return true;
+	}
+	return there;
+}
+
 /* Invariant 1: pending in the catalog, then the manifest, then the rows.
  * Once the manifest is gone the checkpoint is deleted; rows that could not
  * be dropped yet (a full disk) are dropped when the store recovers. */
@@ -710,13 +728,15 @@ static int delete_locked(emdb_store *st, uint64_t id)
 	if (rc != EMDB_OK)
 		return rc;
 	rc = store_drop_manifest(st, id);
-	if (rc != EMDB_OK) {
+	if (rc != EMDB_OK && manifest_there(st, id)) {
 		char why[1024];
 		snprintf(why, sizeof(why), "%s", emdb_last_error());
 		if (cat_edit_locked(st, id, CAT_DONE, sum) != EMDB_OK)
 			redo_add_locked(st, id); /* stays pending: gone at the next open */
 		return emdb__seterr(rc, "checkpoint %llu was not deleted: %s", (unsigned long long)id, why);
 	}
+	/* Gone, even where only its flush failed: the deletion is in the
+	 * (synced) WAL, and the catalog must not list it as complete. */
 	if (store_drop_rows(st, id) == EMDB_OK)
 		cat_edit_locked(st, id, CAT_NONE, 0);
 	else
