@@ -59,6 +59,17 @@ int store_rocks_err(char *err, const char *what)
 	return code;
 }
 
+int store_iter_end(rocksdb_iterator_t *it, int rc, const char *what)
+{
+	char *err = NULL;
+	rocksdb_iter_get_error(it, &err);
+	rocksdb_iter_destroy(it);
+	if (rc == EMDB_OK)
+		return store_rocks_err(err, what);
+	rocksdb_free(err);
+	return rc;
+}
+
 static char *path_join(const char *a, const char *b)
 {
 	size_t n = strlen(a) + strlen(b) + 2;
@@ -562,13 +573,7 @@ static int load_all(emdb_store *st, manifest **out, size_t *n)
 		}
 		cnt++;
 	}
-	char *err = NULL;
-	rocksdb_iter_get_error(it, &err);
-	if (rc == EMDB_OK)
-		rc = store_rocks_err(err, "listing checkpoints");
-	else if (err)
-		rocksdb_free(err);
-	rocksdb_iter_destroy(it);
+	rc = store_iter_end(it, rc, "listing checkpoints");
 	if (rc != EMDB_OK) {
 		for (size_t i = 0; i < cnt; i++)
 			manifest_free(&v[i]);

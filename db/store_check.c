@@ -124,14 +124,7 @@ static int scan_manifests(emdb_store *st, check *k)
 			s->wants_rows |= m.tables[i].blocks > 0;
 		manifest_free(&m);
 	}
-	char *err = NULL;
-	rocksdb_iter_get_error(it, &err);
-	rocksdb_iter_destroy(it);
-	if (rc == EMDB_OK)
-		rc = store_rocks_err(err, "reading the manifests");
-	else if (err)
-		rocksdb_free(err);
-	return rc;
+	return store_iter_end(it, rc, "reading the manifests");
 }
 
 /* Which checkpoint ids have row data: one seek per id.  Only keys matter
@@ -166,14 +159,8 @@ static int scan_rows(emdb_store *st, check *k)
 		store_key_row(next, ck + 1, 0, 0);
 		rocksdb_iter_seek(it, (const char *)next, sizeof(next));
 	}
-	char *err = NULL;
-	rocksdb_iter_get_error(it, &err);
-	rocksdb_iter_destroy(it);
+	rc = store_iter_end(it, rc, "scanning the row data");
 	rocksdb_readoptions_destroy(ro);
-	if (rc == EMDB_OK)
-		rc = store_rocks_err(err, "scanning the row data");
-	else if (err)
-		rocksdb_free(err);
 	return rc;
 }
 

@@ -66,6 +66,9 @@ void store_leave(emdb_store *st);
  * loss keeps `kept`), then what + detail. */
 int store_refuse(const emdb_store *st, const char *kept, const char *what, const char *detail);
 
+/* Destroy an iterator; rc, or else its error (store_rocks_err with what). */
+int store_iter_end(rocksdb_iterator_t *it, int rc, const char *what);
+
 /* Take the next checkpoint id and record it as pending in the catalog
  * (synced), so that its rows may be dropped if it never completes. */
 int store_take_id(emdb_store *st, uint64_t *id);

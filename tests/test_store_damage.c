@@ -100,6 +100,28 @@ static void assert_refused(int rc, const char *what)
 
 TestSuite(store_damage, .init = setup, .fini = teardown);
 
+/* Three checkpoints, then the manifest of `id` removed behind the store's
+ * back: the open is refused, naming it, and its rows stay. */
+static void lose_manifest_and_expect_refusal(uint64_t id)
+{
+	three_checkpoints();
+	su_raw raw;
+	su_raw_open(dir, &raw);
+	uint64_t rows = su_raw_rows(&raw, id);
+	cr_assert_gt(rows, 0);
+	su_raw_drop_manifest(&raw, id);
+	su_raw_close(&raw);
+	emdb_store *st;
+	assert_refused(open_with(false, &st), "a manifest removed");
+	char want[64];
+	snprintf(want, sizeof(want), "checkpoint %llu: its manifest is missing", (unsigned long long)id);
+	cr_assert(strstr(emdb_last_error(), want), "%s", emdb_last_error());
+	su_raw_open(dir, &raw);
+	cr_assert_eq(su_raw_rows(&raw, id), rows, "the rows of checkpoint %llu are untouched",
+		     (unsigned long long)id);
+	su_raw_close(&raw);
+}
+
 /* The reporter's case: a byte flipped inside a manifest record of the WAL.
  * Where manifests are still in the WAL, the open must refuse; where they
  * were flushed out of it, a damaged WAL record cannot take one with it.
@@ -182,21 +204,8 @@ Test(store_damage, a_damaged_wal_record_fails_the_open)
  * accepts the loss, and `latest` is never silently the previous one. */
 Test(store_damage, a_lost_manifest_is_refused_not_taken_for_unfinished)
 {
-	three_checkpoints();
-	su_raw raw;
-	su_raw_open(dir, &raw);
-	uint64_t rows3 = su_raw_rows(&raw, 3);
-	cr_assert_gt(rows3, 0);
-	su_raw_drop_manifest(&raw, 3);
-	su_raw_close(&raw);
-
+	lose_manifest_and_expect_refusal(3);
 	emdb_store *st;
-	assert_refused(open_with(false, &st), "a manifest removed");
-	cr_assert(strstr(emdb_last_error(), "checkpoint 3: its manifest is missing"), "%s", emdb_last_error());
-	su_raw_open(dir, &raw);
-	cr_assert_eq(su_raw_rows(&raw, 3), rows3, "the rows of checkpoint 3 are untouched");
-	su_raw_close(&raw);
-
 	cr_assert_eq(open_with(true, &st), 0, "accept_loss: %s", emdb_last_error());
 	cr_assert(strstr(emdb_store_damage(st), "checkpoint 3"), "damage: %s", emdb_store_damage(st));
 	cr_assert_eq(count(st), 2);
@@ -207,18 +216,7 @@ Test(store_damage, a_lost_manifest_is_refused_not_taken_for_unfinished)
 /* The same for the oldest checkpoint: the store is not taken for empty. */
 Test(store_damage, a_lost_oldest_manifest_is_refused)
 {
-	three_checkpoints();
-	su_raw raw;
-	su_raw_open(dir, &raw);
-	su_raw_drop_manifest(&raw, 1);
-	uint64_t rows1 = su_raw_rows(&raw, 1);
-	su_raw_close(&raw);
-	emdb_store *st;
-	assert_refused(open_with(false, &st), "the oldest manifest removed");
-	cr_assert(strstr(emdb_last_error(), "checkpoint 1: its manifest is missing"), "%s", emdb_last_error());
-	su_raw_open(dir, &raw);
-	cr_assert_eq(su_raw_rows(&raw, 1), rows1, "the rows of checkpoint 1 are untouched");
-	su_raw_close(&raw);
+	lose_manifest_and_expect_refusal(1);
 }
 
 /* A damaged catalog is named and refused; accept_loss rebuilds it from
