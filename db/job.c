@@ -17,6 +17,7 @@
 #include "db/db_int.h"
 #include "db/error_int.h"
 #include "db/job_int.h"
+#include "db/store_int.h"
 
 uint64_t job_now_ns(void)
 {
@@ -67,8 +68,12 @@ int emdb_job_run(emdb_job *job, emdb_ckpt_info *info)
 	__atomic_store_n(&job->running, 1, __ATOMIC_RELEASE);
 	JOB_SET(job, start_ns, job_now_ns());
 	emdb_ckpt_info tmp;
-	int rc = job->kind == JOB_RESTORE ? ckpt_restore_run(job, info ? info : &tmp)
-					  : ckpt_write_run(job, info ? info : &tmp);
+	int rc = store_enter(job->st);
+	if (rc == EMDB_OK) {
+		rc = job->kind == JOB_RESTORE ? ckpt_restore_run(job, info ? info : &tmp)
+					      : ckpt_write_run(job, info ? info : &tmp);
+		store_leave(job->st);
+	}
 	JOB_SET(job, end_ns, job_now_ns());
 	JOB_SET(job, phase, rc == EMDB_OK ? EMDB_PHASE_DONE : EMDB_PHASE_FAILED);
 	__atomic_store_n(&job->running, 0, __ATOMIC_RELEASE);

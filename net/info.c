@@ -281,6 +281,8 @@ static void sec_persistence(server *s, sbuf *b)
 	if (!r.enabled)
 		return;
 	put(b, "checkpoints: %zu\n", r.checkpoints);
+	/* Without it a store that cannot be read would pass for an empty one. */
+	put(b, "store_error: %s\n", r.store_error == EMDB_OK ? "none" : emdb_err_name(r.store_error));
 	if (r.have_last) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);

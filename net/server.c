@@ -126,7 +126,8 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	/* The store, then the restore at start: all before any listener, so
 	 * that no client ever sees the database half restored. */
 	persist_settings ps = persist_settings_of(cfg);
-	if (persist_open(s->db, cfg->data_dir, &ps, &s->persist, err, errlen) != EMDB_OK ||
+	if (persist_open(s->db, cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->persist, err, errlen) !=
+		    EMDB_OK ||
 	    persist_restore_at_start(s->persist, cfg->restore, err, errlen) != EMDB_OK ||
 	    persist_start(s->persist, err, errlen) != EMDB_OK) {
 		persist_close(s->persist);
