@@ -113,8 +113,8 @@ Test(proto, every_sample_round_trips_bit_for_bit)
 		if (s->h.opcode < 0x400 && s->h.status == 0)
 			(proto_hdr_is_response(&s->h) ? seen_resp : seen_req)[s->h.opcode] = true;
 	}
-#define CHECK_SEEN_(name, value, role)                                                 \
-	cr_assert(seen_req[value] && seen_resp[value], "no request and response sample of " #name);
+#define CHECK_SEEN_(NAME, name, value, ver, role, rq, rs)                                               \
+	cr_assert(seen_req[value] && seen_resp[value], "no request and response sample of " #NAME);
 	PROTO_OP_MAP(CHECK_SEEN_)
 #undef CHECK_SEEN_
 }
@@ -295,8 +295,8 @@ Test(proto, frames_carry_the_version_of_their_opcode)
 	SAMPLES();
 	cr_assert_eq(PROTO_VERSION_MIN, 1);
 	cr_assert_eq(PROTO_VERSION_MAX, 2);
-#define OP_VER_(name, value, role) \
-	cr_assert_eq(proto_op_version(value), of_version_2(value) ? 2 : 1, #name);
+#define OP_VER_(NAME, name, value, ver, role, rq, rs) \
+	cr_assert_eq(proto_op_version(value), of_version_2(value) ? 2 : 1, #NAME);
 	PROTO_OP_MAP(OP_VER_)
 #undef OP_VER_
 	cr_assert_eq(proto_op_version(PROTO_OP_NONE), 1);
@@ -1239,7 +1239,7 @@ Test(proto, roles_nest_as_the_issue_says)
 /* ------------------------------------------------------------------ */
 
 static const uint16_t all_ops[] = {
-#define OPS_(name, value, role) value,
+#define OPS_(NAME, name, value, ver, role, rq, rs) value,
 	PROTO_OP_MAP(OPS_)
 #undef OPS_
 	PROTO_OP_NONE,
@@ -1369,8 +1369,8 @@ Test(proto, spec_lists_every_opcode_and_status_code)
 {
 	const char *spec = read_spec();
 	char row[128];
-#define OP_ROW_(name, value, role)                                                     \
-	snprintf(row, sizeof(row), "| 0x%04X | %s |", value, #name);                  \
+#define OP_ROW_(NAME, name, value, ver, role, rq, rs)                                               \
+	snprintf(row, sizeof(row), "| 0x%04X | %s |", value, #NAME);                \
 	cr_assert_not_null(strstr(spec, row), "docs/protocol.md lacks the row '%s'", row);
 	PROTO_OP_MAP(OP_ROW_)
 #undef OP_ROW_
