@@ -24,10 +24,10 @@
  *            TABLE_DESCRIBE by name); its version and role are that row's.
  *   check    future.c: the argument check, run once before any transport
  *            (chk_none: nothing to check).
- *   encode   net.c: ENC_FLAT(fn), the whole frame written by fn into a
+ *   encode   net_ops.c: ENC_FLAT(fn), the whole frame written by fn into a
  *            buffer, or ENC_IOV(fn), a scatter-gather list over the
  *            caller's own arrays (the big requests).
- *   receive  net.c: RX_BODY(fn), the body buffered and decoded, then fn
+ *   receive  net_ops.c: RX_BODY(fn), the body buffered and decoded, then fn
  *            delivers it to the outputs (NULL: nothing to deliver), or
  *            RX_VECTORS, the floats read from the socket straight into
  *            the caller's array.
