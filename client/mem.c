@@ -21,6 +21,8 @@
  *   4. The engine's message (emdb_last_error) is copied into the future
  *      on the thread that called the engine, before anything else can
  *      overwrite it.
+ *   5. An operation runs by its row of CL_OP_MAP (mem_ops): exec knows
+ *      no operation.
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -153,11 +155,99 @@ static int config_get(emdb_client *c, const char *pattern, emdb_client_kv **kv, 
 	return EMDB_OK;
 }
 
-static int do_prefetch(emdb_client *c, emdb_future *f)
+/* ---- one function per operation: CL_OP_MAP's mem column ------------
+ *
+ * Each returns the engine's result; one that fills msg itself has said
+ * all there is to say, otherwise exec copies the engine's message. */
+
+typedef int (*mem_fn)(emdb_client *c, emdb_future *f, char *msg, size_t msglen);
+
+#define MEM_OP(name) static int mem_##name(emdb_client *c, emdb_future *f, char *msg, size_t msglen)
+/* The request's arguments and its database. */
+#define MEM_ARGS              \
+	const cl_args *a = &f->a; \
+	emdb_db *db = ((mem_state *)c->priv)->db
+/* The engine's ticket of a request by ticket, NULL for one by IDs. */
+#define MEM_TICKET(a) ((a)->ticket ? (a)->ticket->local : NULL)
+
+MEM_OP(ping)
 {
-	mem_state *m = c->priv;
+	return EMDB_OK;
+}
+
+MEM_OP(info)
+{
+	return info_text(c, f->a.s1, f->a.text, msg, msglen);
+}
+
+MEM_OP(config_get)
+{
+	return config_get(c, f->a.s1, f->a.kv, f->a.n_out);
+}
+
+MEM_OP(config_set)
+{
+	snprintf(msg, msglen, "%s: a mem:// database has no settable configuration", f->a.what);
+	return EMDB_ERR_UNSUPPORTED;
+}
+
+MEM_OP(shutdown)
+{
+	snprintf(msg, msglen, "%s: there is no server to shut down in mem://", f->a.what);
+	return EMDB_ERR_UNSUPPORTED;
+}
+
+MEM_OP(table_create)
+{
+	MEM_ARGS;
+	return emdb_table_create(db, a->cfg, a->id_out);
+}
+
+MEM_OP(table_drop)
+{
+	MEM_ARGS;
+	return emdb_table_drop(db, a->table);
+}
+
+MEM_OP(table_reserve)
+{
+	MEM_ARGS;
+	return emdb_table_reserve(db, a->table, a->arg);
+}
+
+MEM_OP(table_find)
+{
+	MEM_ARGS;
+	uint32_t id;
+	int rc = emdb_table_find(db, a->s1, &id);
+	if (rc == EMDB_OK && a->id_out)
+		*a->id_out = id;
+	return rc;
+}
+
+MEM_OP(table_describe)
+{
+	MEM_ARGS;
+	return emdb_table_describe(db, a->table, a->info);
+}
+
+MEM_OP(table_list)
+{
+	MEM_ARGS;
+	return emdb_table_list(db, a->list_ids, a->list_cap, a->n_out);
+}
+
+MEM_OP(stats)
+{
+	MEM_ARGS;
+	return emdb_db_get_stats(db, a->stats);
+}
+
+MEM_OP(prefetch)
+{
+	MEM_ARGS;
 	emdb_ticket *et;
-	int rc = emdb_prefetch(m->db, f->a.table, f->a.ids, f->a.n, &et);
+	int rc = emdb_prefetch(db, a->table, a->ids, a->n, &et);
 	if (rc != EMDB_OK)
 		return rc;
 	emdb_client_ticket *t = cl_ticket_new(c, emdb_ticket_table(et), emdb_ticket_count(et));
@@ -170,11 +260,60 @@ static int do_prefetch(emdb_client *c, emdb_future *f)
 	return EMDB_OK;
 }
 
-static int do_read_state(emdb_client *c, const cl_args *a, char *msg, size_t msglen)
+MEM_OP(pull)
 {
-	mem_state *m = c->priv;
+	MEM_ARGS;
+	const emdb_ticket *et = MEM_TICKET(a);
+	if (a->bags)
+		return et ? emdb_pull_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
+						  a->out)
+			  : emdb_pull_bags(db, a->table, a->ids, a->n, a->offsets, a->n_bags, a->pool,
+					   a->dim, a->out);
+	return et ? emdb_pull_ticket(db, a->table, et, a->dim, a->out)
+		  : emdb_pull(db, a->table, a->ids, a->n, a->dim, a->out);
+}
+
+MEM_OP(push)
+{
+	MEM_ARGS;
+	const emdb_ticket *et = MEM_TICKET(a);
+	if (a->bags)
+		return et ? emdb_push_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
+						  a->grads)
+			  : emdb_push_bags(db, a->table, a->ids, a->n, a->offsets, a->n_bags, a->pool,
+					   a->dim, a->grads);
+	return et ? emdb_push_ticket(db, a->table, et, a->dim, a->grads)
+		  : emdb_push(db, a->table, a->ids, a->n, a->dim, a->grads);
+}
+
+MEM_OP(update)
+{
+	MEM_ARGS;
+	if (a->workers >= 2)
+		return mem_step_run(((mem_state *)c->priv)->steps, db, a->all ? 0 : a->table, a->workers,
+				    __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED), a->rows, msg, msglen);
+	return a->all ? emdb_update_all(db, a->rows) : emdb_update(db, a->table, a->rows);
+}
+
+MEM_OP(push_update)
+{
+	MEM_ARGS;
+	const emdb_ticket *et = MEM_TICKET(a);
+	return et ? emdb_push_update_ticket(db, a->table, et, a->dim, a->grads, a->rows)
+		  : emdb_push_update(db, a->table, a->ids, a->n, a->dim, a->grads, a->rows);
+}
+
+MEM_OP(lookup)
+{
+	MEM_ARGS;
+	return emdb_lookup(db, a->table, a->ids, a->n, a->dim, a->out, a->found);
+}
+
+MEM_OP(read_state)
+{
+	MEM_ARGS;
 	emdb_table_config cfg;
-	int rc = emdb_table_get_config(m->db, a->table, &cfg);
+	int rc = emdb_table_get_config(db, a->table, &cfg);
 	if (rc != EMDB_OK)
 		return rc;
 	uint32_t per = emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim);
@@ -183,116 +322,34 @@ static int do_read_state(emdb_client *c, const cl_args *a, char *msg, size_t msg
 			 per, a->per_row);
 		return EMDB_ERR_DIM;
 	}
-	return emdb_read_state(m->db, a->table, a->ids, a->n, a->out, a->found);
+	return emdb_read_state(db, a->table, a->ids, a->n, a->out, a->found);
 }
+
+/* CHECKPOINT, RESTORE, JOB_STATUS, CKPT_LIST, CKPT_DELETE. */
+MEM_OP(no_store)
+{
+	snprintf(msg, msglen,
+		 "%s: a mem:// database has no checkpoint store: call emdb/checkpoint.h (emdb_store_open, emdb_checkpoint, emdb_restore) on the database directly",
+		 f->a.what);
+	return EMDB_ERR_UNSUPPORTED;
+}
+
+static const mem_fn mem_ops[CL_OP_COUNT] = {
+#define MEM_ROW_(NAME, wire, check, encode, receive, mem) [CL_##NAME] = mem,
+	CL_OP_MAP(MEM_ROW_)
+#undef MEM_ROW_
+};
 
 /* Run f's operation; returns the result and fills msg on failure. */
 static int exec(emdb_client *c, emdb_future *f, char *msg, size_t msglen)
 {
-	mem_state *m = c->priv;
-	cl_args *a = &f->a;
-	emdb_db *db = m->db;
-	const emdb_ticket *et = a->ticket ? a->ticket->local : NULL;
-	int rc = EMDB_OK;
-
 	msg[0] = 0;
-	switch (a->op) {
-	case CL_PING:
-		break;
-	case CL_INFO:
-		rc = info_text(c, a->s1, a->text, msg, msglen);
-		if (msg[0])
-			return rc;
-		break;
-	case CL_CONFIG_GET:
-		rc = config_get(c, a->s1, a->kv, a->n_out);
-		break;
-	case CL_CONFIG_SET:
-		snprintf(msg, msglen, "%s: a mem:// database has no settable configuration", a->what);
-		return EMDB_ERR_UNSUPPORTED;
-	case CL_SHUTDOWN:
-		snprintf(msg, msglen, "%s: there is no server to shut down in mem://", a->what);
-		return EMDB_ERR_UNSUPPORTED;
-	case CL_TABLE_CREATE:
-		rc = emdb_table_create(db, a->cfg, a->id_out);
-		break;
-	case CL_TABLE_DROP:
-		rc = emdb_table_drop(db, a->table);
-		break;
-	case CL_TABLE_RESERVE:
-		rc = emdb_table_reserve(db, a->table, a->arg);
-		break;
-	case CL_TABLE_FIND: {
-		uint32_t id;
-		rc = emdb_table_find(db, a->s1, &id);
-		if (rc == EMDB_OK && a->id_out)
-			*a->id_out = id;
-		break;
-	}
-	case CL_TABLE_DESCRIBE:
-		rc = emdb_table_describe(db, a->table, a->info);
-		break;
-	case CL_TABLE_LIST:
-		rc = emdb_table_list(db, a->list_ids, a->list_cap, a->n_out);
-		break;
-	case CL_STATS:
-		rc = emdb_db_get_stats(db, a->stats);
-		break;
-	case CL_PREFETCH:
-		rc = do_prefetch(c, f);
-		break;
-	case CL_PULL:
-		if (a->bags)
-			rc = et ? emdb_pull_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
-							a->out)
-				: emdb_pull_bags(db, a->table, a->ids, a->n, a->offsets, a->n_bags, a->pool,
-						 a->dim, a->out);
-		else
-			rc = et ? emdb_pull_ticket(db, a->table, et, a->dim, a->out)
-				: emdb_pull(db, a->table, a->ids, a->n, a->dim, a->out);
-		break;
-	case CL_PUSH:
-		if (a->bags)
-			rc = et ? emdb_push_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
-							a->grads)
-				: emdb_push_bags(db, a->table, a->ids, a->n, a->offsets, a->n_bags, a->pool,
-						 a->dim, a->grads);
-		else
-			rc = et ? emdb_push_ticket(db, a->table, et, a->dim, a->grads)
-				: emdb_push(db, a->table, a->ids, a->n, a->dim, a->grads);
-		break;
-	case CL_UPDATE:
-		if (a->workers >= 2)
-			return mem_step_run(m->steps, db, a->all ? 0 : a->table, a->workers,
-					    __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED), a->rows, msg,
-					    msglen);
-		rc = a->all ? emdb_update_all(db, a->rows) : emdb_update(db, a->table, a->rows);
-		break;
-	case CL_PUSH_UPDATE:
-		rc = et ? emdb_push_update_ticket(db, a->table, et, a->dim, a->grads, a->rows)
-			: emdb_push_update(db, a->table, a->ids, a->n, a->dim, a->grads, a->rows);
-		break;
-	case CL_LOOKUP:
-		rc = emdb_lookup(db, a->table, a->ids, a->n, a->dim, a->out, a->found);
-		break;
-	case CL_READ_STATE:
-		rc = do_read_state(c, a, msg, msglen);
-		if (msg[0])
-			return rc;
-		break;
-	case CL_CHECKPOINT:
-	case CL_RESTORE:
-	case CL_JOB_STATUS:
-	case CL_CKPT_LIST:
-	case CL_CKPT_DELETE:
-		snprintf(msg, msglen,
-			 "%s: a mem:// database has no checkpoint store: call emdb/checkpoint.h (emdb_store_open, emdb_checkpoint, emdb_restore) on the database directly",
-			 a->what);
-		return EMDB_ERR_UNSUPPORTED;
-	}
+	int rc = mem_ops[f->a.op](c, f, msg, msglen);
+	if (rc == EMDB_OK || msg[0])
+		return rc;
 	if (rc == EMDB_ERR_NOMEM && !emdb_last_error()[0])
-		snprintf(msg, msglen, "%s: out of memory", a->what);
-	else if (rc != EMDB_OK)
+		snprintf(msg, msglen, "%s: out of memory", f->a.what);
+	else
 		snprintf(msg, msglen, "%s", emdb_last_error()); /* invariant 4 */
 	return rc;
 }
