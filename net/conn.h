@@ -77,10 +77,11 @@ typedef struct conn {
 	uint64_t close_deadline_ns;
 	uint64_t opened_ns;    /* accepted (for handshake_timeout_ms)   */
 	uint64_t last_recv_ns; /* bytes last arrived (for idle_timeout_s) */
-	uint32_t steps_waiting; /* UPDATEs of synchronous steps owed an answer
-				   (net/barrier.h): no eof, drain or idle close */
-	uint32_t bg_waiting;    /* TABLE_RESERVEs running on threads of their
-				   own, owed an answer: no drain or idle close */
+	uint32_t answers_owed;  /* requests whose handler answers later through an
+				   io_completion (net/loop.h): UPDATEs waiting in
+				   synchronous steps, TABLE_RESERVEs on threads of
+				   their own.  The handler adds one, the loop takes
+				   it off before the completion's done runs. */
 	size_t accounted; /* buffer bytes last added to t->mem_buffers */
 
 	ticket_table tickets;
@@ -128,11 +129,10 @@ void conn_out_sent(conn *c, size_t n);
 int conn_reply_err(conn *c, uint64_t id, uint16_t op, int status, const char *msg);
 
 /* Whether c is owed answers another thread will post to its I/O thread
- * (synchronous steps' UPDATEs, TABLE_RESERVEs): while it is, neither a
- * drain nor idleness closes c. */
+ * (answers_owed): while it is, neither a drain nor idleness closes c. */
 static inline bool conn_owed_answers(const conn *c)
 {
-	return c->steps_waiting || c->bg_waiting;
+	return c->answers_owed != 0;
 }
 int conn_reply_empty(conn *c, uint64_t id, uint16_t op);
 /* Space for a reply of n bytes (8-aligned), to be finished with
