@@ -186,6 +186,19 @@ void step_finish(step *s, int status, uint64_t rows, const char *msg)
 	step_free(s);
 }
 
+/* The apply hook's message, kept as this thread's last error across the
+ * callbacks (one may have called the engine).  msg is emdb__seterr's
+ * "<strerror>: detail"; set again, it must not gain a second prefix. */
+static int keep_error(int rc, const char *msg)
+{
+	if (!strcmp(emdb_last_error(), msg))
+		return rc;
+	size_t k = strlen(emdb_strerror(rc));
+	if (!strncmp(msg, emdb_strerror(rc), k) && !strncmp(msg + k, ": ", 2))
+		msg += k + 2;
+	return emdb__seterr(rc, "%s", msg);
+}
+
 int step_apply(step_barrier *b, step *s, uint64_t *rows)
 {
 	uint64_t r = 0;
@@ -196,8 +209,7 @@ int step_apply(step_barrier *b, step *s, uint64_t *rows)
 	step_finish(s, rc, r, msg);
 	if (rows)
 		*rows = r;
-	/* The callbacks ran on this thread: the message is this caller's. */
-	return rc != EMDB_OK ? emdb__seterr(rc, "%s", msg) : EMDB_OK;
+	return rc != EMDB_OK ? keep_error(rc, msg) : EMDB_OK;
 }
 
 static void describe(char *buf, size_t len, uint32_t table, uint32_t arrived, uint32_t workers, const char *why)
