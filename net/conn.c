@@ -29,7 +29,7 @@
  *      is not closed for a drain or idleness while it waits.  Its peer's
  *      end of stream does close it (a worker that went away), and
  *      conn_destroy has the handlers withdraw what still waits for it
- *      (handle_conn_gone).
+ *      (conn_handler.gone).
  *
  * State changes: conn_on_read (input, frames run), conn_on_written
  * (output, unpausing), conn_fail (closing), conn_destroy (everything).
@@ -44,7 +44,6 @@
 #include <emdb/error.h>
 
 #include "net/conn.h"
-#include "net/handle.h"
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
@@ -97,7 +96,7 @@ void conn_destroy(conn *c)
 	bool unix_sock = c->unix_sock;
 	log_debug("conn %llu (%s): closed", (unsigned long long)c->id, c->peer);
 	if (c->answers_owed)
-		handle_conn_gone(c);
+		c->srv->handler->gone(c);
 	atomic_fetch_sub_explicit(&t->n_tickets, c->tickets.live, memory_order_relaxed);
 	SSL_free(c->ssl);
 	tickets_destroy(&c->tickets);
@@ -304,7 +303,7 @@ static void run_frames(conn *c)
 			break;
 		}
 		c->frame = 0;
-		handle_frame(c, &h, p + PROTO_HDR_SIZE);
+		c->srv->handler->frame(c, &h, p + PROTO_HDR_SIZE);
 		inbuf_consume(&c->in, total);
 		if (obuf_pending(&c->out) >= SEND_EARLY_BYTES)
 			c->t->be->conn_send_now(c);

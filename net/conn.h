@@ -11,8 +11,10 @@
  * Request flow
  *   Bytes land in c->in (net/inbuf.h).  conn_on_read cuts complete frames
  *   off the front, checks each header, and hands the frame, in place, to
- *   handle_frame (net/handle.h), which runs it on the engine and appends
- *   the reply to c->out.  Many requests may be in the buffer at once
+ *   the server's conn_handler (below: net/handle.h's handle_requests),
+ *   which runs it on the engine and appends the reply to c->out.  The
+ *   I/O core (loop, backends, conn) calls the request layer only through
+ *   that table, so it includes none of it.  Many requests may be in the buffer at once
  *   (pipelining); their replies go out in order, each carrying its
  *   request id.
  *
@@ -93,6 +95,16 @@ typedef struct conn {
 	bool tls_drained;    /* the last receive found nothing buffered */
 	bool tls_want_write; /* the last receive needs the socket writable */
 } conn;
+
+/* The layer that gives frames their meaning, set once in the server
+ * (server.h) before any connection is served. */
+typedef struct conn_handler {
+	/* Run one frame whose header is checked (net/handle.h, handle_frame). */
+	void (*frame)(conn *c, const proto_hdr *h, const uint8_t *body);
+	/* c is being destroyed with answers owed: withdraw what waits for it
+	 * elsewhere (net/handle.h, handle_conn_gone). */
+	void (*gone)(conn *c);
+} conn_handler;
 
 /* A new connection on thread t for descriptor fd (not yet opened by the
  * backend).  Returns NULL on NOMEM. */

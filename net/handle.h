@@ -11,7 +11,12 @@
 #include "protocol/proto.h"
 
 typedef struct conn conn;
+typedef struct conn_handler conn_handler;
 typedef struct server server;
+
+/* handle_frame and handle_conn_gone, as the server gives them to its
+ * connections (net/conn.h). */
+extern const conn_handler handle_requests;
 
 /* Run the request whose checked header is h and whose h->body_len bytes
  * lie, 8-aligned, at body (in the connection's input buffer, valid for the

@@ -109,6 +109,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	}
 	s->cfg = *cfg;
 	s->wake_fd = -1;
+	s->handler = &handle_requests;
 	pthread_mutex_init(&s->cfg_lock, NULL);
 	pthread_mutex_init(&s->bg_lock, NULL);
 	pthread_cond_init(&s->bg_idle, NULL);

@@ -58,6 +58,7 @@ typedef struct server_runtime {
 } server_runtime;
 
 typedef struct listener listener;
+typedef struct conn_handler conn_handler;
 
 struct server {
 	/* any thread */
@@ -69,6 +70,7 @@ struct server {
 				      by the acceptor without cfg_lock */
 	bool auth_required;        /* some token is configured */
 	struct tls_server *tls;    /* TLS on TCP connections (net/tls.h); NULL: plain */
+	const conn_handler *handler; /* runs the connections' frames (net/conn.h) */
 	uint64_t start_ns;         /* stats_now_ns() at start */
 	io_backend_kind backend;   /* what the threads actually run */
 	uint16_t tcp_port;         /* bound port, 0 if no TCP */
