@@ -98,6 +98,17 @@ static void log_step_failed(void *arg, const char *msg)
 	log_warn("%s", msg);
 }
 
+/* The synchronous steps of UPDATE: the engine's barrier, each step's
+ * Update the engine's.  Returns EMDB_OK, or NOMEM with err filled. */
+static int open_steps(server *s, char *err, size_t errlen)
+{
+	step_hooks h = { .apply = step_apply_update, .arg = s->db, .failed = log_step_failed };
+	int rc = step_barrier_create(&h, &s->steps);
+	if (rc != EMDB_OK)
+		snprintf(err, errlen, "%s", emdb_last_error());
+	return rc;
+}
+
 int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 {
 	if (config_validate(cfg, err, errlen) < 0)
@@ -141,17 +152,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	persist_settings ps = persist_settings_of(cfg);
 	if (persist_open(s->db, cfg->data_dir, &ps, &s->persist, err, errlen) != EMDB_OK ||
 	    persist_restore_at_start(s->persist, cfg->restore, err, errlen) != EMDB_OK ||
-	    persist_start(s->persist, err, errlen) != EMDB_OK) {
-		persist_close(s->persist);
-		emdb_db_close(s->db);
-		tls_server_free(s->tls);
-		pthread_mutex_destroy(&s->cfg_lock);
-		emdb_free(s);
-		return -1;
-	}
-	step_hooks sh = { .apply = step_apply_update, .arg = s->db, .failed = log_step_failed };
-	if (step_barrier_create(&sh, &s->steps) != EMDB_OK) {
-		snprintf(err, errlen, "%s", emdb_last_error());
+	    persist_start(s->persist, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK) {
 		persist_close(s->persist);
 		emdb_db_close(s->db);
 		tls_server_free(s->tls);
