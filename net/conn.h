@@ -14,9 +14,9 @@
  *   the server's conn_handler (below: net/handle.h's handle_requests),
  *   which runs it on the engine and appends the reply to c->out.  The
  *   I/O core (loop, backends, conn) calls the request layer only through
- *   that table, so it includes none of it.  Many requests may be in the buffer at once
- *   (pipelining); their replies go out in order, each carrying its
- *   request id.
+ *   that table, so it includes none of it.  Many requests may be in the
+ *   buffer at once (pipelining); their replies go out in order, each
+ *   carrying its request id.
  *
  * Backpressure
  *   While the memory holding a connection's unsent replies (obuf_queued)

@@ -7,8 +7,7 @@
  * its bytes are received, its requests decoded and run on the engine, and
  * its replies sent, all on that thread.  Other threads talk to an I/O
  * thread only through its mailbox (io_thread_post_conn, io_thread_post,
- * io_thread_drain),
- * which wakes it through an eventfd.
+ * io_thread_drain), which wakes it through an eventfd.
  *
  * The backend contract
  *   The backend moves bytes; the connection (net/conn.h) gives them
