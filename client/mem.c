@@ -7,6 +7,9 @@
  * Prefetch submitted now runs while the caller computes; with
  * mem_threads 0 they run at submission.  "mem://NAME" databases live in a
  * process-wide registry, reference-counted by the handles that opened them.
+ * Synchronous steps (emdb_client_update_sync) meet in the engine's step
+ * barrier (db/step.h), the caller's thread blocked in step_wait: one
+ * barrier per database, shared by every handle on it.
  *
  * Invariants:
  *   1. The queue holds exactly the QUEUED futures of the handle, in
@@ -33,13 +36,13 @@
 #include <emdb/db.h>
 
 #include "client/client_int.h"
-#include "client/mem_step.h"
 #include "client/uri.h"
+#include "db/step.h"
 
 typedef struct mem_shared {
 	char name[64];
 	emdb_db *db;
-	mem_steps steps;      /* synchronous steps, shared by its handles */
+	step_barrier *steps;  /* synchronous steps, shared by its handles */
 	unsigned refs;
 	struct mem_shared *next;
 } mem_shared;
@@ -51,8 +54,8 @@ typedef struct mem_state {
 	emdb_db *db;
 	bool own;             /* a private database: close it with the handle */
 	mem_shared *shared;   /* or a registry entry to release              */
-	mem_steps own_steps;  /* synchronous steps of a private or wrapped db */
-	mem_steps *steps;     /* &own_steps or &shared->steps                 */
+	step_barrier *own_steps; /* synchronous steps of a private or wrapped db */
+	step_barrier *steps;     /* own_steps or shared->steps                   */
 	pthread_t *workers;
 	uint32_t n_workers;
 	pthread_cond_t work;  /* queue non-empty or stopping, with c->lock    */
@@ -290,8 +293,8 @@ MEM_OP(update)
 {
 	MEM_ARGS;
 	if (a->workers >= 2)
-		return mem_step_run(((mem_state *)c->priv)->steps, db, a->all ? 0 : a->table, a->workers,
-				    __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED), a->rows, msg, msglen);
+		return step_wait(((mem_state *)c->priv)->steps, a->all ? 0 : a->table, a->workers,
+				 __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED), a->rows);
 	return a->all ? emdb_update_all(db, a->rows) : emdb_update(db, a->table, a->rows);
 }
 
@@ -443,7 +446,7 @@ static void mem_release_db(mem_state *m)
 			while (*pp != m->shared)
 				pp = &(*pp)->next;
 			*pp = m->shared->next;
-			mem_steps_destroy(&m->shared->steps);
+			step_barrier_destroy(m->shared->steps);
 			emdb_db_close(m->shared->db);
 			emdb_free(m->shared);
 		}
@@ -462,8 +465,7 @@ static void mem_close(emdb_client *c)
 		pthread_join(m->workers[i], NULL);
 	emdb_free(m->workers);
 	pthread_cond_destroy(&m->work);
-	if (m->steps == &m->own_steps)
-		mem_steps_destroy(&m->own_steps);
+	step_barrier_destroy(m->own_steps);
 	mem_release_db(m);
 	emdb_free(m);
 }
@@ -478,6 +480,14 @@ static const cl_transport mem_transport = {
 };
 
 /* ---- opening ------------------------------------------------------- */
+
+/* The synchronous steps of db (db/step.h): each one's Update is the
+ * engine's. */
+static int open_steps(emdb_db *db, step_barrier **out)
+{
+	step_hooks h = { .apply = step_apply_update, .arg = db };
+	return step_barrier_create(&h, out);
+}
 
 static int open_db(mem_state *m, const cl_uri *u, const emdb_client_options *o)
 {
@@ -500,13 +510,14 @@ static int open_db(mem_state *m, const cl_uri *u, const emdb_client_options *o)
 			return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: out of memory");
 		}
 		rc = emdb_db_open(o->mem_config, &s->db);
+		if (rc == EMDB_OK && (rc = open_steps(s->db, &s->steps)) != EMDB_OK)
+			emdb_db_close(s->db);
 		if (rc != EMDB_OK) {
 			pthread_mutex_unlock(&reg_lock);
 			emdb_free(s);
 			return cl_seterr(rc, "emdb_client_connect: %s", emdb_last_error());
 		}
 		snprintf(s->name, sizeof(s->name), "%s", u->name);
-		mem_steps_init(&s->steps);
 		s->next = registry;
 		registry = s;
 	}
@@ -533,10 +544,14 @@ int cl_mem_open(emdb_client *c, const cl_uri *u, emdb_db *db, const emdb_client_
 		}
 	}
 	if (m->shared) {
-		m->steps = &m->shared->steps;
+		m->steps = m->shared->steps;
+	} else if ((rc = open_steps(m->db, &m->own_steps)) != EMDB_OK) {
+		rc = cl_seterr(rc, "emdb_client_connect: %s", emdb_last_error());
+		mem_release_db(m);
+		emdb_free(m);
+		return rc;
 	} else {
-		mem_steps_init(&m->own_steps);
-		m->steps = &m->own_steps;
+		m->steps = m->own_steps;
 	}
 	pthread_cond_init(&m->work, NULL);
 	c->priv = m;

@@ -118,3 +118,5 @@ void handle_frame(conn *c, const proto_hdr *h, const uint8_t *body)
 	}
 	stats_record(&c->t->stats, op, stats_now_ns() - t0, rc != HANDLED_OK);
 }
+
+const conn_handler handle_requests = { handle_frame, handle_conn_gone };

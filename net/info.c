@@ -132,7 +132,7 @@ static void sec_clients(server *s, sbuf *b)
 	put(b, "handshake_timeouts: %" PRIu64 "\n", SUM(s, handshake_timeouts));
 	put(b, "idle_timeouts: %" PRIu64 "\n", SUM(s, idle_timeouts));
 	put(b, "busy_poll_hits: %" PRIu64 "\n", SUM(s, busy_poll_hits));
-	put(b, "updates_waiting: %" PRIu64 "\n", atomic_load(&s->barriers.waiting));
+	put(b, "updates_waiting: %" PRIu64 "\n", step_waiting(s->steps));
 	put(b, "tickets: %" PRIu64 "\n", SUM(s, n_tickets));
 	put(b, "bytes_received: %" PRIu64 "\n", SUM(s, bytes_in));
 	put(b, "bytes_sent: %" PRIu64 "\n", SUM(s, bytes_out));
