@@ -281,6 +281,92 @@ void manifest_free(manifest *m)
 	m->tables = NULL;
 }
 
+uint64_t manifest_sum(const uint8_t *p, size_t len)
+{
+	return len >= 8 ? get64(p + len - 8) : 0;
+}
+
+/* ---- catalog --------------------------------------------------------- */
+
+size_t catalog_size(uint32_t n_done, uint32_t n_pending)
+{
+	return CATALOG_HDR_LEN + (size_t)n_done * 16 + (size_t)n_pending * 8 + 8;
+}
+
+void catalog_encode(uint8_t *out, const store_catalog *c)
+{
+	memset(out, 0, CATALOG_HDR_LEN);
+	memcpy(out, CATALOG_MAGIC, 8);
+	put32(out + 8, CATALOG_VERSION);
+	memcpy(out + 16, c->uuid, 16);
+	put64(out + 32, c->next_id);
+	put32(out + 40, c->n_done);
+	put32(out + 44, c->n_pending);
+	uint8_t *p = out + CATALOG_HDR_LEN;
+	for (uint32_t i = 0; i < c->n_done; i++, p += 16) {
+		put64(p, c->done[i].id);
+		put64(p + 8, c->done[i].sum);
+	}
+	for (uint32_t i = 0; i < c->n_pending; i++, p += 8)
+		put64(p, c->pending[i]);
+	put64(p, XXH3_64bits(out, (size_t)(p - out)));
+}
+
+int catalog_decode(const uint8_t *p, size_t len, store_catalog *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (len < catalog_size(0, 0) || memcmp(p, CATALOG_MAGIC, 8) != 0)
+		return emdb__seterr(EMDB_ERR_CORRUPT, "catalog: bad magic or too short (%zu bytes)", len);
+	uint32_t version = get32(p + 8);
+	if (version == 0 || version > CATALOG_VERSION)
+		return emdb__seterr(EMDB_ERR_CORRUPT, "catalog: format version %u, this build reads 1..%d",
+				    version, CATALOG_VERSION);
+	if (get32(p + 12) != 0)
+		return emdb__seterr(EMDB_ERR_CORRUPT, "catalog: reserved field is not zero");
+	uint32_t nd = get32(p + 40), np = get32(p + 44);
+	if (nd > CATALOG_MAX || np > CATALOG_MAX || catalog_size(nd, np) != len)
+		return emdb__seterr(EMDB_ERR_CORRUPT, "catalog: %zu bytes cannot hold %u + %u ids", len, nd,
+				    np);
+	if (get64(p + len - 8) != XXH3_64bits(p, len - 8))
+		return emdb__seterr(EMDB_ERR_CORRUPT, "catalog: checksum mismatch");
+	memcpy(c->uuid, p + 16, 16);
+	c->next_id = get64(p + 32);
+	c->done = emdb_calloc(nd ? nd : 1, sizeof(*c->done));
+	c->pending = emdb_calloc(np ? np : 1, sizeof(*c->pending));
+	if (!c->done || !c->pending) {
+		catalog_free(c);
+		return EMDB_ERR_NOMEM;
+	}
+	const uint8_t *q = p + CATALOG_HDR_LEN;
+	int rc = EMDB_OK;
+	for (uint32_t i = 0; i < nd; i++, q += 16) {
+		c->done[i] = (catalog_entry){ get64(q), get64(q + 8) };
+		if (c->done[i].id == 0 || c->done[i].id >= c->next_id || (i && c->done[i].id <= c->done[i - 1].id))
+			rc = EMDB_ERR_CORRUPT;
+	}
+	for (uint32_t i = 0; i < np; i++, q += 8) {
+		c->pending[i] = get64(q);
+		if (c->pending[i] == 0 || c->pending[i] >= c->next_id || (i && c->pending[i] <= c->pending[i - 1]))
+			rc = EMDB_ERR_CORRUPT;
+	}
+	c->n_done = nd;
+	c->n_pending = np;
+	if (rc != EMDB_OK) {
+		catalog_free(c);
+		return emdb__seterr(rc, "catalog: ids out of order or not below next_id");
+	}
+	return EMDB_OK;
+}
+
+void catalog_free(store_catalog *c)
+{
+	emdb_free(c->done);
+	emdb_free(c->pending);
+	c->done = NULL;
+	c->pending = NULL;
+	c->n_done = c->n_pending = 0;
+}
+
 /* ---- row blocks ------------------------------------------------------ */
 
 uint64_t block_seal(uint8_t *block, uint32_t n, uint32_t row_floats)

@@ -37,6 +37,11 @@
 #define MANIFEST_TABLE_LEN 256
 #define BLOCK_HDR_LEN 24
 
+#define CATALOG_MAGIC "EMDBCATL"    /* catalog file, 8 bytes      */
+#define CATALOG_VERSION 1
+#define CATALOG_HDR_LEN 48
+#define CATALOG_MAX 0x1000000u      /* ids per list: far beyond any real store */
+
 typedef struct store_hdr {
 	uint32_t version;
 	uint64_t next_id;       /* the id the next checkpoint gets */
@@ -74,6 +79,33 @@ int store_key_row_decode(const uint8_t *key, size_t len, uint64_t *ckpt, uint32_
 
 void store_hdr_encode(uint8_t out[STORE_HDR_LEN], const store_hdr *h);
 int store_hdr_decode(const uint8_t *p, size_t len, store_hdr *h);
+
+/* The catalog (<dir>/CATALOG, docs/checkpoint.md): the store's own record,
+ * outside RocksDB, of which checkpoints are complete (with the checksum of
+ * each one's manifest) and which ids are unfinished (taken by a checkpoint
+ * not yet published, or being deleted), so that a manifest RocksDB lost is
+ * detected rather than taken for "never written". */
+typedef struct catalog_entry {
+	uint64_t id;
+	uint64_t sum;            /* the manifest's trailing XXH3-64 */
+} catalog_entry;
+
+typedef struct store_catalog {
+	uint8_t uuid[16];        /* the store header's                      */
+	uint64_t next_id;        /* the id the next checkpoint gets         */
+	uint32_t n_done, n_pending;
+	catalog_entry *done;     /* complete checkpoints, ascending id      */
+	uint64_t *pending;       /* unfinished ids, ascending               */
+} store_catalog;
+
+size_t catalog_size(uint32_t n_done, uint32_t n_pending);
+void catalog_encode(uint8_t *out, const store_catalog *c);
+/* Decode into *c (done and pending emdb_malloc'd; free with catalog_free). */
+int catalog_decode(const uint8_t *p, size_t len, store_catalog *c);
+void catalog_free(store_catalog *c);
+
+/* The checksum a manifest's encoding ends with (its last 8 bytes). */
+uint64_t manifest_sum(const uint8_t *p, size_t len);
 
 /* Bytes of the manifest of n tables. */
 size_t manifest_size(uint32_t n_tables);

@@ -16,6 +16,7 @@
 
 #include "base/error_int.h"
 #include "checkpoint/job_int.h"
+#include "checkpoint/store_int.h"
 #include "db/db_int.h"
 
 static int job_new(emdb_db *db, emdb_store *st, int kind, uint64_t id, emdb_job **out)
@@ -60,8 +61,12 @@ int emdb_job_run(emdb_job *job, emdb_ckpt_info *info)
 	__atomic_store_n(&job->running, 1, __ATOMIC_RELEASE);
 	JOB_SET(job, start_ns, emdb__now_ns());
 	emdb_ckpt_info tmp;
-	int rc = job->kind == JOB_RESTORE ? ckpt_restore_run(job, info ? info : &tmp)
-					  : ckpt_write_run(job, info ? info : &tmp);
+	int rc = store_enter(job->st);
+	if (rc == EMDB_OK) {
+		rc = job->kind == JOB_RESTORE ? ckpt_restore_run(job, info ? info : &tmp)
+					      : ckpt_write_run(job, info ? info : &tmp);
+		store_leave(job->st);
+	}
 	JOB_SET(job, end_ns, emdb__now_ns());
 	JOB_SET(job, phase, rc == EMDB_OK ? EMDB_PHASE_DONE : EMDB_PHASE_FAILED);
 	__atomic_store_n(&job->running, 0, __ATOMIC_RELEASE);

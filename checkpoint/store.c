@@ -1,19 +1,33 @@
 /*
  * store.c - the checkpoint store: one embedded RocksDB database holding
- * manifests (column family emdb_meta) and row blocks (emdb_rows); opening
- * it, listing, deleting and retaining checkpoints.
+ * manifests (column family emdb_meta) and row blocks (emdb_rows), and the
+ * catalog beside it (catalog.c); opening it, listing, deleting and
+ * retaining checkpoints, and getting RocksDB back after a write failure.
  *
  * Invariants:
- *   1. A checkpoint is visible exactly when its manifest is in emdb_meta.
- *      Manifests are written last (synced) and deleted first, so a crash
- *      at any point leaves only whole checkpoints visible; rows without a
- *      manifest are leftovers, removed by emdb_store_open.
- *   2. Checkpoint ids come from the header's next_id, persisted (synced)
+ *   1. A checkpoint is visible exactly when the catalog lists it as done;
+ *      its manifest is then in emdb_meta and flushed out of the WAL into
+ *      an SST file.  Publishing writes the manifest (synced), flushes it,
+ *      then records it in the catalog; deleting marks it pending in the
+ *      catalog first, then removes manifest and rows.  A crash at any
+ *      point leaves only whole checkpoints visible, and the pieces of
+ *      unfinished ones pending, for the next open to drop.
+ *   2. Nothing is deleted on the mere absence of metadata: RocksDB is
+ *      opened with kAbsoluteConsistency (a damaged WAL record fails the
+ *      open instead of silently ending the log), and check.c refuses
+ *      a store whose catalog, manifests and rows disagree.
+ *   3. Checkpoint ids come from the catalog's next_id, persisted (synced)
  *      before the id is used, so an id is never given twice in one store.
- *   3. An incremental checkpoint's parent is never deleted while it is
+ *   4. An incremental checkpoint's parent is never deleted while it is
  *      there (emdb_store_delete refuses, emdb_store_retain keeps chains).
+ *   5. After a failed RocksDB write (a full disk) RocksDB refuses every
+ *      further write until reopened: st->failed is set, and the next
+ *      caller that finds space on the file system reopens it
+ *      (store_recover) with no other caller inside (db_lock held for
+ *      writing), then drops the rows deletions left behind (st->redo).
  *
- * State changes: the header, manifests and deletions under mu; row blocks
+ * State changes: the header, catalog, manifests and deletions under mu;
+ * st->db only in store_recover, under db_lock held for writing; row blocks
  * arrive by ingestion (write.c).
  */
 #define _GNU_SOURCE /* O_DIRECT */
@@ -24,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,10 +51,23 @@ int store_rocks_err(char *err, const char *what)
 {
 	if (!err)
 		return EMDB_OK;
-	int code = strncmp(err, "Corruption", 10) == 0 ? EMDB_ERR_CORRUPT : EMDB_ERR_IO;
+	int code = strncmp(err, "Corruption", 10) == 0	 ? EMDB_ERR_CORRUPT
+		   : strstr(err, "No space left on device") ? EMDB_ERR_NOSPACE
+							    : EMDB_ERR_IO;
 	emdb__seterr(code, "%s: %s", what, err);
 	rocksdb_free(err);
 	return code;
+}
+
+int store_iter_end(rocksdb_iterator_t *it, int rc, const char *what)
+{
+	char *err = NULL;
+	rocksdb_iter_get_error(it, &err);
+	rocksdb_iter_destroy(it);
+	if (rc == EMDB_OK)
+		return store_rocks_err(err, what);
+	rocksdb_free(err);
+	return rc;
 }
 
 static char *path_join(const char *a, const char *b)
@@ -113,83 +141,70 @@ static int write_header_locked(emdb_store *st)
 	store_hdr_encode(buf, &st->hdr);
 	rocksdb_put_cf(st->db, st->wsync, STORE_CF_META(st), META_KEY_STORE, strlen(META_KEY_STORE),
 		       (const char *)buf, sizeof(buf), &err);
-	return store_rocks_err(err, "writing the store header");
+	int rc = store_rocks_err(err, "writing the store header");
+	return rc == EMDB_OK ? store_flush_meta(st) : store_failed(st, rc);
 }
 
-static int load_header(emdb_store *st)
+/* The header, or a new one (not yet written: *missing) in a new store. */
+static int load_header(emdb_store *st, bool *missing)
 {
 	char *err = NULL;
 	size_t len = 0;
 	char *v = rocksdb_get_cf(st->db, st->ropts, STORE_CF_META(st), META_KEY_STORE,
 				 strlen(META_KEY_STORE), &len, &err);
 	int rc = store_rocks_err(err, "reading the store header");
+	*missing = rc == EMDB_OK && !v;
 	if (rc != EMDB_OK)
 		return rc;
 	if (!v) {
 		st->hdr.version = STORE_VERSION;
 		st->hdr.next_id = 1;
 		new_uuid(st->hdr.uuid);
-		return write_header_locked(st);
+		return EMDB_OK;
 	}
 	rc = store_hdr_decode((const uint8_t *)v, len, &st->hdr);
 	rocksdb_free(v);
 	return rc;
 }
 
-static bool manifest_exists(emdb_store *st, uint64_t id)
+int store_failed(emdb_store *st, int rc)
 {
-	uint8_t key[META_KEY_CKPT_LEN];
-	char *err = NULL;
-	size_t len = 0;
-	store_key_ckpt(key, id);
-	char *v = rocksdb_get_cf(st->db, st->ropts, STORE_CF_META(st), (const char *)key, sizeof(key), &len,
-				 &err);
-	if (err) {
-		rocksdb_free(err);
-		return true; /* when in doubt, keep the rows */
-	}
-	rocksdb_free(v);
-	return v != NULL;
-}
-
-/* Rows of checkpoints that never got a manifest: a crash mid-checkpoint. */
-static int drop_leftovers(emdb_store *st)
-{
-	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, st->ropts, STORE_CF_ROWS(st));
-	int rc = EMDB_OK;
-	rocksdb_iter_seek_to_first(it);
-	while (rc == EMDB_OK && rocksdb_iter_valid(it)) {
-		size_t klen;
-		const char *k = rocksdb_iter_key(it, &klen);
-		uint64_t ck, blk;
-		uint32_t tb;
-		if (store_key_row_decode((const uint8_t *)k, klen, &ck, &tb, &blk) != EMDB_OK) {
-			rc = EMDB_ERR_CORRUPT;
-			break;
-		}
-		if (!manifest_exists(st, ck))
-			rc = store_drop_rows(st, ck);
-		uint8_t next[ROW_KEY_LEN];
-		store_key_row(next, ck + 1, 0, 0);
-		rocksdb_iter_seek(it, (const char *)next, sizeof(next));
-	}
-	char *err = NULL;
-	rocksdb_iter_get_error(it, &err);
-	if (rc == EMDB_OK)
-		rc = store_rocks_err(err, "scanning the store for leftovers");
-	else if (err)
-		rocksdb_free(err);
-	rocksdb_iter_destroy(it);
+	if (rc == EMDB_ERR_IO || rc == EMDB_ERR_NOSPACE)
+		__atomic_store_n(&st->failed, rc, __ATOMIC_RELEASE);
 	return rc;
 }
 
-static void store_free(emdb_store *st)
+/* RocksDB's count of background errors: a compaction that failed (the C
+ * API's compact_range returns no error) shows here. */
+static uint64_t bg_errors(emdb_store *st)
+{
+	char *v = rocksdb_property_value(st->db, "rocksdb.background-errors");
+	uint64_t n = v ? strtoull(v, NULL, 10) : 0;
+	rocksdb_free(v);
+	return n;
+}
+
+int store_flush_meta(emdb_store *st)
+{
+	char *err = NULL;
+	rocksdb_flush_cf(st->db, st->fwait, STORE_CF_META(st), &err);
+	return store_failed(st, store_rocks_err(err, "flushing the checkpoint store's metadata"));
+}
+
+static void close_rocks(emdb_store *st)
 {
 	for (int i = 0; i < 3; i++)
 		if (st->cf[i])
 			rocksdb_column_family_handle_destroy(st->cf[i]);
+	memset(st->cf, 0, sizeof(st->cf));
 	if (st->db)
 		rocksdb_close(st->db);
+	st->db = NULL;
+}
+
+static void store_free(emdb_store *st)
+{
+	close_rocks(st);
 	if (st->opts)
 		rocksdb_options_destroy(st->opts);
 	if (st->rows_opts)
@@ -200,40 +215,41 @@ static void store_free(emdb_store *st)
 		rocksdb_writeoptions_destroy(st->wsync);
 	if (st->ropts)
 		rocksdb_readoptions_destroy(st->ropts);
+	if (st->fwait)
+		rocksdb_flushoptions_destroy(st->fwait);
+	catalog_free(&st->cat);
 	pthread_mutex_destroy(&st->mu);
+	pthread_rwlock_destroy(&st->db_lock);
 	emdb_free(st->dir);
 	emdb_free(st->db_dir);
 	emdb_free(st->tmp_dir);
+	emdb_free(st->cat_path);
+	emdb_free(st->cat_tmp);
+	emdb_free(st->damage);
+	emdb_free(st->redo);
 	emdb_free(st);
 }
 
-int emdb_store_open(const char *dir, emdb_store **out)
+static int make_options(emdb_store *st, bool accept_loss)
 {
-	if (!out || !dir || !dir[0])
-		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_open: no directory given");
-	*out = NULL;
-	emdb_store *st = emdb_calloc(1, sizeof(*st));
-	if (!st)
-		return EMDB_ERR_NOMEM;
-	pthread_mutex_init(&st->mu, NULL);
-	size_t dl = strlen(dir) + 1;
-	st->dir = emdb_malloc(dl);
-	if (st->dir)
-		memcpy(st->dir, dir, dl);
-	st->db_dir = path_join(dir, "rocksdb");
-	st->tmp_dir = path_join(dir, "tmp");
-	int rc = EMDB_ERR_NOMEM;
-	if (!st->dir || !st->db_dir || !st->tmp_dir)
-		goto fail;
-	if ((rc = make_dir(dir)) != EMDB_OK || (rc = make_dir(st->tmp_dir)) != EMDB_OK)
-		goto fail;
-	clear_tmp(st->tmp_dir);
-
 	st->opts = rocksdb_options_create();
 	rocksdb_options_set_create_if_missing(st->opts, 1);
 	rocksdb_options_set_create_missing_column_families(st->opts, 1);
 	rocksdb_options_set_keep_log_file_num(st->opts, 4);
 	rocksdb_options_set_max_log_file_size(st->opts, 8u << 20);
+	/* RocksDB's default recovery (point in time) ends the WAL at its first
+	 * damaged record without an error: what followed, manifests included,
+	 * would be gone unnoticed.  Absolute consistency fails the open
+	 * instead; accept_loss is the operator's explicit choice of the old
+	 * behaviour, followed by check.c's account of what is lost. */
+	rocksdb_options_set_wal_recovery_mode(st->opts, accept_loss ? 2 : 1);
+	rocksdb_options_set_paranoid_checks(st->opts, 1);
+	/* RocksDB 7.8's info log (<dir>/rocksdb/LOG) aborts the process
+	 * (assertion in WritableFileWriter) on its next write after one failed
+	 * on a full disk, and its C API can set no other logger: only the few
+	 * header lines written at open go there.  emdb reports every RocksDB
+	 * error itself. */
+	rocksdb_options_set_info_log_level(st->opts, 5 /* HEADER_LEVEL */);
 	/* Without direct reads, restore reads row files front to back: let
 	 * the kernel read ahead (RocksDB's default advises random access,
 	 * which turns that off). */
@@ -255,33 +271,104 @@ int emdb_store_open(const char *dir, emdb_store **out)
 					"compression=kNoCompression;block_based_table_factory="
 					"{block_size=262144;max_auto_readahead_size=0}",
 					st->rows_opts, &err);
-	if (err) {
-		rc = store_rocks_err(err, "setting the options of the rows column family");
-		goto fail;
-	}
+	if (err)
+		return store_rocks_err(err, "setting the options of the rows column family");
 	st->wsync = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_set_sync(st->wsync, 1);
 	st->ropts = rocksdb_readoptions_create();
+	st->fwait = rocksdb_flushoptions_create();
+	rocksdb_flushoptions_set_wait(st->fwait, 1);
+	return EMDB_OK;
+}
 
+int store_refuse(const emdb_store *st, const char *kept, const char *what, const char *detail)
+{
+	/* The advice before the details: a message holds 512 bytes. */
+	return emdb__seterr(EMDB_ERR_CORRUPT,
+			    "the checkpoint store in %s is damaged, nothing was changed; restore it from a copy, "
+			    "or accept the loss (emdb-server --accept-data-loss 1, emdb_store_options.accept_loss) "
+			    "to keep %s. %s%s",
+			    st->dir, kept, what, detail);
+}
+
+static int open_rocks(emdb_store *st)
+{
 	const char *names[3] = { "default", CF_META, CF_ROWS };
 	const rocksdb_options_t *cfo[3] = { st->opts, st->meta_opts, st->rows_opts };
+	char *err = NULL;
 	st->db = rocksdb_open_column_families(st->opts, st->db_dir, 3, names, cfo, st->cf, &err);
-	if (err) {
-		rc = store_rocks_err(err, "opening the checkpoint store");
-		st->db = NULL;
+	if (!err)
+		return EMDB_OK;
+	st->db = NULL;
+	memset(st->cf, 0, sizeof(st->cf));
+	char why[1024];
+	int rc = store_rocks_err(err, "opening the checkpoint store");
+	snprintf(why, sizeof(why), "%s", emdb_last_error());
+	if (rc == EMDB_ERR_CORRUPT)
+		rc = store_refuse(st, "what can be read", "RocksDB cannot replay it: ", why);
+	return rc;
+}
+
+int emdb_store_open(const char *dir, emdb_store **out)
+{
+	return emdb_store_open_ex(dir, NULL, out);
+}
+
+int emdb_store_open_ex(const char *dir, const emdb_store_options *opt, emdb_store **out)
+{
+	if (!out || !dir || !dir[0])
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_open: no directory given");
+	*out = NULL;
+	if (opt && opt->size < sizeof(uint32_t) * 2)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_open: options of size %u: use EMDB_STORE_OPTIONS_INIT",
+				    opt->size);
+	bool accept_loss = opt && opt->accept_loss;
+	emdb_store *st = emdb_calloc(1, sizeof(*st));
+	if (!st)
+		return EMDB_ERR_NOMEM;
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_rwlock_init(&st->db_lock, NULL);
+	size_t dl = strlen(dir) + 1;
+	st->dir = emdb_malloc(dl);
+	if (st->dir)
+		memcpy(st->dir, dir, dl);
+	st->db_dir = path_join(dir, "rocksdb");
+	st->tmp_dir = path_join(dir, "tmp");
+	st->cat_path = path_join(dir, "CATALOG");
+	st->cat_tmp = path_join(dir, "CATALOG.tmp");
+	int rc = EMDB_ERR_NOMEM;
+	if (!st->dir || !st->db_dir || !st->tmp_dir || !st->cat_path || !st->cat_tmp)
 		goto fail;
+	if ((rc = make_dir(dir)) != EMDB_OK || (rc = make_dir(st->tmp_dir)) != EMDB_OK)
+		goto fail;
+	clear_tmp(st->tmp_dir);
+	if ((rc = make_options(st, accept_loss)) != EMDB_OK || (rc = open_rocks(st)) != EMDB_OK)
+		goto fail;
+	bool hdr_missing;
+	if ((rc = load_header(st, &hdr_missing)) != EMDB_OK)
+		goto fail;
+	/* A new store: the header first, so that a crash before its first
+	 * catalog leaves a store that is new again, not a catalog without a
+	 * header (which the check reports as damage). */
+	if (hdr_missing && access(st->cat_path, F_OK) != 0 && errno == ENOENT) {
+		if ((rc = write_header_locked(st)) != EMDB_OK)
+			goto fail;
+		hdr_missing = false;
 	}
-	if ((rc = load_header(st)) != EMDB_OK)
+	if ((rc = store_check_open(st, accept_loss, hdr_missing)) != EMDB_OK)
 		goto fail;
-	/* Best effort: a store whose rows cannot even be scanned still opens,
-	 * so that its manifests can be listed and the damage is reported by
-	 * the restore that needs the damaged rows. */
-	drop_leftovers(st);
+	if (hdr_missing && (rc = write_header_locked(st)) != EMDB_OK)
+		goto fail;
 	*out = st;
 	return EMDB_OK;
 fail:
 	store_free(st);
 	return rc;
+}
+
+const char *emdb_store_damage(const emdb_store *st)
+{
+	return st && st->damage ? st->damage : "";
 }
 
 void emdb_store_close(emdb_store *st)
@@ -290,18 +377,103 @@ void emdb_store_close(emdb_store *st)
 		store_free(st);
 }
 
+int emdb_store_state(const emdb_store *st)
+{
+	return __atomic_load_n(&st->failed, __ATOMIC_ACQUIRE);
+}
+
 const char *emdb_store_dir(const emdb_store *st)
 {
 	return st->dir;
 }
 
+/* Space below which reopening RocksDB is not tried: the open itself
+ * writes a new MANIFEST, OPTIONS file and WAL (tens of KiB), and a failed
+ * open leaves the store closed (no reads either) until one succeeds. */
+#define RECOVER_MIN_FREE (1u << 20)
+
+/* Drop the rows that deletions left behind (st->redo), under mu. */
+static void redo_locked(emdb_store *st)
+{
+	while (st->n_redo && store_drop_rows(st, st->redo[st->n_redo - 1]) == EMDB_OK) {
+		cat_edit_locked(st, st->redo[st->n_redo - 1], CAT_NONE, 0);
+		st->n_redo--;
+	}
+}
+
+static void redo_add_locked(emdb_store *st, uint64_t id)
+{
+	for (size_t i = 0; i < st->n_redo; i++)
+		if (st->redo[i] == id)
+			return;
+	uint64_t *nv = emdb_realloc(st->redo, (st->n_redo + 1) * sizeof(*nv));
+	if (!nv)
+		return; /* still pending in the catalog: the next open drops it */
+	st->redo = nv;
+	st->redo[st->n_redo++] = id;
+}
+
+/* Invariant 5: reopen RocksDB after a write failure, once there is room
+ * and nobody is inside. */
+static void store_recover(emdb_store *st)
+{
+	struct statvfs vs;
+	if (statvfs(st->dir, &vs) != 0 || (uint64_t)vs.f_bavail * vs.f_frsize < RECOVER_MIN_FREE)
+		return;
+	if (pthread_rwlock_trywrlock(&st->db_lock) != 0)
+		return;
+	if (__atomic_load_n(&st->failed, __ATOMIC_ACQUIRE)) {
+		close_rocks(st);
+		if (open_rocks(st) == EMDB_OK) {
+			__atomic_store_n(&st->failed, 0, __ATOMIC_RELEASE);
+			pthread_mutex_lock(&st->mu);
+			redo_locked(st);
+			pthread_mutex_unlock(&st->mu);
+		}
+	}
+	pthread_rwlock_unlock(&st->db_lock);
+}
+
+int store_enter(emdb_store *st)
+{
+	if (__atomic_load_n(&st->failed, __ATOMIC_ACQUIRE))
+		store_recover(st);
+	pthread_rwlock_rdlock(&st->db_lock);
+	if (st->db)
+		return EMDB_OK;
+	int rc = __atomic_load_n(&st->failed, __ATOMIC_ACQUIRE);
+	pthread_rwlock_unlock(&st->db_lock);
+	return emdb__seterr(rc ? rc : EMDB_ERR_IO,
+			    "the checkpoint store in %s could not be reopened after a write failure%s: free "
+			    "space on its file system; the next call retries",
+			    st->dir, rc == EMDB_ERR_NOSPACE ? " (no space left on the device)" : "");
+}
+
+void store_leave(emdb_store *st)
+{
+	pthread_rwlock_unlock(&st->db_lock);
+}
+
 int store_take_id(emdb_store *st, uint64_t *id)
 {
 	pthread_mutex_lock(&st->mu);
-	*id = st->hdr.next_id++;
-	int rc = write_header_locked(st);
+	redo_locked(st);
+	*id = st->cat.next_id;
+	int rc = cat_edit_locked(st, *id, CAT_PENDING, 0);
 	pthread_mutex_unlock(&st->mu);
+	if (rc != EMDB_OK)
+		*id = 0;
 	return rc;
+}
+
+int store_drop_manifest(emdb_store *st, uint64_t id)
+{
+	uint8_t key[META_KEY_CKPT_LEN];
+	char *err = NULL;
+	store_key_ckpt(key, id);
+	rocksdb_delete_cf(st->db, st->wsync, STORE_CF_META(st), (const char *)key, sizeof(key), &err);
+	int rc = store_failed(st, store_rocks_err(err, "deleting a manifest"));
+	return rc == EMDB_OK ? store_flush_meta(st) : rc;
 }
 
 int store_publish(emdb_store *st, const manifest *m)
@@ -311,19 +483,55 @@ int store_publish(emdb_store *st, const manifest *m)
 	if (!buf)
 		return EMDB_ERR_NOMEM;
 	manifest_encode(buf, m);
+	uint64_t sum = manifest_sum(buf, len);
 	uint8_t key[META_KEY_CKPT_LEN];
 	store_key_ckpt(key, m->info.id);
 	char *err = NULL;
 	pthread_mutex_lock(&st->mu);
-	rocksdb_put_cf(st->db, st->wsync, STORE_CF_META(st), (const char *)key, sizeof(key),
-		       (const char *)buf, len, &err);
-	pthread_mutex_unlock(&st->mu);
+	/* The header's next_id goes along: should the catalog ever be lost,
+	 * the one rebuilt from RocksDB still gives no id twice. */
+	uint8_t hb[STORE_HDR_LEN];
+	st->hdr.next_id = st->cat.next_id;
+	store_hdr_encode(hb, &st->hdr);
+	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+	rocksdb_writebatch_put_cf(wb, STORE_CF_META(st), (const char *)key, sizeof(key), (const char *)buf, len);
+	rocksdb_writebatch_put_cf(wb, STORE_CF_META(st), META_KEY_STORE, strlen(META_KEY_STORE),
+				  (const char *)hb, sizeof(hb));
+	rocksdb_write(st->db, st->wsync, wb, &err);
+	rocksdb_writebatch_destroy(wb);
 	emdb_free(buf);
-	return store_rocks_err(err, "writing the manifest");
+	int rc = store_failed(st, store_rocks_err(err, "writing the manifest"));
+	/* Out of the WAL before it counts: a damaged WAL record can then no
+	 * longer take a complete checkpoint's manifest with it. */
+	if (rc == EMDB_OK)
+		rc = store_flush_meta(st);
+	if (rc == EMDB_OK)
+		rc = cat_edit_locked(st, m->info.id, CAT_DONE, sum);
+	if (rc != EMDB_OK) {
+		/* Best effort; the id stays pending, so the next open removes
+		 * what is left of it. */
+		int keep = rc;
+		store_drop_manifest(st, m->info.id);
+		rc = keep;
+	}
+	pthread_mutex_unlock(&st->mu);
+	return rc;
 }
 
-/* Every manifest, oldest first: *out emdb_malloc'd array of *n (each
- * manifest's tables freed with manifest_free). */
+void store_abandon(emdb_store *st, uint64_t id, bool ingested)
+{
+	pthread_mutex_lock(&st->mu);
+	if (!ingested || store_drop_rows(st, id) == EMDB_OK)
+		cat_edit_locked(st, id, CAT_NONE, 0);
+	else
+		redo_add_locked(st, id);
+	pthread_mutex_unlock(&st->mu);
+}
+
+/* Every complete checkpoint's manifest, oldest first: *out emdb_malloc'd
+ * array of *n (each manifest's tables freed with manifest_free).  A
+ * manifest the catalog does not list as done is a publication or a
+ * deletion in progress: not visible.  The caller holds mu. */
 static int load_all(emdb_store *st, manifest **out, size_t *n)
 {
 	size_t cap = 0, cnt = 0;
@@ -336,8 +544,12 @@ static int load_all(emdb_store *st, manifest **out, size_t *n)
 	     rocksdb_iter_next(it)) {
 		size_t klen, vlen;
 		const char *k = rocksdb_iter_key(it, &klen);
-		if (!store_key_ckpt_id((const uint8_t *)k, klen))
+		uint64_t kid = store_key_ckpt_id((const uint8_t *)k, klen);
+		bool pending = false;
+		if (!kid)
 			break;
+		if (!catalog_has(&st->cat, kid, NULL, &pending) || pending)
+			continue;
 		const char *val = rocksdb_iter_value(it, &vlen);
 		if (cnt == cap) {
 			size_t nc = cap ? cap * 2 : 16;
@@ -361,13 +573,7 @@ static int load_all(emdb_store *st, manifest **out, size_t *n)
 		}
 		cnt++;
 	}
-	char *err = NULL;
-	rocksdb_iter_get_error(it, &err);
-	if (rc == EMDB_OK)
-		rc = store_rocks_err(err, "listing checkpoints");
-	else if (err)
-		rocksdb_free(err);
-	rocksdb_iter_destroy(it);
+	rc = store_iter_end(it, rc, "listing checkpoints");
 	if (rc != EMDB_OK) {
 		for (size_t i = 0; i < cnt; i++)
 			manifest_free(&v[i]);
@@ -392,7 +598,13 @@ int emdb_store_list(emdb_store *st, emdb_ckpt_info *out, size_t cap, size_t *n)
 		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_list: NULL argument");
 	manifest *v;
 	size_t cnt;
-	int rc = load_all(st, &v, &cnt);
+	int rc = store_enter(st);
+	if (rc != EMDB_OK)
+		return rc;
+	pthread_mutex_lock(&st->mu);
+	rc = load_all(st, &v, &cnt);
+	pthread_mutex_unlock(&st->mu);
+	store_leave(st);
 	if (rc != EMDB_OK)
 		return rc;
 	for (size_t i = 0; i < cnt && i < cap; i++)
@@ -404,10 +616,13 @@ int emdb_store_list(emdb_store *st, emdb_ckpt_info *out, size_t cap, size_t *n)
 
 int store_manifest(emdb_store *st, uint64_t id, manifest *m)
 {
+	pthread_mutex_lock(&st->mu);
+	bool pending = false, done = catalog_has(&st->cat, id, NULL, &pending) && !pending;
 	if (id == 0) {
 		manifest *v;
 		size_t cnt;
 		int rc = load_all(st, &v, &cnt);
+		pthread_mutex_unlock(&st->mu);
 		if (rc != EMDB_OK)
 			return rc;
 		if (!cnt) {
@@ -419,6 +634,9 @@ int store_manifest(emdb_store *st, uint64_t id, manifest *m)
 		free_all(v, cnt);
 		return EMDB_OK;
 	}
+	pthread_mutex_unlock(&st->mu);
+	if (!done)
+		return emdb__seterr(EMDB_ERR_INVALID, "no checkpoint %llu in the store", (unsigned long long)id);
 	uint8_t key[META_KEY_CKPT_LEN];
 	char *err = NULL;
 	size_t len = 0;
@@ -428,8 +646,10 @@ int store_manifest(emdb_store *st, uint64_t id, manifest *m)
 	int rc = store_rocks_err(err, "reading a manifest");
 	if (rc != EMDB_OK)
 		return rc;
-	if (!val)
-		return emdb__seterr(EMDB_ERR_INVALID, "no checkpoint %llu in the store", (unsigned long long)id);
+	if (!val) /* the catalog lists it: RocksDB lost it since the open */
+		return emdb__seterr(EMDB_ERR_CORRUPT,
+				    "checkpoint %llu: the catalog %s lists it, but its manifest is missing from RocksDB",
+				    (unsigned long long)id, st->cat_path);
 	rc = manifest_decode((const uint8_t *)val, len, m);
 	rocksdb_free(val);
 	if (rc == EMDB_OK && m->info.id != id) {
@@ -445,7 +665,11 @@ int emdb_store_get(emdb_store *st, uint64_t id, emdb_ckpt_info *out)
 	if (!st || !out)
 		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_get: NULL argument");
 	manifest m;
-	int rc = store_manifest(st, id, &m);
+	int rc = store_enter(st);
+	if (rc != EMDB_OK)
+		return rc;
+	rc = store_manifest(st, id, &m);
+	store_leave(st);
 	if (rc == EMDB_OK) {
 		*out = m.info;
 		manifest_free(&m);
@@ -464,21 +688,65 @@ int store_drop_rows(emdb_store *st, uint64_t id)
 	char *err = NULL;
 	rocksdb_write(st->db, st->wsync, wb, &err);
 	rocksdb_writebatch_destroy(wb);
-	int rc = store_rocks_err(err, "deleting checkpoint rows");
-	if (rc == EMDB_OK) /* give the space back now, not at some later compaction */
-		rocksdb_compact_range_cf(st->db, STORE_CF_ROWS(st), (const char *)a, sizeof(a),
-					 (const char *)b, sizeof(b));
-	return rc;
+	int rc = store_failed(st, store_rocks_err(err, "deleting checkpoint rows"));
+	if (rc != EMDB_OK)
+		return rc;
+	/* Give the space back now, not at some later compaction.  The C API's
+	 * compaction returns no error: RocksDB's count of background errors
+	 * tells whether it failed (then RocksDB refuses writes: invariant 5). */
+	uint64_t errs = bg_errors(st);
+	rocksdb_compact_range_cf(st->db, STORE_CF_ROWS(st), (const char *)a, sizeof(a), (const char *)b,
+				 sizeof(b));
+	if (bg_errors(st) != errs)
+		return store_failed(st, emdb__seterr(EMDB_ERR_NOSPACE,
+						     "compacting the rows of checkpoint %llu failed in RocksDB",
+						     (unsigned long long)id));
+	return EMDB_OK;
 }
 
-static int delete_locked(emdb_store *st, uint64_t id)
+/* Whether manifest id is still readable (true when that cannot be told). */
+static bool manifest_there(emdb_store *st, uint64_t id)
 {
 	uint8_t key[META_KEY_CKPT_LEN];
 	char *err = NULL;
+	size_t len = 0;
 	store_key_ckpt(key, id);
-	rocksdb_delete_cf(st->db, st->wsync, STORE_CF_META(st), (const char *)key, sizeof(key), &err);
-	int rc = store_rocks_err(err, "deleting a manifest");
-	return rc == EMDB_OK ? store_drop_rows(st, id) : rc;
+	char *v = rocksdb_get_cf(st->db, st->ropts, STORE_CF_META(st), (const char *)key, sizeof(key), &len,
+				 &err);
+	bool there = v != NULL;
+	rocksdb_free(v);
+	if (err) {
+		rocksdb_free(err);
+		return true;
+	}
+	return there;
+}
+
+/* Invariant 1: pending in the catalog, then the manifest, then the rows.
+ * Once the manifest is gone the checkpoint is deleted; rows that could not
+ * be dropped yet (a full disk) are dropped when the store recovers. */
+static int delete_locked(emdb_store *st, uint64_t id)
+{
+	uint64_t sum = 0;
+	catalog_has(&st->cat, id, &sum, NULL);
+	int rc = cat_edit_locked(st, id, CAT_PENDING, 0);
+	if (rc != EMDB_OK)
+		return rc;
+	rc = store_drop_manifest(st, id);
+	if (rc != EMDB_OK && manifest_there(st, id)) {
+		char why[1024];
+		snprintf(why, sizeof(why), "%s", emdb_last_error());
+		if (cat_edit_locked(st, id, CAT_DONE, sum) != EMDB_OK)
+			redo_add_locked(st, id); /* stays pending: gone at the next open */
+		return emdb__seterr(rc, "checkpoint %llu was not deleted: %s", (unsigned long long)id, why);
+	}
+	/* Gone, even where only its flush failed: the deletion is in the
+	 * (synced) WAL, and the catalog must not list it as complete. */
+	if (store_drop_rows(st, id) == EMDB_OK)
+		cat_edit_locked(st, id, CAT_NONE, 0);
+	else
+		redo_add_locked(st, id);
+	return EMDB_OK;
 }
 
 int emdb_store_delete(emdb_store *st, uint64_t id)
@@ -487,10 +755,15 @@ int emdb_store_delete(emdb_store *st, uint64_t id)
 		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_delete: store is NULL");
 	manifest *v;
 	size_t cnt;
+	int rc = store_enter(st);
+	if (rc != EMDB_OK)
+		return rc;
 	pthread_mutex_lock(&st->mu);
-	int rc = load_all(st, &v, &cnt);
+	redo_locked(st);
+	rc = load_all(st, &v, &cnt);
 	if (rc != EMDB_OK) {
 		pthread_mutex_unlock(&st->mu);
+		store_leave(st);
 		return rc;
 	}
 	bool found = false;
@@ -507,6 +780,7 @@ int emdb_store_delete(emdb_store *st, uint64_t id)
 	if (rc == EMDB_OK)
 		rc = delete_locked(st, id);
 	pthread_mutex_unlock(&st->mu);
+	store_leave(st);
 	free_all(v, cnt);
 	return rc;
 }
@@ -518,10 +792,15 @@ int emdb_store_retain(emdb_store *st, uint32_t keep, uint32_t *deleted)
 	manifest *v;
 	size_t cnt;
 	uint32_t gone = 0;
+	int rc = store_enter(st);
+	if (rc != EMDB_OK)
+		return rc;
 	pthread_mutex_lock(&st->mu);
-	int rc = load_all(st, &v, &cnt);
+	redo_locked(st);
+	rc = load_all(st, &v, &cnt);
 	if (rc != EMDB_OK) {
 		pthread_mutex_unlock(&st->mu);
+		store_leave(st);
 		return rc;
 	}
 	bool *kept = emdb_calloc(cnt ? cnt : 1, sizeof(bool));
@@ -546,6 +825,7 @@ int emdb_store_retain(emdb_store *st, uint32_t keep, uint32_t *deleted)
 			gone++;
 	}
 	pthread_mutex_unlock(&st->mu);
+	store_leave(st);
 	emdb_free(kept);
 	free_all(v, cnt);
 	if (deleted)
@@ -560,7 +840,7 @@ int store_ingest(emdb_store *st, const char *const *paths, size_t n)
 	char *err = NULL;
 	rocksdb_ingest_external_file_cf(st->db, STORE_CF_ROWS(st), (const char *const *)paths, n, io, &err);
 	rocksdb_ingestexternalfileoptions_destroy(io);
-	return store_rocks_err(err, "ingesting the checkpoint's SST files");
+	return store_failed(st, store_rocks_err(err, "ingesting the checkpoint's SST files"));
 }
 
 const char *emdb_ckpt_kind_name(emdb_ckpt_kind kind)

@@ -367,8 +367,8 @@ static void cleanup(wctx *c, bool ok)
 		end_tables(c, ok);
 	for (uint32_t i = 0; i < c->n_segs; i++)
 		ckpt_seg_cleanup(&c->segs[i]);
-	if (!ok && c->ingested)
-		store_drop_rows(c->st, c->id);
+	if (!ok && c->id)
+		store_abandon(c->st, c->id, c->ingested);
 	for (uint32_t i = 0; c->w && i < c->n; i++) {
 		wtable *w = &c->w[i];
 		if (w->ids)

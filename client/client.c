@@ -342,6 +342,7 @@ static cl_args pull_args(uint32_t table, const uint64_t *ids, size_t n, const em
 	a.offsets = offsets;
 	a.n_bags = n_bags;
 	a.pool = pool;
+	a.n_rows = bags ? n_bags : a.n;
 	a.dim = dim;
 	a.out = out;
 	return a;
@@ -400,6 +401,7 @@ static cl_args lookup_args(uint32_t table, const uint64_t *ids, size_t n, uint32
 	a.table = table;
 	a.ids = ids;
 	a.n = n;
+	a.n_rows = n;
 	a.dim = dim;
 	a.out = out;
 	a.found = found;
@@ -527,6 +529,7 @@ int emdb_client_read_state(emdb_client *c, uint32_t table, const uint64_t *ids, 
 	a.table = table;
 	a.ids = ids;
 	a.n = n;
+	a.n_rows = n;
 	a.per_row = per_row;
 	a.out = state;
 	a.found = found;

@@ -13,33 +13,74 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
-/* What a request asks for.  One enum for both transports; net.c maps it
- * to wire opcodes. */
+/* Every operation of emdb/client.h, declared once.  Each layer expands
+ * the column it owns into a table indexed by cl_op, so that no layer keeps
+ * a switch over operations:
+ *
+ *   X(NAME, wire, check, encode, receive, mem)
+ *
+ *   NAME     gives CL_NAME, the request's cl_op.
+ *   wire     the PROTO_OP_MAP row it travels as (TABLE_FIND is a
+ *            TABLE_DESCRIBE by name); its version and role are that row's.
+ *   check    future.c: the argument check, run once before any transport
+ *            (chk_none: nothing to check).
+ *   encode   net_ops.c: ENC_FLAT(fn), the whole frame written by fn into a
+ *            buffer, or ENC_IOV(fn), a scatter-gather list over the
+ *            caller's own arrays (the big requests).
+ *   receive  net_ops.c: RX_BODY(fn), the body buffered and decoded, then fn
+ *            delivers it to the outputs (NULL: nothing to deliver), or
+ *            RX_VECTORS, the floats read from the socket straight into
+ *            the caller's array.
+ *   mem      mem.c: the operation on the engine in this process.
+ *
+ * Adding a call: a row here (after its PROTO_OP_MAP row, codec and
+ * handler), and the functions its row names. */
+#define CL_OP_MAP(X)                                                                                  \
+	X(PING, PING, chk_none, ENC_FLAT(enc_ping), RX_BODY(NULL), mem_ping)                           \
+	X(INFO, INFO, chk_info, ENC_FLAT(enc_info), RX_BODY(dec_info), mem_info)                       \
+	X(CONFIG_GET, CONFIG_GET, chk_config_get, ENC_FLAT(enc_config_get), RX_BODY(dec_config_get),   \
+	  mem_config_get)                                                                              \
+	X(CONFIG_SET, CONFIG_SET, chk_config_set, ENC_FLAT(enc_config_set), RX_BODY(NULL),             \
+	  mem_config_set)                                                                              \
+	X(SHUTDOWN, SHUTDOWN, chk_none, ENC_FLAT(enc_empty), RX_BODY(NULL), mem_shutdown)              \
+	X(TABLE_CREATE, TABLE_CREATE, chk_table_create, ENC_FLAT(enc_table_create),                    \
+	  RX_BODY(dec_table_create), mem_table_create)                                                 \
+	X(TABLE_DROP, TABLE_DROP, chk_none, ENC_FLAT(enc_table_drop), RX_BODY(NULL), mem_table_drop)   \
+	X(TABLE_RESERVE, TABLE_RESERVE, chk_none, ENC_FLAT(enc_table_reserve), RX_BODY(NULL),          \
+	  mem_table_reserve)                                                                           \
+	X(TABLE_FIND, TABLE_DESCRIBE, chk_table_find, ENC_FLAT(enc_table_find),                        \
+	  RX_BODY(dec_table_find), mem_table_find)                                                     \
+	X(TABLE_DESCRIBE, TABLE_DESCRIBE, chk_table_describe, ENC_FLAT(enc_table_describe),            \
+	  RX_BODY(dec_table_describe), mem_table_describe)                                             \
+	X(TABLE_LIST, TABLE_LIST, chk_table_list, ENC_FLAT(enc_empty), RX_BODY(dec_table_list),        \
+	  mem_table_list)                                                                              \
+	X(STATS, STATS, chk_stats, ENC_FLAT(enc_empty), RX_BODY(dec_stats), mem_stats)                 \
+	X(PREFETCH, PREFETCH, chk_prefetch, ENC_IOV(iov_prefetch), RX_BODY(dec_prefetch),              \
+	  mem_prefetch)                                                                                \
+	X(PULL, PULL, chk_rows, ENC_IOV(iov_pull), RX_VECTORS, mem_pull)                               \
+	X(PUSH, PUSH, chk_rows, ENC_IOV(iov_push), RX_BODY(NULL), mem_push)                            \
+	X(UPDATE, UPDATE, chk_none, ENC_FLAT(enc_update), RX_BODY(dec_update), mem_update)             \
+	X(PUSH_UPDATE, PUSH_UPDATE, chk_rows, ENC_IOV(iov_push_update), RX_BODY(dec_push_update),      \
+	  mem_push_update)                                                                             \
+	X(LOOKUP, LOOKUP, chk_rows, ENC_IOV(iov_lookup), RX_VECTORS, mem_lookup)                       \
+	X(READ_STATE, READ_STATE, chk_rows, ENC_IOV(iov_read_state), RX_VECTORS, mem_read_state)       \
+	X(CHECKPOINT, CHECKPOINT, chk_checkpoint, ENC_FLAT(enc_checkpoint), RX_BODY(dec_checkpoint),   \
+	  mem_no_store)                                                                                \
+	X(RESTORE, RESTORE, chk_none, ENC_FLAT(enc_restore), RX_BODY(dec_restore), mem_no_store)       \
+	X(JOB_STATUS, JOB_STATUS, chk_job_status, ENC_FLAT(enc_job_status), RX_BODY(dec_job_status),   \
+	  mem_no_store)                                                                                \
+	X(CKPT_LIST, CHECKPOINT_LIST, chk_ckpt_list, ENC_FLAT(enc_empty), RX_BODY(dec_ckpt_list),      \
+	  mem_no_store)                                                                                \
+	X(CKPT_DELETE, CHECKPOINT_DELETE, chk_none, ENC_FLAT(enc_ckpt_delete), RX_BODY(NULL),          \
+	  mem_no_store)
+
+/* What a request asks for: a row of CL_OP_MAP. */
 typedef enum cl_op {
-	CL_PING = 1,
-	CL_INFO,
-	CL_CONFIG_GET,
-	CL_CONFIG_SET,
-	CL_SHUTDOWN,
-	CL_TABLE_CREATE,
-	CL_TABLE_DROP,
-	CL_TABLE_RESERVE,
-	CL_TABLE_FIND,
-	CL_TABLE_DESCRIBE,
-	CL_TABLE_LIST,
-	CL_STATS,
-	CL_PREFETCH,
-	CL_PULL,   /* plain or pooled, by IDs or ticket */
-	CL_PUSH,   /* plain or pooled, by IDs or ticket */
-	CL_UPDATE, /* table 0 = every table */
-	CL_PUSH_UPDATE, /* by IDs or ticket, no bags */
-	CL_LOOKUP,
-	CL_READ_STATE,
-	CL_CHECKPOINT,      /* start a checkpoint job */
-	CL_RESTORE,         /* start a restore job */
-	CL_JOB_STATUS,
-	CL_CKPT_LIST,
-	CL_CKPT_DELETE,
+	CL_NONE = 0, /* no request has it: a zeroed cl_args is no call */
+#define CL_OP_ENUM_(NAME, wire, check, encode, receive, mem) CL_##NAME,
+	CL_OP_MAP(CL_OP_ENUM_)
+#undef CL_OP_ENUM_
+	CL_OP_COUNT
 } cl_op;
 
 /* A request's arguments and where its results go: the caller's pointers,
@@ -49,13 +90,19 @@ typedef struct cl_args {
 	const char *what;  /* public function name, for messages */
 	uint32_t table;
 	uint32_t dim;
+	/* Which rows (PREFETCH, PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE),
+	 * decided once by client.c and read as they are by every layer: by
+	 * IDs, ids[n] and ticket NULL; by ticket, ids NULL and n the ticket's
+	 * count.  Pooled (bags, a *_bags call): offsets[n_bags], pool, and
+	 * n_rows = n_bags vectors; otherwise n_rows = n. */
 	const uint64_t *ids;
 	size_t n;
 	const emdb_client_ticket *ticket;
-	const uint64_t *offsets; /* non-NULL or n_bags > 0: pooled */
+	bool bags;
+	const uint64_t *offsets;
 	size_t n_bags;
 	emdb_pool pool;
-	bool bags;               /* a *_bags call */
+	size_t n_rows;           /* vectors that PULL returns / PUSH carries */
 	bool all;                /* UPDATE of every table */
 	uint32_t workers;        /* UPDATE: >= 2, a synchronous step */
 	const float *grads;      /* PUSH, PUSH_UPDATE */

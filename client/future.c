@@ -22,9 +22,11 @@
  *   4. A Prefetch's ticket stays in the future (f->tk) until a wait or
  *      poll hands it to *ticket_out; free releases an undelivered one, so
  *      no ticket leaks whatever the caller does.
- *   5. Arguments are checked here, once, before any transport sees them;
- *      transports may assume non-NULL outputs and a ticket of their handle.
+ *   5. Arguments are checked here, once, before any transport sees them
+ *      (each operation's check of CL_OP_MAP); transports may assume
+ *      non-NULL outputs and a ticket of their handle.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -127,119 +129,158 @@ static int observe(emdb_future *f)
 	return f->rc;
 }
 
-/* Invariant 5. */
-static int check_args(emdb_client *c, const cl_args *a)
+/* ---- argument checks (invariant 5): CL_OP_MAP's check column ------ */
+
+typedef int (*chk_fn)(emdb_client *c, const cl_args *a);
+
+static int chk_none(emdb_client *c, const cl_args *a)
+{
+	return EMDB_OK;
+}
+
+static int chk_prefetch(emdb_client *c, const cl_args *a)
+{
+	if (!a->ticket_out)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", a->what);
+	*a->ticket_out = NULL;
+	if (!a->ids)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: ids is NULL", a->what);
+	return EMDB_OK;
+}
+
+/* PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE: rows by IDs or ticket,
+ * maybe pooled. */
+static int chk_rows(emdb_client *c, const cl_args *a)
 {
 	const char *w = a->what;
-	switch (a->op) {
-	case CL_PREFETCH:
-		if (!a->ticket_out)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", w);
-		*a->ticket_out = NULL;
-		if (!a->ids)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: ids is NULL", w);
-		break;
-	case CL_PULL:
-	case CL_PUSH:
-	case CL_PUSH_UPDATE:
-	case CL_LOOKUP:
-	case CL_READ_STATE: {
-		bool push = a->op == CL_PUSH || a->op == CL_PUSH_UPDATE;
-		if (push ? !a->grads : !a->out)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
-					 push ? "grads" : a->op == CL_READ_STATE ? "state" : "out");
-		if (a->ticket && a->ticket->c != c)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: the ticket belongs to another handle", w);
-		if (!a->ticket && !a->ids)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
-					 push || a->op == CL_PULL ? "ids or ticket" : "ids");
-		if (a->bags) {
-			/* The same checks, codes and order as the engine's,
-			 * needed here because the wire reads n_bags 0 as
-			 * "no pooling". */
-			if (a->pool != EMDB_POOL_SUM && a->pool != EMDB_POOL_MEAN)
-				return cl_seterr(EMDB_ERR_INVALID, "%s: unknown pooling mode %d", w,
-						 (int)a->pool);
-			if (!a->offsets)
-				return cl_seterr(EMDB_ERR_INVALID, "%s: offsets is NULL", w);
-			if (a->n_bags == 0)
-				return cl_seterr(EMDB_ERR_BATCH, "%s: no bags: n_bags must be at least 1", w);
-			if (a->n_bags >= UINT32_MAX)
-				return cl_seterr(EMDB_ERR_BATCH, "%s: %zu bags is too many", w, a->n_bags);
-		}
-		if (a->n > UINT32_MAX)
-			return cl_seterr(EMDB_ERR_BATCH, "%s: %zu IDs is more than a request carries", w, a->n);
-		break;
+	bool push = a->op == CL_PUSH || a->op == CL_PUSH_UPDATE;
+	if (push ? !a->grads : !a->out)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
+				 push ? "grads" : a->op == CL_READ_STATE ? "state" : "out");
+	if (a->ticket && a->ticket->c != c)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: the ticket belongs to another handle", w);
+	if (!a->ticket && !a->ids)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
+				 push || a->op == CL_PULL ? "ids or ticket" : "ids");
+	if (a->bags) {
+		/* The same checks, codes and order as the engine's, needed
+		 * here because the wire reads n_bags 0 as "no pooling". */
+		if (a->pool != EMDB_POOL_SUM && a->pool != EMDB_POOL_MEAN)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: unknown pooling mode %d", w, (int)a->pool);
+		if (!a->offsets)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: offsets is NULL", w);
+		if (a->n_bags == 0)
+			return cl_seterr(EMDB_ERR_BATCH, "%s: no bags: n_bags must be at least 1", w);
+		if (a->n_bags >= UINT32_MAX)
+			return cl_seterr(EMDB_ERR_BATCH, "%s: %zu bags is too many", w, a->n_bags);
 	}
-	case CL_UPDATE:
-		break;
-	case CL_TABLE_CREATE:
-		if (!a->cfg)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: cfg is NULL", w);
-		break;
-	case CL_TABLE_FIND:
-		if (!a->s1)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: name is NULL", w);
-		break;
-	case CL_TABLE_DESCRIBE:
-		if (!a->info)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", w);
-		break;
-	case CL_TABLE_LIST:
-		if (!a->n_out || (a->list_cap && !a->list_ids))
-			return cl_seterr(EMDB_ERR_INVALID, "%s: n_out is NULL, or ids is NULL with cap %zu", w,
-					 a->list_cap);
-		break;
-	case CL_STATS:
-		if (!a->stats)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", w);
-		break;
-	case CL_INFO:
-		if (!a->text)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: text is NULL", w);
-		*a->text = NULL;
-		break;
-	case CL_CONFIG_GET:
-		if (!a->kv || !a->n_out || !a->s1)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: pattern, kv or n is NULL", w);
-		*a->kv = NULL;
-		*a->n_out = 0;
-		break;
-	case CL_CONFIG_SET:
-		if (a->n_kv == 0 || a->n_kv > EMDB_CLIENT_CONFIG_SET_MAX)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: %zu settings; 1 to %u at once", w, a->n_kv,
-					 EMDB_CLIENT_CONFIG_SET_MAX);
-		if (!a->keys || !a->values)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: keys or values is NULL", w);
-		for (size_t i = 0; i < a->n_kv; i++)
-			if (!a->keys[i] || !a->values[i])
-				return cl_seterr(EMDB_ERR_INVALID, "%s: key or value %zu is NULL", w, i);
-		break;
-	case CL_CHECKPOINT:
-		if (a->arg != EMDB_CKPT_FULL && a->arg != EMDB_CKPT_INCREMENTAL)
-			return cl_seterr(EMDB_ERR_INVALID,
-					 "%s: unknown checkpoint kind %llu (EMDB_CKPT_FULL or EMDB_CKPT_INCREMENTAL)",
-					 w, (unsigned long long)a->arg);
-		break;
-	case CL_JOB_STATUS:
-		if (!a->job)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", w);
-		break;
-	case CL_CKPT_LIST:
-		if (!a->ckpts || !a->n_out)
-			return cl_seterr(EMDB_ERR_INVALID, "%s: out or n is NULL", w);
-		*a->ckpts = NULL;
-		*a->n_out = 0;
-		break;
-	case CL_PING:
-	case CL_SHUTDOWN:
-	case CL_TABLE_DROP:
-	case CL_TABLE_RESERVE:
-	case CL_RESTORE:
-	case CL_CKPT_DELETE:
-		break;
-	}
+	if (a->n > UINT32_MAX)
+		return cl_seterr(EMDB_ERR_BATCH, "%s: %zu IDs is more than a request carries", w, a->n);
 	return EMDB_OK;
+}
+
+static int chk_table_create(emdb_client *c, const cl_args *a)
+{
+	if (!a->cfg)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: cfg is NULL", a->what);
+	return EMDB_OK;
+}
+
+static int chk_table_find(emdb_client *c, const cl_args *a)
+{
+	if (!a->s1)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: name is NULL", a->what);
+	return EMDB_OK;
+}
+
+static int chk_table_describe(emdb_client *c, const cl_args *a)
+{
+	if (!a->info)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", a->what);
+	return EMDB_OK;
+}
+
+static int chk_table_list(emdb_client *c, const cl_args *a)
+{
+	if (!a->n_out || (a->list_cap && !a->list_ids))
+		return cl_seterr(EMDB_ERR_INVALID, "%s: n_out is NULL, or ids is NULL with cap %zu",
+				 a->what, a->list_cap);
+	return EMDB_OK;
+}
+
+static int chk_stats(emdb_client *c, const cl_args *a)
+{
+	if (!a->stats)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", a->what);
+	return EMDB_OK;
+}
+
+static int chk_info(emdb_client *c, const cl_args *a)
+{
+	if (!a->text)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: text is NULL", a->what);
+	*a->text = NULL;
+	return EMDB_OK;
+}
+
+static int chk_config_get(emdb_client *c, const cl_args *a)
+{
+	if (!a->kv || !a->n_out || !a->s1)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: pattern, kv or n is NULL", a->what);
+	*a->kv = NULL;
+	*a->n_out = 0;
+	return EMDB_OK;
+}
+
+static int chk_config_set(emdb_client *c, const cl_args *a)
+{
+	const char *w = a->what;
+	if (a->n_kv == 0 || a->n_kv > EMDB_CLIENT_CONFIG_SET_MAX)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: %zu settings; 1 to %u at once", w, a->n_kv,
+				 EMDB_CLIENT_CONFIG_SET_MAX);
+	if (!a->keys || !a->values)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: keys or values is NULL", w);
+	for (size_t i = 0; i < a->n_kv; i++)
+		if (!a->keys[i] || !a->values[i])
+			return cl_seterr(EMDB_ERR_INVALID, "%s: key or value %zu is NULL", w, i);
+	return EMDB_OK;
+}
+
+static int chk_checkpoint(emdb_client *c, const cl_args *a)
+{
+	if (a->arg != EMDB_CKPT_FULL && a->arg != EMDB_CKPT_INCREMENTAL)
+		return cl_seterr(EMDB_ERR_INVALID,
+				 "%s: unknown checkpoint kind %llu (EMDB_CKPT_FULL or EMDB_CKPT_INCREMENTAL)",
+				 a->what, (unsigned long long)a->arg);
+	return EMDB_OK;
+}
+
+static int chk_job_status(emdb_client *c, const cl_args *a)
+{
+	if (!a->job)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: out is NULL", a->what);
+	return EMDB_OK;
+}
+
+static int chk_ckpt_list(emdb_client *c, const cl_args *a)
+{
+	if (!a->ckpts || !a->n_out)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: out or n is NULL", a->what);
+	*a->ckpts = NULL;
+	*a->n_out = 0;
+	return EMDB_OK;
+}
+
+static const chk_fn checks[CL_OP_COUNT] = {
+#define CHECK_(NAME, wire, check, encode, receive, mem) [CL_##NAME] = check,
+	CL_OP_MAP(CHECK_)
+#undef CHECK_
+};
+
+static int check_args(emdb_client *c, const cl_args *a)
+{
+	assert(a->op > CL_NONE && a->op < CL_OP_COUNT);
+	return checks[a->op](c, a);
 }
 
 int cl_call(emdb_client *c, cl_args *a)

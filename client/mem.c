@@ -7,6 +7,9 @@
  * Prefetch submitted now runs while the caller computes; with
  * mem_threads 0 they run at submission.  "mem://NAME" databases live in a
  * process-wide registry, reference-counted by the handles that opened them.
+ * Synchronous steps (emdb_client_update_sync) meet in the engine's step
+ * barrier (db/step.h), the caller's thread blocked in step_wait: one
+ * barrier per database, shared by every handle on it.
  *
  * Invariants:
  *   1. The queue holds exactly the QUEUED futures of the handle, in
@@ -21,6 +24,8 @@
  *   4. The engine's message (emdb_last_error) is copied into the future
  *      on the thread that called the engine, before anything else can
  *      overwrite it.
+ *   5. An operation runs by its row of CL_OP_MAP (mem_ops): exec knows
+ *      no operation.
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -31,13 +36,13 @@
 #include <emdb/db.h>
 
 #include "client/client_int.h"
-#include "client/mem_step.h"
 #include "client/uri.h"
+#include "db/step.h"
 
 typedef struct mem_shared {
 	char name[64];
 	emdb_db *db;
-	mem_steps steps;      /* synchronous steps, shared by its handles */
+	step_barrier *steps;  /* synchronous steps, shared by its handles */
 	unsigned refs;
 	struct mem_shared *next;
 } mem_shared;
@@ -49,8 +54,8 @@ typedef struct mem_state {
 	emdb_db *db;
 	bool own;             /* a private database: close it with the handle */
 	mem_shared *shared;   /* or a registry entry to release              */
-	mem_steps own_steps;  /* synchronous steps of a private or wrapped db */
-	mem_steps *steps;     /* &own_steps or &shared->steps                 */
+	step_barrier *own_steps; /* synchronous steps of a private or wrapped db */
+	step_barrier *steps;     /* own_steps or shared->steps                   */
 	pthread_t *workers;
 	uint32_t n_workers;
 	pthread_cond_t work;  /* queue non-empty or stopping, with c->lock    */
@@ -153,11 +158,99 @@ static int config_get(emdb_client *c, const char *pattern, emdb_client_kv **kv, 
 	return EMDB_OK;
 }
 
-static int do_prefetch(emdb_client *c, emdb_future *f)
+/* ---- one function per operation: CL_OP_MAP's mem column ------------
+ *
+ * Each returns the engine's result; one that fills msg itself has said
+ * all there is to say, otherwise exec copies the engine's message. */
+
+typedef int (*mem_fn)(emdb_client *c, emdb_future *f, char *msg, size_t msglen);
+
+#define MEM_OP(name) static int mem_##name(emdb_client *c, emdb_future *f, char *msg, size_t msglen)
+/* The request's arguments and its database. */
+#define MEM_ARGS              \
+	const cl_args *a = &f->a; \
+	emdb_db *db = ((mem_state *)c->priv)->db
+/* The engine's ticket of a request by ticket, NULL for one by IDs. */
+#define MEM_TICKET(a) ((a)->ticket ? (a)->ticket->local : NULL)
+
+MEM_OP(ping)
 {
-	mem_state *m = c->priv;
+	return EMDB_OK;
+}
+
+MEM_OP(info)
+{
+	return info_text(c, f->a.s1, f->a.text, msg, msglen);
+}
+
+MEM_OP(config_get)
+{
+	return config_get(c, f->a.s1, f->a.kv, f->a.n_out);
+}
+
+MEM_OP(config_set)
+{
+	snprintf(msg, msglen, "%s: a mem:// database has no settable configuration", f->a.what);
+	return EMDB_ERR_UNSUPPORTED;
+}
+
+MEM_OP(shutdown)
+{
+	snprintf(msg, msglen, "%s: there is no server to shut down in mem://", f->a.what);
+	return EMDB_ERR_UNSUPPORTED;
+}
+
+MEM_OP(table_create)
+{
+	MEM_ARGS;
+	return emdb_table_create(db, a->cfg, a->id_out);
+}
+
+MEM_OP(table_drop)
+{
+	MEM_ARGS;
+	return emdb_table_drop(db, a->table);
+}
+
+MEM_OP(table_reserve)
+{
+	MEM_ARGS;
+	return emdb_table_reserve(db, a->table, a->arg);
+}
+
+MEM_OP(table_find)
+{
+	MEM_ARGS;
+	uint32_t id;
+	int rc = emdb_table_find(db, a->s1, &id);
+	if (rc == EMDB_OK && a->id_out)
+		*a->id_out = id;
+	return rc;
+}
+
+MEM_OP(table_describe)
+{
+	MEM_ARGS;
+	return emdb_table_describe(db, a->table, a->info);
+}
+
+MEM_OP(table_list)
+{
+	MEM_ARGS;
+	return emdb_table_list(db, a->list_ids, a->list_cap, a->n_out);
+}
+
+MEM_OP(stats)
+{
+	MEM_ARGS;
+	return emdb_db_get_stats(db, a->stats);
+}
+
+MEM_OP(prefetch)
+{
+	MEM_ARGS;
 	emdb_ticket *et;
-	int rc = emdb_prefetch(m->db, f->a.table, f->a.ids, f->a.n, &et);
+	int rc = emdb_prefetch(db, a->table, a->ids, a->n, &et);
 	if (rc != EMDB_OK)
 		return rc;
 	emdb_client_ticket *t = cl_ticket_new(c, emdb_ticket_table(et), emdb_ticket_count(et));
@@ -170,11 +263,60 @@ static int do_prefetch(emdb_client *c, emdb_future *f)
 	return EMDB_OK;
 }
 
-static int do_read_state(emdb_client *c, const cl_args *a, char *msg, size_t msglen)
+MEM_OP(pull)
 {
-	mem_state *m = c->priv;
+	MEM_ARGS;
+	const emdb_ticket *et = MEM_TICKET(a);
+	if (a->bags)
+		return et ? emdb_pull_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
+						  a->out)
+			  : emdb_pull_bags(db, a->table, a->ids, a->n, a->offsets, a->n_bags, a->pool,
+					   a->dim, a->out);
+	return et ? emdb_pull_ticket(db, a->table, et, a->dim, a->out)
+		  : emdb_pull(db, a->table, a->ids, a->n, a->dim, a->out);
+}
+
+MEM_OP(push)
+{
+	MEM_ARGS;
+	const emdb_ticket *et = MEM_TICKET(a);
+	if (a->bags)
+		return et ? emdb_push_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
+						  a->grads)
+			  : emdb_push_bags(db, a->table, a->ids, a->n, a->offsets, a->n_bags, a->pool,
+					   a->dim, a->grads);
+	return et ? emdb_push_ticket(db, a->table, et, a->dim, a->grads)
+		  : emdb_push(db, a->table, a->ids, a->n, a->dim, a->grads);
+}
+
+MEM_OP(update)
+{
+	MEM_ARGS;
+	if (a->workers >= 2)
+		return step_wait(((mem_state *)c->priv)->steps, a->all ? 0 : a->table, a->workers,
+				 __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED), a->rows);
+	return a->all ? emdb_update_all(db, a->rows) : emdb_update(db, a->table, a->rows);
+}
+
+MEM_OP(push_update)
+{
+	MEM_ARGS;
+	const emdb_ticket *et = MEM_TICKET(a);
+	return et ? emdb_push_update_ticket(db, a->table, et, a->dim, a->grads, a->rows)
+		  : emdb_push_update(db, a->table, a->ids, a->n, a->dim, a->grads, a->rows);
+}
+
+MEM_OP(lookup)
+{
+	MEM_ARGS;
+	return emdb_lookup(db, a->table, a->ids, a->n, a->dim, a->out, a->found);
+}
+
+MEM_OP(read_state)
+{
+	MEM_ARGS;
 	emdb_table_config cfg;
-	int rc = emdb_table_get_config(m->db, a->table, &cfg);
+	int rc = emdb_table_get_config(db, a->table, &cfg);
 	if (rc != EMDB_OK)
 		return rc;
 	uint32_t per = emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim);
@@ -183,116 +325,34 @@ static int do_read_state(emdb_client *c, const cl_args *a, char *msg, size_t msg
 			 per, a->per_row);
 		return EMDB_ERR_DIM;
 	}
-	return emdb_read_state(m->db, a->table, a->ids, a->n, a->out, a->found);
+	return emdb_read_state(db, a->table, a->ids, a->n, a->out, a->found);
 }
+
+/* CHECKPOINT, RESTORE, JOB_STATUS, CKPT_LIST, CKPT_DELETE. */
+MEM_OP(no_store)
+{
+	snprintf(msg, msglen,
+		 "%s: a mem:// database has no checkpoint store: call emdb/checkpoint.h (emdb_store_open, emdb_checkpoint, emdb_restore) on the database directly",
+		 f->a.what);
+	return EMDB_ERR_UNSUPPORTED;
+}
+
+static const mem_fn mem_ops[CL_OP_COUNT] = {
+#define MEM_ROW_(NAME, wire, check, encode, receive, mem) [CL_##NAME] = mem,
+	CL_OP_MAP(MEM_ROW_)
+#undef MEM_ROW_
+};
 
 /* Run f's operation; returns the result and fills msg on failure. */
 static int exec(emdb_client *c, emdb_future *f, char *msg, size_t msglen)
 {
-	mem_state *m = c->priv;
-	cl_args *a = &f->a;
-	emdb_db *db = m->db;
-	const emdb_ticket *et = a->ticket ? a->ticket->local : NULL;
-	int rc = EMDB_OK;
-
 	msg[0] = 0;
-	switch (a->op) {
-	case CL_PING:
-		break;
-	case CL_INFO:
-		rc = info_text(c, a->s1, a->text, msg, msglen);
-		if (msg[0])
-			return rc;
-		break;
-	case CL_CONFIG_GET:
-		rc = config_get(c, a->s1, a->kv, a->n_out);
-		break;
-	case CL_CONFIG_SET:
-		snprintf(msg, msglen, "%s: a mem:// database has no settable configuration", a->what);
-		return EMDB_ERR_UNSUPPORTED;
-	case CL_SHUTDOWN:
-		snprintf(msg, msglen, "%s: there is no server to shut down in mem://", a->what);
-		return EMDB_ERR_UNSUPPORTED;
-	case CL_TABLE_CREATE:
-		rc = emdb_table_create(db, a->cfg, a->id_out);
-		break;
-	case CL_TABLE_DROP:
-		rc = emdb_table_drop(db, a->table);
-		break;
-	case CL_TABLE_RESERVE:
-		rc = emdb_table_reserve(db, a->table, a->arg);
-		break;
-	case CL_TABLE_FIND: {
-		uint32_t id;
-		rc = emdb_table_find(db, a->s1, &id);
-		if (rc == EMDB_OK && a->id_out)
-			*a->id_out = id;
-		break;
-	}
-	case CL_TABLE_DESCRIBE:
-		rc = emdb_table_describe(db, a->table, a->info);
-		break;
-	case CL_TABLE_LIST:
-		rc = emdb_table_list(db, a->list_ids, a->list_cap, a->n_out);
-		break;
-	case CL_STATS:
-		rc = emdb_db_get_stats(db, a->stats);
-		break;
-	case CL_PREFETCH:
-		rc = do_prefetch(c, f);
-		break;
-	case CL_PULL:
-		if (a->bags)
-			rc = et ? emdb_pull_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
-							a->out)
-				: emdb_pull_bags(db, a->table, a->ids, a->n, a->offsets, a->n_bags, a->pool,
-						 a->dim, a->out);
-		else
-			rc = et ? emdb_pull_ticket(db, a->table, et, a->dim, a->out)
-				: emdb_pull(db, a->table, a->ids, a->n, a->dim, a->out);
-		break;
-	case CL_PUSH:
-		if (a->bags)
-			rc = et ? emdb_push_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
-							a->grads)
-				: emdb_push_bags(db, a->table, a->ids, a->n, a->offsets, a->n_bags, a->pool,
-						 a->dim, a->grads);
-		else
-			rc = et ? emdb_push_ticket(db, a->table, et, a->dim, a->grads)
-				: emdb_push(db, a->table, a->ids, a->n, a->dim, a->grads);
-		break;
-	case CL_UPDATE:
-		if (a->workers >= 2)
-			return mem_step_run(m->steps, db, a->all ? 0 : a->table, a->workers,
-					    __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED), a->rows, msg,
-					    msglen);
-		rc = a->all ? emdb_update_all(db, a->rows) : emdb_update(db, a->table, a->rows);
-		break;
-	case CL_PUSH_UPDATE:
-		rc = et ? emdb_push_update_ticket(db, a->table, et, a->dim, a->grads, a->rows)
-			: emdb_push_update(db, a->table, a->ids, a->n, a->dim, a->grads, a->rows);
-		break;
-	case CL_LOOKUP:
-		rc = emdb_lookup(db, a->table, a->ids, a->n, a->dim, a->out, a->found);
-		break;
-	case CL_READ_STATE:
-		rc = do_read_state(c, a, msg, msglen);
-		if (msg[0])
-			return rc;
-		break;
-	case CL_CHECKPOINT:
-	case CL_RESTORE:
-	case CL_JOB_STATUS:
-	case CL_CKPT_LIST:
-	case CL_CKPT_DELETE:
-		snprintf(msg, msglen,
-			 "%s: a mem:// database has no checkpoint store: call emdb/checkpoint.h (emdb_store_open, emdb_checkpoint, emdb_restore) on the database directly",
-			 a->what);
-		return EMDB_ERR_UNSUPPORTED;
-	}
+	int rc = mem_ops[f->a.op](c, f, msg, msglen);
+	if (rc == EMDB_OK || msg[0])
+		return rc;
 	if (rc == EMDB_ERR_NOMEM && !emdb_last_error()[0])
-		snprintf(msg, msglen, "%s: out of memory", a->what);
-	else if (rc != EMDB_OK)
+		snprintf(msg, msglen, "%s: out of memory", f->a.what);
+	else
 		snprintf(msg, msglen, "%s", emdb_last_error()); /* invariant 4 */
 	return rc;
 }
@@ -386,7 +446,7 @@ static void mem_release_db(mem_state *m)
 			while (*pp != m->shared)
 				pp = &(*pp)->next;
 			*pp = m->shared->next;
-			mem_steps_destroy(&m->shared->steps);
+			step_barrier_destroy(m->shared->steps);
 			emdb_db_close(m->shared->db);
 			emdb_free(m->shared);
 		}
@@ -405,8 +465,7 @@ static void mem_close(emdb_client *c)
 		pthread_join(m->workers[i], NULL);
 	emdb_free(m->workers);
 	pthread_cond_destroy(&m->work);
-	if (m->steps == &m->own_steps)
-		mem_steps_destroy(&m->own_steps);
+	step_barrier_destroy(m->own_steps);
 	mem_release_db(m);
 	emdb_free(m);
 }
@@ -421,6 +480,14 @@ static const cl_transport mem_transport = {
 };
 
 /* ---- opening ------------------------------------------------------- */
+
+/* The synchronous steps of db (db/step.h): each one's Update is the
+ * engine's. */
+static int open_steps(emdb_db *db, step_barrier **out)
+{
+	step_hooks h = { .apply = step_apply_update, .arg = db };
+	return step_barrier_create(&h, out);
+}
 
 static int open_db(mem_state *m, const cl_uri *u, const emdb_client_options *o)
 {
@@ -443,13 +510,14 @@ static int open_db(mem_state *m, const cl_uri *u, const emdb_client_options *o)
 			return cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: out of memory");
 		}
 		rc = emdb_db_open(o->mem_config, &s->db);
+		if (rc == EMDB_OK && (rc = open_steps(s->db, &s->steps)) != EMDB_OK)
+			emdb_db_close(s->db);
 		if (rc != EMDB_OK) {
 			pthread_mutex_unlock(&reg_lock);
 			emdb_free(s);
 			return cl_seterr(rc, "emdb_client_connect: %s", emdb_last_error());
 		}
 		snprintf(s->name, sizeof(s->name), "%s", u->name);
-		mem_steps_init(&s->steps);
 		s->next = registry;
 		registry = s;
 	}
@@ -476,10 +544,14 @@ int cl_mem_open(emdb_client *c, const cl_uri *u, emdb_db *db, const emdb_client_
 		}
 	}
 	if (m->shared) {
-		m->steps = &m->shared->steps;
+		m->steps = m->shared->steps;
+	} else if ((rc = open_steps(m->db, &m->own_steps)) != EMDB_OK) {
+		rc = cl_seterr(rc, "emdb_client_connect: %s", emdb_last_error());
+		mem_release_db(m);
+		emdb_free(m);
+		return rc;
 	} else {
-		mem_steps_init(&m->own_steps);
-		m->steps = &m->own_steps;
+		m->steps = m->own_steps;
 	}
 	pthread_cond_init(&m->work, NULL);
 	c->priv = m;

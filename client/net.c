@@ -34,6 +34,14 @@
  * is queued and released by the next sender (the receiver never takes
  * send_lock, so a sender blocked on a full socket can never wait for it).
  *
+ * Operations.  What differs from one operation to the next is its row of
+ * CL_OP_MAP (client/client_int.h), expanded by net_ops.c into net_ops:
+ * the wire opcode, the encoder (a flat frame, or a scatter-gather list
+ * for the big requests), and how the response reaches the caller (decoded
+ * from a buffered body, or vectors straight into the caller's array).
+ * This file knows no operation, except the vector responses' layouts
+ * (recv_vector_resp) and a PREFETCH's ticket (drop_response).
+ *
  * TLS.  A tls:// handle does the handshake right after connecting
  * (net_dial.c: the server's certificate and name are checked there),
  * then moves the same frames through one SSL (protocol/tls_io.h): sends and receives become
@@ -317,239 +325,6 @@ static void net_break(emdb_client *c, const char *why)
 	shutdown(n->fd, SHUT_RDWR);
 }
 
-/* ---- encoding requests --------------------------------------------- */
-
-static uint16_t wire_op(cl_op op)
-{
-	switch (op) {
-	case CL_PING: return PROTO_OP_PING;
-	case CL_INFO: return PROTO_OP_INFO;
-	case CL_CONFIG_GET: return PROTO_OP_CONFIG_GET;
-	case CL_CONFIG_SET: return PROTO_OP_CONFIG_SET;
-	case CL_SHUTDOWN: return PROTO_OP_SHUTDOWN;
-	case CL_TABLE_CREATE: return PROTO_OP_TABLE_CREATE;
-	case CL_TABLE_DROP: return PROTO_OP_TABLE_DROP;
-	case CL_TABLE_RESERVE: return PROTO_OP_TABLE_RESERVE;
-	case CL_TABLE_FIND: return PROTO_OP_TABLE_DESCRIBE;
-	case CL_TABLE_DESCRIBE: return PROTO_OP_TABLE_DESCRIBE;
-	case CL_TABLE_LIST: return PROTO_OP_TABLE_LIST;
-	case CL_STATS: return PROTO_OP_STATS;
-	case CL_PREFETCH: return PROTO_OP_PREFETCH;
-	case CL_PULL: return PROTO_OP_PULL;
-	case CL_PUSH: return PROTO_OP_PUSH;
-	case CL_UPDATE: return PROTO_OP_UPDATE;
-	case CL_PUSH_UPDATE: return PROTO_OP_PUSH_UPDATE;
-	case CL_LOOKUP: return PROTO_OP_LOOKUP;
-	case CL_READ_STATE: return PROTO_OP_READ_STATE;
-	case CL_CHECKPOINT: return PROTO_OP_CHECKPOINT;
-	case CL_RESTORE: return PROTO_OP_RESTORE;
-	case CL_JOB_STATUS: return PROTO_OP_JOB_STATUS;
-	case CL_CKPT_LIST: return PROTO_OP_CHECKPOINT_LIST;
-	case CL_CKPT_DELETE: return PROTO_OP_CHECKPOINT_DELETE;
-	}
-	return PROTO_OP_NONE;
-}
-
-/* Rows of vectors a PULL returns / a PUSH carries. */
-static size_t sel_rows(const cl_args *a)
-{
-	return a->bags ? a->n_bags : a->n;
-}
-
-/* Encode f's request as frame `id` into v: arrays by reference, or the
- * whole frame flat in flat[NET_FLAT_MAX] or, when larger, in *heap
- * (emdb_malloc'd; the caller frees it).  Returns EMDB_OK or the encoder's
- * error, with the message in msg. */
-static int encode(emdb_client *c, emdb_future *f, uint64_t id, proto_iov *v, uint8_t *flat, uint8_t **heap,
-		  char *msg, size_t msglen)
-{
-	cl_args *a = &f->a;
-	int rc;
-	size_t len = 0;
-	uint64_t ticket = a->ticket ? a->ticket->handle : 0;
-	union {
-		proto_ping ping;
-		proto_info_req info;
-		proto_config_get_req cget;
-		proto_config_set_req cset;
-		proto_table_create_req create;
-		proto_table_drop_req drop;
-		proto_table_reserve_req reserve;
-		proto_table_describe_req describe;
-		proto_update_req update;
-		proto_checkpoint_req ckpt;
-		proto_restore_req restore;
-		proto_job_status_req job;
-		proto_checkpoint_delete_req del;
-	} m;
-	proto_kv pairs[PROTO_CONFIG_SET_MAX]; /* CONFIG_SET's, borrowed from a */
-	_Static_assert(EMDB_CLIENT_CONFIG_SET_MAX == PROTO_CONFIG_SET_MAX, "one limit on both sides");
-
-	*heap = NULL;
-	memset(&m, 0, sizeof(m));
-	if ((a->op == CL_TABLE_DESCRIBE || (a->op == CL_UPDATE && !a->all)) && a->table == 0) {
-		/* On the wire, table 0 means "by name" and "every table". */
-		snprintf(msg, msglen, "%s: no table with id 0", a->what);
-		return EMDB_ERR_NO_TABLE;
-	}
-	switch (a->op) {
-	case CL_PREFETCH: {
-		proto_prefetch_req r = { a->table, (uint32_t)a->n, a->ids };
-		rc = proto_prefetch_req_iov(v, id, &r);
-		goto iov_done;
-	}
-	case CL_PULL: {
-		proto_pull_req r = { .table = a->table, .dim = a->dim, .ticket = ticket,
-				     .n_ids = a->ticket ? 0 : (uint32_t)a->n, .ids = a->ticket ? NULL : a->ids,
-				     .n_bags = a->bags ? (uint32_t)a->n_bags : 0,
-				     .pool = a->bags ? (uint32_t)a->pool : 0,
-				     .offsets = a->bags ? a->offsets : NULL };
-		rc = proto_pull_req_iov(v, id, &r);
-		goto iov_done;
-	}
-	case CL_PUSH:
-	case CL_PUSH_UPDATE: { /* the same body; PUSH_UPDATE's a->bags is false */
-		proto_push_req r = { .table = a->table, .dim = a->dim, .ticket = ticket,
-				     .n_ids = a->ticket ? 0 : (uint32_t)a->n, .ids = a->ticket ? NULL : a->ids,
-				     .n_bags = a->bags ? (uint32_t)a->n_bags : 0,
-				     .pool = a->bags ? (uint32_t)a->pool : 0,
-				     .offsets = a->bags ? a->offsets : NULL,
-				     .n_rows = (uint32_t)sel_rows(a), .grads = a->grads };
-		rc = a->op == CL_PUSH ? proto_push_req_iov(v, id, &r) : proto_push_update_req_iov(v, id, &r);
-		goto iov_done;
-	}
-	case CL_LOOKUP: {
-		proto_lookup_req r = { a->table, a->dim, (uint32_t)a->n, a->found != NULL, a->ids };
-		rc = proto_lookup_req_iov(v, id, &r);
-		goto iov_done;
-	}
-	case CL_READ_STATE: {
-		proto_read_state_req r = { a->table, (uint32_t)a->n, a->ids };
-		rc = proto_read_state_req_iov(v, id, &r);
-		goto iov_done;
-	}
-	default:
-		break;
-	}
-
-	/* Small requests: flat, retried on the heap when larger than flat. */
-	for (int attempt = 0; attempt < 2; attempt++) {
-		uint8_t *buf = attempt ? *heap : flat;
-		size_t cap = attempt ? len : NET_FLAT_MAX;
-		switch (a->op) {
-		case CL_PING:
-			rc = proto_ping_req_encode(buf, cap, id, &m.ping, &len);
-			break;
-		case CL_INFO:
-			m.info.section = proto_cstr(a->s1);
-			rc = proto_info_req_encode(buf, cap, id, &m.info, &len);
-			break;
-		case CL_CONFIG_GET:
-			m.cget.pattern = proto_cstr(a->s1);
-			rc = proto_config_get_req_encode(buf, cap, id, &m.cget, &len);
-			break;
-		case CL_CONFIG_SET:
-			for (size_t i = 0; i < a->n_kv && i < PROTO_CONFIG_SET_MAX; i++)
-				pairs[i] = (proto_kv){ proto_cstr(a->keys[i]), proto_cstr(a->values[i]) };
-			m.cset = (proto_config_set_req){ (uint32_t)a->n_kv, pairs, NULL, 0 };
-			rc = proto_config_set_req_encode(buf, cap, id, &m.cset, &len);
-			break;
-		case CL_SHUTDOWN:
-			rc = proto_empty_encode(buf, cap, id, PROTO_OP_SHUTDOWN, false, &len);
-			break;
-		case CL_TABLE_LIST:
-			rc = proto_empty_encode(buf, cap, id, PROTO_OP_TABLE_LIST, false, &len);
-			break;
-		case CL_STATS:
-			rc = proto_empty_encode(buf, cap, id, PROTO_OP_STATS, false, &len);
-			break;
-		case CL_TABLE_CREATE: {
-			/* The engine's size rule, so that a caller built
-			 * against a shorter struct is not read past its end. */
-			emdb_table_config d = EMDB_TABLE_CONFIG_INIT;
-			if (a->cfg->size == 0 || a->cfg->size > sizeof(d)) {
-				snprintf(msg, msglen,
-					 "%s: emdb_table_config.size is %u: initialize with EMDB_TABLE_CONFIG_INIT",
-					 a->what, a->cfg->size);
-				return EMDB_ERR_INVALID;
-			}
-			memcpy(&d, a->cfg, a->cfg->size);
-			d.size = sizeof(d);
-			m.create.cfg = d;
-			rc = proto_table_create_req_encode(buf, cap, id, &m.create, &len);
-			break;
-		}
-		case CL_TABLE_DROP:
-			m.drop.table = a->table;
-			rc = proto_table_drop_req_encode(buf, cap, id, &m.drop, &len);
-			break;
-		case CL_TABLE_RESERVE:
-			m.reserve = (proto_table_reserve_req){ a->table, a->arg };
-			rc = proto_table_reserve_req_encode(buf, cap, id, &m.reserve, &len);
-			break;
-		case CL_TABLE_FIND:
-			if (strlen(a->s1) >= EMDB_NAME_MAX || !a->s1[0]) {
-				snprintf(msg, msglen, "%s: no table is named '%.80s'", a->what, a->s1);
-				return EMDB_ERR_NO_TABLE;
-			}
-			strcpy(m.describe.name, a->s1);
-			rc = proto_table_describe_req_encode(buf, cap, id, &m.describe, &len);
-			break;
-		case CL_TABLE_DESCRIBE:
-			m.describe.table = a->table;
-			rc = proto_table_describe_req_encode(buf, cap, id, &m.describe, &len);
-			break;
-		case CL_UPDATE:
-			m.update.table = a->table;
-			m.update.workers = a->workers;
-			rc = proto_update_req_encode(buf, cap, id, &m.update, &len);
-			break;
-		case CL_CHECKPOINT:
-			m.ckpt.kind = (uint32_t)a->arg;
-			rc = proto_checkpoint_req_encode(buf, cap, id, &m.ckpt, &len);
-			break;
-		case CL_RESTORE:
-			m.restore.ckpt = a->arg;
-			rc = proto_restore_req_encode(buf, cap, id, &m.restore, &len);
-			break;
-		case CL_JOB_STATUS:
-			m.job.job = a->arg;
-			rc = proto_job_status_req_encode(buf, cap, id, &m.job, &len);
-			break;
-		case CL_CKPT_LIST:
-			rc = proto_empty_encode(buf, cap, id, PROTO_OP_CHECKPOINT_LIST, false, &len);
-			break;
-		case CL_CKPT_DELETE:
-			m.del.ckpt = a->arg;
-			rc = proto_checkpoint_delete_req_encode(buf, cap, id, &m.del, &len);
-			break;
-		default:
-			snprintf(msg, msglen, "%s: no wire encoding", a->what);
-			return EMDB_ERR_INTERNAL;
-		}
-		if (rc != EMDB_ERR_LIMIT || attempt)
-			break;
-		*heap = emdb_malloc(len);
-		if (!*heap) {
-			snprintf(msg, msglen, "%s: out of memory for a %zu-byte request", a->what, len);
-			return EMDB_ERR_NOMEM;
-		}
-	}
-	if (rc != EMDB_OK) {
-		snprintf(msg, msglen, "%s: %s", a->what, emdb_last_error());
-		return rc;
-	}
-	v->iov[0].iov_base = *heap ? *heap : flat;
-	v->iov[0].iov_len = len;
-	v->n = 1;
-	v->len = len;
-	return EMDB_OK;
-iov_done:
-	if (rc != EMDB_OK)
-		snprintf(msg, msglen, "%s: %s", a->what, emdb_last_error());
-	return rc;
-}
-
 /* ---- submitting ---------------------------------------------------- */
 
 /* Send TICKET_FREE for handle as request `id`; caller holds send_lock. */
@@ -613,7 +388,7 @@ static bool net_send(emdb_client *c, emdb_future *f, bool self)
 	size_t sent;
 	bool mine = false;
 
-	uint16_t op = wire_op(f->a.op);
+	uint16_t op = net_ops[f->a.op].wire;
 	if (proto_op_version(op) > c->version) {
 		/* The server would take it for an unknown opcode and close
 		 * the connection: refuse it here, sending nothing. */
@@ -624,7 +399,7 @@ static bool net_send(emdb_client *c, emdb_future *f, bool self)
 		return false;
 	}
 	f->req_id = __atomic_fetch_add(&n->next_id, 1, __ATOMIC_RELAXED);
-	int rc = encode(c, f, f->req_id, &v, flat, &heap, msg, sizeof(msg));
+	int rc = net_encode(&f->a, f->req_id, &v, flat, &heap, msg, sizeof(msg));
 	if (rc == EMDB_OK && v.len - PROTO_HDR_SIZE > n->max_body) {
 		snprintf(msg, sizeof(msg), "%s: a %zu-byte request exceeds the server's limit of %u bytes",
 			 f->a.what, v.len - PROTO_HDR_SIZE, n->max_body);
@@ -811,7 +586,7 @@ static int recv_vector_resp(net_state *n, emdb_future *f, const proto_hdr *h, ui
 	uint8_t fixed[16];
 	seg s[4];
 	int ns = 0;
-	size_t rows = a->op == CL_PULL ? sel_rows(a) : a->n;
+	size_t rows = a->n_rows;
 	size_t width = a->op == CL_READ_STATE ? a->per_row : a->dim;
 	size_t vb = floats_bytes(rows, width);
 	size_t fixed_len = a->op == CL_LOOKUP ? 16 : 8;
@@ -867,155 +642,6 @@ static int recv_vector_resp(net_state *n, emdb_future *f, const proto_hdr *h, ui
 	return EMDB_OK;
 }
 
-/* Copy s to p as a C string; returns the byte after its NUL. */
-static char *put_str(char *p, proto_str s)
-{
-	if (s.len)
-		memcpy(p, s.p, s.len);
-	p[s.len] = 0;
-	return p + s.len + 1;
-}
-
-/* A JOB_STATUS response as emdb_job_status (whose enums have the wire's
- * values); the message is cut to fit. */
-static void job_status_out(const proto_job_status_resp *r, emdb_job_status *out)
-{
-	_Static_assert((int)EMDB_JOB_RESTORE == (int)PROTO_JOB_RESTORE &&
-			       (int)EMDB_JOB_FAILED == (int)PROTO_JOB_FAILED &&
-			       (int)EMDB_JOB_CHECKPOINT_FULL == (int)EMDB_CKPT_FULL &&
-			       (int)EMDB_JOB_CHECKPOINT_INCREMENTAL == (int)EMDB_CKPT_INCREMENTAL,
-		       "emdb_job_kind/state must keep the wire's values");
-	memset(out, 0, sizeof(*out));
-	out->job = r->job;
-	out->kind = (emdb_job_kind)r->kind;
-	out->state = (emdb_job_state)r->state;
-	out->progress = r->progress;
-	out->result = r->result;
-	out->error = r->error;
-	size_t n = r->message.len < sizeof(out->message) ? r->message.len : sizeof(out->message) - 1;
-	if (n)
-		memcpy(out->message, r->message.p, n);
-}
-
-/* Decode a buffered body of f's opcode into f's outputs.  Returns the
- * operation's result. */
-static int decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const uint8_t *body, char *msg,
-		       size_t msglen)
-{
-	cl_args *a = &f->a;
-	proto_msg m;
-	int rc = proto_msg_decode(h, body, &m);
-	if (rc != EMDB_OK) {
-		snprintf(msg, msglen, "%s: malformed response: %s", a->what, emdb_last_error());
-		return EMDB_ERR_PROTOCOL;
-	}
-	switch (a->op) {
-	case CL_INFO: {
-		char *t = emdb_malloc((size_t)m.info_resp.text.len + 1);
-		if (!t)
-			goto nomem;
-		if (m.info_resp.text.len)
-			memcpy(t, m.info_resp.text.p, m.info_resp.text.len);
-		t[m.info_resp.text.len] = 0;
-		*a->text = t;
-		break;
-	}
-	case CL_CONFIG_GET: {
-		size_t pos = 0, k = 0, bytes = 0;
-		proto_kv kv;
-		while (proto_kv_list_next(&m.config_get_resp, &pos, &kv)) {
-			k++;
-			bytes += (size_t)kv.key.len + kv.val.len + 2;
-		}
-		emdb_client_kv *out = emdb_malloc(k * sizeof(*out) + bytes);
-		if (!out)
-			goto nomem;
-		char *p = (char *)(out + k);
-		pos = 0;
-		for (size_t i = 0; proto_kv_list_next(&m.config_get_resp, &pos, &kv); i++) {
-			out[i].key = p;
-			p = put_str(p, kv.key);
-			out[i].value = p;
-			p = put_str(p, kv.val);
-		}
-		*a->kv = out;
-		*a->n_out = k;
-		break;
-	}
-	case CL_TABLE_CREATE:
-		if (a->id_out)
-			*a->id_out = m.table_create_resp.table;
-		break;
-	case CL_TABLE_FIND:
-		if (a->id_out)
-			*a->id_out = m.table_describe_resp.info.id;
-		break;
-	case CL_TABLE_DESCRIBE:
-		*a->info = m.table_describe_resp.info;
-		break;
-	case CL_TABLE_LIST:
-		for (size_t i = 0; i < m.table_list_resp.n && i < a->list_cap; i++)
-			a->list_ids[i] = m.table_list_resp.entries[i].id;
-		*a->n_out = m.table_list_resp.n;
-		break;
-	case CL_STATS:
-		*a->stats = m.stats_resp.stats;
-		break;
-	case CL_PREFETCH: {
-		emdb_client_ticket *t = cl_ticket_new(c, m.prefetch_resp.table, m.prefetch_resp.count);
-		if (!t) {
-			/* The server holds it; let the next sender release it. */
-			net_state *n = c->priv;
-			pthread_mutex_lock(&c->lock);
-			if (n->n_orphans < n->cap_orphans)
-				n->orphans[n->n_orphans++] = m.prefetch_resp.ticket;
-			pthread_mutex_unlock(&c->lock);
-			goto nomem;
-		}
-		t->handle = m.prefetch_resp.ticket;
-		f->tk = t;
-		break;
-	}
-	case CL_UPDATE:
-		if (a->rows)
-			*a->rows = m.update_resp.rows;
-		break;
-	case CL_PUSH_UPDATE:
-		if (a->rows)
-			*a->rows = m.push_update_resp.rows;
-		break;
-	case CL_CHECKPOINT:
-		if (a->job_out)
-			*a->job_out = m.checkpoint_resp.job;
-		break;
-	case CL_RESTORE:
-		if (a->job_out)
-			*a->job_out = m.restore_resp.job;
-		break;
-	case CL_JOB_STATUS:
-		job_status_out(&m.job_status_resp, a->job);
-		break;
-	case CL_CKPT_LIST: {
-		size_t k = m.checkpoint_list_resp.n;
-		emdb_ckpt_info *out = emdb_malloc(k ? k * sizeof(*out) : 1);
-		if (!out)
-			goto nomem;
-		if (k)
-			memcpy(out, m.checkpoint_list_resp.ckpts, k * sizeof(*out));
-		*a->ckpts = out;
-		*a->n_out = k;
-		break;
-	}
-	default: /* PING, CONFIG_SET, SHUTDOWN, TABLE_DROP, TABLE_RESERVE, PUSH, CKPT_DELETE:
-		  * nothing to deliver */
-		break;
-	}
-	return EMDB_OK;
-nomem:
-	snprintf(msg, msglen, "%s: out of memory for the response", a->what);
-	return EMDB_ERR_NOMEM;
-}
-
 /* A response nobody waits for.  A PREFETCH's ticket becomes an orphan. */
 static int drop_response(emdb_client *c, const proto_hdr *h, uint32_t stall, char *msg, size_t msglen)
 {
@@ -1042,11 +668,6 @@ static int drop_response(emdb_client *c, const proto_hdr *h, uint32_t stall, cha
 	/* else: the server frees it when the connection closes */
 	pthread_mutex_unlock(&c->lock);
 	return EMDB_OK;
-}
-
-static bool is_vector_op(cl_op op)
-{
-	return op == CL_PULL || op == CL_LOOKUP || op == CL_READ_STATE;
 }
 
 /* Whether the socket has bytes to read (or an error or end to report)
@@ -1210,9 +831,9 @@ static int rx_frame(emdb_client *c, uint64_t deadline, bool block)
 
 	int res = EMDB_OK;
 	msg[0] = 0;
-	if (h.opcode != wire_op(f->a.op)) {
+	if (h.opcode != net_ops[f->a.op].wire) {
 		snprintf(msg, sizeof(msg), "%s: a %s response to a %s request", n->peer,
-			 proto_op_name(h.opcode), proto_op_name(wire_op(f->a.op)));
+			 proto_op_name(h.opcode), proto_op_name(net_ops[f->a.op].wire));
 		cl_complete(f, EMDB_ERR_PROTOCOL, msg);
 		net_break(c, msg);
 		return EMDB_ERR_CLOSED;
@@ -1230,7 +851,7 @@ static int rx_frame(emdb_client *c, uint64_t deadline, bool block)
 			else if (rc == EMDB_OK)
 				snprintf(msg, sizeof(msg), "%s (malformed error body)", emdb_strerror(res));
 		}
-	} else if (is_vector_op(f->a.op)) {
+	} else if (net_ops[f->a.op].vectors) {
 		rc = recv_vector_resp(n, f, &h, stall, &res, msg, sizeof(msg));
 	} else if (h.body_len > NET_BODY_MAX) {
 		res = EMDB_ERR_LIMIT;
@@ -1245,7 +866,7 @@ static int rx_frame(emdb_client *c, uint64_t deadline, bool block)
 				 h.body_len);
 			rc = discard(n, h.body_len, stall, msg, sizeof(msg));
 		} else if (rc == EMDB_OK) {
-			res = decode_resp(c, f, &h, n->rxbuf, msg, sizeof(msg));
+			res = net_decode_resp(c, f, &h, n->rxbuf, msg, sizeof(msg));
 		}
 	}
 	if (rc != EMDB_OK) {

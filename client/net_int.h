@@ -1,8 +1,8 @@
 /*
  * net_int.h - the state of a tcp://, tls:// or unix:// handle, shared by
- * client/net.c (requests, responses, the receiving thread) and
- * client/net_dial.c (connecting: the socket, TLS).  Internal to the client
- * library.
+ * client/net.c (requests, responses, the receiving thread),
+ * client/net_dial.c (connecting: the socket, TLS) and client/net_ops.c
+ * (each operation's wire form).  Internal to the client library.
  */
 #ifndef EMDB_CLIENT_NET_INT_H
 #define EMDB_CLIENT_NET_INT_H
@@ -18,6 +18,7 @@
 
 #include "client/client_int.h"
 #include "client/uri.h"
+#include "protocol/proto.h"
 
 #define NET_BUCKETS 256              /* pending table, by id & (NET_BUCKETS-1) */
 #define NET_FLAT_MAX 2048            /* small requests are encoded on the stack */
@@ -83,5 +84,41 @@ static inline int ms_until(uint64_t deadline)
 	uint64_t ms = (deadline - now + 999999) / 1000000;
 	return ms > 1000000000 ? 1000000000 : (int)ms;
 }
+
+/* ---- net_ops.c: each operation's wire form (CL_OP_MAP) ------------- */
+
+/* A small request's encoder: the whole frame `id` of wire opcode op into
+ * buf[cap], as protocol/proto.h's encoders do (LIMIT: *len is the size
+ * needed).  A refusal of its own (the request cannot be sent at all)
+ * writes msg. */
+typedef int (*enc_flat_fn)(const cl_args *a, uint16_t op, uint64_t id, uint8_t *buf, size_t cap,
+			   size_t *len, char *msg, size_t msglen);
+/* A big request's encoder: v refers to the caller's arrays. */
+typedef int (*enc_iov_fn)(const cl_args *a, uint64_t id, proto_iov *v);
+/* Deliver a decoded response m of f's request to f's outputs: EMDB_OK,
+ * or NOMEM. */
+typedef int (*dec_fn)(emdb_client *c, emdb_future *f, const proto_msg *m);
+
+typedef struct net_op {
+	uint16_t wire;     /* the opcode it travels as */
+	bool vectors;      /* RX_VECTORS: the floats go straight to the outputs */
+	enc_flat_fn flat;  /* ENC_FLAT, or NULL */
+	enc_iov_fn iov;    /* ENC_IOV, or NULL */
+	dec_fn dec;        /* RX_BODY's, NULL: nothing to deliver */
+} net_op;
+
+/* CL_OP_MAP's encode and receive columns, indexed by cl_op. */
+extern const net_op net_ops[CL_OP_COUNT];
+
+/* Encode a's request as frame `id` into v: arrays by reference, or the
+ * whole frame flat in flat[NET_FLAT_MAX] or, when larger, in *heap
+ * (emdb_malloc'd; the caller frees it).  Returns EMDB_OK or the encoder's
+ * error, with the message in msg. */
+int net_encode(const cl_args *a, uint64_t id, proto_iov *v, uint8_t *flat, uint8_t **heap, char *msg,
+	       size_t msglen);
+/* Decode a buffered body of f's opcode and deliver it to f's outputs.
+ * Returns the operation's result (PROTOCOL or NOMEM with msg). */
+int net_decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const uint8_t *body,
+		    char *msg, size_t msglen);
 
 #endif

@@ -51,7 +51,7 @@ static void settings_locked(persist *p, const persist_settings *set)
 	atomic_store(&p->steps_due, set->every_steps);
 }
 
-int persist_open(emdb_db *db, const char *data_dir, const persist_settings *set,
+int persist_open(emdb_db *db, const char *data_dir, bool accept_loss, const persist_settings *set,
 		 persist **out, char *err, size_t errlen)
 {
 	persist *p = emdb_calloc(1, sizeof(*p));
@@ -64,13 +64,18 @@ int persist_open(emdb_db *db, const char *data_dir, const persist_settings *set,
 	p->last_ckpt_ns = stats_now_ns();
 	snprintf(p->dir, sizeof(p->dir), "%s", data_dir);
 	if (data_dir[0]) {
-		int rc = emdb_store_open(data_dir, &p->st);
+		emdb_store_options so = EMDB_STORE_OPTIONS_INIT;
+		so.accept_loss = accept_loss;
+		int rc = emdb_store_open_ex(data_dir, &so, &p->st);
 		if (rc != EMDB_OK) {
 			snprintf(err, errlen, "cannot open the checkpoint store in data_dir %s: %s: %s",
 				 data_dir, emdb_err_name(rc), emdb_last_error());
 			emdb_free(p);
 			return rc;
 		}
+		if (emdb_store_damage(p->st)[0])
+			log_warn("checkpoint store %s opened with accept_data_loss: gave up %s", data_dir,
+				 emdb_store_damage(p->st));
 		size_t n = 0;
 		emdb_store_list(p->st, NULL, 0, &n);
 		log_info("checkpoint store %s open: %zu checkpoint%s", data_dir, n, n == 1 ? "" : "s");
@@ -336,8 +341,11 @@ void persist_report_get(persist *p, persist_report *r)
 	r->enabled = p->st != NULL;
 	snprintf(r->data_dir, sizeof(r->data_dir), "%s", p->dir);
 	if (p->st) {
-		if (emdb_store_list(p->st, NULL, 0, &r->checkpoints) != EMDB_OK)
+		r->store_error = emdb_store_list(p->st, NULL, 0, &r->checkpoints);
+		if (r->store_error != EMDB_OK)
 			r->checkpoints = 0;
+		else
+			r->store_error = emdb_store_state(p->st);
 		r->have_last = r->checkpoints && emdb_store_get(p->st, 0, &r->last) == EMDB_OK;
 	}
 	pthread_mutex_lock(&p->lock);

@@ -66,6 +66,9 @@ typedef struct persist_report {
 	bool enabled;
 	char data_dir[1024];
 	size_t checkpoints;          /* in the store; 0 when it cannot be read */
+	int store_error;             /* EMDB_OK, the listing's error, or the
+					write failure the store has not
+					recovered from (emdb_store_state) */
 	bool have_last;
 	emdb_ckpt_info last;         /* the latest checkpoint in the store */
 	bool have_job;
@@ -76,9 +79,11 @@ typedef struct persist_report {
 } persist_report;
 
 /* Open the store in data_dir (created when missing), or prepare a disabled
- * persistence when data_dir is "".  db must outlive it.  Errors: the
- * store's (IO, CORRUPT, ...), NOMEM. */
-int persist_open(emdb_db *db, const char *data_dir, const persist_settings *set,
+ * persistence when data_dir is "".  accept_loss: open a damaged store
+ * anyway (emdb_store_options.accept_loss), logging what it gave up.
+ * db must outlive it.  Errors: the store's (IO, NOSPACE, CORRUPT: the
+ * message names what is damaged and how to proceed), NOMEM. */
+int persist_open(emdb_db *db, const char *data_dir, bool accept_loss, const persist_settings *set,
 		 persist **out, char *err, size_t errlen);
 
 /* `restore` is "" (nothing), "latest" or a checkpoint id.  Runs the

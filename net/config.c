@@ -90,6 +90,7 @@ static const key_def keys[] = {
 	{ "max_tables", T_U32, OFF(max_tables), 1, 1u << 20, 0, "engine: tables alive at once" },
 	{ "data_dir", T_STR, OFF(data_dir), 0, 0, 0, "checkpoint store (RocksDB) directory, created when missing; empty: persistence off" },
 	{ "restore", T_STR, OFF(restore), 0, 0, 0, "at start, before listening: restore 'latest' or a checkpoint id from data_dir" },
+	{ "accept_data_loss", T_U32, OFF(accept_data_loss), 0, 1, 0, "1: open a damaged checkpoint store in data_dir anyway, keeping the checkpoints that are whole and dropping the rest (the log says what); 0: refuse to start and say what is damaged" },
 	{ "checkpoint_keep", T_U32, OFF(checkpoint_keep), 0, 1u << 30, F_RUNTIME, "after each checkpoint keep the newest N (and what they need); 0: keep all" },
 	{ "checkpoint_every_steps", T_U32, OFF(checkpoint_every_steps), 0, UINT32_MAX, F_RUNTIME, "automatic checkpoint after N UPDATE or PUSH_UPDATE requests; 0: off" },
 	{ "checkpoint_every_seconds", T_U32, OFF(checkpoint_every_seconds), 0, 100u * 365 * 86400, F_RUNTIME, "automatic checkpoint every N seconds; 0: off" },

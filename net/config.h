@@ -79,6 +79,7 @@ typedef struct net_config {
 	/* persistence (net/checkpoint.h) */
 	char data_dir[CONFIG_PATH_MAX];     /* checkpoint store; "" = off    */
 	char restore[32];                   /* at start: "", "latest" or an id */
+	uint32_t accept_data_loss;          /* 1: open a damaged store anyway */
 	uint32_t checkpoint_keep;           /* 0 = keep all                 */
 	uint32_t checkpoint_every_steps;    /* UPDATEs, PUSH_UPDATEs; 0 = off */
 	uint32_t checkpoint_every_seconds;  /* 0 = off                      */

@@ -24,12 +24,12 @@
  *      4096 rows is 1 MiB) the peer copies reply i out of the socket
  *      while reply i+1 is built, instead of every reply of a burst of
  *      input waiting for the last one.
- *   7. A connection with steps_waiting > 0 (net/barrier.h) or bg_waiting
- *      > 0 (net/handle_reserve.c) is owed answers that another thread will
- *      post (conn_owed_answers): it is not closed for a drain or idleness
- *      while it waits.  Its peer's end of stream does close it
- *      (a worker that went away), and conn_destroy withdraws those
- *      requests from their steps.
+ *   7. A connection with answers_owed > 0 is owed answers that another
+ *      thread will post (conn_owed_answers, net/loop.h io_completion): it
+ *      is not closed for a drain or idleness while it waits.  Its peer's
+ *      end of stream does close it (a worker that went away), and
+ *      conn_destroy has the handlers withdraw what still waits for it
+ *      (conn_handler.gone).
  *
  * State changes: conn_on_read (input, frames run), conn_on_written
  * (output, unpausing), conn_fail (closing), conn_destroy (everything).
@@ -43,9 +43,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
-#include "net/barrier.h"
 #include "net/conn.h"
-#include "net/handle.h"
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
@@ -97,9 +95,8 @@ void conn_destroy(conn *c)
 	io_thread *t = c->t;
 	bool unix_sock = c->unix_sock;
 	log_debug("conn %llu (%s): closed", (unsigned long long)c->id, c->peer);
-	if (c->steps_waiting)
-		log_info("conn %llu (%s): closed with %u UPDATEs of synchronous steps waiting: withdrawn",
-			 (unsigned long long)c->id, c->peer, barriers_leave(&c->srv->barriers, c->id));
+	if (c->answers_owed)
+		c->srv->handler->gone(c);
 	atomic_fetch_sub_explicit(&t->n_tickets, c->tickets.live, memory_order_relaxed);
 	SSL_free(c->ssl);
 	tickets_destroy(&c->tickets);
@@ -306,7 +303,7 @@ static void run_frames(conn *c)
 			break;
 		}
 		c->frame = 0;
-		handle_frame(c, &h, p + PROTO_HDR_SIZE);
+		c->srv->handler->frame(c, &h, p + PROTO_HDR_SIZE);
 		inbuf_consume(&c->in, total);
 		if (obuf_pending(&c->out) >= SEND_EARLY_BYTES)
 			c->t->be->conn_send_now(c);

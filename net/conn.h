@@ -11,10 +11,12 @@
  * Request flow
  *   Bytes land in c->in (net/inbuf.h).  conn_on_read cuts complete frames
  *   off the front, checks each header, and hands the frame, in place, to
- *   handle_frame (net/handle.h), which runs it on the engine and appends
- *   the reply to c->out.  Many requests may be in the buffer at once
- *   (pipelining); their replies go out in order, each carrying its
- *   request id.
+ *   the server's conn_handler (below: net/handle.h's handle_requests),
+ *   which runs it on the engine and appends the reply to c->out.  The
+ *   I/O core (loop, backends, conn) calls the request layer only through
+ *   that table, so it includes none of it.  Many requests may be in the
+ *   buffer at once (pipelining); their replies go out in order, each
+ *   carrying its request id.
  *
  * Backpressure
  *   While the memory holding a connection's unsent replies (obuf_queued)
@@ -77,10 +79,11 @@ typedef struct conn {
 	uint64_t close_deadline_ns;
 	uint64_t opened_ns;    /* accepted (for handshake_timeout_ms)   */
 	uint64_t last_recv_ns; /* bytes last arrived (for idle_timeout_s) */
-	uint32_t steps_waiting; /* UPDATEs of synchronous steps owed an answer
-				   (net/barrier.h): no eof, drain or idle close */
-	uint32_t bg_waiting;    /* TABLE_RESERVEs running on threads of their
-				   own, owed an answer: no drain or idle close */
+	uint32_t answers_owed;  /* requests whose handler answers later through an
+				   io_completion (net/loop.h): UPDATEs waiting in
+				   synchronous steps, TABLE_RESERVEs on threads of
+				   their own.  The handler adds one, the loop takes
+				   it off before the completion's done runs. */
 	size_t accounted; /* buffer bytes last added to t->mem_buffers */
 
 	ticket_table tickets;
@@ -92,6 +95,16 @@ typedef struct conn {
 	bool tls_drained;    /* the last receive found nothing buffered */
 	bool tls_want_write; /* the last receive needs the socket writable */
 } conn;
+
+/* The layer that gives frames their meaning, set once in the server
+ * (server.h) before any connection is served. */
+typedef struct conn_handler {
+	/* Run one frame whose header is checked (net/handle.h, handle_frame). */
+	void (*frame)(conn *c, const proto_hdr *h, const uint8_t *body);
+	/* c is being destroyed with answers owed: withdraw what waits for it
+	 * elsewhere (net/handle.h, handle_conn_gone). */
+	void (*gone)(conn *c);
+} conn_handler;
 
 /* A new connection on thread t for descriptor fd (not yet opened by the
  * backend).  Returns NULL on NOMEM. */
@@ -128,11 +141,10 @@ void conn_out_sent(conn *c, size_t n);
 int conn_reply_err(conn *c, uint64_t id, uint16_t op, int status, const char *msg);
 
 /* Whether c is owed answers another thread will post to its I/O thread
- * (synchronous steps' UPDATEs, TABLE_RESERVEs): while it is, neither a
- * drain nor idleness closes c. */
+ * (answers_owed): while it is, neither a drain nor idleness closes c. */
 static inline bool conn_owed_answers(const conn *c)
 {
-	return c->steps_waiting || c->bg_waiting;
+	return c->answers_owed != 0;
 }
 int conn_reply_empty(conn *c, uint64_t id, uint16_t op);
 /* Space for a reply of n bytes (8-aligned), to be finished with

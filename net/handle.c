@@ -12,6 +12,9 @@
  *      client is an AUTH error reply and the connection stays.
  *   3. Every request that reaches a handler is counted in the thread's
  *      op_stats with its latency, failed or not.
+ *   4. An opcode's handler is handle_<name> of its PROTO_OP_MAP row and
+ *      nothing else: handler_of is the table expanded, so every opcode
+ *      the header decoder admits has exactly one handler.
  *
  * State changes: the connection's output (replies) and closing flag; the
  * handlers change the rest.
@@ -66,32 +69,11 @@ int handle_cstr(proto_str s, char *buf, size_t cap, const char *what)
 static op_handler handler_of(uint16_t op)
 {
 	switch (op) {
-	case PROTO_OP_HELLO: return handle_hello;
-	case PROTO_OP_AUTH: return handle_auth;
-	case PROTO_OP_PING: return handle_ping;
-	case PROTO_OP_INFO: return handle_info;
-	case PROTO_OP_CONFIG_GET: return handle_config_get;
-	case PROTO_OP_CONFIG_SET: return handle_config_set;
-	case PROTO_OP_SHUTDOWN: return handle_shutdown;
-	case PROTO_OP_TABLE_CREATE: return handle_table_create;
-	case PROTO_OP_TABLE_DROP: return handle_table_drop;
-	case PROTO_OP_TABLE_RESERVE: return handle_table_reserve;
-	case PROTO_OP_TABLE_DESCRIBE: return handle_table_describe;
-	case PROTO_OP_TABLE_LIST: return handle_table_list;
-	case PROTO_OP_STATS: return handle_stats;
-	case PROTO_OP_PREFETCH: return handle_prefetch;
-	case PROTO_OP_TICKET_FREE: return handle_ticket_free;
-	case PROTO_OP_PULL: return handle_pull;
-	case PROTO_OP_PUSH: return handle_push;
-	case PROTO_OP_UPDATE: return handle_update;
-	case PROTO_OP_LOOKUP: return handle_lookup;
-	case PROTO_OP_READ_STATE: return handle_read_state;
-	case PROTO_OP_PUSH_UPDATE: return handle_push_update;
-	case PROTO_OP_CHECKPOINT: return handle_checkpoint;
-	case PROTO_OP_RESTORE: return handle_restore;
-	case PROTO_OP_JOB_STATUS: return handle_job_status;
-	case PROTO_OP_CHECKPOINT_LIST: return handle_checkpoint_list;
-	case PROTO_OP_CHECKPOINT_DELETE: return handle_checkpoint_delete;
+#define HANDLER_OF_(NAME, name, value, ver, role, rq, rs) \
+	case (value):                                    \
+		return handle_##name;
+		PROTO_OP_MAP(HANDLER_OF_)
+#undef HANDLER_OF_
 	}
 	return NULL;
 }
@@ -136,3 +118,5 @@ void handle_frame(conn *c, const proto_hdr *h, const uint8_t *body)
 	}
 	stats_record(&c->t->stats, op, stats_now_ns() - t0, rc != HANDLED_OK);
 }
+
+const conn_handler handle_requests = { handle_frame, handle_conn_gone };

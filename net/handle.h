@@ -11,24 +11,25 @@
 #include "protocol/proto.h"
 
 typedef struct conn conn;
+typedef struct conn_handler conn_handler;
 typedef struct server server;
+
+/* handle_frame and handle_conn_gone, as the server gives them to its
+ * connections (net/conn.h). */
+extern const conn_handler handle_requests;
 
 /* Run the request whose checked header is h and whose h->body_len bytes
  * lie, 8-aligned, at body (in the connection's input buffer, valid for the
  * duration of the call).  Appends exactly one reply to c's output, or
- * marks c closing after a malformed or forbidden request; an UPDATE that
- * waits in a synchronous step (net/barrier.h) gets its reply later, from
- * handle_step_answer, and a TABLE_RESERVE from handle_reserve_answer. */
+ * marks c closing after a malformed or forbidden request, or (an UPDATE
+ * that waits in a synchronous step, a TABLE_RESERVE) counts one in
+ * c->answers_owed and is answered later by an io_completion (net/loop.h)
+ * that the handler set up. */
 void handle_frame(conn *c, const proto_hdr *h, const uint8_t *body);
 
-/* The answer of UPDATE req_id of c, which waited in a synchronous step:
- * its response (status 0, rows) or an error reply (status < 0, msg). */
-void handle_step_answer(conn *c, uint64_t req_id, int status, uint64_t rows, const char *msg);
-
-/* The answer of TABLE_RESERVE req_id of c, which ran on a thread of its
- * own (net/handle_reserve.c): an empty response (status 0) or an error
- * reply (status < 0, msg). */
-void handle_reserve_answer(conn *c, uint64_t req_id, int status, const char *msg);
+/* c is being destroyed with answers owed: withdraw its requests that wait
+ * on others (synchronous steps); their completions then find it gone. */
+void handle_conn_gone(conn *c);
 
 /* Wait until no TABLE_RESERVE thread of s runs any more: before the I/O
  * threads they post to are freed, and before the engine is closed. */

@@ -23,28 +23,32 @@
  *      on its face reserves nothing; one refused later (a bad ticket or
  *      offsets, NOMEM) cancels, which gives the room back (net/obuf.h).
  *
- * An UPDATE of a synchronous step (workers >= 2) is answered when its
- * step completes, maybe from another thread (net/barrier.h).
+ * An UPDATE of a synchronous step (workers >= 2) joins the server's step
+ * barrier (db/step.h) and is answered when its step completes, maybe from
+ * another thread, through an io_completion (net/loop.h).
  *
  * PUSH_UPDATE is PUSH's checks and UPDATE's reply around one engine call;
  * like an UPDATE it counts as one step for the automatic checkpoints.
  *
  * State changes: the engine (rows, gradients, steps), c->tickets, the
  * step count of the automatic checkpoints (UPDATE, PUSH_UPDATE,
- * net/checkpoint.h), the server's open steps and c->steps_waiting.
+ * net/checkpoint.h), the server's open steps and c->answers_owed.
  */
 #include <stdio.h>
 
+#include <emdb/alloc.h>
 #include <emdb/db.h>
 #include <emdb/error.h>
 
-#include "net/barrier.h"
+#include "db/step.h"
 #include "net/checkpoint.h"
 #include "net/conn.h"
 #include "net/handle.h"
 #include "net/handle_int.h"
+#include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
+#include "net/stats.h"
 
 /* Reserve the reply laid out by a *_resp_begin function: ask its size with
  * a NULL buffer, check it against max_frame, evaluate `check` (the
@@ -310,10 +314,53 @@ int handle_push_update(conn *c, const proto_hdr *h, const uint8_t *body)
 	return rows_reply_finish(c, h, p, len, rc, rows);
 }
 
-/* UPDATE with workers >= 2 (net/barrier.h): join the table's step.  The
- * request that completes it applies the Update once, is answered here like
- * any request, and has the step's other requests answered through their
- * threads' mailboxes; the others get no reply now. */
+/* An UPDATE waiting in a synchronous step (db/step.h): the step's
+ * waiter, whose answer comes back to the connection's I/O thread as an
+ * io_completion (net/loop.h).  Allocated before it joins, so that an
+ * answer can always be posted. */
+typedef struct step_answer {
+	io_completion done; /* first: the record's address is its own */
+	io_thread *t;
+	uint64_t req_id;
+	int status;
+	uint64_t rows;
+	char msg[240];
+} step_answer;
+
+/* On the connection's I/O thread: the UPDATE's response (status 0, rows)
+ * or its error reply; c NULL: the connection has gone. */
+static void step_answer_done(conn *c, io_completion *w)
+{
+	step_answer *a = (step_answer *)w;
+	proto_update_resp r = { a->rows };
+	if (c && (a->status < 0 || HANDLE_REPLY(c, a->req_id, proto_update_resp_encode, &r) != EMDB_OK))
+		conn_reply_err(c, a->req_id, PROTO_OP_UPDATE, a->status < 0 ? a->status : EMDB_ERR_NOMEM,
+			       a->status < 0 ? a->msg : "no memory for the reply");
+	emdb_free(a);
+}
+
+/* On whichever thread decided the step's result. */
+static void step_answered(void *arg, int status, uint64_t rows, const char *msg)
+{
+	step_answer *a = arg;
+	a->status = status;
+	a->rows = rows;
+	snprintf(a->msg, sizeof(a->msg), "%s", msg);
+	io_thread_post(a->t, &a->done);
+}
+
+void handle_conn_gone(conn *c)
+{
+	unsigned n = step_leave(c->srv->steps, c->id, EMDB_ERR_CLOSED, "before a worker's connection closed");
+	if (n)
+		log_info("conn %llu (%s): closed with %u UPDATEs of synchronous steps waiting: withdrawn",
+			 (unsigned long long)c->id, c->peer, n);
+}
+
+/* UPDATE with workers >= 2: join the table's step.  The request that
+ * completes it applies the Update once and is answered here like any
+ * request; the step's other requests are answered through their
+ * connections' threads (step_answered); the others get no reply now. */
 static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 {
 	if (m->workers > PROTO_UPDATE_WORKERS_MAX)
@@ -324,51 +371,43 @@ static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 	if (rc)
 		return rc;
 	server *s = c->srv;
-	barrier_waiter w = { c->t, c->id, h->id };
+	step_answer *a = emdb_calloc(1, sizeof(*a));
+	if (!a)
+		return handle_fail(EMDB_ERR_NOMEM, "no memory for a synchronous step of %u workers", m->workers);
+	io_completion_init(&a->done, c, step_answer_done);
+	a->t = c->t;
+	a->req_id = h->id;
+	step_waiter w = { step_answered, a, c->id };
 	uint64_t timeout_ns = atomic_load(&s->rt.update_barrier_timeout_ms) * 1000000ull;
-	bool done;
-	barrier_step *step;
-	char msg[200];
+	step *full;
+	rc = step_arrive(s->steps, m->table, m->workers, &w, timeout_ns ? stats_now_ns() + timeout_ns : 0, &full);
+	if (rc == EMDB_OK && !full) {
+		c->answers_owed++;
+		return HANDLED_OK;
+	}
+	emdb_free(a); /* refused, or completing the step: not a waiter */
+	if (rc)
+		return rc;
+	/* Invariant 1: the reply's room first; without it the step fails
+	 * for all, nothing applied. */
 	proto_update_resp r = { 0 };
 	size_t len;
 	proto_update_resp_encode(NULL, 0, h->id, &r, &len);
-	rc = barriers_join(&s->barriers, m->table, m->workers, &w, timeout_ns, &done, &step, msg, sizeof(msg));
-	if (rc)
-		return handle_fail(rc, "%s", msg);
-	if (!done) {
-		c->steps_waiting++;
-		return HANDLED_OK;
-	}
-	/* Invariant 1: the reply's room first; without it the step fails
-	 * for all, nothing applied. */
 	uint8_t *p = conn_reply_reserve(c, len);
 	if (!p) {
-		barrier_answer(step, &w, EMDB_ERR_NOMEM, 0,
-			       "no memory for the reply of the synchronous step's last UPDATE; nothing applied");
-		barrier_step_free(step);
-		return EMDB_ERR_NOMEM;
+		const char *why = "no memory for the reply of the synchronous step's last UPDATE; nothing applied";
+		step_finish(full, EMDB_ERR_NOMEM, 0, why);
+		return handle_fail(EMDB_ERR_NOMEM, "%s", why);
 	}
-	rc = m->table ? emdb_update(db_of(c), m->table, &r.rows) : emdb_update_all(db_of(c), &r.rows);
-	if (rc == EMDB_OK)
-		persist_note_step(s->persist);
-	else
+	rc = step_apply(s->steps, full, &r.rows);
+	if (rc) {
 		obuf_cancel(&c->out);
-	barrier_answer(step, &w, rc, r.rows, rc ? emdb_last_error() : NULL);
-	barrier_step_free(step);
-	if (rc)
 		return rc; /* this request's error reply, as the others get */
+	}
+	persist_note_step(s->persist);
 	proto_update_resp_encode(p, len, h->id, &r, &len);
 	obuf_commit(&c->out, len);
 	return HANDLED_OK;
-}
-
-void handle_step_answer(conn *c, uint64_t req_id, int status, uint64_t rows, const char *msg)
-{
-	c->steps_waiting--;
-	proto_update_resp r = { rows };
-	if (status < 0 || HANDLE_REPLY(c, req_id, proto_update_resp_encode, &r) != EMDB_OK)
-		conn_reply_err(c, req_id, PROTO_OP_UPDATE, status < 0 ? status : EMDB_ERR_NOMEM,
-			       status < 0 ? msg : "no memory for the reply");
 }
 
 int handle_update(conn *c, const proto_hdr *h, const uint8_t *body)

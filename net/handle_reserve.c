@@ -9,13 +9,14 @@
  * thread, it would hold every other connection of that thread as long, an
  * inference client's single-ID lookups included.  So the handler starts a
  * detached thread for the call and answers nothing yet; the thread posts
- * the result to the connection's I/O thread (io_thread_post_reply, opcode
- * TABLE_RESERVE), which answers it between its other work.  Requests the
+ * the job, result inside, to the connection's I/O thread as an
+ * io_completion (net/loop.h), whose done (reserve_done) answers it there
+ * between the thread's other work.  Requests the
  * connection sends meanwhile are served as usual: responses carry request
  * ids, so this one may come after them.
  *
  * Invariants:
- *   1. c->bg_waiting counts the connection's reserves owed an answer: it
+ *   1. c->answers_owed counts the connection's reserves owed an answer: it
  *      is not closed for idleness or by a drain (before the drain's
  *      deadline) while they run.  A connection closed meanwhile never gets
  *      its answer; the room is made all the same.
@@ -25,7 +26,7 @@
  *   3. The engine's error and message go back unchanged, as for every
  *      other table command.
  *
- * State changes: a table's index and chunks (the engine's), c->bg_waiting,
+ * State changes: a table's index and chunks (the engine's), c->answers_owed,
  * s->bg_running.
  */
 #include <pthread.h>
@@ -45,12 +46,15 @@
 #include "net/stats.h"
 
 typedef struct reserve_job {
+	io_completion done; /* first: the record's address is its own */
 	server *srv;
 	io_thread *t;
 	uint64_t conn_id, req_id;
 	uint32_t table;
 	uint64_t rows;
 	char peer[64];
+	int status;         /* the result, for reserve_done */
+	char msg[240];
 } reserve_job;
 
 static void bg_end(server *s)
@@ -61,29 +65,43 @@ static void bg_end(server *s)
 	pthread_mutex_unlock(&s->bg_lock);
 }
 
+/* On the connection's I/O thread: an empty response or the error reply;
+ * c NULL: the connection has gone, the room is made all the same. */
+static void reserve_done(conn *c, io_completion *w)
+{
+	reserve_job *j = (reserve_job *)w;
+	uint8_t *p = NULL;
+	if (c && j->status < 0)
+		conn_reply_err(c, j->req_id, PROTO_OP_TABLE_RESERVE, j->status, j->msg);
+	else if (c && !(p = conn_reply_reserve(c, PROTO_HDR_SIZE)))
+		conn_reply_err(c, j->req_id, PROTO_OP_TABLE_RESERVE, EMDB_ERR_NOMEM,
+			       "the room was made, but there was no memory for the reply");
+	if (p) {
+		size_t len;
+		proto_empty_encode(p, PROTO_HDR_SIZE, j->req_id, PROTO_OP_TABLE_RESERVE, true, &len);
+		obuf_commit(&c->out, len);
+	}
+	emdb_free(j);
+}
+
 static void *reserve_main(void *arg)
 {
 	reserve_job *j = arg;
 	server *s = j->srv;
-	io_reply r = { .conn_id = j->conn_id, .req_id = j->req_id, .opcode = PROTO_OP_TABLE_RESERVE };
 	uint64_t t0 = stats_now_ns();
-	r.status = emdb_table_reserve(s->db, j->table, j->rows);
+	j->status = emdb_table_reserve(s->db, j->table, j->rows);
 	double secs = (double)(stats_now_ns() - t0) / 1e9;
-	if (r.status < 0) {
-		snprintf(r.msg, sizeof(r.msg), "%s", emdb_last_error());
+	if (j->status < 0) {
+		snprintf(j->msg, sizeof(j->msg), "%s", emdb_last_error());
 		log_info("conn %llu (%s): table %u: no room for %llu rows after %.3f s: %s",
 			 (unsigned long long)j->conn_id, j->peer, j->table, (unsigned long long)j->rows,
-			 secs, r.msg);
+			 secs, j->msg);
 	} else {
 		log_info("conn %llu (%s): table %u reserved room for %llu rows in %.3f s",
 			 (unsigned long long)j->conn_id, j->peer, j->table, (unsigned long long)j->rows,
 			 secs);
 	}
-	if (io_thread_post_reply(j->t, &r) < 0)
-		log_error("conn %llu (%s): no memory to post the answer of TABLE_RESERVE %llu; the "
-			  "connection waits for it until it closes",
-			  (unsigned long long)j->conn_id, j->peer, (unsigned long long)j->req_id);
-	emdb_free(j);
+	io_thread_post(j->t, &j->done); /* j is reserve_done's from here */
 	bg_end(s);
 	return NULL;
 }
@@ -98,7 +116,9 @@ int handle_table_reserve(conn *c, const proto_hdr *h, const uint8_t *body)
 	reserve_job *j = emdb_malloc(sizeof(*j));
 	if (!j)
 		return EMDB_ERR_NOMEM;
-	*j = (reserve_job){ s, c->t, c->id, h->id, m.table, m.rows, "" };
+	*j = (reserve_job){ .srv = s, .t = c->t, .conn_id = c->id, .req_id = h->id, .table = m.table,
+			    .rows = m.rows };
+	io_completion_init(&j->done, c, reserve_done);
 	snprintf(j->peer, sizeof(j->peer), "%s", c->peer);
 
 	pthread_mutex_lock(&s->bg_lock);
@@ -116,26 +136,8 @@ int handle_table_reserve(conn *c, const proto_hdr *h, const uint8_t *body)
 		return handle_fail(EMDB_ERR_NOMEM, "TABLE_RESERVE: no thread to run it on (%s)",
 				   strerror(e));
 	}
-	c->bg_waiting++;
-	return HANDLED_OK; /* answered by handle_reserve_answer */
-}
-
-void handle_reserve_answer(conn *c, uint64_t req_id, int status, const char *msg)
-{
-	c->bg_waiting--;
-	if (status < 0) {
-		conn_reply_err(c, req_id, PROTO_OP_TABLE_RESERVE, status, msg);
-		return;
-	}
-	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
-	if (!p) {
-		conn_reply_err(c, req_id, PROTO_OP_TABLE_RESERVE, EMDB_ERR_NOMEM,
-			       "the room was made, but there was no memory for the reply");
-		return;
-	}
-	size_t len;
-	proto_empty_encode(p, PROTO_HDR_SIZE, req_id, PROTO_OP_TABLE_RESERVE, true, &len);
-	obuf_commit(&c->out, len);
+	c->answers_owed++;
+	return HANDLED_OK; /* answered by reserve_done */
 }
 
 void handle_reserve_wait_all(server *s)

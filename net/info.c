@@ -132,7 +132,7 @@ static void sec_clients(server *s, sbuf *b)
 	put(b, "handshake_timeouts: %" PRIu64 "\n", SUM(s, handshake_timeouts));
 	put(b, "idle_timeouts: %" PRIu64 "\n", SUM(s, idle_timeouts));
 	put(b, "busy_poll_hits: %" PRIu64 "\n", SUM(s, busy_poll_hits));
-	put(b, "updates_waiting: %" PRIu64 "\n", atomic_load(&s->barriers.waiting));
+	put(b, "updates_waiting: %" PRIu64 "\n", step_waiting(s->steps));
 	put(b, "tickets: %" PRIu64 "\n", SUM(s, n_tickets));
 	put(b, "bytes_received: %" PRIu64 "\n", SUM(s, bytes_in));
 	put(b, "bytes_sent: %" PRIu64 "\n", SUM(s, bytes_out));
@@ -281,6 +281,8 @@ static void sec_persistence(server *s, sbuf *b)
 	if (!r.enabled)
 		return;
 	put(b, "checkpoints: %zu\n", r.checkpoints);
+	/* Without it a store that cannot be read would pass for an empty one. */
+	put(b, "store_error: %s\n", r.store_error == EMDB_OK ? "none" : emdb_err_name(r.store_error));
 	if (r.have_last) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);

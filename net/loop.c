@@ -1,7 +1,9 @@
 /*
  * loop.c - the I/O thread's core, shared by both backends: the mailbox
  * (new connections, replies decided on other threads, the drain), the
- * connection list, the tick, the drain, busy polling's setting.
+ * connection list, the tick, the drain, busy polling's setting.  It
+ * knows connections (net/conn.h) but not what their requests mean: work
+ * finished elsewhere returns as io_completions, whose done callbacks say.
  *
  * Invariants:
  *   1. Only the thread itself touches conns, n_conns, draining and its
@@ -27,14 +29,13 @@
  *      twice the deadline.  Bytes buffered otherwise (a TLS record cut
  *      short, input of a connection held back by backpressure) are the
  *      client's doing and suspend nothing.
- *   6. A reply posted to the mailbox (io_thread_post_reply) goes to its
- *      connection if that still lives, before a drain that the same wake
- *      brings; the tick of thread 0 ends the synchronous steps past their
- *      deadline (net/barrier.h).
+ *   6. Every completion posted to the mailbox (io_thread_post) runs its
+ *      done exactly once, in posting order: with its connection if that
+ *      still lives, before a drain that the same wake brings (the answers
+ *      are owed), else with NULL, at the latest in io_thread_cleanup.
  *
- * State changes: io_thread_on_wake (replies, new connections, drain
- * start), io_thread_on_tick (timeouts, steps past their deadline),
- * io_thread_forget (counts, stop).
+ * State changes: io_thread_on_wake (completions, new connections, drain
+ * start), io_thread_on_tick (timeouts), io_thread_forget (counts, stop).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
@@ -53,7 +54,6 @@
 #include <emdb/error.h>
 
 #include "net/conn.h"
-#include "net/handle.h"
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
@@ -211,9 +211,14 @@ void io_thread_cleanup(io_thread *t)
 	emdb_free(t->mbox);
 	t->mbox = NULL;
 	t->mbox_n = 0;
-	emdb_free(t->replies);
-	t->replies = NULL;
-	t->replies_n = 0;
+	/* Completions that came after the thread's last wake: their
+	 * connections are gone with it (invariant 6). */
+	io_completion *w, *next;
+	for (w = t->done_head; w; w = next) {
+		next = w->next;
+		w->done(NULL, w);
+	}
+	t->done_head = t->done_tail = NULL;
 	close(t->wake_fd);
 	pthread_mutex_destroy(&t->mbox_lock);
 }
@@ -265,16 +270,24 @@ int io_thread_post_conn(io_thread *t, const new_conn *nc)
 	return rc;
 }
 
-int io_thread_post_reply(io_thread *t, const io_reply *r)
+void io_completion_init(io_completion *w, const conn *c, io_done_fn done)
 {
+	w->done = done;
+	w->conn_id = c->id;
+	w->next = NULL;
+}
+
+void io_thread_post(io_thread *t, io_completion *w)
+{
+	w->next = NULL;
 	pthread_mutex_lock(&t->mbox_lock);
-	void *arr = t->replies;
-	int rc = mbox_append(&arr, &t->replies_n, &t->replies_cap, 16, sizeof(*r), r);
-	t->replies = arr;
+	if (t->done_tail)
+		t->done_tail->next = w;
+	else
+		t->done_head = w;
+	t->done_tail = w;
 	pthread_mutex_unlock(&t->mbox_lock);
-	if (rc == 0)
-		wake(t);
-	return rc;
+	wake(t);
 }
 
 void io_thread_drain(io_thread *t)
@@ -340,46 +353,44 @@ static void open_conn(io_thread *t, const new_conn *nc)
 	}
 }
 
-/* A reply from another thread (io_thread_post_reply) to its connection,
- * if that is still here. */
-static void deliver(io_thread *t, const io_reply *r)
+/* Work finished elsewhere (io_thread_post), to its connection if that is
+ * still here; done frees the record either way. */
+static void complete(io_thread *t, io_completion *w)
 {
 	conn *c = t->conns;
-	while (c && c->id != r->conn_id)
+	while (c && c->id != w->conn_id)
 		c = c->next;
-	if (!c || c->dead)
+	if (!c || c->dead) {
+		w->done(NULL, w);
 		return;
-	if (r->opcode == PROTO_OP_TABLE_RESERVE)
-		handle_reserve_answer(c, r->req_id, r->status, r->msg);
-	else
-		handle_step_answer(c, r->req_id, r->status, r->rows, r->msg);
+	}
+	c->answers_owed--;
+	w->done(c, w);
 	conn_update(c); /* may destroy c */
 }
 
-static void deliver_replies(io_thread *t)
+static void run_completions(io_thread *t)
 {
 	for (;;) {
 		pthread_mutex_lock(&t->mbox_lock);
-		io_reply *list = t->replies;
-		uint32_t n = t->replies_n;
-		t->replies = NULL;
-		t->replies_n = t->replies_cap = 0;
+		io_completion *w = t->done_head;
+		t->done_head = t->done_tail = NULL;
 		pthread_mutex_unlock(&t->mbox_lock);
-		if (!n) {
-			emdb_free(list);
+		if (!w)
 			return;
+		while (w) {
+			io_completion *next = w->next;
+			complete(t, w);
+			w = next;
 		}
-		for (uint32_t i = 0; i < n; i++)
-			deliver(t, &list[i]);
-		emdb_free(list);
 	}
 }
 
 void io_thread_on_wake(io_thread *t)
 {
 	new_conn batch[64];
-	/* Before a drain that may have come with them: the replies are owed. */
-	deliver_replies(t);
+	/* Before a drain that may have come with them: the answers are owed. */
+	run_completions(t);
 	for (;;) {
 		uint32_t n = 0;
 		bool drain;
@@ -466,9 +477,6 @@ void io_busy_poll_hit(io_thread *t)
 void io_thread_on_tick(io_thread *t)
 {
 	uint64_t now = stats_now_ns();
-	if (t->index == 0)
-		barriers_fail(&t->srv->barriers, now, false, EMDB_ERR_TIMEOUT,
-			      "within update_barrier_timeout_ms");
 	bool force = t->draining && now >= t->drain_deadline_ns;
 	uint64_t handshake_ns = atomic_load(&t->srv->rt.handshake_timeout_ms) * 1000000ull;
 	uint64_t idle_ns = atomic_load(&t->srv->rt.idle_timeout_s) * 1000000000ull;

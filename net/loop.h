@@ -6,8 +6,8 @@
  * Every connection belongs to exactly one I/O thread for its whole life:
  * its bytes are received, its requests decoded and run on the engine, and
  * its replies sent, all on that thread.  Other threads talk to an I/O
- * thread only through its mailbox (io_thread_post_conn, io_thread_drain),
- * which wakes it through an eventfd.
+ * thread only through its mailbox (io_thread_post_conn, io_thread_post,
+ * io_thread_drain), which wakes it through an eventfd.
  *
  * The backend contract
  *   The backend moves bytes; the connection (net/conn.h) gives them
@@ -112,17 +112,23 @@ int io_flush(conn *c, bool *blocked);
  * flag is cleared and the caller reads before anything else. */
 bool io_read_waited_for_write(conn *c);
 
-/* A reply decided on another thread (a synchronous step, net/barrier.h):
- * for request req_id of connection conn_id, the UPDATE response (status
- * 0, rows) or an error frame (status < 0, msg).  The thread drops it when
- * the connection is gone. */
-typedef struct io_reply {
-	uint64_t conn_id, req_id;
-	uint16_t opcode;  /* the request's: UPDATE (a step) or TABLE_RESERVE */
-	int status;
-	uint64_t rows;
-	char msg[240];
-} io_reply;
+/* Work finished off the I/O thread (a helper thread, a synchronous step
+ * completed by another connection's thread, tomorrow a remote node)
+ * comes back to a connection through one completion, as libuv's
+ * uv_work_t comes back through its after_work_cb: the poster embeds an
+ * io_completion in a record of its own, sets it with io_completion_init
+ * and hands it to io_thread_post; the connection's thread then runs
+ * done(c, w), c the connection, or NULL when it has gone (closed meanwhile,
+ * or the thread ended first).  From that call on the record is done's to
+ * free.  The loop knows nothing of what the answer means. */
+typedef struct io_completion io_completion;
+typedef void (*io_done_fn)(conn *c, io_completion *w);
+struct io_completion {
+	io_done_fn done;
+	uint64_t conn_id;    /* conn.id of the connection it answers */
+	io_completion *next; /* the mailbox's */
+};
+
 /* A connection accepted by the main thread, on its way to an I/O thread. */
 typedef struct new_conn {
 	int fd;
@@ -144,8 +150,7 @@ struct io_thread {
 	pthread_mutex_t mbox_lock;
 	new_conn *mbox;
 	uint32_t mbox_n, mbox_cap;
-	io_reply *replies;
-	uint32_t replies_n, replies_cap;
+	io_completion *done_head, *done_tail; /* FIFO of io_thread_post */
 	bool mbox_drain;
 
 	/* owned by the thread itself */
@@ -176,13 +181,17 @@ int io_thread_start(io_thread *t);
 void io_thread_join(io_thread *t);
 /* The two halves of io_thread_join: wait for the thread to end, then free
  * its state.  A server waits for all its threads before it frees any, as
- * one thread may still post a reply to another (io_thread_post_reply). */
+ * one thread may still post a completion to another (io_thread_post). */
 void io_thread_wait(io_thread *t);
 /* Free the state of a thread that was never started. */
 void io_thread_cleanup(io_thread *t);
 
-/* Queue r for t (any thread) and wake it.  Returns 0 or -ENOMEM. */
-int io_thread_post_reply(io_thread *t, const io_reply *r);
+/* For a completion that will answer c: done runs on c's thread. */
+void io_completion_init(io_completion *w, const conn *c, io_done_fn done);
+/* Queue w for t (any thread) and wake it.  Cannot fail: the record is the
+ * poster's.  A request answered so counts in its connection's
+ * answers_owed (net/conn.h) from its handler until its done runs. */
+void io_thread_post(io_thread *t, io_completion *w);
 
 /* Hand a connection over (any thread).  Returns 0, or -errno with the
  * descriptor left to the caller. */

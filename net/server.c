@@ -24,6 +24,11 @@
  *      for connections accepted afterwards; a reload that fails leaves
  *      the context in use as it was (and the CONFIG SET changes nothing).
  *
+ *   7. The synchronous steps (s->steps, db/step.h) fail past their
+ *      deadline on the main thread's tick, and all of them, with later
+ *      ones refused, before the I/O threads drain (step_close), so every
+ *      answer is posted while its thread still runs.
+ *
  * State changes: server_create (engine, store, restore at start),
  * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
@@ -86,6 +91,24 @@ static void publish_runtime(server *s)
 	}
 }
 
+/* The steps' failures (db/step.h), in the log as before. */
+static void log_step_failed(void *arg, const char *msg)
+{
+	(void)arg;
+	log_warn("%s", msg);
+}
+
+/* The synchronous steps of UPDATE: the engine's barrier, each step's
+ * Update the engine's.  Returns EMDB_OK, or NOMEM with err filled. */
+static int open_steps(server *s, char *err, size_t errlen)
+{
+	step_hooks h = { .apply = step_apply_update, .arg = s->db, .failed = log_step_failed };
+	int rc = step_barrier_create(&h, &s->steps);
+	if (rc != EMDB_OK)
+		snprintf(err, errlen, "%s", emdb_last_error());
+	return rc;
+}
+
 int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 {
 	if (config_validate(cfg, err, errlen) < 0)
@@ -97,6 +120,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	}
 	s->cfg = *cfg;
 	s->wake_fd = -1;
+	s->handler = &handle_requests;
 	pthread_mutex_init(&s->cfg_lock, NULL);
 	pthread_mutex_init(&s->bg_lock, NULL);
 	pthread_cond_init(&s->bg_idle, NULL);
@@ -126,9 +150,10 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	/* The store, then the restore at start: all before any listener, so
 	 * that no client ever sees the database half restored. */
 	persist_settings ps = persist_settings_of(cfg);
-	if (persist_open(s->db, cfg->data_dir, &ps, &s->persist, err, errlen) != EMDB_OK ||
+	if (persist_open(s->db, cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->persist, err, errlen) !=
+		    EMDB_OK ||
 	    persist_restore_at_start(s->persist, cfg->restore, err, errlen) != EMDB_OK ||
-	    persist_start(s->persist, err, errlen) != EMDB_OK) {
+	    persist_start(s->persist, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK) {
 		persist_close(s->persist);
 		emdb_db_close(s->db);
 		tls_server_free(s->tls);
@@ -136,7 +161,6 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 		emdb_free(s);
 		return -1;
 	}
-	barriers_init(&s->barriers);
 	auth_limit_init(&s->auth);
 	*out = s;
 	return 0;
@@ -235,6 +259,17 @@ void server_request_shutdown(server *s, const char *reason)
 	} else {
 		log_info("shutdown already in progress (%s)", reason);
 	}
+}
+
+/* Every STEP_TICK_MS: the synchronous steps past update_barrier_timeout_ms
+ * fail (TIMEOUT for all, nothing applied), answered through their
+ * connections' threads. */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	server *s = arg;
+	(void)fd;
+	(void)what;
+	step_expire(s->steps, stats_now_ns(), EMDB_ERR_TIMEOUT, "within update_barrier_timeout_ms");
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
@@ -348,8 +383,11 @@ int server_start(server *s)
 	s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
 	s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
 	s->ev_sighup = evsignal_new(s->base, SIGHUP, on_signal, s);
-	if (!s->ev_wake || !s->ev_sigterm || !s->ev_sigint || !s->ev_sighup || event_add(s->ev_wake, NULL) ||
-	    event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) || event_add(s->ev_sighup, NULL)) {
+	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+	struct timeval tick = { 0, STEP_TICK_MS * 1000 };
+	if (!s->ev_wake || !s->ev_sigterm || !s->ev_sigint || !s->ev_sighup || !s->ev_tick ||
+	    event_add(s->ev_wake, NULL) || event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) ||
+	    event_add(s->ev_sighup, NULL) || event_add(s->ev_tick, &tick)) {
 		log_error("cannot set up signal handling");
 		return -1;
 	}
@@ -458,7 +496,7 @@ int server_start(server *s)
 }
 
 /* Drain every I/O thread, wait for all, then free their state: one may
- * post a reply to another until it ends (net/barrier.h). */
+ * post a completion to another until it ends (net/loop.h). */
 static void stop_threads(server *s)
 {
 	for (uint32_t i = 0; i < s->n_threads; i++)
@@ -482,7 +520,7 @@ int server_run(server *s)
 	listener_close(s->unix_l);
 	s->tcp = s->unix_l = NULL;
 	/* Before the drain, so that the answers are queued ahead of it. */
-	barriers_fail(&s->barriers, 0, true, EMDB_ERR_CLOSED, "before the server shut down");
+	step_close(s->steps, EMDB_ERR_CLOSED, "before the server shut down", "the server is shutting down");
 	stop_threads(s);
 	log_info("all connections closed");
 	return 0;
@@ -496,11 +534,13 @@ void server_destroy(server *s)
 	listener_close(s->unix_l);
 	if (s->threads_started)
 		stop_threads(s);
-	barriers_destroy(&s->barriers);
+	step_barrier_destroy(s->steps);
 	auth_limit_destroy(&s->auth);
 	emdb_free(s->threads);
 	if (s->ev_wake)
 		event_free(s->ev_wake);
+	if (s->ev_tick)
+		event_free(s->ev_tick);
 	if (s->ev_sigterm)
 		event_free(s->ev_sigterm);
 	if (s->ev_sigint)

@@ -32,12 +32,13 @@
 #include <emdb/db.h>
 
 #include "net/auth_limit.h"
-#include "net/barrier.h"
-#include "net/checkpoint.h"
 #include "net/config.h"
+#include "db/step.h"
 #include "net/loop.h"
+#include "net/checkpoint.h"
 
 #define EMDB_SERVER_NAME "emdb 0.1.0"
+#define STEP_TICK_MS 100 /* how late a synchronous step's timeout may act */
 
 /* Run-time settable values, published for the I/O threads (any thread,
  * relaxed loads; CONFIG SET stores). */
@@ -57,6 +58,7 @@ typedef struct server_runtime {
 } server_runtime;
 
 typedef struct listener listener;
+typedef struct conn_handler conn_handler;
 
 struct server {
 	/* any thread */
@@ -68,6 +70,7 @@ struct server {
 				      by the acceptor without cfg_lock */
 	bool auth_required;        /* some token is configured */
 	struct tls_server *tls;    /* TLS on TCP connections (net/tls.h); NULL: plain */
+	const conn_handler *handler; /* runs the connections' frames (net/conn.h) */
 	uint64_t start_ns;         /* stats_now_ns() at start */
 	io_backend_kind backend;   /* what the threads actually run */
 	uint16_t tcp_port;         /* bound port, 0 if no TCP */
@@ -78,7 +81,7 @@ struct server {
 	_Atomic uint64_t conns_total, conns_rejected, next_conn_id;
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
-	barriers barriers;         /* synchronous steps of UPDATE */
+	step_barrier *steps;       /* synchronous steps of UPDATE (db/step.h) */
 	auth_limit auth;           /* failed AUTH per peer address */
 	pthread_mutex_t bg_lock;   /* guards bg_running */
 	pthread_cond_t bg_idle;    /* signalled when bg_running drops to 0 */
@@ -92,6 +95,7 @@ struct server {
 	struct event_base *base;
 	listener *tcp, *unix_l;
 	struct event *ev_sigterm, *ev_sigint, *ev_sighup, *ev_wake;
+	struct event *ev_tick;     /* every STEP_TICK_MS: steps past their deadline */
 	int wake_fd;               /* eventfd: shutdown requests from I/O threads */
 	uint32_t rr;               /* next thread for round robin */
 	bool threads_started;

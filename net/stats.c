@@ -17,14 +17,14 @@
 
 static const uint16_t op_codes[STATS_OPS] = {
 	0,
-#define OP_CODE_(name, value, role) value,
+#define OP_CODE_(NAME, name, value, ver, role, rq, rs) value,
 	PROTO_OP_MAP(OP_CODE_)
 #undef OP_CODE_
 };
 
 enum {
 	OPS_KNOWN_ = 0
-#define OP_COUNT_(name, value, role) +1
+#define OP_COUNT_(NAME, name, value, ver, role, rq, rs) +1
 	PROTO_OP_MAP(OP_COUNT_)
 #undef OP_COUNT_
 };

@@ -152,41 +152,52 @@ typedef enum proto_role {
 	PROTO_ROLE_ADMIN = 3,   /* everything                                */
 } proto_role;
 
-/* X(name, value, least role allowed) */
-#define PROTO_OP_MAP(X)                                   \
-	X(HELLO, 0x0001, PROTO_ROLE_NONE)                 \
-	X(AUTH, 0x0002, PROTO_ROLE_NONE)                  \
-	X(PING, 0x0003, PROTO_ROLE_READER)                \
-	X(INFO, 0x0004, PROTO_ROLE_READER)                \
-	X(CONFIG_GET, 0x0005, PROTO_ROLE_TRAINER)         \
-	X(CONFIG_SET, 0x0006, PROTO_ROLE_ADMIN)           \
-	X(SHUTDOWN, 0x0007, PROTO_ROLE_ADMIN)             \
-	X(TABLE_CREATE, 0x0100, PROTO_ROLE_ADMIN)         \
-	X(TABLE_DROP, 0x0101, PROTO_ROLE_ADMIN)           \
-	X(TABLE_DESCRIBE, 0x0102, PROTO_ROLE_READER)      \
-	X(TABLE_LIST, 0x0103, PROTO_ROLE_READER)          \
-	X(STATS, 0x0104, PROTO_ROLE_READER)               \
-	X(TABLE_RESERVE, 0x0105, PROTO_ROLE_ADMIN)        \
-	X(PREFETCH, 0x0200, PROTO_ROLE_TRAINER)           \
-	X(TICKET_FREE, 0x0201, PROTO_ROLE_TRAINER)        \
-	X(PULL, 0x0202, PROTO_ROLE_TRAINER)               \
-	X(PUSH, 0x0203, PROTO_ROLE_TRAINER)               \
-	X(UPDATE, 0x0204, PROTO_ROLE_TRAINER)             \
-	X(LOOKUP, 0x0205, PROTO_ROLE_READER)              \
-	X(READ_STATE, 0x0206, PROTO_ROLE_TRAINER)         \
-	X(PUSH_UPDATE, 0x0207, PROTO_ROLE_TRAINER)        \
-	X(CHECKPOINT, 0x0300, PROTO_ROLE_ADMIN)           \
-	X(RESTORE, 0x0301, PROTO_ROLE_ADMIN)              \
-	X(JOB_STATUS, 0x0302, PROTO_ROLE_READER)          \
-	X(CHECKPOINT_LIST, 0x0303, PROTO_ROLE_READER)     \
-	X(CHECKPOINT_DELETE, 0x0304, PROTO_ROLE_ADMIN)
+/* The one table of opcodes.  Every layer that depends on an opcode
+ * expands this table instead of keeping its own switch:
+ *   X(NAME, name, value, version, least role allowed, request, response)
+ * NAME gives PROTO_OP_NAME and the name on the wire's documentation;
+ * `name` names the opcode's codec (proto_<name>_req_encode, ...,
+ * proto_<name>_resp_decode, the proto_msg members <name>_req and
+ * <name>_resp) and the server's handler (handle_<name>, net/handle_int.h);
+ * `version` is the protocol version that defined its layout
+ * (proto_op_version); request and response are BODY (a codec of its own)
+ * or EMPTY (proto_empty_encode / proto_empty_decode).
+ * Adding an opcode: a row here, its codec, its handler; the client's
+ * calls have their own table (client/client_int.h, CL_OP_MAP). */
+#define PROTO_OP_MAP(X)                                                                   \
+	X(HELLO, hello, 0x0001, 1, PROTO_ROLE_NONE, BODY, BODY)                           \
+	X(AUTH, auth, 0x0002, 1, PROTO_ROLE_NONE, BODY, BODY)                             \
+	X(PING, ping, 0x0003, 1, PROTO_ROLE_READER, BODY, BODY)                           \
+	X(INFO, info, 0x0004, 1, PROTO_ROLE_READER, BODY, BODY)                           \
+	X(CONFIG_GET, config_get, 0x0005, 1, PROTO_ROLE_TRAINER, BODY, BODY)              \
+	X(CONFIG_SET, config_set, 0x0006, 1, PROTO_ROLE_ADMIN, BODY, EMPTY)               \
+	X(SHUTDOWN, shutdown, 0x0007, 1, PROTO_ROLE_ADMIN, EMPTY, EMPTY)                  \
+	X(TABLE_CREATE, table_create, 0x0100, 1, PROTO_ROLE_ADMIN, BODY, BODY)            \
+	X(TABLE_DROP, table_drop, 0x0101, 1, PROTO_ROLE_ADMIN, BODY, EMPTY)               \
+	X(TABLE_DESCRIBE, table_describe, 0x0102, 1, PROTO_ROLE_READER, BODY, BODY)       \
+	X(TABLE_LIST, table_list, 0x0103, 1, PROTO_ROLE_READER, EMPTY, BODY)              \
+	X(STATS, stats, 0x0104, 1, PROTO_ROLE_READER, EMPTY, BODY)                        \
+	X(TABLE_RESERVE, table_reserve, 0x0105, 2, PROTO_ROLE_ADMIN, BODY, EMPTY)         \
+	X(PREFETCH, prefetch, 0x0200, 1, PROTO_ROLE_TRAINER, BODY, BODY)                  \
+	X(TICKET_FREE, ticket_free, 0x0201, 1, PROTO_ROLE_TRAINER, BODY, EMPTY)           \
+	X(PULL, pull, 0x0202, 1, PROTO_ROLE_TRAINER, BODY, BODY)                          \
+	X(PUSH, push, 0x0203, 1, PROTO_ROLE_TRAINER, BODY, EMPTY)                         \
+	X(UPDATE, update, 0x0204, 1, PROTO_ROLE_TRAINER, BODY, BODY)                      \
+	X(LOOKUP, lookup, 0x0205, 1, PROTO_ROLE_READER, BODY, BODY)                       \
+	X(READ_STATE, read_state, 0x0206, 1, PROTO_ROLE_TRAINER, BODY, BODY)              \
+	X(PUSH_UPDATE, push_update, 0x0207, 2, PROTO_ROLE_TRAINER, BODY, BODY)            \
+	X(CHECKPOINT, checkpoint, 0x0300, 1, PROTO_ROLE_ADMIN, BODY, BODY)                \
+	X(RESTORE, restore, 0x0301, 1, PROTO_ROLE_ADMIN, BODY, BODY)                      \
+	X(JOB_STATUS, job_status, 0x0302, 1, PROTO_ROLE_READER, BODY, BODY)               \
+	X(CHECKPOINT_LIST, checkpoint_list, 0x0303, 1, PROTO_ROLE_READER, EMPTY, BODY)    \
+	X(CHECKPOINT_DELETE, checkpoint_delete, 0x0304, 1, PROTO_ROLE_ADMIN, BODY, EMPTY)
 
 typedef enum proto_op {
 	/* Only in a response with status < 0 and an error body: the peer
 	 * could not tell which request a malformed frame was (bad magic,
 	 * unknown opcode, ...).  The connection is closed after it. */
 	PROTO_OP_NONE = 0x0000,
-#define PROTO_OP_ENUM_(name, value, role) PROTO_OP_##name = (value),
+#define PROTO_OP_ENUM_(NAME, name, value, ver, role, req, resp) PROTO_OP_##NAME = (value),
 	PROTO_OP_MAP(PROTO_OP_ENUM_)
 #undef PROTO_OP_ENUM_
 } proto_op;
@@ -333,6 +344,8 @@ int proto_auth_resp_decode(const proto_hdr *h, const uint8_t *body, proto_auth_r
 typedef struct proto_ping {
 	proto_str data;
 } proto_ping;
+typedef proto_ping proto_ping_req;
+typedef proto_ping proto_ping_resp;
 
 int proto_ping_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_ping *m,
 			  size_t *len);
@@ -840,51 +853,19 @@ int proto_checkpoint_delete_req_decode(const proto_hdr *h, const uint8_t *body,
 /* Any message                                                         */
 /* ------------------------------------------------------------------ */
 
-/* One member per (opcode, direction) with a body, named after them; err
+/* One member per (opcode, direction) with a body, named after them
+ * (ping_req, table_describe_resp, ...: PROTO_OP_MAP's BODY columns); err
  * for status < 0.  Empty bodies use no member. */
 typedef union proto_msg {
 	proto_str err;
-	proto_hello_req hello_req;
-	proto_hello_resp hello_resp;
-	proto_auth_req auth_req;
-	proto_auth_resp auth_resp;
-	proto_ping ping_req;
-	proto_ping ping_resp;
-	proto_info_req info_req;
-	proto_info_resp info_resp;
-	proto_config_get_req config_get_req;
-	proto_config_get_resp config_get_resp;
-	proto_config_set_req config_set_req;
-	proto_table_create_req table_create_req;
-	proto_table_create_resp table_create_resp;
-	proto_table_drop_req table_drop_req;
-	proto_table_reserve_req table_reserve_req;
-	proto_table_describe_req table_describe_req;
-	proto_table_describe_resp table_describe_resp;
-	proto_table_list_resp table_list_resp;
-	proto_stats_resp stats_resp;
-	proto_prefetch_req prefetch_req;
-	proto_prefetch_resp prefetch_resp;
-	proto_ticket_free_req ticket_free_req;
-	proto_pull_req pull_req;
-	proto_pull_resp pull_resp;
-	proto_push_req push_req;
-	proto_update_req update_req;
-	proto_update_resp update_resp;
-	proto_lookup_req lookup_req;
-	proto_lookup_resp lookup_resp;
-	proto_read_state_req read_state_req;
-	proto_read_state_resp read_state_resp;
-	proto_push_update_req push_update_req;
-	proto_push_update_resp push_update_resp;
-	proto_checkpoint_req checkpoint_req;
-	proto_checkpoint_resp checkpoint_resp;
-	proto_restore_req restore_req;
-	proto_restore_resp restore_resp;
-	proto_job_status_req job_status_req;
-	proto_job_status_resp job_status_resp;
-	proto_checkpoint_list_resp checkpoint_list_resp;
-	proto_checkpoint_delete_req checkpoint_delete_req;
+#define PROTO_MSG_MEMBER_BODY(name, dir) proto_##name##_##dir name##_##dir;
+#define PROTO_MSG_MEMBER_EMPTY(name, dir)
+#define PROTO_MSG_MEMBERS_(NAME, name, value, ver, role, rq, rs) \
+	PROTO_MSG_MEMBER_##rq(name, req) PROTO_MSG_MEMBER_##rs(name, resp)
+	PROTO_OP_MAP(PROTO_MSG_MEMBERS_)
+#undef PROTO_MSG_MEMBERS_
+#undef PROTO_MSG_MEMBER_EMPTY
+#undef PROTO_MSG_MEMBER_BODY
 } proto_msg;
 
 /* Decode any body: the decoder of h's opcode and direction (error body

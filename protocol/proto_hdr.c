@@ -3,8 +3,10 @@
  * and the two bodies every opcode shares: the error body and the empty one.
  *
  * Invariants:
- *   1. Opcode names, values and least roles come only from PROTO_OP_MAP,
- *      so the enum, proto_op_name and proto_op_allowed cannot disagree.
+ *   1. Opcode names, values, versions, least roles and which bodies are
+ *      empty come only from PROTO_OP_MAP, so the enum, proto_op_name,
+ *      proto_op_version, proto_op_allowed and proto__body_empty cannot
+ *      disagree.
  *   2. proto_hdr_decode reads exactly 24 bytes and decides everything a
  *      frame's header can get wrong before anyone allocates or reads a
  *      body: magic, version, flags, opcode against direction and status,
@@ -26,7 +28,7 @@
 bool proto_op_known(uint16_t op)
 {
 	switch (op) {
-#define PROTO_OP_KNOWN_(name, value, role) \
+#define PROTO_OP_KNOWN_(NAME, name, value, ver, role, rq, rs) \
 	case (value):                      \
 		return true;
 		PROTO_OP_MAP(PROTO_OP_KNOWN_)
@@ -40,9 +42,9 @@ const char *proto_op_name(uint16_t op)
 	switch (op) {
 	case PROTO_OP_NONE:
 		return "NONE";
-#define PROTO_OP_NAME_(name, value, role) \
+#define PROTO_OP_NAME_(NAME, name, value, ver, role, rq, rs) \
 	case (value):                     \
-		return #name;
+		return #NAME;
 		PROTO_OP_MAP(PROTO_OP_NAME_)
 #undef PROTO_OP_NAME_
 	}
@@ -52,7 +54,7 @@ const char *proto_op_name(uint16_t op)
 bool proto_op_allowed(proto_role role, uint16_t op)
 {
 	switch (op) {
-#define PROTO_OP_ROLE_(name, value, least) \
+#define PROTO_OP_ROLE_(NAME, name, value, ver, least, rq, rs) \
 	case (value):                      \
 		return role >= (least) && role <= PROTO_ROLE_ADMIN;
 		PROTO_OP_MAP(PROTO_OP_ROLE_)
@@ -68,14 +70,14 @@ bool proto_op_known_at(uint16_t op, uint8_t version)
 
 uint8_t proto_op_version(uint16_t op)
 {
-	/* Version 2 added PUSH_UPDATE and TABLE_RESERVE and nothing else
-	 * (docs/protocol.md, "Versions"). */
 	switch (op) {
-	case PROTO_OP_PUSH_UPDATE:
-	case PROTO_OP_TABLE_RESERVE:
-		return 2;
+#define PROTO_OP_VERSION_(NAME, name, value, ver, role, rq, rs) \
+	case (value):                                          \
+		return (ver);
+		PROTO_OP_MAP(PROTO_OP_VERSION_)
+#undef PROTO_OP_VERSION_
 	}
-	return 1;
+	return 1; /* NONE and unknown opcodes: what any build reads */
 }
 
 const char *proto_role_name(proto_role role)
@@ -199,21 +201,17 @@ int proto_err_decode(const proto_hdr *h, const uint8_t *body, proto_str *msg)
 
 bool proto__body_empty(uint16_t op, bool response)
 {
+#define IS_EMPTY_BODY false
+#define IS_EMPTY_EMPTY true
 	switch (op) {
-	case PROTO_OP_SHUTDOWN:
-		return true;
-	case PROTO_OP_TABLE_LIST:
-	case PROTO_OP_STATS:
-	case PROTO_OP_CHECKPOINT_LIST:
-		return !response;
-	case PROTO_OP_CONFIG_SET:
-	case PROTO_OP_TABLE_DROP:
-	case PROTO_OP_TABLE_RESERVE:
-	case PROTO_OP_TICKET_FREE:
-	case PROTO_OP_PUSH:
-	case PROTO_OP_CHECKPOINT_DELETE:
-		return response;
+#define PROTO_OP_EMPTY_(NAME, name, value, ver, role, rq, rs) \
+	case (value):                                        \
+		return response ? IS_EMPTY_##rs : IS_EMPTY_##rq;
+		PROTO_OP_MAP(PROTO_OP_EMPTY_)
+#undef PROTO_OP_EMPTY_
 	}
+#undef IS_EMPTY_EMPTY
+#undef IS_EMPTY_BODY
 	return false;
 }
 

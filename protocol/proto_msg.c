@@ -4,14 +4,18 @@
  * body.  Used by generic code: tests, the fuzz target, tracing tools.
  *
  * Invariants:
- *   1. Every (opcode, direction) pair of PROTO_OP_MAP has exactly one case
- *      here or is empty per proto__body_empty; a status < 0 always means
- *      the error body.  A pair with neither is a bug (asserted).
+ *   1. Both switches are PROTO_OP_MAP expanded: a BODY column is its
+ *      codec's case, an EMPTY one is proto__body_empty's, so every
+ *      (opcode, direction) pair has exactly one way to be read and
+ *      written; a status < 0 always means the error body.
  *   2. For every body the decoders accept, proto_msg_encode of the decoded
  *      message rebuilds the same bytes (the fuzz target checks this).
  */
 #include "base/error_int.h"
 #include "protocol/proto_int.h"
+
+#define DIR_IS_RESP_req false
+#define DIR_IS_RESP_resp true
 
 int proto_msg_decode(const proto_hdr *h, const uint8_t *body, proto_msg *m)
 {
@@ -20,46 +24,20 @@ int proto_msg_decode(const proto_hdr *h, const uint8_t *body, proto_msg *m)
 		return proto_err_decode(h, body, &m->err);
 	if (proto__body_empty(h->opcode, resp))
 		return proto_empty_decode(h);
-#define CASE_(OP, name)                                               \
-	case PROTO_OP_##OP:                                           \
-		return resp ? proto_##name##_resp_decode(h, body, &m->name##_resp) \
-			    : proto_##name##_req_decode(h, body, &m->name##_req);
+	/* Only the BODY columns of PROTO_OP_MAP get here: empty bodies
+	 * returned above. */
+#define DEC_EMPTY(name, dir)
+#define DEC_BODY(name, dir) \
+	if (resp == DIR_IS_RESP_##dir) \
+		return proto_##name##_##dir##_decode(h, body, &m->name##_##dir);
+#define CASE_(NAME, name, value, ver, role, rq, rs) \
+	case (value):                              \
+		DEC_##rq(name, req) DEC_##rs(name, resp) break;
 	switch (h->opcode) {
-		CASE_(HELLO, hello)
-		CASE_(AUTH, auth)
-		CASE_(PING, ping)
-		CASE_(INFO, info)
-		CASE_(CONFIG_GET, config_get)
-		CASE_(TABLE_CREATE, table_create)
-		CASE_(TABLE_DESCRIBE, table_describe)
-		CASE_(PREFETCH, prefetch)
-		CASE_(PULL, pull)
-		CASE_(UPDATE, update)
-		CASE_(LOOKUP, lookup)
-		CASE_(READ_STATE, read_state)
-		CASE_(PUSH_UPDATE, push_update)
-		CASE_(CHECKPOINT, checkpoint)
-		CASE_(RESTORE, restore)
-		CASE_(JOB_STATUS, job_status)
-	case PROTO_OP_CONFIG_SET:
-		return proto_config_set_req_decode(h, body, &m->config_set_req);
-	case PROTO_OP_TABLE_DROP:
-		return proto_table_drop_req_decode(h, body, &m->table_drop_req);
-	case PROTO_OP_TABLE_RESERVE:
-		return proto_table_reserve_req_decode(h, body, &m->table_reserve_req);
-	case PROTO_OP_TABLE_LIST:
-		return proto_table_list_resp_decode(h, body, &m->table_list_resp);
-	case PROTO_OP_STATS:
-		return proto_stats_resp_decode(h, body, &m->stats_resp);
-	case PROTO_OP_TICKET_FREE:
-		return proto_ticket_free_req_decode(h, body, &m->ticket_free_req);
-	case PROTO_OP_PUSH:
-		return proto_push_req_decode(h, body, &m->push_req);
-	case PROTO_OP_CHECKPOINT_LIST:
-		return proto_checkpoint_list_resp_decode(h, body, &m->checkpoint_list_resp);
-	case PROTO_OP_CHECKPOINT_DELETE:
-		return proto_checkpoint_delete_req_decode(h, body, &m->checkpoint_delete_req);
+		PROTO_OP_MAP(CASE_)
 	}
+#undef DEC_BODY
+#undef DEC_EMPTY
 #undef CASE_
 	assert(!proto_op_known(h->opcode));
 	return emdb__seterr(EMDB_ERR_INVALID, "no decoder for opcode 0x%04x", h->opcode);
@@ -90,46 +68,18 @@ int proto_msg_encode(uint8_t *buf, size_t cap, const proto_hdr *h, const proto_m
 				    resp ? "response" : "request");
 	if (proto__body_empty(h->opcode, resp))
 		return proto_empty_encode(buf, cap, id, h->opcode, resp, len);
-#define CASE_(OP, name)                                                               \
-	case PROTO_OP_##OP:                                                           \
-		return resp ? proto_##name##_resp_encode(buf, cap, id, &m->name##_resp, len) \
-			    : proto_##name##_req_encode(buf, cap, id, &m->name##_req, len);
+#define ENC_EMPTY(name, dir)
+#define ENC_BODY(name, dir) \
+	if (resp == DIR_IS_RESP_##dir) \
+		return proto_##name##_##dir##_encode(buf, cap, id, &m->name##_##dir, len);
+#define CASE_(NAME, name, value, ver, role, rq, rs) \
+	case (value):                              \
+		ENC_##rq(name, req) ENC_##rs(name, resp) break;
 	switch (h->opcode) {
-		CASE_(HELLO, hello)
-		CASE_(AUTH, auth)
-		CASE_(PING, ping)
-		CASE_(INFO, info)
-		CASE_(CONFIG_GET, config_get)
-		CASE_(TABLE_CREATE, table_create)
-		CASE_(TABLE_DESCRIBE, table_describe)
-		CASE_(PREFETCH, prefetch)
-		CASE_(PULL, pull)
-		CASE_(UPDATE, update)
-		CASE_(LOOKUP, lookup)
-		CASE_(READ_STATE, read_state)
-		CASE_(PUSH_UPDATE, push_update)
-		CASE_(CHECKPOINT, checkpoint)
-		CASE_(RESTORE, restore)
-		CASE_(JOB_STATUS, job_status)
-	case PROTO_OP_CONFIG_SET:
-		return proto_config_set_req_encode(buf, cap, id, &m->config_set_req, len);
-	case PROTO_OP_TABLE_DROP:
-		return proto_table_drop_req_encode(buf, cap, id, &m->table_drop_req, len);
-	case PROTO_OP_TABLE_RESERVE:
-		return proto_table_reserve_req_encode(buf, cap, id, &m->table_reserve_req, len);
-	case PROTO_OP_TABLE_LIST:
-		return proto_table_list_resp_encode(buf, cap, id, &m->table_list_resp, len);
-	case PROTO_OP_STATS:
-		return proto_stats_resp_encode(buf, cap, id, &m->stats_resp, len);
-	case PROTO_OP_TICKET_FREE:
-		return proto_ticket_free_req_encode(buf, cap, id, &m->ticket_free_req, len);
-	case PROTO_OP_PUSH:
-		return proto_push_req_encode(buf, cap, id, &m->push_req, len);
-	case PROTO_OP_CHECKPOINT_LIST:
-		return proto_checkpoint_list_resp_encode(buf, cap, id, &m->checkpoint_list_resp, len);
-	case PROTO_OP_CHECKPOINT_DELETE:
-		return proto_checkpoint_delete_req_encode(buf, cap, id, &m->checkpoint_delete_req, len);
+		PROTO_OP_MAP(CASE_)
 	}
+#undef ENC_BODY
+#undef ENC_EMPTY
 #undef CASE_
 	return emdb__seterr(EMDB_ERR_INVALID, "no encoder for opcode 0x%04x", h->opcode);
 }

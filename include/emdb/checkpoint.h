@@ -58,6 +58,13 @@
  *   any thread meanwhile.  One job runs at a time per
  *   emdb_db: emdb_job_run fails with BUSY while another is running.
  *
+ * A full disk
+ *   A checkpoint, delete or retention that cannot write fails with NOSPACE
+ *   (IO for other write failures) and changes nothing visible.  RocksDB
+ *   then refuses writes until it is reopened: the store does that itself,
+ *   at the next call that finds space on the file system and no job of the
+ *   store running, so the store works again once space is freed.
+ *
  * Threads
  *   A store may be used from any number of threads.  emdb_store_close needs
  *   no job or other call on the store in flight.
@@ -104,14 +111,43 @@ typedef struct emdb_ckpt_info {
 /* Store                                                               */
 /* ------------------------------------------------------------------ */
 
-/* Open (creating when missing) the store in directory `dir`, and remove
- * the leftovers of checkpoints a crash interrupted.  Errors: INVALID (dir
- * NULL or empty), IO (RocksDB could not open it: the message has RocksDB's
- * reason, e.g. a lock held by another process), CORRUPT (the directory
- * holds a RocksDB database that is not an emdb store, or of a newer
- * format version), NOMEM.  Close with emdb_store_close. */
+typedef struct emdb_store_options {
+	uint32_t size;        /* sizeof(emdb_store_options): set by the INIT macro */
+	uint32_t accept_loss; /* 1: open a damaged store with what can be read */
+} emdb_store_options;
+
+#define EMDB_STORE_OPTIONS_INIT { sizeof(emdb_store_options), 0 }
+
+/* Open (creating when missing) the store in directory `dir`, check it, and
+ * remove the leftovers of checkpoints a crash interrupted (only those the
+ * store's catalog records as unfinished).  The check: RocksDB replays its
+ * write-ahead log strictly, and the catalog (<dir>/CATALOG), the
+ * manifests and the row data must agree (every checkpoint reported
+ * complete still has its manifest, with the recorded checksum, and its
+ * rows).  Errors: INVALID (dir NULL or empty, bad options), IO (RocksDB
+ * could not open it: the message has RocksDB's reason, e.g. a lock held by
+ * another process), NOSPACE, CORRUPT (the store is damaged: the message
+ * names the store, each damaged checkpoint or file, and how to proceed;
+ * nothing was changed; or the directory holds a RocksDB database that is
+ * not an emdb store, or of a newer format version), NOMEM.
+ * opt may be NULL (the defaults).  With opt->accept_loss, a damaged store
+ * is opened anyway: RocksDB keeps its log up to the first damaged record,
+ * the checkpoints that are whole stay, and the rest (checkpoints whose
+ * manifest or rows are gone, rows no manifest names) is dropped;
+ * emdb_store_damage says what.  Close with emdb_store_close. */
+int emdb_store_open_ex(const char *dir, const emdb_store_options *opt, emdb_store **out);
+/* emdb_store_open_ex with the defaults. */
 int emdb_store_open(const char *dir, emdb_store **out);
 void emdb_store_close(emdb_store *st); /* NULL is a no-op */
+
+/* What an open with accept_loss found damaged and gave up ("" when
+ * nothing); valid until emdb_store_close. */
+const char *emdb_store_damage(const emdb_store *st);
+
+/* EMDB_OK, or the code (NOSPACE, IO) of a write failure the store has not
+ * recovered from yet: until it has, checkpoints, deletes and retention
+ * fail and reading goes on (see "A full disk" above).  Thread-safe. */
+int emdb_store_state(const emdb_store *st);
 
 /* The directory the store was opened in; valid until emdb_store_close. */
 const char *emdb_store_dir(const emdb_store *st);
@@ -129,12 +165,16 @@ int emdb_store_get(emdb_store *st, uint64_t id, emdb_ckpt_info *out);
 /* Delete checkpoint `id`: its manifest first (so it is never half
  * visible), then its rows.  Errors: INVALID (no such checkpoint), BUSY
  * (an incremental checkpoint in the store extends it: delete that one
- * first; the message names it), IO. */
+ * first; the message names it), IO, NOSPACE (the file system is full:
+ * the checkpoint is still there).  Once the manifest is gone the call
+ * succeeds; rows that a full disk kept it from dropping are dropped by a
+ * later call once there is space again. */
 int emdb_store_delete(emdb_store *st, uint64_t id);
 
 /* Keep the newest `keep` checkpoints (keep >= 1) and every checkpoint one
  * of them needs (the chain of a kept incremental); delete the others.
- * *deleted (may be NULL) gets how many went.  Errors: INVALID, IO. */
+ * *deleted (may be NULL) gets how many went.  Errors: INVALID, IO,
+ * NOSPACE (as emdb_store_delete; those deleted before it stay deleted). */
 int emdb_store_retain(emdb_store *st, uint32_t keep, uint32_t *deleted);
 
 /* ------------------------------------------------------------------ */
@@ -184,7 +224,7 @@ int emdb_job_restore(emdb_db *db, emdb_store *st, uint64_t id, emdb_job **out);
  * success *info (may be NULL) describes the checkpoint written or
  * restored.  Errors: BUSY (another job of this db is running), INVALID
  * (incremental with no previous checkpoint; restore of an id not in the
- * store; a job run twice), IO (the message has RocksDB's or the OS's
+ * store; a job run twice), IO or NOSPACE (the message has RocksDB's or the OS's
  * reason), CORRUPT (restore: a damaged checkpoint; nothing was loaded),
  * NOMEM, LIMIT (restore: more tables than max_tables). */
 int emdb_job_run(emdb_job *job, emdb_ckpt_info *info);

@@ -471,7 +471,8 @@ int emdb_client_restore(emdb_client *c, uint64_t id, emdb_ckpt_info *info);
 int emdb_client_checkpoint_list(emdb_client *c, emdb_ckpt_info **out, size_t *n);
 
 /* Delete one checkpoint.  Errors: INVALID (no such checkpoint), BUSY (an
- * incremental checkpoint extends it, or a job is running), UNSUPPORTED,
+ * incremental checkpoint extends it, or a job is running), NOSPACE or IO
+ * (the store could not write; the checkpoint is still there), UNSUPPORTED,
  * CLOSED, TIMEOUT, AUTH.  Role: admin. */
 int emdb_client_checkpoint_delete(emdb_client *c, uint64_t id);
 

@@ -39,7 +39,8 @@ extern "C" {
 	X(BUSY, -14, "resource busy")                                           \
 	X(CORRUPT, -15, "data corrupt")                                         \
 	X(UNSUPPORTED, -16, "not supported")                                    \
-	X(INTERNAL, -17, "internal error")
+	X(INTERNAL, -17, "internal error")                                     \
+	X(NOSPACE, -18, "no space left on device")
 
 typedef enum emdb_err {
 #define EMDB_ERR_ENUM_(name, value, msg) EMDB_ERR_##name = (value),

@@ -1,9 +1,11 @@
 /*
  * tests/fuzz/fuzz_store.c - libFuzzer target for the checkpoint store's
- * decoders (checkpoint/format.h): the store header, manifests, row blocks and
- * row keys, which restore reads from disk and so must survive any bytes.
+ * decoders (checkpoint/format.h): the store header, manifests, row blocks,
+ * row keys and the catalog, which open and restore read from disk and so
+ * must survive any bytes.
  *
- * The first input byte picks the decoder, the rest is its input.  A value
+ * The first input byte picks the decoder (0xF0 and above: the catalog;
+ * below, its value modulo 4: the others), the rest is its input.  A value
  * that decodes is encoded again and must give back the same bytes (the
  * encodings are canonical).  Besides sanitizer findings, the target aborts
  * when a decoder fails with anything but CORRUPT (or NOMEM), or a round
@@ -45,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t *copy = malloc(n ? n : 1);
 	if (n)
 		memcpy(copy, p, n);
-	switch (data[0] % 4) {
+	switch (data[0] >= 0xF0 ? 4 : data[0] % 4) {
 	case 0: {
 		store_hdr h;
 		int rc = store_hdr_decode(copy, n, &h);
@@ -101,6 +103,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint8_t out[META_KEY_CKPT_LEN];
 			store_key_ckpt(out, id);
 			must(memcmp(out, copy, META_KEY_CKPT_LEN) == 0, "manifest key round trip");
+		}
+		break;
+	}
+	case 4: {
+		store_catalog c;
+		int rc = catalog_decode(copy, n, &c);
+		bad_code(rc);
+		if (rc == EMDB_OK) {
+			size_t len = catalog_size(c.n_done, c.n_pending);
+			uint8_t *out = malloc(len);
+			catalog_encode(out, &c);
+			must(len == n && memcmp(out, copy, n) == 0, "catalog round trip");
+			free(out);
+			catalog_free(&c);
 		}
 		break;
 	}

@@ -100,5 +100,13 @@ int main(int argc, char **argv)
 	uint8_t mk[META_KEY_CKPT_LEN];
 	store_key_ckpt(mk, 5);
 	seed(dir, "manifest-key", 3, mk, sizeof(mk));
+
+	catalog_entry done[2] = { { 3, 0x1111 }, { 5, 0x2222 } };
+	uint64_t pending[1] = { 6 };
+	store_catalog cat = { { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 }, 7, 2, 1, done, pending };
+	uint8_t *cb = malloc(catalog_size(2, 1));
+	catalog_encode(cb, &cat);
+	seed(dir, "catalog", 0xF0, cb, catalog_size(2, 1));
+	free(cb);
 	return 0;
 }

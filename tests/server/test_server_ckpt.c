@@ -22,6 +22,7 @@
 
 #include "tests/lib/client_server.h"
 #include "tests/lib/helpers.h"
+#include "tests/lib/store_util.h"
 #include "tests/lib/tmpdir.h"
 
 static test_server srv, srv2;
@@ -308,6 +309,7 @@ Test(server_ckpt, full_checkpoint_restores_every_optimizer_bit_exact, .init = st
 	OK(emdb_client_info(c, "persistence", &text));
 	cr_assert(strstr(text, "# Persistence\nenabled: yes\n"), "%s", text);
 	cr_assert(strstr(text, "checkpoints: 1\n"), "%s", text);
+	cr_assert(strstr(text, "store_error: none\n"), "%s", text);
 	cr_assert(strstr(text, "job_kind: restore\njob_state: done\n"), "%s", text);
 	emdb_free(text);
 	emdb_client_close(u);
@@ -579,6 +581,52 @@ Test(server_ckpt, restore_latest_at_start_on_the_same_data_dir, .init = start_pe
 
 	snap_free(&at_full);
 	snap_free(&at_incr);
+}
+
+/* A store that lost a complete checkpoint's manifest (as a damaged WAL
+ * record did) is not taken for an older one: the server refuses to start,
+ * saying what is damaged and how to proceed; with --accept-data-loss 1 it
+ * starts from what is whole and logs what it gave up. */
+Test(server_ckpt, a_damaged_store_refuses_to_start_until_the_loss_is_accepted, .init = start_persist,
+     .fini = stop_all, .timeout = 120)
+{
+	emdb_client *c = test_client_open(srv.tcp_uri, CALL_MS);
+	uint32_t t = create_table(c, "emb", 4, EMDB_OPT_SGD, 5);
+	uint64_t ids[50];
+	ids_from(ids, 50, 1);
+	insert(c, t, ids, 50);
+	emdb_ckpt_info older, newer;
+	OK(emdb_client_checkpoint(c, EMDB_CKPT_FULL, &older));
+	train(c, t, 4, ids, 50, 1);
+	OK(emdb_client_checkpoint(c, EMDB_CKPT_FULL, &newer));
+	shutdown_and_reap(&srv, c);
+	su_raw raw;
+	su_raw_open(data_dir, &raw);
+	su_raw_drop_manifest(&raw, newer.id);
+	su_raw_close(&raw);
+
+	snprintf(exit_log, sizeof(exit_log), "/tmp/emdb-ckpt-test-%d.log", (int)getpid());
+	const char *const argv[] = { server_bin(), "--bind", "127.0.0.1", "--port", "0", "--data-dir",
+				     data_dir, "--restore", "latest", NULL };
+	expect_exit(argv, exit_log, 1);
+	char want[64];
+	snprintf(want, sizeof(want), "checkpoint %llu: its manifest is missing", (unsigned long long)newer.id);
+	const char *tail = server_log_tail(exit_log);
+	cr_assert(strstr(tail, want) && strstr(tail, data_dir) && strstr(tail, "--accept-data-loss 1"), "%s",
+		  tail);
+
+	static const char *const accept[] = { "--restore", "latest", "--accept-data-loss", "1", NULL };
+	start_on_data_dir(&srv2, accept);
+	c = test_client_open(srv2.tcp_uri, CALL_MS);
+	uint64_t listed[4];
+	cr_assert_eq(list_ids(c, listed, 4), 1);
+	cr_assert_eq(listed[0], older.id);
+	emdb_job_status st;
+	OK(emdb_client_job_status(c, 0, &st));
+	cr_assert_eq(st.state, EMDB_JOB_DONE);
+	cr_assert_eq(st.result.id, older.id, "the loss accepted, latest is the older checkpoint");
+	cr_assert(strstr(test_server_log_tail(&srv2), "accept_data_loss"), "%s", test_server_log_tail(&srv2));
+	emdb_client_close(c);
 }
 
 Test(server_ckpt, restore_latest_on_an_empty_store_starts_empty, .fini = stop_all, .timeout = 60)

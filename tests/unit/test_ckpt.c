@@ -352,25 +352,28 @@ Test(ckpt, delete_and_retain_keep_chains_whole)
 
 /* ---- corruption -------------------------------------------------------- */
 
-/* Path of the first .sst file under dir/rocksdb, into out. */
+/* Path of the largest .sst file under dir/rocksdb (the row data; the
+ * manifests have small files of their own), into out. */
 static int find_sst(const char *dir, char *out, size_t cap)
 {
-	char d[512];
+	char d[512], best[256] = "";
 	snprintf(d, sizeof(d), "%s/rocksdb", dir);
 	DIR *dd = opendir(d);
 	cr_assert_not_null(dd);
 	struct dirent *e;
-	int found = 0;
+	off_t most = -1;
 	while ((e = readdir(dd)) != NULL) {
 		size_t l = strlen(e->d_name);
-		if (l > 4 && !strcmp(e->d_name + l - 4, ".sst")) {
-			snprintf(out, cap, "%s/%s", d, e->d_name);
-			found = 1;
-			break;
-		}
+		struct stat sb;
+		if (l < 5 || l >= sizeof(best) || strcmp(e->d_name + l - 4, ".sst") ||
+		    fstatat(dirfd(dd), e->d_name, &sb, 0) != 0 || sb.st_size <= most)
+			continue;
+		most = sb.st_size;
+		memcpy(best, e->d_name, l + 1);
 	}
 	closedir(dd);
-	return found;
+	snprintf(out, cap, "%s/%s", d, best);
+	return best[0] != 0;
 }
 
 static void flip_byte(const char *path, off_t at)
