@@ -8,7 +8,7 @@
  *   1. p->st is NULL exactly when data_dir is empty; then every call
  *      answers UNSUPPORTED with the same message, and nothing else runs
  *      (no thread, no store).
- *   2. Everything in struct persist marked "under lock" is read and
+ *   2. Everything in struct ckpts marked "under lock" is read and
  *      written with p->lock held; the step counter alone is atomic, so an
  *      UPDATE or PUSH_UPDATE costs one relaxed add.
  *   3. A refused call changes nothing: checks (kind, checkpoint id, a
@@ -18,8 +18,8 @@
  *      ends only once no job is accepted and not run (a job a client was
  *      told about always runs, even at shutdown).
  *
- * State changes: persist_open/close (store, thread), the job calls (via
- * checkpoint_job.c), persist_delete (the store), persist_configure (settings).
+ * State changes: ckpts_open/close (store, thread), the job calls (via
+ * checkpoint_job.c), ckpts_delete (the store), ckpts_configure (settings).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -45,16 +45,16 @@ static int off(char *err, size_t errlen)
 	return EMDB_ERR_UNSUPPORTED;
 }
 
-static void settings_locked(persist *p, const persist_settings *set)
+static void settings_locked(ckpts *p, const ckpts_settings *set)
 {
 	p->set = *set;
 	atomic_store(&p->steps_due, set->every_steps);
 }
 
-int persist_open(emdb_db *db, const char *data_dir, bool accept_loss, const persist_settings *set,
-		 persist **out, char *err, size_t errlen)
+int ckpts_open(emdb_db *db, const char *data_dir, bool accept_loss, const ckpts_settings *set,
+		 ckpts **out, char *err, size_t errlen)
 {
-	persist *p = emdb_calloc(1, sizeof(*p));
+	ckpts *p = emdb_calloc(1, sizeof(*p));
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
 		return EMDB_ERR_NOMEM;
@@ -107,7 +107,7 @@ static int parse_restore(const char *s, uint64_t *id)
 	return 0;
 }
 
-int persist_restore_at_start(persist *p, const char *restore, char *err, size_t errlen)
+int ckpts_restore_at_start(ckpts *p, const char *restore, char *err, size_t errlen)
 {
 	uint64_t id;
 	if (!restore[0])
@@ -136,18 +136,18 @@ int persist_restore_at_start(persist *p, const char *restore, char *err, size_t 
 	}
 	uint64_t no;
 	pthread_mutex_lock(&p->lock);
-	rc = persist__queue_locked(p, PROTO_JOB_RESTORE, info.id, false, &no, err, errlen);
+	rc = ckpts__queue_locked(p, PROTO_JOB_RESTORE, info.id, false, &no, err, errlen);
 	if (rc == EMDB_OK) {
-		rc = persist__run_locked(p);
+		rc = ckpts__run_locked(p);
 		if (rc != EMDB_OK)
 			snprintf(err, errlen, "restore of checkpoint %" PRIu64 " from %s failed: %s",
-				 info.id, p->dir, persist__slot(p, no)->message);
+				 info.id, p->dir, ckpts__slot(p, no)->message);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return rc;
 }
 
-int persist_start(persist *p, char *err, size_t errlen)
+int ckpts_start(ckpts *p, char *err, size_t errlen)
 {
 	if (!p->st)
 		return EMDB_OK;
@@ -157,7 +157,7 @@ int persist_start(persist *p, char *err, size_t errlen)
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
-	int rc = pthread_create(&p->thread, NULL, persist__thread, p);
+	int rc = pthread_create(&p->thread, NULL, ckpts__thread, p);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		snprintf(err, errlen, "cannot start the checkpoint job thread: %s", strerror(rc));
@@ -167,7 +167,7 @@ int persist_start(persist *p, char *err, size_t errlen)
 	return EMDB_OK;
 }
 
-void persist_close(persist *p)
+void ckpts_close(ckpts *p)
 {
 	if (!p)
 		return;
@@ -176,7 +176,7 @@ void persist_close(persist *p)
 		p->stopping = true;
 		if (p->cur)
 			log_info("shutdown: waiting for job %" PRIu64 " (%s) to finish", p->cur_no,
-				 persist__kind_name(persist__slot(p, p->cur_no)->kind));
+				 ckpts__kind_name(ckpts__slot(p, p->cur_no)->kind));
 		pthread_cond_signal(&p->wake);
 		pthread_mutex_unlock(&p->lock);
 		pthread_join(p->thread, NULL);
@@ -190,7 +190,7 @@ void persist_close(persist *p)
 	emdb_free(p);
 }
 
-void persist_configure(persist *p, const persist_settings *set)
+void ckpts_configure(ckpts *p, const ckpts_settings *set)
 {
 	pthread_mutex_lock(&p->lock);
 	settings_locked(p, set);
@@ -198,7 +198,7 @@ void persist_configure(persist *p, const persist_settings *set)
 	pthread_mutex_unlock(&p->lock);
 }
 
-void persist_note_step(persist *p)
+void ckpts_note_step(ckpts *p)
 {
 	if (!p->st)
 		return;
@@ -213,7 +213,7 @@ void persist_note_step(persist *p)
 
 /* ---- the calls of the handlers ---------------------------------------- */
 
-int persist_checkpoint(persist *p, emdb_ckpt_kind kind, uint64_t *job, char *err, size_t errlen)
+int ckpts_checkpoint(ckpts *p, emdb_ckpt_kind kind, uint64_t *job, char *err, size_t errlen)
 {
 	if (!p->st)
 		return off(err, errlen);
@@ -222,12 +222,12 @@ int persist_checkpoint(persist *p, emdb_ckpt_kind kind, uint64_t *job, char *err
 		return EMDB_ERR_INVALID;
 	}
 	pthread_mutex_lock(&p->lock);
-	int rc = persist__queue_locked(p, (uint32_t)kind, 0, false, job, err, errlen);
+	int rc = ckpts__queue_locked(p, (uint32_t)kind, 0, false, job, err, errlen);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
 }
 
-int persist_restore(persist *p, uint64_t ckpt, uint64_t *job, char *err, size_t errlen)
+int ckpts_restore(ckpts *p, uint64_t ckpt, uint64_t *job, char *err, size_t errlen)
 {
 	if (!p->st)
 		return off(err, errlen);
@@ -239,7 +239,7 @@ int persist_restore(persist *p, uint64_t ckpt, uint64_t *job, char *err, size_t 
 	if (!p->cur && (rc = emdb_store_get(p->st, ckpt, &info)) != EMDB_OK)
 		snprintf(err, errlen, "%s", emdb_last_error());
 	if (rc == EMDB_OK)
-		rc = persist__queue_locked(p, PROTO_JOB_RESTORE, p->cur ? 0 : info.id, false, job, err,
+		rc = ckpts__queue_locked(p, PROTO_JOB_RESTORE, p->cur ? 0 : info.id, false, job, err,
 					   errlen);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
@@ -247,21 +247,21 @@ int persist_restore(persist *p, uint64_t ckpt, uint64_t *job, char *err, size_t 
 
 /* Job `job`'s status with the running job's live progress; caller holds
  * the lock and has checked that the job is remembered. */
-static void status_locked(persist *p, uint64_t job, persist_job_status *out)
+static void status_locked(ckpts *p, uint64_t job, ckpts_job_status *out)
 {
-	*out = *persist__slot(p, job);
+	*out = *ckpts__slot(p, job);
 	if (job == p->cur_no)
 		emdb_job_progress(p->cur, &out->progress);
 }
 
-int persist_status(persist *p, uint64_t job, persist_job_status *out, char *err, size_t errlen)
+int ckpts_status(ckpts *p, uint64_t job, ckpts_job_status *out, char *err, size_t errlen)
 {
 	if (!p->st)
 		return off(err, errlen);
 	int rc = EMDB_OK;
 	pthread_mutex_lock(&p->lock);
 	uint64_t newest = p->next_job - 1;
-	uint64_t oldest = newest > PERSIST_JOBS_KEPT ? newest - PERSIST_JOBS_KEPT + 1 : 1;
+	uint64_t oldest = newest > CKPTS_JOBS_KEPT ? newest - CKPTS_JOBS_KEPT + 1 : 1;
 	if (job == 0)
 		job = newest;
 	if (job == 0) {
@@ -281,7 +281,7 @@ int persist_status(persist *p, uint64_t job, persist_job_status *out, char *err,
 	return rc;
 }
 
-int persist_list(persist *p, emdb_ckpt_info **out, size_t *n, char *err, size_t errlen)
+int ckpts_list(ckpts *p, emdb_ckpt_info **out, size_t *n, char *err, size_t errlen)
 {
 	*out = NULL;
 	*n = 0;
@@ -314,7 +314,7 @@ int persist_list(persist *p, emdb_ckpt_info **out, size_t *n, char *err, size_t 
 	return rc;
 }
 
-int persist_delete(persist *p, uint64_t ckpt, char *err, size_t errlen)
+int ckpts_delete(ckpts *p, uint64_t ckpt, char *err, size_t errlen)
 {
 	if (!p->st)
 		return off(err, errlen);
@@ -322,7 +322,7 @@ int persist_delete(persist *p, uint64_t ckpt, char *err, size_t errlen)
 	int rc;
 	if (p->cur) {
 		snprintf(err, errlen, "job %" PRIu64 " (%s) is running: delete checkpoints once it ended",
-			 p->cur_no, persist__kind_name(persist__slot(p, p->cur_no)->kind));
+			 p->cur_no, ckpts__kind_name(ckpts__slot(p, p->cur_no)->kind));
 		rc = EMDB_ERR_BUSY;
 	} else {
 		rc = emdb_store_delete(p->st, ckpt);
@@ -335,7 +335,7 @@ int persist_delete(persist *p, uint64_t ckpt, char *err, size_t errlen)
 	return rc;
 }
 
-void persist_report_get(persist *p, persist_report *r)
+void ckpts_report_get(ckpts *p, ckpts_report *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->enabled = p->st != NULL;

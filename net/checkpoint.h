@@ -4,21 +4,21 @@
  * restore jobs, the status of the last jobs, and the automatic checkpoints.
  *
  * Life cycle (main thread):
- *   persist_open        opens the store in data_dir ("" = persistence off:
+ *   ckpts_open        opens the store in data_dir ("" = persistence off:
  *                       every call below then answers UNSUPPORTED);
- *   persist_restore_at_start  the `restore` setting, synchronously, before
+ *   ckpts_restore_at_start  the `restore` setting, synchronously, before
  *                       the server listens;
- *   persist_start       starts the job thread;
+ *   ckpts_start       starts the job thread;
  *   ... handlers (any I/O thread) start jobs, read their status, list and
  *   delete checkpoints; UPDATE and PUSH_UPDATE handlers count steps ...
- *   persist_close       waits for a running job (logged), joins the thread,
+ *   ckpts_close       waits for a running job (logged), joins the thread,
  *                       closes the store.  Call it after the I/O threads
  *                       ended and before emdb_db_close.
  *
  * Jobs
  *   One job runs at a time.  A job is numbered from 1 when it is accepted
  *   and is RUNNING from then until it is DONE or FAILED; starting another
- *   meanwhile is BUSY.  The status of the last PERSIST_JOBS_KEPT jobs is
+ *   meanwhile is BUSY.  The status of the last CKPTS_JOBS_KEPT jobs is
  *   kept.  Every job's start and end are logged with its figures.
  *
  * Errors: the functions that can fail return EMDB_OK or an emdb_err and
@@ -36,33 +36,33 @@
 #include <emdb/checkpoint.h>
 #include <emdb/db.h>
 
-#define PERSIST_JOBS_KEPT 16
-#define PERSIST_MSG_MAX 1024
+#define CKPTS_JOBS_KEPT 16
+#define CKPTS_MSG_MAX 1024
 
-typedef struct persist persist;
+typedef struct ckpts ckpts;
 
 /* The automatic-checkpoint and retention settings (CONFIG SET may change
  * them while the server runs). */
-typedef struct persist_settings {
+typedef struct ckpts_settings {
 	uint32_t keep;          /* checkpoint_keep; 0 = keep all              */
 	uint64_t every_steps;   /* checkpoint_every_steps; 0 = off            */
 	uint32_t every_seconds; /* checkpoint_every_seconds; 0 = off          */
 	uint32_t full_every;    /* checkpoint_full_every, >= 1                */
-} persist_settings;
+} ckpts_settings;
 
 /* A job's status; kind and state take the PROTO_JOB_* values. */
-typedef struct persist_job_status {
+typedef struct ckpts_job_status {
 	uint64_t job;
 	uint32_t kind;
 	uint32_t state;
 	emdb_progress progress;
 	emdb_ckpt_info result;   /* DONE: the checkpoint written or restored */
 	int error;               /* FAILED                                   */
-	char message[PERSIST_MSG_MAX];
-} persist_job_status;
+	char message[CKPTS_MSG_MAX];
+} ckpts_job_status;
 
 /* What INFO's persistence section shows. */
-typedef struct persist_report {
+typedef struct ckpts_report {
 	bool enabled;
 	char data_dir[1024];
 	size_t checkpoints;          /* in the store; 0 when it cannot be read */
@@ -72,63 +72,63 @@ typedef struct persist_report {
 	bool have_last;
 	emdb_ckpt_info last;         /* the latest checkpoint in the store */
 	bool have_job;
-	persist_job_status job;      /* the running job, or else the newest one */
-	persist_settings settings;
+	ckpts_job_status job;      /* the running job, or else the newest one */
+	ckpts_settings settings;
 	uint64_t steps_since;        /* UPDATEs and PUSH_UPDATEs since the last checkpoint started */
 	uint64_t auto_checkpoints;   /* started automatically since start */
-} persist_report;
+} ckpts_report;
 
 /* Open the store in data_dir (created when missing), or prepare a disabled
  * persistence when data_dir is "".  accept_loss: open a damaged store
  * anyway (emdb_store_options.accept_loss), logging what it gave up.
  * db must outlive it.  Errors: the store's (IO, NOSPACE, CORRUPT: the
  * message names what is damaged and how to proceed), NOMEM. */
-int persist_open(emdb_db *db, const char *data_dir, bool accept_loss, const persist_settings *set,
-		 persist **out, char *err, size_t errlen);
+int ckpts_open(emdb_db *db, const char *data_dir, bool accept_loss, const ckpts_settings *set,
+		 ckpts **out, char *err, size_t errlen);
 
 /* `restore` is "" (nothing), "latest" or a checkpoint id.  Runs the
  * restore on the calling thread as a job and logs it.  "latest" on an
  * empty store logs that there is nothing to restore and returns EMDB_OK.
  * Errors: UNSUPPORTED (persistence off), INVALID (bad value, no such
  * checkpoint), the restore's own errors. */
-int persist_restore_at_start(persist *p, const char *restore, char *err, size_t errlen);
+int ckpts_restore_at_start(ckpts *p, const char *restore, char *err, size_t errlen);
 
 /* Start the job thread (a no-op when persistence is off).  Errors: NOMEM. */
-int persist_start(persist *p, char *err, size_t errlen);
+int ckpts_start(ckpts *p, char *err, size_t errlen);
 
 /* Wait for the running job, stop the thread, close the store, free p.
  * NULL is a no-op. */
-void persist_close(persist *p);
+void ckpts_close(ckpts *p);
 
 /* New settings, from server_config_set. */
-void persist_configure(persist *p, const persist_settings *set);
+void ckpts_configure(ckpts *p, const ckpts_settings *set);
 
 /* One UPDATE or PUSH_UPDATE request was handled: counts toward
  * checkpoint_every_steps.
  * Cheap: one relaxed atomic add, a wake-up only when the count is due. */
-void persist_note_step(persist *p);
+void ckpts_note_step(ckpts *p);
 
 /* Start a checkpoint (EMDB_CKPT_FULL or EMDB_CKPT_INCREMENTAL) or a
  * restore of checkpoint `ckpt` (0 = the latest); *job gets its number.
  * Errors: UNSUPPORTED (off), BUSY (a job runs; the message names it),
  * INVALID (unknown kind; a checkpoint the store does not hold), NOMEM. */
-int persist_checkpoint(persist *p, emdb_ckpt_kind kind, uint64_t *job, char *err, size_t errlen);
-int persist_restore(persist *p, uint64_t ckpt, uint64_t *job, char *err, size_t errlen);
+int ckpts_checkpoint(ckpts *p, emdb_ckpt_kind kind, uint64_t *job, char *err, size_t errlen);
+int ckpts_restore(ckpts *p, uint64_t ckpt, uint64_t *job, char *err, size_t errlen);
 
 /* The status of job `job` (0 = the newest; state IDLE when no job ever
  * ran).  Errors: UNSUPPORTED, INVALID (a job not remembered). */
-int persist_status(persist *p, uint64_t job, persist_job_status *out, char *err, size_t errlen);
+int ckpts_status(ckpts *p, uint64_t job, ckpts_job_status *out, char *err, size_t errlen);
 
 /* The checkpoints in the store, oldest first: *out (emdb_malloc'd, free
  * with emdb_free; NULL when *n is 0).  Errors: UNSUPPORTED, the store's,
  * NOMEM. */
-int persist_list(persist *p, emdb_ckpt_info **out, size_t *n, char *err, size_t errlen);
+int ckpts_list(ckpts *p, emdb_ckpt_info **out, size_t *n, char *err, size_t errlen);
 
 /* Delete checkpoint `ckpt`.  Errors: UNSUPPORTED, BUSY (a job runs, or an
  * incremental checkpoint extends it), INVALID (no such checkpoint), IO. */
-int persist_delete(persist *p, uint64_t ckpt, char *err, size_t errlen);
+int ckpts_delete(ckpts *p, uint64_t ckpt, char *err, size_t errlen);
 
 /* Fill *r for INFO.  Never fails; a store that cannot be read shows 0. */
-void persist_report_get(persist *p, persist_report *r);
+void ckpts_report_get(ckpts *p, ckpts_report *r);
 
 #endif

@@ -17,7 +17,7 @@
 
 #include "net/checkpoint.h"
 
-struct persist {
+struct ckpts {
 	emdb_db *db;
 	emdb_store *st;             /* NULL: persistence is off */
 	char dir[1024];
@@ -29,12 +29,12 @@ struct persist {
 
 	/* under lock */
 	bool stopping;
-	persist_job_status jobs[PERSIST_JOBS_KEPT]; /* job n in slot (n - 1) % PERSIST_JOBS_KEPT */
+	ckpts_job_status jobs[CKPTS_JOBS_KEPT]; /* job n in slot (n - 1) % CKPTS_JOBS_KEPT */
 	uint64_t next_job;          /* the next job's number, from 1 */
 	emdb_job *cur;              /* the accepted job, until it ended; NULL: none */
 	uint64_t cur_no;            /* its number; 0 when cur is NULL */
 	bool cur_auto;              /* started by the automatic trigger */
-	persist_settings set;
+	ckpts_settings set;
 	bool have_base;             /* a checkpoint this process took or restored: an
 				       incremental one has something to extend */
 	bool force_full;            /* the last incremental failed: the next automatic one is full */
@@ -43,31 +43,31 @@ struct persist {
 	uint64_t auto_count;        /* automatic checkpoints started */
 
 	_Atomic uint64_t steps;     /* UPDATEs and PUSH_UPDATEs since the last checkpoint started */
-	_Atomic uint64_t steps_due; /* set.every_steps, for persist_note_step */
+	_Atomic uint64_t steps_due; /* set.every_steps, for ckpts_note_step */
 };
 
 /* The slot of job `no` (>= 1). */
-static inline persist_job_status *persist__slot(persist *p, uint64_t no)
+static inline ckpts_job_status *ckpts__slot(ckpts *p, uint64_t no)
 {
-	return &p->jobs[(no - 1) % PERSIST_JOBS_KEPT];
+	return &p->jobs[(no - 1) % CKPTS_JOBS_KEPT];
 }
 
 /* "full checkpoint", "incremental checkpoint", "restore". */
-const char *persist__kind_name(uint32_t kind);
+const char *ckpts__kind_name(uint32_t kind);
 
 /* Accept a job (caller holds the lock): prepare it, number it, fill its
  * slot (RUNNING, phase pending) and wake the job thread.  kind is a
  * PROTO_JOB_* value; ckpt is the checkpoint to restore.  Errors: BUSY,
  * INVALID, NOMEM, with the reason in err. */
-int persist__queue_locked(persist *p, uint32_t kind, uint64_t ckpt, bool automatic,
+int ckpts__queue_locked(ckpts *p, uint32_t kind, uint64_t ckpt, bool automatic,
 			  uint64_t *no, char *err, size_t errlen);
 
 /* Run the accepted job to its end on the calling thread (caller holds the
  * lock, which is released while the job runs), log it, apply retention,
  * and record its status.  Returns the job's result. */
-int persist__run_locked(persist *p);
+int ckpts__run_locked(ckpts *p);
 
 /* The job thread. */
-void *persist__thread(void *arg);
+void *ckpts__thread(void *arg);
 
 #endif

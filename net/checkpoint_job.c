@@ -6,7 +6,7 @@
  *
  * Invariants:
  *   1. At most one job is accepted and not ended: p->cur.  It is set by
- *      persist__queue_locked and cleared only by persist__run_locked,
+ *      ckpts__queue_locked and cleared only by ckpts__run_locked,
  *      both under p->lock, so a second start, a delete or a retention
  *      pass can never overlap it.
  *   2. A job's slot says RUNNING from its acceptance to its end, and then
@@ -42,7 +42,7 @@
 
 #define TICK_NS 1000000000ull /* the job thread looks at the clock at least this often */
 
-const char *persist__kind_name(uint32_t kind)
+const char *ckpts__kind_name(uint32_t kind)
 {
 	switch (kind) {
 	case PROTO_JOB_CHECKPOINT_FULL:
@@ -55,12 +55,12 @@ const char *persist__kind_name(uint32_t kind)
 	return "job";
 }
 
-int persist__queue_locked(persist *p, uint32_t kind, uint64_t ckpt, bool automatic,
+int ckpts__queue_locked(ckpts *p, uint32_t kind, uint64_t ckpt, bool automatic,
 			  uint64_t *no, char *err, size_t errlen)
 {
 	if (p->cur) {
 		snprintf(err, errlen, "job %" PRIu64 " (%s) is running: wait for it (JOB_STATUS %" PRIu64 ")",
-			 p->cur_no, persist__kind_name(persist__slot(p, p->cur_no)->kind), p->cur_no);
+			 p->cur_no, ckpts__kind_name(ckpts__slot(p, p->cur_no)->kind), p->cur_no);
 		return EMDB_ERR_BUSY;
 	}
 	if (kind == PROTO_JOB_CHECKPOINT_INCREMENTAL && !p->have_base) {
@@ -77,7 +77,7 @@ int persist__queue_locked(persist *p, uint32_t kind, uint64_t ckpt, bool automat
 		return rc;
 	}
 	uint64_t n = p->next_job++;
-	persist_job_status *s = persist__slot(p, n);
+	ckpts_job_status *s = ckpts__slot(p, n);
 	memset(s, 0, sizeof(*s));
 	s->job = n;
 	s->kind = kind;
@@ -107,7 +107,7 @@ static void log_end(uint64_t no, uint32_t kind, int rc, const char *msg, const e
 	double secs = (double)pr->elapsed_ns / 1e9;
 	if (rc != EMDB_OK) {
 		log_error("job %" PRIu64 ": %s failed after %.3f s (phase %s): %s: %s", no,
-			  persist__kind_name(kind), secs, emdb_job_phase_name(pr->phase),
+			  ckpts__kind_name(kind), secs, emdb_job_phase_name(pr->phase),
 			  emdb_err_name(rc), msg);
 		return;
 	}
@@ -121,13 +121,13 @@ static void log_end(uint64_t no, uint32_t kind, int rc, const char *msg, const e
 		log_info("job %" PRIu64 ": %s %" PRIu64 " done: %u tables, %" PRIu64 " rows (%" PRIu64
 			 " in its chain), %.1f MB in %.3f s, %.1f MB/s, switch %.3f ms, %" PRIu64
 			 " rows copied on write",
-			 no, persist__kind_name(kind), info->id, info->tables, info->rows, info->rows_total,
+			 no, ckpts__kind_name(kind), info->id, info->tables, info->rows, info->rows_total,
 			 mb(info->bytes), secs, rate, (double)pr->switch_ns / 1e6, pr->cow_rows);
 }
 
 /* checkpoint_keep after a successful checkpoint; runs while the job is
  * still p->cur, so nothing else touches the store's checkpoints. */
-static void retain(persist *p, uint32_t keep)
+static void retain(ckpts *p, uint32_t keep)
 {
 	uint32_t deleted = 0;
 	if (!keep)
@@ -142,7 +142,7 @@ static void retain(persist *p, uint32_t keep)
 }
 
 /* Invariants 4 and 5: what a job's end means for the automatic trigger. */
-static void account_locked(persist *p, uint32_t kind, int rc)
+static void account_locked(ckpts *p, uint32_t kind, int rc)
 {
 	bool ckpt = kind != PROTO_JOB_RESTORE;
 	if (rc != EMDB_OK) {
@@ -162,12 +162,12 @@ static void account_locked(persist *p, uint32_t kind, int rc)
 	}
 }
 
-int persist__run_locked(persist *p)
+int ckpts__run_locked(ckpts *p)
 {
 	emdb_job *j = p->cur;
 	uint64_t no = p->cur_no;
 	bool automatic = p->cur_auto;
-	persist_job_status *s = persist__slot(p, no);
+	ckpts_job_status *s = ckpts__slot(p, no);
 	uint32_t kind = s->kind;
 	uint32_t keep = p->set.keep;
 	if (kind != PROTO_JOB_RESTORE) {
@@ -179,12 +179,12 @@ int persist__run_locked(persist *p)
 	if (kind == PROTO_JOB_RESTORE)
 		log_info("job %" PRIu64 ": restore of checkpoint %" PRIu64 " started", no, s->progress.ckpt_id);
 	else
-		log_info("job %" PRIu64 ": %s started%s", no, persist__kind_name(kind),
+		log_info("job %" PRIu64 ": %s started%s", no, ckpts__kind_name(kind),
 			 automatic ? " (automatic)" : "");
 	emdb_ckpt_info info;
 	memset(&info, 0, sizeof(info));
 	int rc = emdb_job_run(j, &info);
-	char msg[PERSIST_MSG_MAX] = "";
+	char msg[CKPTS_MSG_MAX] = "";
 	if (rc != EMDB_OK)
 		snprintf(msg, sizeof(msg), "%s", emdb_last_error()[0] ? emdb_last_error() : emdb_strerror(rc));
 	emdb_progress pr;
@@ -213,7 +213,7 @@ int persist__run_locked(persist *p)
 /* ---- the job thread and the automatic trigger ------------------------- */
 
 /* Is an automatic checkpoint due?  Caller holds the lock. */
-static bool auto_due_locked(persist *p, uint64_t now)
+static bool auto_due_locked(ckpts *p, uint64_t now)
 {
 	if (p->cur || p->stopping)
 		return false;
@@ -223,24 +223,24 @@ static bool auto_due_locked(persist *p, uint64_t now)
 	       now - p->last_ckpt_ns >= (uint64_t)p->set.every_seconds * 1000000000ull;
 }
 
-static void auto_start_locked(persist *p)
+static void auto_start_locked(ckpts *p)
 {
 	uint32_t every = p->set.full_every ? p->set.full_every : 1;
 	bool full = !p->have_base || p->force_full || p->chain + 1 >= every;
 	uint32_t kind = full ? PROTO_JOB_CHECKPOINT_FULL : PROTO_JOB_CHECKPOINT_INCREMENTAL;
-	char err[PERSIST_MSG_MAX];
+	char err[CKPTS_MSG_MAX];
 	uint64_t no;
-	int rc = persist__queue_locked(p, kind, 0, true, &no, err, sizeof(err));
+	int rc = ckpts__queue_locked(p, kind, 0, true, &no, err, sizeof(err));
 	if (rc != EMDB_OK) {
 		/* Not again at once: the clock and the count start over. */
-		log_error("automatic %s could not start: %s: %s", persist__kind_name(kind),
+		log_error("automatic %s could not start: %s: %s", ckpts__kind_name(kind),
 			  emdb_err_name(rc), err);
 		atomic_store(&p->steps, 0);
 		p->last_ckpt_ns = stats_now_ns();
 	}
 }
 
-static void wait_locked(persist *p, uint64_t now)
+static void wait_locked(ckpts *p, uint64_t now)
 {
 	uint64_t wait = TICK_NS;
 	if (p->set.every_seconds) {
@@ -256,13 +256,13 @@ static void wait_locked(persist *p, uint64_t now)
 	pthread_cond_timedwait(&p->wake, &p->lock, &ts);
 }
 
-void *persist__thread(void *arg)
+void *ckpts__thread(void *arg)
 {
-	persist *p = arg;
+	ckpts *p = arg;
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		if (p->cur) {
-			persist__run_locked(p);
+			ckpts__run_locked(p);
 			continue;
 		}
 		if (p->stopping)

@@ -7,11 +7,11 @@
  *   1. CHECKPOINT, RESTORE and CHECKPOINT_DELETE reserve their reply
  *      before they start a job or delete, so a job is never started (nor a
  *      checkpoint deleted) without the client hearing of it.
- *   2. A refusal carries persist's reason (BUSY names the running job;
+ *   2. A refusal carries the checkpoint module's reason (BUSY names the running job;
  *      UNSUPPORTED says how to turn persistence on), and the connection
  *      stays open: only a body that does not decode closes it.
  *
- * State changes: none here; persist.c's jobs and store.
+ * State changes: none here; checkpoint.c's jobs and store.
  */
 #include <string.h>
 
@@ -23,7 +23,7 @@
 #include "net/handle_int.h"
 #include "net/server.h"
 
-/* Reply with an emdb_err and persist's reason. */
+/* Reply with an emdb_err and the checkpoint module's reason. */
 static int refuse(int rc, const char *err)
 {
 	return handle_fail(rc, "%s", err);
@@ -33,16 +33,16 @@ static int refuse(int rc, const char *err)
  * answer with its number. */
 static int start_job(conn *c, const proto_hdr *h, bool restore, uint64_t arg)
 {
-	char err[PERSIST_MSG_MAX];
+	char err[CKPTS_MSG_MAX];
 	proto_checkpoint_resp r = { 0 };
 	size_t len;
 	proto_checkpoint_resp_encode(NULL, 0, h->id, &r, &len);
 	uint8_t *p = conn_reply_reserve(c, len);
 	if (!p)
 		return EMDB_ERR_NOMEM;
-	persist *ps = c->srv->persist;
-	int rc = restore ? persist_restore(ps, arg, &r.job, err, sizeof(err))
-			 : persist_checkpoint(ps, (emdb_ckpt_kind)arg, &r.job, err, sizeof(err));
+	ckpts *ps = c->srv->ckpts;
+	int rc = restore ? ckpts_restore(ps, arg, &r.job, err, sizeof(err))
+			 : ckpts_checkpoint(ps, (emdb_ckpt_kind)arg, &r.job, err, sizeof(err));
 	if (rc != EMDB_OK) {
 		obuf_cancel(&c->out);
 		return refuse(rc, err);
@@ -82,11 +82,11 @@ int handle_job_status(conn *c, const proto_hdr *h, const uint8_t *body)
 	int rc = proto_job_status_req_decode(h, body, &m);
 	if (rc)
 		return rc;
-	char err[PERSIST_MSG_MAX];
-	persist_job_status *st = emdb_malloc(sizeof(*st));
+	char err[CKPTS_MSG_MAX];
+	ckpts_job_status *st = emdb_malloc(sizeof(*st));
 	if (!st)
 		return EMDB_ERR_NOMEM;
-	rc = persist_status(c->srv->persist, m.job, st, err, sizeof(err));
+	rc = ckpts_status(c->srv->ckpts, m.job, st, err, sizeof(err));
 	if (rc != EMDB_OK) {
 		emdb_free(st);
 		return refuse(rc, err);
@@ -110,10 +110,10 @@ int handle_checkpoint_list(conn *c, const proto_hdr *h, const uint8_t *body)
 	int rc = proto_empty_decode(h);
 	if (rc)
 		return rc;
-	char err[PERSIST_MSG_MAX];
+	char err[CKPTS_MSG_MAX];
 	emdb_ckpt_info *v = NULL;
 	size_t n = 0;
-	rc = persist_list(c->srv->persist, &v, &n, err, sizeof(err));
+	rc = ckpts_list(c->srv->ckpts, &v, &n, err, sizeof(err));
 	if (rc != EMDB_OK)
 		return refuse(rc, err);
 	if (n > UINT32_MAX) {
@@ -135,8 +135,8 @@ int handle_checkpoint_delete(conn *c, const proto_hdr *h, const uint8_t *body)
 	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
 	if (!p)
 		return EMDB_ERR_NOMEM;
-	char err[PERSIST_MSG_MAX];
-	rc = persist_delete(c->srv->persist, m.ckpt, err, sizeof(err));
+	char err[CKPTS_MSG_MAX];
+	rc = ckpts_delete(c->srv->ckpts, m.ckpt, err, sizeof(err));
 	if (rc != EMDB_OK) {
 		obuf_cancel(&c->out);
 		return refuse(rc, err);

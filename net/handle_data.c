@@ -287,7 +287,7 @@ static int rows_reply_finish(conn *c, const proto_hdr *h, uint8_t *p, size_t len
 	}
 	rows_reply_encode(h, p, len, rows, &len);
 	obuf_commit(&c->out, len);
-	persist_note_step(c->srv->persist);
+	ckpts_note_step(c->srv->ckpts);
 	return HANDLED_OK;
 }
 
@@ -404,7 +404,7 @@ static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 		obuf_cancel(&c->out);
 		return rc; /* this request's error reply, as the others get */
 	}
-	persist_note_step(s->persist);
+	ckpts_note_step(s->ckpts);
 	proto_update_resp_encode(p, len, h->id, &r, &len);
 	obuf_commit(&c->out, len);
 	return HANDLED_OK;

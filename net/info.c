@@ -246,7 +246,7 @@ static const char *job_kind_name(uint32_t kind)
 }
 
 /* The job under way, with its rate and an estimate of the time left. */
-static void put_running_job(sbuf *b, const persist_job_status *j)
+static void put_running_job(sbuf *b, const ckpts_job_status *j)
 {
 	const emdb_progress *p = &j->progress;
 	double secs = (double)p->elapsed_ns / 1e9;
@@ -273,8 +273,8 @@ static void put_running_job(sbuf *b, const persist_job_status *j)
 
 static void sec_persistence(server *s, sbuf *b)
 {
-	persist_report r;
-	persist_report_get(s->persist, &r);
+	ckpts_report r;
+	ckpts_report_get(s->ckpts, &r);
 	put(b, "# Persistence\n");
 	put(b, "enabled: %s\n", r.enabled ? "yes" : "no");
 	put(b, "data_dir: %s\n", r.data_dir);
@@ -295,7 +295,7 @@ static void sec_persistence(server *s, sbuf *b)
 		put(b, "last_checkpoint_rows: %" PRIu64 "\n", r.last.rows_total);
 	}
 	if (r.have_job) {
-		const persist_job_status *j = &r.job;
+		const ckpts_job_status *j = &r.job;
 		put(b, "job: %" PRIu64 "\n", j->job);
 		put(b, "job_kind: %s\n", job_kind_name(j->kind));
 		put(b, "job_state: %s\n", job_state_name(j->state));

@@ -14,7 +14,7 @@
  *   3. Shutdown happens once: the first SIGTERM/SIGINT or SHUTDOWN stops
  *      accepting and drains; later requests only log.  The engine is
  *      closed only after every I/O thread has ended and after the
- *      checkpoint job thread ended and the store closed (persist_close
+ *      checkpoint job thread ended and the store closed (ckpts_close
  *      waits for a running job).
  *   4. The values in rt always equal the ones in cfg; both are written
  *      together under cfg_lock by server_config_set.
@@ -57,9 +57,9 @@
 #include "net/tls.h"
 #include "protocol/proto.h"
 
-static persist_settings persist_settings_of(const net_config *c)
+static ckpts_settings ckpts_settings_of(const net_config *c)
 {
-	persist_settings ps = {
+	ckpts_settings ps = {
 		.keep = c->checkpoint_keep,
 		.every_steps = c->checkpoint_every_steps,
 		.every_seconds = c->checkpoint_every_seconds,
@@ -85,9 +85,9 @@ static void publish_runtime(server *s)
 	emdb_alloc_set_limit((size_t)s->cfg.max_memory);
 	emdb_alloc_set_huge_pages((emdb_huge_pages)s->cfg.huge_pages);
 	log_set_level((log_level)s->cfg.log_level);
-	if (s->persist) {
-		persist_settings ps = persist_settings_of(&s->cfg);
-		persist_configure(s->persist, &ps);
+	if (s->ckpts) {
+		ckpts_settings ps = ckpts_settings_of(&s->cfg);
+		ckpts_configure(s->ckpts, &ps);
 	}
 }
 
@@ -149,12 +149,12 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	publish_runtime(s);
 	/* The store, then the restore at start: all before any listener, so
 	 * that no client ever sees the database half restored. */
-	persist_settings ps = persist_settings_of(cfg);
-	if (persist_open(s->db, cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->persist, err, errlen) !=
+	ckpts_settings ps = ckpts_settings_of(cfg);
+	if (ckpts_open(s->db, cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->ckpts, err, errlen) !=
 		    EMDB_OK ||
-	    persist_restore_at_start(s->persist, cfg->restore, err, errlen) != EMDB_OK ||
-	    persist_start(s->persist, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK) {
-		persist_close(s->persist);
+	    ckpts_restore_at_start(s->ckpts, cfg->restore, err, errlen) != EMDB_OK ||
+	    ckpts_start(s->ckpts, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK) {
+		ckpts_close(s->ckpts);
 		emdb_db_close(s->db);
 		tls_server_free(s->tls);
 		pthread_mutex_destroy(&s->cfg_lock);
@@ -551,7 +551,7 @@ void server_destroy(server *s)
 		event_base_free(s->base);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
-	persist_close(s->persist); /* before the engine it checkpoints */
+	ckpts_close(s->ckpts); /* before the engine it checkpoints */
 	emdb_db_close(s->db);
 	tls_server_free(s->tls);
 	pthread_mutex_destroy(&s->cfg_lock);

@@ -63,7 +63,7 @@ typedef struct conn_handler conn_handler;
 struct server {
 	/* any thread */
 	emdb_db *db;
-	persist *persist;          /* never NULL once created (off without data_dir) */
+	ckpts *ckpts;              /* never NULL once created (off without data_dir) */
 	server_runtime rt;
 	uint32_t max_batch;        /* fixed at start */
 	int unix_sndbuf;           /* unix_send_buffer, fixed at start: read
