@@ -749,23 +749,34 @@ static int delete_locked(emdb_store *st, uint64_t id)
 	return EMDB_OK;
 }
 
+/* The start of a deletion or a retention: enter the store, take mu,
+ * finish the row drops earlier deletions left, and load every manifest.
+ * On EMDB_OK the caller holds mu and the store and frees v; on failure
+ * nothing is held. */
+static int enter_to_change(emdb_store *st, manifest **v, size_t *cnt)
+{
+	int rc = store_enter(st);
+	if (rc != EMDB_OK)
+		return rc;
+	pthread_mutex_lock(&st->mu);
+	redo_locked(st);
+	rc = load_all(st, v, cnt);
+	if (rc != EMDB_OK) {
+		pthread_mutex_unlock(&st->mu);
+		store_leave(st);
+	}
+	return rc;
+}
+
 int emdb_store_delete(emdb_store *st, uint64_t id)
 {
 	if (!st)
 		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_delete: store is NULL");
 	manifest *v;
 	size_t cnt;
-	int rc = store_enter(st);
+	int rc = enter_to_change(st, &v, &cnt);
 	if (rc != EMDB_OK)
 		return rc;
-	pthread_mutex_lock(&st->mu);
-	redo_locked(st);
-	rc = load_all(st, &v, &cnt);
-	if (rc != EMDB_OK) {
-		pthread_mutex_unlock(&st->mu);
-		store_leave(st);
-		return rc;
-	}
 	bool found = false;
 	for (size_t i = 0; i < cnt && rc == EMDB_OK; i++) {
 		if (v[i].info.id == id)
@@ -792,17 +803,9 @@ int emdb_store_retain(emdb_store *st, uint32_t keep, uint32_t *deleted)
 	manifest *v;
 	size_t cnt;
 	uint32_t gone = 0;
-	int rc = store_enter(st);
+	int rc = enter_to_change(st, &v, &cnt);
 	if (rc != EMDB_OK)
 		return rc;
-	pthread_mutex_lock(&st->mu);
-	redo_locked(st);
-	rc = load_all(st, &v, &cnt);
-	if (rc != EMDB_OK) {
-		pthread_mutex_unlock(&st->mu);
-		store_leave(st);
-		return rc;
-	}
 	bool *kept = emdb_calloc(cnt ? cnt : 1, sizeof(bool));
 	if (!kept)
 		rc = EMDB_ERR_NOMEM;
