@@ -40,7 +40,8 @@ extern "C" {
 	X(CORRUPT, -15, "data corrupt")                                         \
 	X(UNSUPPORTED, -16, "not supported")                                    \
 	X(INTERNAL, -17, "internal error")                                     \
-	X(NOSPACE, -18, "no space left on device")
+	X(NOSPACE, -18, "no space left on device")                             \
+	X(NODE, -19, "a cluster node did not answer")
 
 typedef enum emdb_err {
 #define EMDB_ERR_ENUM_(name, value, msg) EMDB_ERR_##name = (value),
