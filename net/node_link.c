@@ -291,7 +291,7 @@ static void expire_calls(node_link *l, uint64_t now)
 /* ---- the loop ------------------------------------------------------- */
 
 /* Progress until idle, handle what the callbacks deferred, arm (inv. 2). */
-static void pump(node_link *l)
+void nl_pump(node_link *l)
 {
 	for (;;) {
 		while (ucp_worker_progress(l->worker))
@@ -311,7 +311,7 @@ static void pump(node_link *l)
 
 static void on_efd(evutil_socket_t fd, short what, void *arg)
 {
-	pump(arg);
+	nl_pump(arg);
 }
 
 /* Run what other threads posted, oldest first. */
@@ -340,7 +340,7 @@ static void on_mail(evutil_socket_t fd, short what, void *arg)
 	ssize_t r = read(fd, &v, sizeof(v));
 	(void)r;
 	drain_mail(l);
-	pump(l);
+	nl_pump(l);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -349,7 +349,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = emdb__now_ns();
 	expire_calls(l, now);
 	nlc_tick(l, now);
-	pump(l);
+	nl_pump(l);
 }
 
 /* Queue fn(arg) for the link's thread.  Returns 0, or -1 once the link is
@@ -416,12 +416,12 @@ static void *link_thread(void *arg)
 {
 	node_link *l = arg;
 	tl_link = l;
-	pump(l);
+	nl_pump(l);
 	if (l->busy_poll) {
 		while (!atomic_load(&l->stop)) {
 			event_base_loop(l->base, EVLOOP_NONBLOCK);
 			if (!atomic_load(&l->stop))
-				pump(l);
+				nl_pump(l);
 		}
 	} else {
 		event_base_dispatch(l->base);

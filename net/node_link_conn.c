@@ -112,8 +112,10 @@ static void reason_of(const uint8_t *body, size_t len, char *out, size_t cap)
 void nlc_on_retry(int fd, short what, void *arg)
 {
 	peer *p = arg;
-	if (!p->ep && !p->l->stopping)
+	if (!p->ep && !p->l->stopping) {
 		nlc_connect(p->l, p);
+		nl_pump(p->l);
+	}
 }
 
 void nlc_schedule_retry(node_link *l, peer *p, uint32_t ms)
@@ -134,8 +136,17 @@ static bool all_up(node_link *l)
 
 /* This node's endpoint to p failed or was given up: close it, fail the
  * calls in flight, retry later. */
+static void peer_refused(node_link *l, peer *p, const char *reason);
+
 static void peer_lost(node_link *l, peer *p, const char *reason)
 {
+	if (p->pending_refusal[0]) {
+		char why[sizeof(p->pending_refusal)];
+		memcpy(why, p->pending_refusal, sizeof(why));
+		p->pending_refusal[0] = '\0';
+		peer_refused(l, p, why);
+		return;
+	}
 	int was = atomic_load(&p->state);
 	char msg[320];
 	if (p->ep) {
@@ -222,6 +233,7 @@ void nlc_connect(node_link *l, peer *p)
 		return;
 	}
 	p->ep_failed = false;
+	p->pending_refusal[0] = '\0';
 	p->attempt_ns = emdb__now_ns();
 	node_hello h;
 	uint8_t body[NODE_HELLO_MAX];
@@ -267,9 +279,12 @@ static void on_welcome(node_link *l, peer *p, const node_hdr *h, const uint8_t *
 	}
 	if (node_mac(l->secret, l->secret_len, true, l->conf.hash, l->rank, p->rank, p->nonce_c, hh.nonce, mac) < 0 ||
 	    !node_mac_equal(mac, hh.mac)) {
-		peer_refused(l, p, "authentication failed: its proof does not match this node's cluster secret "
-				   "(wrong cluster secret)");
-		return;
+		/* Our proof still goes, so that the other side finds the
+		 * mismatch too whichever of the two connected first; we
+		 * refuse once it answered (or the endpoint ends). */
+		snprintf(p->pending_refusal, sizeof(p->pending_refusal),
+			 "authentication failed: its proof does not match this node's cluster secret "
+			 "(wrong cluster secret)");
 	}
 	node_hello me;
 	uint8_t out[NODE_HELLO_MAX];
@@ -294,6 +309,12 @@ static void on_welcome(node_link *l, peer *p, const node_hdr *h, const uint8_t *
 static void on_accept(node_link *l, peer *p, const node_hdr *h, const uint8_t *body, size_t len)
 {
 	char why[256], reason[200];
+	if (p->pending_refusal[0]) {
+		snprintf(why, sizeof(why), "%s", p->pending_refusal);
+		p->pending_refusal[0] = '\0';
+		peer_refused(l, p, why);
+		return;
+	}
 	if (h->status != EMDB_OK) {
 		reason_of(body, len, reason, sizeof(reason));
 		snprintf(why, sizeof(why), "it refused this node: %s", reason);
@@ -313,10 +334,17 @@ static void drop_inbound_later(node_link *l, inbound *in)
 
 static void refuse_inbound(node_link *l, inbound *in, node_kind kind, int status, const char *reason)
 {
-	if (in->rank < l->n)
+	if (in->rank < l->n) {
+		char msg[320];
 		nl_log(l, NODE_LOG_ERROR, "refused node %u (%s) connecting from %s: %s", in->rank,
 		       l->peers[in->rank].addr, in->from, reason);
-	else
+		/* A node of the file that disagrees or fails authentication
+		 * keeps the cluster from forming: say so now, not at the
+		 * start timeout. */
+		snprintf(msg, sizeof(msg), "node %u (%s): %s", in->rank, l->peers[in->rank].addr, reason);
+		if (atomic_load(&l->state) == NODE_LINK_FORMING)
+			nl_set_state(l, NODE_LINK_FAILED, msg);
+	} else
 		nl_log(l, NODE_LOG_ERROR, "refused a node connecting from %s: %s", in->from, reason);
 	tx *t = nl_tx_new(l, kind, status, 0, reason, strlen(reason));
 	if (t) {

@@ -51,6 +51,9 @@ typedef struct peer {
 	ucs_status_t ep_error;      /* set by the error callback, handled after progress */
 	bool ep_failed;
 	cluster_call *head, *tail;  /* calls in flight, in id order */
+	char pending_refusal[200];  /* its proof failed: refuse once our own
+				       proof has reached it (so it can tell
+				       too), or the endpoint ends */
 	peer_counters c;            /* any thread */
 	char last_error[160];       /* behind l->mu */
 } peer;
@@ -145,6 +148,9 @@ typedef struct node_link node_link;
 /* node_link.c */
 void nl_log(node_link *l, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool nl_on_thread(const node_link *l);
+/* Progress the worker until idle, handle what its callbacks deferred, arm
+ * it for the next sleep: after every callback of the loop that used UCX. */
+void nl_pump(node_link *l);
 void nl_set_state(node_link *l, node_link_state s, const char *why);
 void nl_set_last_error(peer *p, const char *why);
 /* End a call (link thread): rc, the reply or NULL, and for an error the

@@ -9,10 +9,12 @@
  *
  * Each test bounds every wait (seconds); the fixture kills every node.
  */
+#define _GNU_SOURCE /* tests/lib/cli_run.h */
 #include <criterion/criterion.h>
 
 #include <emdb/db.h>
 
+#include "tests/lib/cli_run.h"
 #include "tests/lib/cluster_harness.h"
 
 #define READY_MS 20000
@@ -51,13 +53,36 @@ Test(cluster, three_nodes_form_and_show_every_peer, .fini = fini, .timeout = 120
 		cr_assert(strstr(ch_log(i), "ready: 3 nodes agree"), "%s", ch_log(i));
 		emdb_free(t);
 	}
-	/* A single node's INFO says the cluster is off. */
+	/* INFO with every section carries it too. */
 	emdb_client *c = ch_client(0);
 	char *all = NULL;
 	cr_assert_eq(emdb_client_info(c, NULL, &all), EMDB_OK);
-	cr_assert(strstr(all, "# Cluster\n"), "%s", all);
+	cr_assert(strstr(all, "# Cluster\nenabled: yes\n"), "%s", all);
 	emdb_free(all);
 	emdb_client_close(c);
+
+	/* emdb-cli cluster info, as a table and as JSON. */
+	char uri[200];
+	snprintf(uri, sizeof(uri), "unix://%s", ch.node[1].sock);
+	cli_run r = run_cli_env(NULL, NULL, ARGS("-u", uri, "cluster", "info"));
+	EXPECT(r, 0);
+	expect_has(r.out, "rank 1 of 3, ready, 1024 partitions, epoch 1");
+	char row[128];
+	snprintf(row, sizeof(row), "127.0.0.1:%u", ch.node[2].node_port);
+	expect_has(r.out, row);
+	expect_has(r.out, " up ");
+	run_free(&r);
+	r = run_cli_env(NULL, NULL, ARGS("-u", uri, "--json", "cluster", "info"));
+	EXPECT(r, 0);
+	jv *j = json_out(&r);
+	cr_assert(jbool(j, "cluster.enabled"));
+	cr_assert_eq(jnum(j, "cluster.rank"), 1);
+	cr_assert_str_eq(jstr(j, "cluster.state"), "ready");
+	cr_assert_str_eq(jstr(j, "cluster.nodes.1.state"), "self");
+	cr_assert_str_eq(jstr(j, "cluster.nodes.0.state"), "up");
+	cr_assert_str_eq(jstr(j, "cluster.nodes.2.state"), "up");
+	cr_assert_gt(jnum(j, "cluster.nodes.0.bytes_sent"), 0, "the handshake's bytes count");
+	run_free(&r);
 }
 
 Test(cluster, wrong_secret_stops_the_start_naming_the_node, .fini = fini, .timeout = 120)

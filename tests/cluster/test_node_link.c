@@ -488,10 +488,53 @@ Test(node_link, unreachable_node_times_out_naming_it, .timeout = 60)
 
 /* ---- a peer in a child process: SIGKILL and restart ------------------- */
 
-/* Run rank 1 in a child that echoes (or holds, when `holding`) until
- * killed. */
+/* The child is this test program run again (a fresh process: no UCX state
+ * inherited through fork) with EMDB_LINK_PEER_CONF set: this constructor
+ * then runs rank 1 of that cluster, echoing (or holding every request,
+ * with EMDB_LINK_PEER_HOLD), until killed, and never reaches Criterion. */
+static node peer_node;
+
+static void peer_hold(void *ctx, uint32_t from, const uint8_t *frame, size_t len, cluster_responder *r)
+{
+	if (peer_node.n_held < 64)
+		peer_node.held[peer_node.n_held++] = r;
+}
+
+__attribute__((constructor)) static void peer_main(void)
+{
+	const char *text = getenv("EMDB_LINK_PEER_CONF");
+	if (!text)
+		return;
+	cluster_conf c;
+	char err[512];
+	if (cluster_conf_parse(text, strlen(text), "peer", &c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "peer: %s\n", err);
+		_exit(1);
+	}
+	node_link_config lc = NODE_LINK_CONFIG_INIT;
+	lc.conf = &c;
+	lc.rank = 1;
+	lc.secret = (const uint8_t *)SECRET;
+	lc.secret_len = strlen(SECRET);
+	lc.node_timeout_ms = 60000;
+	if (node_link_create(&lc, &peer_node.link, err, sizeof(err)) != EMDB_OK) {
+		fprintf(stderr, "peer: %s\n", err);
+		_exit(1);
+	}
+	node_link_as_cluster_link(peer_node.link, &peer_node.cl);
+	node_link_serve(peer_node.link, getenv("EMDB_LINK_PEER_HOLD") ? peer_hold : echo, &peer_node);
+	for (;;)
+		pause();
+}
+
+/* Run rank 1 of c in a child process. */
 static pid_t spawn_peer(const cluster_conf *c, bool holding)
 {
+	char text[1024], a0[300], a1[300];
+	cluster_conf_addr(c, 0, a0, sizeof(a0));
+	cluster_conf_addr(c, 1, a1, sizeof(a1));
+	snprintf(text, sizeof(text), "cluster_id %s\npartitions %u\nnode 0 %s\nnode 1 %s\n", c->id, c->partitions, a0,
+		 a1);
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
@@ -499,11 +542,12 @@ static pid_t spawn_peer(const cluster_conf *c, bool holding)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(1);
-		node b;
-		open_node(&b, c, 1, SECRET, 60000);
-		node_link_serve(b.link, holding ? hold : echo, &b);
-		for (;;)
-			pause();
+		setenv("EMDB_LINK_PEER_CONF", text, 1);
+		if (holding)
+			setenv("EMDB_LINK_PEER_HOLD", "1", 1);
+		char *const argv[] = { "test_node_link", NULL };
+		execv("/proc/self/exe", argv);
+		_exit(127);
 	}
 	return pid;
 }

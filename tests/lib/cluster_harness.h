@@ -50,6 +50,7 @@ typedef struct ch_node {
 
 typedef struct ch_cluster {
 	int n;
+	char netns[CH_MAX][32]; /* run node i in this network namespace ("": none) */
 	char dir[64];
 	char file[128];
 	char secret[128];
@@ -86,8 +87,9 @@ static inline void ch_write(const char *path, const char *text, mode_t mode)
 	close(fd);
 }
 
-/* A cluster of n nodes (not started). */
-static inline void ch_init(int n)
+/* A cluster of n nodes at hosts[i] (NULL: all on 127.0.0.1, on free
+ * ports; else on port 7900), not started. */
+static inline void ch_init_hosts(int n, const char *const *hosts)
 {
 	memset(&ch, 0, sizeof(ch));
 	cr_assert_leq(n, CH_MAX);
@@ -102,11 +104,12 @@ static inline void ch_init(int n)
 				      (int)getpid());
 	for (int i = 0; i < n; i++) {
 		ch_node *nd = &ch.node[i];
-		nd->node_port = ch_free_port();
+		nd->node_port = hosts ? 7900 : ch_free_port();
 		snprintf(nd->sock, sizeof(nd->sock), "%s/node%d.sock", ch.dir, i);
 		snprintf(nd->log, sizeof(nd->log), "%s/node%d.log", ch.dir, i);
 		snprintf(nd->portfile, sizeof(nd->portfile), "%s/node%d.port", ch.dir, i);
-		len += (size_t)snprintf(text + len, sizeof(text) - len, "node %d 127.0.0.1:%u\n", i, nd->node_port);
+		len += (size_t)snprintf(text + len, sizeof(text) - len, "node %d %s:%u\n", i,
+					hosts ? hosts[i] : "127.0.0.1", nd->node_port);
 	}
 	ch_write(ch.file, text, 0644);
 	ch_write(ch.secret, "cluster-harness-secret-0123456789\n", 0600);
@@ -115,6 +118,11 @@ static inline void ch_init(int n)
 		setenv("UCX_TLS", "tcp", 1);
 		setenv("UCX_NET_DEVICES", "lo", 1);
 	}
+}
+
+static inline void ch_init(int n)
+{
+	ch_init_hosts(n, NULL);
 }
 
 /* The whole log of node i (static buffer, last 32 KiB). */
@@ -139,12 +147,21 @@ static inline void ch_spawn(int i, const char *secret, const char *const *extra)
 	snprintf(rank, sizeof(rank), "%d", i);
 	unlink(nd->portfile);
 	unlink(nd->sock);
-	const char *argv[64] = {
+	const char *argv[64];
+	int argc = 0;
+	if (ch.netns[i][0]) {
+		argv[argc++] = "/usr/sbin/ip";
+		argv[argc++] = "netns";
+		argv[argc++] = "exec";
+		argv[argc++] = ch.netns[i];
+	}
+	const char *const base[] = {
 		server_bin(), "--bind", "127.0.0.1", "--port", "0", "--port-file", nd->portfile, "--unix-socket",
 		nd->sock, "--io-threads", "1", "--log-file", nd->log, "--cluster-file", ch.file, "--cluster-rank",
 		rank, "--cluster-secret-file", secret ? secret : ch.secret,
 	};
-	int argc = 19;
+	for (size_t k = 0; k < sizeof(base) / sizeof(base[0]); k++)
+		argv[argc++] = base[k];
 	for (int k = 0; extra && extra[k] && argc < 62; k++)
 		argv[argc++] = extra[k];
 	argv[argc] = NULL;
