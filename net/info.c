@@ -342,7 +342,9 @@ static void sec_cluster(server *s, sbuf *b)
 	put(b, "state: %s\n", node_link_state_name(node_link_get_state(l)));
 	put(b, "partitions: %u\n", cc->partitions);
 	put(b, "epoch: 1\n");
-	put(b, "node_timeout_ms: %u\n", s->cfg.node_timeout_ms);
+	net_config cfg;
+	server_config_copy(s, &cfg);
+	put(b, "node_timeout_ms: %u\n", cfg.node_timeout_ms);
 	put(b, "rows: %" PRIu64 "\n", st.total.rows);
 	put(b, "bytes: %" PRIu64 "\n", st.total.bytes_vectors + st.total.bytes_optimizer + st.total.bytes_index +
 					     st.total.bytes_grads + st.total.bytes_overhead);

@@ -33,6 +33,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -192,7 +193,7 @@ static void start_call(node_link *l, tx *t)
 {
 	cluster_call *call = t->call;
 	peer *p = &l->peers[t->rank];
-	char msg[320];
+	char msg[640];
 	if (l->stopping) {
 		nl_tx_free(t);
 		nl_finish_call(l, call, EMDB_ERR_CLOSED, NULL, 0, "the node link is shutting down");
@@ -251,7 +252,7 @@ void nl_reply_arrived(node_link *l, peer *p, const node_hdr *h, const uint8_t *b
 		call->done(call, EMDB_OK, body, len);
 		return;
 	}
-	char msg[320];
+	char msg[640];
 	int rc = h->status;
 	if (rc >= 0 || !strcmp(emdb_strerror(rc), "unknown error"))
 		rc = EMDB_ERR_PROTOCOL;
@@ -274,7 +275,7 @@ static void expire_calls(node_link *l, uint64_t now)
 		while (call) {
 			cluster_call *next = call->next;
 			if (CALL_DEADLINE(call) <= now) {
-				char msg[320];
+				char msg[640];
 				if (call->deadline_ns)
 					snprintf(msg, sizeof(msg), "node %u (%s) did not answer by the call's deadline",
 						 p->rank, p->addr);
@@ -594,6 +595,10 @@ static int resolve(const cluster_node *n, struct sockaddr_storage *sa, socklen_t
 
 static int setup_ucx(node_link *l, char *err, size_t errlen)
 {
+	/* A restarted node binds its address again at once, while the
+	 * connections of its previous life linger in TIME_WAIT (SO_REUSEADDR
+	 * on the listener); an operator's own setting wins. */
+	setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
 	ucp_config_t *uc;
 	ucs_status_t st = ucp_config_read(NULL, NULL, &uc);
 	if (st != UCS_OK) {

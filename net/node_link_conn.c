@@ -148,7 +148,7 @@ static void peer_lost(node_link *l, peer *p, const char *reason)
 		return;
 	}
 	int was = atomic_load(&p->state);
-	char msg[320];
+	char msg[640];
 	if (p->ep) {
 		nlc_close_ep(l, p->ep);
 		p->ep = NULL;
@@ -156,7 +156,7 @@ static void peer_lost(node_link *l, peer *p, const char *reason)
 	p->hs = HS_NONE;
 	nl_set_last_error(p, reason);
 	snprintf(msg, sizeof(msg), "node %u (%s): %s", p->rank, p->addr, reason);
-	nl_fail_calls(l, p, EMDB_ERR_NODE, msg);
+	/* The state first: a caller woken by its failed call sees it. */
 	if (was == NODE_PEER_UP) {
 		atomic_store(&p->state, NODE_PEER_DOWN);
 		nl_log(l, NODE_LOG_WARN, "node %u (%s) is down: %s", p->rank, p->addr, reason);
@@ -168,6 +168,7 @@ static void peer_lost(node_link *l, peer *p, const char *reason)
 	} else {
 		nl_log(l, NODE_LOG_DEBUG, "node %u (%s): %s", p->rank, p->addr, reason);
 	}
+	nl_fail_calls(l, p, EMDB_ERR_NODE, msg);
 	nlc_schedule_retry(l, p, p->backoff_ms);
 	p->backoff_ms = p->backoff_ms * 2 > NODE_RETRY_MAX_MS ? NODE_RETRY_MAX_MS : p->backoff_ms * 2;
 }
@@ -175,7 +176,7 @@ static void peer_lost(node_link *l, peer *p, const char *reason)
 /* The peer disagreed or failed authentication (or refused us). */
 static void peer_refused(node_link *l, peer *p, const char *reason)
 {
-	char msg[320];
+	char msg[640];
 	if (p->ep) {
 		nlc_close_ep(l, p->ep);
 		p->ep = NULL;
@@ -183,7 +184,6 @@ static void peer_refused(node_link *l, peer *p, const char *reason)
 	p->hs = HS_NONE;
 	nl_set_last_error(p, reason);
 	snprintf(msg, sizeof(msg), "node %u (%s): %s", p->rank, p->addr, reason);
-	nl_fail_calls(l, p, EMDB_ERR_NODE, msg);
 	int was = atomic_exchange(&p->state, NODE_PEER_REFUSED);
 	if (was != NODE_PEER_REFUSED)
 		nl_log(l, NODE_LOG_ERROR, "refused %s", msg);
@@ -191,6 +191,7 @@ static void peer_refused(node_link *l, peer *p, const char *reason)
 		nl_set_state(l, NODE_LINK_FAILED, msg);
 	else if (atomic_load(&l->state) == NODE_LINK_READY)
 		nl_set_state(l, NODE_LINK_DEGRADED, NULL);
+	nl_fail_calls(l, p, EMDB_ERR_NODE, msg);
 	nlc_schedule_retry(l, p, NODE_RETRY_MAX_MS);
 }
 
@@ -335,7 +336,7 @@ static void drop_inbound_later(node_link *l, inbound *in)
 static void refuse_inbound(node_link *l, inbound *in, node_kind kind, int status, const char *reason)
 {
 	if (in->rank < l->n) {
-		char msg[320];
+		char msg[640];
 		nl_log(l, NODE_LOG_ERROR, "refused node %u (%s) connecting from %s: %s", in->rank,
 		       l->peers[in->rank].addr, in->from, reason);
 		/* A node of the file that disagrees or fails authentication
@@ -457,7 +458,7 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
 		char host[NI_MAXHOST], serv[NI_MAXSERV];
 		if (getnameinfo((struct sockaddr *)&ca.client_address, sizeof(ca.client_address), host, sizeof(host),
 				serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-			snprintf(in->from, sizeof(in->from), "%s:%s", host, serv);
+			snprintf(in->from, sizeof(in->from), "%.46s:%.8s", host, serv);
 	}
 	ucp_ep_params_t ep = {
 		.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |

@@ -127,7 +127,7 @@ struct node_link {
 	mail_item *q;
 	size_t q_head, q_len, q_cap;
 	bool closed;                /* no more mail */
-	char fail_reason[320];
+	char fail_reason[640];
 	_Atomic int state;          /* node_link_state */
 
 	peer *peers;                /* [n]; peers[rank] is this node (unused) */
