@@ -93,7 +93,8 @@ typedef struct node_peer_info {
 	uint64_t calls_timed_out; /* of which past their deadline */
 	uint64_t requests_served; /* its requests handed to the serve function */
 	uint64_t connects;        /* handshakes completed (1 + reconnections) */
-	char last_error[160];     /* why it was last down or refused ("" if never) */
+	char last_error[160];     /* while not up: why (the loss, for a node
+				     that was up; else the latest failure) */
 } node_peer_info;
 
 /* Create the link: ucp context and worker, the listener bound to this

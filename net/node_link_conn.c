@@ -154,7 +154,10 @@ static void peer_lost(node_link *l, peer *p, const char *reason)
 		p->ep = NULL;
 	}
 	p->hs = HS_NONE;
-	nl_set_last_error(p, reason);
+	/* A node down keeps the reason it was lost for, not that of each
+	 * failed reconnection. */
+	if (was != NODE_PEER_DOWN)
+		nl_set_last_error(p, reason);
 	snprintf(msg, sizeof(msg), "node %u (%s): %s", p->rank, p->addr, reason);
 	/* The state first: a caller woken by its failed call sees it. */
 	if (was == NODE_PEER_UP) {
@@ -200,6 +203,7 @@ static void peer_up(node_link *l, peer *p)
 	p->hs = HS_DONE;
 	p->backoff_ms = NODE_RETRY_MIN_MS;
 	uint64_t n = atomic_fetch_add(&p->c.connects, 1) + 1;
+	nl_set_last_error(p, "");
 	atomic_store(&p->state, NODE_PEER_UP);
 	nl_log(l, NODE_LOG_INFO, "node %u (%s) is up%s", p->rank, p->addr, n > 1 ? " again" : "");
 	if (!all_up(l))

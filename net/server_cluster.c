@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -102,6 +103,22 @@ int server_cluster_open(server *s, char *err, size_t errlen)
 	return rc == EMDB_OK ? 0 : -1;
 }
 
+/* A node that found a disagreement stays LINGER_MS more, answering
+ * handshakes, so that the nodes still retrying towards it (their backoff
+ * reaches 1 s) find it too and stop with the reason rather than a
+ * timeout.  SIGTERM/SIGINT cut it short. */
+#define LINGER_MS 2500
+
+static void linger(server *s)
+{
+	uint64_t until = emdb__now_ns() + LINGER_MS * 1000000ull;
+	while (emdb__now_ns() < until && !atomic_load(&s->shutting_down)) {
+		event_base_loop(s->base, EVLOOP_NONBLOCK);
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
 int server_cluster_wait(server *s)
 {
 	if (!s->link)
@@ -125,6 +142,7 @@ int server_cluster_wait(server *s)
 			return 0;
 		if (rc == EMDB_ERR_NODE) {
 			log_error("cannot form cluster '%s': %s", cc->id, err);
+			linger(s);
 			return -1;
 		}
 		if (emdb__now_ns() >= until) {

@@ -46,7 +46,7 @@ static const cli_cmd cmds[] = {
 	  "address, state (self, connecting, up, down, refused) and what this\n"
 	  "server's node link sent to and received from it: bytes and messages\n"
 	  "(its own counters, headers included), calls made, failed and timed\n"
-	  "out, requests served; then why a node was last down.  A single node\n"
+	  "out, requests served; then why a node not up is not.  A single node\n"
 	  "says it is not part of a cluster.",
 	  EMDB_ROLE_READER, 0, 0, cmd_cluster_info, { CLI_COMP_NONE } },
 	{ "config get", "PATTERN", "the settings whose name matches PATTERN",

@@ -60,7 +60,8 @@ static void parse_node(cluster_view *cv, const char *key, const char *val)
 	n->seen = 1;
 	char buf[1024];
 	snprintf(buf, sizeof(buf), "%s", val);
-	for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
 		char *eq = strchr(tok, '=');
 		if (!eq)
 			continue;
@@ -79,7 +80,8 @@ static void parse_node(cluster_view *cv, const char *key, const char *val)
 
 static void parse(cluster_view *cv, char *text)
 {
-	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+	char *save = NULL;
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *colon = strstr(line, ": ");
 		if (!colon || line[0] == '#')
 			continue;
