@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,6 +361,72 @@ Test(node_link, three_nodes_concurrent_calls, .timeout = 90)
 		cr_assert_eq(node_link_get_state(nd[r].link), NODE_LINK_READY);
 	for (uint32_t r = 0; r < 3; r++)
 		node_link_destroy(nd[r].link);
+	cluster_conf_free(&c);
+}
+
+/* The cluster layer answers from its engine's helper thread, and hands
+ * work back to the link's thread with post(): both from another thread. */
+static pthread_t done_thread;
+static pthread_t posted_thread;
+static _Atomic int posted;
+
+static void note_thread(cluster_call *call, int rc, const uint8_t *frame, size_t len)
+{
+	done_thread = pthread_self();
+	on_done(call, rc, frame, len);
+}
+
+static void on_posted(void *arg)
+{
+	posted_thread = pthread_self();
+	atomic_store(&posted, 1);
+}
+
+Test(node_link, reply_and_post_from_another_thread, .timeout = 60)
+{
+	set_tcp();
+	cluster_conf c;
+	make_conf(&c, 2);
+	node a, b;
+	open_node(&a, &c, 0, SECRET, 10000);
+	open_node(&b, &c, 1, SECRET, 10000);
+	node_link_serve(b.link, hold, &b);
+	wait_ready(&a);
+	waiter w;
+	w_init(&w);
+	w.call.done = note_thread;
+	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 1, "question", 8, &w.call), EMDB_OK);
+	uint64_t end = now_ms() + WAIT_MS;
+	for (;;) {
+		pthread_mutex_lock(&b.mu);
+		int n = b.n_held;
+		pthread_mutex_unlock(&b.mu);
+		if (n == 1 || now_ms() > end)
+			break;
+		sleep_ms(5);
+	}
+	cr_assert_eq(b.n_held, 1, "the request never reached the serve function");
+	/* This thread answers: the reply is copied before reply() returns. */
+	char answer[64];
+	snprintf(answer, sizeof(answer), "answer from the test thread");
+	cr_assert_eq(b.cl.ops->reply(b.cl.ctx, b.held[0], answer, strlen(answer)), EMDB_OK);
+	memset(answer, 'x', sizeof(answer));
+	b.n_held = 0;
+	cr_assert(w_wait(&w, WAIT_MS));
+	cr_assert_eq(w.rc, EMDB_OK, "%s %s", emdb_err_name(w.rc), w.msg);
+	cr_assert_eq(w.len, strlen("answer from the test thread"));
+	cr_assert(memcmp(w.reply, "answer from the test thread", w.len) == 0);
+	w_free(&w);
+	/* post() runs on the link's thread: the one that ran done(). */
+	a.cl.ops->post(a.cl.ctx, on_posted, NULL);
+	end = now_ms() + WAIT_MS;
+	while (!atomic_load(&posted) && now_ms() < end)
+		sleep_ms(5);
+	cr_assert(atomic_load(&posted), "the posted function never ran");
+	cr_assert(pthread_equal(posted_thread, done_thread));
+	cr_assert(!pthread_equal(posted_thread, pthread_self()));
+	node_link_destroy(a.link);
+	node_link_destroy(b.link);
 	cluster_conf_free(&c);
 }
 
