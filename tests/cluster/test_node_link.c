@@ -241,6 +241,26 @@ static void set_shm(void)
 	setenv("UCX_SYSV_ERROR_HANDLING", "y", 1);
 }
 
+/* Two links of a fresh two-node cluster over TCP: a (rank 0, ready) and
+ * b (rank 1, `secret_b`, serving with `serve_b` when not NULL). */
+static void open_pair(cluster_conf *c, node *a, node *b, uint32_t timeout_ms, cluster_serve_fn serve_b)
+{
+	set_tcp();
+	make_conf(c, 2);
+	open_node(a, c, 0, SECRET, timeout_ms);
+	open_node(b, c, 1, SECRET, timeout_ms);
+	if (serve_b)
+		node_link_serve(b->link, serve_b, b);
+	wait_ready(a);
+}
+
+static void close_pair(cluster_conf *c, node *a, node *b)
+{
+	node_link_destroy(a->link);
+	node_link_destroy(b->link);
+	cluster_conf_free(c);
+}
+
 /* Echo calls both ways, small and large, with exact counters. */
 static void echo_round_trip(void)
 {
@@ -291,9 +311,7 @@ static void echo_round_trip(void)
 	cr_assert_eq(b1.requests_served - b0.requests_served, 3);
 	cr_assert_eq(a1.calls_failed, 0);
 
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 Test(node_link, echo_over_tcp, .timeout = 60)
@@ -384,14 +402,9 @@ static void on_posted(void *arg)
 
 Test(node_link, reply_and_post_from_another_thread, .timeout = 60)
 {
-	set_tcp();
 	cluster_conf c;
-	make_conf(&c, 2);
 	node a, b;
-	open_node(&a, &c, 0, SECRET, 10000);
-	open_node(&b, &c, 1, SECRET, 10000);
-	node_link_serve(b.link, hold, &b);
-	wait_ready(&a);
+	open_pair(&c, &a, &b, 10000, hold);
 	waiter w;
 	w_init(&w);
 	w.call.done = note_thread;
@@ -425,20 +438,14 @@ Test(node_link, reply_and_post_from_another_thread, .timeout = 60)
 	cr_assert(atomic_load(&posted), "the posted function never ran");
 	cr_assert(pthread_equal(posted_thread, done_thread));
 	cr_assert(!pthread_equal(posted_thread, pthread_self()));
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 Test(node_link, no_serve_function_answers_busy, .timeout = 60)
 {
-	set_tcp();
 	cluster_conf c;
-	make_conf(&c, 2);
 	node a, b;
-	open_node(&a, &c, 0, SECRET, 10000);
-	open_node(&b, &c, 1, SECRET, 10000);
-	wait_ready(&a);
+	open_pair(&c, &a, &b, 10000, NULL);
 	waiter w;
 	int rc = call_wait(&a, 1, "x", 1, &w);
 	cr_assert_eq(rc, EMDB_ERR_BUSY, "%s %s", emdb_err_name(rc), w.msg);
@@ -446,21 +453,14 @@ Test(node_link, no_serve_function_answers_busy, .timeout = 60)
 	/* Calls to itself or to no node are refused at once. */
 	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 0, "x", 1, &w.call), EMDB_ERR_INVALID);
 	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 2, "x", 1, &w.call), EMDB_ERR_INVALID);
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 Test(node_link, unanswered_call_ends_at_its_deadline, .timeout = 60)
 {
-	set_tcp();
 	cluster_conf c;
-	make_conf(&c, 2);
 	node a, b;
-	open_node(&a, &c, 0, SECRET, 300);
-	open_node(&b, &c, 1, SECRET, 300);
-	node_link_serve(b.link, hold, &b);
-	wait_ready(&a);
+	open_pair(&c, &a, &b, 300, hold);
 	waiter w;
 	int rc = call_wait(&a, 1, "ping", 4, &w);
 	cr_assert_eq(rc, EMDB_ERR_NODE, "%s", emdb_err_name(rc));
@@ -479,9 +479,7 @@ Test(node_link, unanswered_call_ends_at_its_deadline, .timeout = 60)
 	cr_assert(strstr(w.msg, "deadline"), "%s", w.msg);
 	release_held(&b); /* late: dropped by a */
 	sleep_ms(100);
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 static bool wait_state(node *nd, uint32_t rank, node_peer_state want, long ms)
@@ -522,9 +520,7 @@ Test(node_link, wrong_secret_is_refused_on_both_sides, .timeout = 60)
 	waiter w;
 	w_init(&w);
 	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 1, "x", 1, &w.call), EMDB_ERR_NODE);
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 Test(node_link, different_membership_is_refused, .timeout = 60)
@@ -546,9 +542,7 @@ Test(node_link, different_membership_is_refused, .timeout = 60)
 	int rc = node_link_wait_ready(a.link, WAIT_MS, err, sizeof(err));
 	cr_assert_eq(rc, EMDB_ERR_NODE, "%s: %s", emdb_err_name(rc), err);
 	cr_assert(strstr(err, "node 1") && strstr(err, "partitions"), "%s", err);
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 	cluster_conf_free(&other);
 }
 
