@@ -684,3 +684,27 @@ Test(node_link, killed_peer_ends_calls_and_rejoins_over_tcp, .timeout = 90)
 	set_tcp();
 	killed_peer();
 }
+
+/* Over shared memory UCX notices a dead peer only at its keepalive (about
+ * 20 s): a call in flight to a SIGKILLed peer still ends, by its deadline,
+ * naming the node; nothing hangs. */
+Test(node_link, killed_peer_over_shared_memory_ends_by_the_deadline, .timeout = 90)
+{
+	set_shm();
+	cluster_conf c;
+	make_conf(&c, 2);
+	pid_t child = spawn_peer(&c, true);
+	node a;
+	open_node(&a, &c, 0, SECRET, 1000);
+	wait_ready(&a);
+	waiter w;
+	w_init(&w);
+	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 1, "held", 4, &w.call), EMDB_OK);
+	sleep_ms(100);
+	kill_peer(child);
+	cr_assert(w_wait(&w, WAIT_MS), "the call to a killed node never ended");
+	cr_assert_eq(w.rc, EMDB_ERR_NODE, "%s", emdb_err_name(w.rc));
+	cr_assert(strstr(w.msg, "node 1 (127.0.0.1:"), "%s", w.msg);
+	node_link_destroy(a.link);
+	cluster_conf_free(&c);
+}
