@@ -95,6 +95,8 @@ typedef struct node {
 	int n_held;
 } node;
 
+static bool busy_poll; /* the links of the test poll UCX (cluster_busy_poll) */
+
 static void open_node(node *nd, const cluster_conf *c, uint32_t rank, const char *secret, uint32_t timeout_ms)
 {
 	memset(nd, 0, sizeof(*nd));
@@ -105,6 +107,7 @@ static void open_node(node *nd, const cluster_conf *c, uint32_t rank, const char
 	lc.secret = (const uint8_t *)secret;
 	lc.secret_len = strlen(secret);
 	lc.node_timeout_ms = timeout_ms;
+	lc.busy_poll = busy_poll;
 	lc.log = test_log;
 	lc.log_arg = (void *)(uintptr_t)rank;
 	char err[512];
@@ -317,6 +320,13 @@ static void echo_round_trip(void)
 Test(node_link, echo_over_tcp, .timeout = 60)
 {
 	set_tcp();
+	echo_round_trip();
+}
+
+Test(node_link, echo_over_tcp_busy_polling, .timeout = 60)
+{
+	set_tcp();
+	busy_poll = true;
 	echo_round_trip();
 }
 
