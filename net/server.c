@@ -30,7 +30,7 @@
  *      answer is posted while its thread still runs.
  *
  * State changes: server_create (engine, store, restore at start),
- * server_start (listeners, threads), on_accept (n_conns),
+ * server_start (listeners, threads, the /metrics endpoint), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
  * server_config_set_many (cfg, rt, memory limit, log level, the TLS
  * context), reload_tls (the TLS context, on SIGHUP).
@@ -52,6 +52,7 @@
 #include "net/listen.h"
 #include "net/log.h"
 #include "net/loop.h"
+#include "net/metrics.h"
 #include "net/server.h"
 #include "net/stats.h"
 #include "net/tls.h"
@@ -482,6 +483,10 @@ int server_start(server *s)
 		}
 		log_info("listening on unix %s", c->unix_socket);
 	}
+	if (metrics_start(s, &s->metrics, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
 	if (c->port_file[0] && c->bind[0] && write_port_file(c->port_file, s->tcp_port) < 0) {
 		log_error("cannot write the port file %s: %s", c->port_file, strerror(errno));
 		return -1;
@@ -519,6 +524,8 @@ int server_run(server *s)
 	listener_close(s->tcp);
 	listener_close(s->unix_l);
 	s->tcp = s->unix_l = NULL;
+	metrics_stop(s->metrics);
+	s->metrics = NULL;
 	/* Before the drain, so that the answers are queued ahead of it. */
 	step_close(s->steps, EMDB_ERR_CLOSED, "before the server shut down", "the server is shutting down");
 	stop_threads(s);
@@ -532,6 +539,7 @@ void server_destroy(server *s)
 		return;
 	listener_close(s->tcp);
 	listener_close(s->unix_l);
+	metrics_stop(s->metrics); /* it reads the threads, the store and the engine */
 	if (s->threads_started)
 		stop_threads(s);
 	step_barrier_destroy(s->steps);

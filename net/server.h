@@ -7,7 +7,7 @@
  *                       the checkpoint store and restores from it when
  *                       asked (net/checkpoint.h), starts the job thread;
  *   server_start        binds the listeners, writes the port file, starts
- *                       the I/O threads;
+ *                       the I/O threads and the /metrics endpoint;
  *   server_run          accepts connections and hands them to the I/O
  *                       threads round robin, until SIGTERM/SIGINT or a
  *                       SHUTDOWN request; then stops accepting, drains the
@@ -94,6 +94,7 @@ struct server {
 	/* main thread */
 	struct event_base *base;
 	listener *tcp, *unix_l;
+	struct metrics *metrics;   /* GET /metrics (net/metrics.h); NULL: off */
 	struct event *ev_sigterm, *ev_sigint, *ev_sighup, *ev_wake;
 	struct event *ev_tick;     /* every STEP_TICK_MS: steps past their deadline */
 	int wake_fd;               /* eventfd: shutdown requests from I/O threads */
