@@ -10,8 +10,8 @@
  * same buckets as Prometheus histograms.
  *
  * Besides the per-operation rows, each thread counts the error replies it
- * sent by code (EMDB_ERRNO_MAP), whatever the operation: an error on the
- * success path costs nothing, one atomic add when a request fails.
+ * sent by code (EMDB_ERRNO_MAP), whatever the operation: a request that
+ * succeeds pays nothing for it, an error reply one relaxed atomic add.
  */
 #ifndef EMDB_NET_STATS_H
 #define EMDB_NET_STATS_H

@@ -419,7 +419,8 @@ Test(metrics, checkpoint_and_restore_figures)
 }
 
 /* Only GET (and HEAD) of /metrics: another path is 404, another method
- * 405 with the methods allowed; neither disturbs the next scrape. */
+ * 405 with the methods allowed; neither disturbs the next scrape.  The
+ * endpoint ends with the server's orderly shutdown. */
 Test(metrics, only_get_metrics_is_served)
 {
 	uint16_t port = start_with_metrics(NULL);
@@ -448,6 +449,28 @@ Test(metrics, only_get_metrics_is_served)
 	cr_assert(strstr(r.body, "emdb_build_info{version=\"emdb "), "%s", r.body);
 	http_free(&r);
 	OK(emdb_client_ping(cl)); /* the server serves on */
+
+	/* SIGTERM with a scraper's connection open and silent: the endpoint
+	 * stops with the server, which exits 0 with a clean log (a leak or a
+	 * race of its thread would show there under a sanitizer). */
+	int idle = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_assert_eq(connect(idle, (struct sockaddr *)&a, sizeof(a)), 0);
+	emdb_client_close(cl);
+	cl = NULL;
+	cr_assert_eq(kill(srv.pid, SIGTERM), 0);
+	int st = -1;
+	for (uint64_t end = now_ms() + 30000; now_ms() < end; test_sleep_ms(10))
+		if (waitpid(srv.pid, &st, WNOHANG) == srv.pid) {
+			srv.pid = 0;
+			break;
+		}
+	close(idle);
+	cr_assert_eq(srv.pid, 0, "the server did not exit within 30 s of SIGTERM: %s", test_server_log_tail(&srv));
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status 0x%x: %s", st, test_server_log_tail(&srv));
+	cr_assert_null(strstr(test_server_log_tail(&srv), "Sanitizer"), "%s", test_server_log_tail(&srv));
+	cr_assert_null(strstr(test_server_log_tail(&srv), "[error]"), "%s", test_server_log_tail(&srv));
 }
 
 /* Off unless metrics_port is set: the server listens on its TCP port and
