@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,6 +363,43 @@ Test(metrics, counts_match_the_requests_made)
 	r = scrape(port);
 	EXPECT(r.body, "emdb_requests_total{op=\"ping\"}", 4);
 	EXPECT(r.body, "emdb_connections_accepted_total", 1);
+	http_free(&r);
+}
+
+#define PINGS 2000
+
+static void *pinger(void *arg)
+{
+	emdb_client *c = arg;
+	for (int i = 0; i < PINGS; i++)
+		if (emdb_client_ping(c) != EMDB_OK)
+			return (void *)1;
+	return NULL;
+}
+
+/* Scrapes while requests run on the I/O thread: each sees a count no
+ * lower than the one before (never torn, never going back), and once the
+ * requests are done the count is exact. */
+Test(metrics, scrapes_while_requests_run)
+{
+	uint16_t port = start_with_metrics(NULL);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, pinger, cl), 0);
+	double prev = 0;
+	for (int i = 0; i < 50; i++) {
+		http_resp r = scrape(port);
+		double v = value_of(r.body, "emdb_requests_total{op=\"ping\"}");
+		http_free(&r);
+		cr_assert_geq(v, prev, "scrape %d: %g PINGs after %g", i, v, prev);
+		cr_assert_leq(v, PINGS);
+		prev = v;
+	}
+	void *failed;
+	pthread_join(th, &failed);
+	cr_assert_null(failed, "a PING failed: %s", emdb_client_last_error());
+	http_resp r = scrape(port);
+	EXPECT(r.body, "emdb_requests_total{op=\"ping\"}", PINGS);
+	EXPECT(r.body, "emdb_request_duration_seconds_count{op=\"ping\"}", PINGS);
 	http_free(&r);
 }
 
