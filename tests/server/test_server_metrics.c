@@ -358,11 +358,30 @@ Test(metrics, counts_match_the_requests_made)
 	http_free(&r);
 
 	/* A second scrape sees the next request, and nothing of the first
-	 * scrape. */
+	 * scrape; and a refusal before any handler: garbage on a fresh
+	 * connection, answered PROTOCOL and closed. */
 	OK(emdb_client_ping(cl));
+	int raw = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(srv.port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_assert_eq(connect(raw, (struct sockaddr *)&a, sizeof(a)), 0);
+	char junk[64];
+	memset(junk, 'x', sizeof(junk));
+	cr_assert_eq(send(raw, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
+	char sink[256];
+	for (uint64_t end = now_ms() + HTTP_WAIT_MS;;) {
+		struct pollfd p = { raw, POLLIN, 0 };
+		cr_assert_lt(now_ms(), end, "the server did not close a connection that sent garbage");
+		if (poll(&p, 1, 100) > 0 && recv(raw, sink, sizeof(sink), 0) <= 0)
+			break;
+	}
+	close(raw);
 	r = scrape(port);
 	EXPECT(r.body, "emdb_requests_total{op=\"ping\"}", 4);
-	EXPECT(r.body, "emdb_connections_accepted_total", 1);
+	EXPECT(r.body, "emdb_connections_accepted_total", 2);
+	EXPECT(r.body, "emdb_protocol_errors_total", 1);
+	EXPECT(r.body, "emdb_errors_total{code=\"PROTOCOL\"}", 1);
+	EXPECT(r.body, "emdb_errors_total{code=\"NO_TABLE\"}", 2);
 	http_free(&r);
 }
 
