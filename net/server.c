@@ -29,8 +29,12 @@
  *      ones refused, before the I/O threads drain (step_close), so every
  *      answer is posted while its thread still runs.
  *
+ *   8. The /metrics endpoint (net/metrics.h, its own thread) starts after
+ *      the I/O threads and stops before they drain, and so before the
+ *      store and the engine close: it never reads what is gone.
+ *
  * State changes: server_create (engine, store, restore at start),
- * server_start (listeners, threads, the /metrics endpoint), on_accept (n_conns),
+ * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
  * server_config_set_many (cfg, rt, memory limit, log level, the TLS
  * context), reload_tls (the TLS context, on SIGHUP).
