@@ -29,10 +29,6 @@
  *      ones refused, before the I/O threads drain (step_close), so every
  *      answer is posted while its thread still runs.
  *
- *   8. The /metrics endpoint (net/metrics.h, its own thread) starts after
- *      the I/O threads and stops before they drain, and so before the
- *      store and the engine close: it never reads what is gone.
- *
  * State changes: server_create (engine, store, restore at start),
  * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
@@ -487,6 +483,8 @@ int server_start(server *s)
 		}
 		log_info("listening on unix %s", c->unix_socket);
 	}
+	/* After the I/O threads, whose counters it reads; it stops before
+	 * they drain (server_run), so before the store and the engine close. */
 	if (metrics_start(s, &s->metrics, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		return -1;

@@ -7,7 +7,7 @@
  *                       the checkpoint store and restores from it when
  *                       asked (net/checkpoint.h), starts the job thread;
  *   server_start        binds the listeners, writes the port file, starts
- *                       the I/O threads and the /metrics endpoint;
+ *                       the I/O threads;
  *   server_run          accepts connections and hands them to the I/O
  *                       threads round robin, until SIGTERM/SIGINT or a
  *                       SHUTDOWN request; then stops accepting, drains the
