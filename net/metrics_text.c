@@ -179,7 +179,7 @@ static void put_ops(server *s, mtext *t)
 	char op[32];
 
 	per_op(t, sum, "emdb_requests_total",
-	       "Requests that reached their operation's handler, failed ones included, by operation", false);
+	       "Requests answered, failed ones included, by operation", false);
 	per_op(t, sum, "emdb_request_errors_total",
 	       "Requests of emdb_requests_total answered with an error, by operation", true);
 	bool any = false;
