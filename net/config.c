@@ -59,6 +59,8 @@ static const key_def keys[] = {
 	{ "unix_socket", T_STR, OFF(unix_socket), 0, 0, 0, "Unix socket path; empty: none" },
 	{ "port_file", T_STR, OFF(port_file), 0, 0, 0, "write the bound TCP port to this file once listening" },
 	{ "backlog", T_U32, OFF(backlog), 1, 65535, 0, "listen(2) backlog" },
+	{ "metrics_address", T_STR, OFF(metrics_address), 0, 0, 0, "address (IPv4 or IPv6 literal) of the Prometheus endpoint, GET /metrics over HTTP, when metrics_port is set; it has no authentication: the loopback default keeps it to this machine" },
+	{ "metrics_port", T_U32, OFF(metrics_port), 0, 65535, 0, "TCP port of the Prometheus endpoint (http://metrics_address:metrics_port/metrics); 0: no endpoint" },
 	{ "io_threads", T_U32, OFF(io_threads), 0, 1024, 0, "I/O threads; 0: one per online CPU" },
 	{ "io_backend", T_BACKEND, OFF(io_backend), 0, 0, 0, "libevent or uring (falls back to libevent)" },
 	{ "uring_entries", T_U32, OFF(uring_entries), 8, 32768, 0, "io_uring submission queue entries per thread" },
@@ -112,6 +114,7 @@ void config_defaults(net_config *c)
 	strcpy(c->bind, "127.0.0.1");
 	c->port = CONFIG_DEFAULT_PORT;
 	c->backlog = 511;
+	strcpy(c->metrics_address, "127.0.0.1");
 	c->io_threads = 0;
 	c->io_backend = IO_BACKEND_LIBEVENT;
 	c->uring_entries = 1024;
@@ -434,6 +437,11 @@ int config_validate(const net_config *c, char *err, size_t errlen)
 	}
 	if (c->tls_ca_file[0] && !c->tls_cert_file[0]) {
 		errf(err, errlen, "tls_ca_file asks TLS clients for certificates: it needs tls_cert_file and tls_key_file");
+		return -1;
+	}
+	if (c->metrics_port && !c->metrics_address[0]) {
+		errf(err, errlen, "metrics_port %u needs metrics_address: the address to serve /metrics on",
+		     c->metrics_port);
 		return -1;
 	}
 	if (c->shards & (c->shards - 1)) {

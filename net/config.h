@@ -38,6 +38,8 @@ typedef struct net_config {
 	char unix_socket[108];              /* path; "" = no Unix socket    */
 	char port_file[CONFIG_PATH_MAX];    /* write the bound TCP port here */
 	uint32_t backlog;
+	char metrics_address[256];          /* /metrics (net/metrics.h)     */
+	uint32_t metrics_port;              /* 0 = no /metrics endpoint     */
 	/* threads and I/O */
 	uint32_t io_threads;                /* 0 = one per online CPU       */
 	io_backend_kind io_backend;

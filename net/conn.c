@@ -157,6 +157,7 @@ int conn_reply_err(conn *c, uint64_t id, uint16_t op, int status, const char *te
 	 * size query overwrites: keep a copy. */
 	char msg[PROTO_ERRMSG_MAX + 1];
 	snprintf(msg, sizeof(msg), "%s", text ? text : "");
+	stats_record_error(&c->t->stats, status);
 	size_t len = 0;
 	if (op != PROTO_OP_NONE && !proto_op_known(op))
 		op = PROTO_OP_NONE;

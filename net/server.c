@@ -53,6 +53,7 @@
 #include "net/listen.h"
 #include "net/log.h"
 #include "net/loop.h"
+#include "net/metrics.h"
 #include "net/server.h"
 #include "net/server_cluster.h"
 #include "net/stats.h"
@@ -490,6 +491,12 @@ int server_start(server *s)
 		}
 		log_info("listening on unix %s", c->unix_socket);
 	}
+	/* After the I/O threads, whose counters it reads; it stops before
+	 * they drain (server_run), so before the store and the engine close. */
+	if (metrics_start(s, &s->metrics, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
 	if (c->port_file[0] && c->bind[0] && write_port_file(c->port_file, s->tcp_port) < 0) {
 		log_error("cannot write the port file %s: %s", c->port_file, strerror(errno));
 		return -1;
@@ -527,6 +534,8 @@ int server_run(server *s)
 	listener_close(s->tcp);
 	listener_close(s->unix_l);
 	s->tcp = s->unix_l = NULL;
+	metrics_stop(s->metrics);
+	s->metrics = NULL;
 	/* Before the drain, so that the answers are queued ahead of it. */
 	step_close(s->steps, EMDB_ERR_CLOSED, "before the server shut down", "the server is shutting down");
 	stop_threads(s);
@@ -540,6 +549,7 @@ void server_destroy(server *s)
 		return;
 	listener_close(s->tcp);
 	listener_close(s->unix_l);
+	metrics_stop(s->metrics); /* it reads the threads, the store and the engine */
 	if (s->threads_started)
 		stop_threads(s);
 	server_cluster_close(s); /* after the threads that may call through it */

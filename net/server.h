@@ -97,6 +97,7 @@ struct server {
 	/* main thread */
 	struct event_base *base;
 	listener *tcp, *unix_l;
+	struct metrics *metrics;   /* GET /metrics (net/metrics.h); NULL: off */
 	struct event *ev_sigterm, *ev_sigint, *ev_sighup, *ev_wake;
 	struct event *ev_tick;     /* every STEP_TICK_MS: steps past their deadline */
 	int wake_fd;               /* eventfd: shutdown requests from I/O threads */

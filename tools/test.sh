@@ -27,7 +27,7 @@ for t in build/asan/tests/server/test_server build/asan/tests/server/test_server
 	 build/asan/tests/server/test_server_ckpt build/asan/tests/server/test_server_crash \
 	 build/asan/tests/server/test_server_timeout build/asan/tests/server/test_server_versions \
 	 build/asan/tests/server/test_server_memory build/asan/tests/server/test_server_slots \
-	 build/asan/tests/server/test_server_nospace \
+	 build/asan/tests/server/test_server_nospace build/asan/tests/server/test_server_metrics \
 	 build/asan/tests/client/test_client_net build/asan/tests/client/test_client_tls \
 	 build/asan/tests/client/test_client_step; do
 	echo "== $t against build/tsan/net/emdb-server"
