@@ -21,6 +21,7 @@
  * State changes: none.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@
 #include "net/checkpoint.h"
 #include "net/figures.h"
 #include "net/metrics.h"
+#include "net/node_link.h"
 #include "net/server.h"
 #include "net/stats.h"
 #include "protocol/proto.h"
@@ -413,15 +415,70 @@ static void put_persistence(server *s, mtext *t)
 	put_jobs(t, "restore", &r.restore);
 }
 
-/* Per-peer traffic of the cluster (issue 25): the node-to-node link's
- * per-peer counters (net/node_link*.c) belong here, one sample per peer
- * of families like emdb_peer_sent_bytes_total{peer="..."} and
- * emdb_peer_received_bytes_total, read as INFO's cluster section reads
- * them.  A server without a cluster has no peers and writes nothing. */
+/* Per-peer traffic of a cluster node, read from the node link's own
+ * counters as INFO's cluster section reads them (node_link_peer): one
+ * sample per other node, labelled with its rank and address.  A server
+ * without a cluster has no peers and writes nothing. */
+typedef struct peer_family {
+	const char *name, *type, *help;
+	size_t off; /* of the uint64_t in node_peer_info */
+} peer_family;
+
 static void put_cluster(server *s, mtext *t)
 {
-	(void)s;
-	(void)t;
+	if (!s->link)
+		return;
+	static const peer_family fams[] = {
+		{ "emdb_peer_sent_bytes_total", "counter", "Bytes this node sent to a peer node (link headers included)",
+		  offsetof(node_peer_info, bytes_sent) },
+		{ "emdb_peer_received_bytes_total", "counter", "Bytes this node received from a peer node",
+		  offsetof(node_peer_info, bytes_received) },
+		{ "emdb_peer_sent_messages_total", "counter", "Messages this node sent to a peer node",
+		  offsetof(node_peer_info, msgs_sent) },
+		{ "emdb_peer_received_messages_total", "counter", "Messages this node received from a peer node",
+		  offsetof(node_peer_info, msgs_received) },
+		{ "emdb_peer_calls_total", "counter", "Requests this node sent to a peer node",
+		  offsetof(node_peer_info, calls) },
+		{ "emdb_peer_calls_failed_total", "counter",
+		  "Requests to a peer node that ended in error (timeouts, loss, refusals)",
+		  offsetof(node_peer_info, calls_failed) },
+		{ "emdb_peer_connects_total", "counter", "Handshakes completed with a peer node (1 + reconnections)",
+		  offsetof(node_peer_info, connects) },
+	};
+	uint32_t me = node_link_rank(s->link), n = node_link_nodes(s->link);
+	node_peer_info *info = emdb_calloc(n ? n : 1, sizeof(*info));
+	if (!info) {
+		t->err = EMDB_ERR_NOMEM;
+		return;
+	}
+	for (uint32_t r = 0; r < n; r++)
+		if (r != me)
+			node_link_peer(s->link, r, &info[r]);
+	family(t, "emdb_peer_up", "gauge", "1 while the link to a peer node is up, else 0");
+	for (uint32_t r = 0; r < n; r++) {
+		if (r == me)
+			continue;
+		char lab[LABELS_MAX] = "", rank[16];
+		snprintf(rank, sizeof(rank), "%u", r);
+		label(lab, sizeof(lab), "peer", rank);
+		label(lab, sizeof(lab), "address", info[r].addr);
+		sample(t, "emdb_peer_up", lab, info[r].state == NODE_PEER_UP);
+	}
+	for (size_t f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
+		family(t, fams[f].name, fams[f].type, fams[f].help);
+		for (uint32_t r = 0; r < n; r++) {
+			if (r == me)
+				continue;
+			char lab[LABELS_MAX] = "", rank[16];
+			snprintf(rank, sizeof(rank), "%u", r);
+			label(lab, sizeof(lab), "peer", rank);
+			label(lab, sizeof(lab), "address", info[r].addr);
+			uint64_t v;
+			memcpy(&v, (const char *)&info[r] + fams[f].off, sizeof(v));
+			sample(t, fams[f].name, lab, v);
+		}
+	}
+	emdb_free(info);
 }
 
 int metrics_render(server *s, struct evbuffer *b)
