@@ -48,6 +48,8 @@
 #include <emdb/alloc.h>
 #include <emdb/db.h>
 
+#include "base/clock.h"
+#include "cluster/cluster.h"
 #include "net/handle.h"
 #include "net/listen.h"
 #include "net/log.h"
@@ -270,6 +272,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	step_expire(s->steps, stats_now_ns(), EMDB_ERR_TIMEOUT, "within update_barrier_timeout_ms");
+	if (s->cluster)
+		cluster_tick(s->cluster, emdb__now_ns());
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)

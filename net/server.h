@@ -82,6 +82,9 @@ struct server {
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
 	step_barrier *steps;       /* synchronous steps of UPDATE (db/step.h) */
+	struct cluster *cluster;   /* this node's cluster layer (cluster/cluster.h),
+				      set before the threads start; NULL on a
+				      server alone (net/handle_cluster.c) */
 	auth_limit auth;           /* failed AUTH per peer address */
 	pthread_mutex_t bg_lock;   /* guards bg_running */
 	pthread_cond_t bg_idle;    /* signalled when bg_running drops to 0 */
