@@ -70,6 +70,12 @@ int cluster_open(emdb_db *db, const cluster_link *link, uint32_t partitions, clu
  * freed.  Steps still waiting fail with CLOSED first.  NULL is a no-op. */
 void cluster_close(cluster *cl);
 
+/* Answer, with CLOSED, the synchronous steps waiting at this node (the
+ * coordinator), so that none still holds a peer's request when the link
+ * closes; later arrivals are refused.  Call before destroying the link,
+ * after it stopped calling cluster_serve.  NULL is a no-op. */
+void cluster_drain(cluster *cl);
+
 /* The link's serve function (cluster_serve_fn of link.h); ctx is the
  * cluster. */
 void cluster_serve(void *ctx, uint32_t from, const uint8_t *frame, size_t len, cluster_responder *r);

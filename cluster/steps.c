@@ -69,11 +69,17 @@ int steps_open(cluster *cl)
 	return step_barrier_create(&h, &cl->steps);
 }
 
+void cluster_drain(cluster *cl)
+{
+	if (cl && cl->steps)
+		step_close(cl->steps, EMDB_ERR_CLOSED, "before the node's cluster layer closed", "the node is closing");
+}
+
 void steps_close(cluster *cl)
 {
 	if (!cl->steps)
 		return;
-	step_close(cl->steps, EMDB_ERR_CLOSED, "before the node's cluster layer closed", "the node is closing");
+	cluster_drain(cl);
 	step_barrier_destroy(cl->steps);
 	cl->steps = NULL;
 }

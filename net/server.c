@@ -55,6 +55,7 @@
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
+#include "net/server_cluster.h"
 #include "net/stats.h"
 #include "net/tls.h"
 #include "protocol/proto.h"
@@ -155,7 +156,9 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	if (ckpts_open(s->db, cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->ckpts, err, errlen) !=
 		    EMDB_OK ||
 	    ckpts_restore_at_start(s->ckpts, cfg->restore, err, errlen) != EMDB_OK ||
-	    ckpts_start(s->ckpts, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK) {
+	    ckpts_start(s->ckpts, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK ||
+	    server_cluster_open(s, err, errlen) < 0) {
+		step_barrier_destroy(s->steps);
 		ckpts_close(s->ckpts);
 		emdb_db_close(s->db);
 		tls_server_free(s->tls);
@@ -465,6 +468,10 @@ int server_start(server *s)
 				 c->huge_pages == EMDB_HUGE_ON ? ": every table's memory will fail with NOMEM"
 							       : ": ordinary memory is used");
 	}
+	/* A node of a cluster opens its listeners only once every node is
+	 * reachable and agrees (net/server_cluster.h). */
+	if (server_cluster_wait(s) < 0)
+		return -1;
 	if (c->bind[0]) {
 		if (listener_open_tcp(s->base, c->bind, (uint16_t)c->port, (int)c->backlog, on_accept, s,
 				      &s->tcp, &s->tcp_port, err, sizeof(err)) < 0) {
@@ -538,6 +545,7 @@ void server_destroy(server *s)
 	listener_close(s->unix_l);
 	if (s->threads_started)
 		stop_threads(s);
+	server_cluster_close(s); /* after the threads that may call through it */
 	step_barrier_destroy(s->steps);
 	auth_limit_destroy(&s->auth);
 	emdb_free(s->threads);

@@ -82,6 +82,8 @@ struct server {
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
 	step_barrier *steps;       /* synchronous steps of UPDATE (db/step.h) */
+	struct node_link *link;    /* this node's link to the others
+				      (net/server_cluster.h); NULL: one node */
 	struct cluster *cluster;   /* this node's cluster layer (cluster/cluster.h),
 				      set before the threads start; NULL on a
 				      server alone (net/handle_cluster.c) */
