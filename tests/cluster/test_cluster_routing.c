@@ -6,6 +6,10 @@
  *   - a training run through two home nodes (Prefetch, pooled Pull and
  *     Push by ticket, Update, Push+Update) leaves every row and optimizer
  *     state bit-identical to the same run on one engine in this process;
+ *   - three workers, one per node, meet in synchronous steps
+ *     (emdb_client_update_sync): each step is applied once on every node,
+ *     after the last worker's arrival, and every worker hears the same
+ *     rows updated;
  *   - after a node is SIGKILLed, a request that needs it fails with NODE
  *     naming it, bounded by the node timeout, and requests that need only
  *     the others are answered.
@@ -14,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <emdb/client.h>
@@ -71,6 +76,57 @@ static void grads_of(const float *out, float *g)
 {
 	for (size_t i = 0; i < BAGS * DIM; i++)
 		g[i] = out[i] * 0.25f - (float)(i % 7) * 0.003f;
+}
+
+typedef struct worker {
+	emdb_client *c;
+	uint32_t table;
+	int w;
+	int rc[3];
+	uint64_t rows[3];
+} worker;
+
+static void *worker_main(void *arg)
+{
+	worker *k = arg;
+	uint64_t ids[32];
+	static float g[3][32 * DIM];
+	for (int i = 0; i < 32; i++)
+		ids[i] = 1000000 + (uint64_t)k->w * 1000 + (uint64_t)i;
+	for (size_t i = 0; i < 32 * DIM; i++)
+		g[k->w][i] = 0.01f * (float)(k->w + 1);
+	for (int s = 0; s < 3; s++) {
+		k->rc[s] = emdb_client_push(k->c, k->table, ids, 32, DIM, g[k->w]);
+		if (k->rc[s] == EMDB_OK)
+			k->rc[s] = emdb_client_update_sync(k->c, k->table, 3, &k->rows[s]);
+	}
+	return NULL;
+}
+
+/* Three workers, one per node, take three synchronous steps of table t. */
+static void three_workers_take_three_steps(emdb_client **c, uint32_t t)
+{
+	emdb_table_info before, after;
+	cr_assert_eq(emdb_client_table_describe(c[0], t, &before), EMDB_OK, "%s", emdb_client_last_error());
+	worker k[3];
+	pthread_t th[3];
+	for (int w = 0; w < 3; w++) {
+		k[w] = (worker){ .c = c[w], .table = t, .w = w };
+		cr_assert_eq(pthread_create(&th[w], NULL, worker_main, &k[w]), 0);
+	}
+	for (int w = 0; w < 3; w++)
+		pthread_join(th[w], NULL);
+	for (int w = 0; w < 3; w++)
+		for (int s = 0; s < 3; s++) {
+			cr_assert_eq(k[w].rc[s], EMDB_OK, "worker %d, step %d: %d", w, s, k[w].rc[s]);
+			cr_assert_eq(k[w].rows[s], k[0].rows[s], "workers hear different rows updated at step %d", s);
+		}
+	cr_assert_geq(k[0].rows[0], 96, "the first step updated %llu rows", (unsigned long long)k[0].rows[0]);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(emdb_client_table_describe(c[i], t, &after), EMDB_OK, "%s", emdb_client_last_error());
+		cr_assert_eq(after.stats.step, before.stats.step + 3, "node %d went from step %llu to %llu", i,
+			     (unsigned long long)before.stats.step, (unsigned long long)after.stats.step);
+	}
 }
 
 Test(cluster_routing, training_through_two_homes_is_one_engine, .fini = fini, .timeout = 180)
@@ -142,6 +198,9 @@ Test(cluster_routing, training_through_two_homes_is_one_engine, .fini = fini, .t
 	cr_assert(memcmp(sa, sb, n * sf * 4) == 0, "optimizer state differs from one engine's");
 	free(ra), free(rb), free(sa), free(sb);
 	emdb_db_close(db);
+
+	/* Synchronous steps: three workers on three home nodes, disjoint IDs. */
+	three_workers_take_three_steps(c, t);
 
 	/* SIGKILL node 2: what needs it fails with NODE, naming it (the
 	 * test's own timeout catches a hang); what needs only nodes 0 and 1
