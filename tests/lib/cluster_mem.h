@@ -5,8 +5,8 @@
  * whose one thread plays the network: it delivers each request frame to its
  * node's cluster_serve and each reply to its caller's done(), in order.
  *
- * The link copies every frame, as a transport does, counts calls per
- * (from, to), and can take a node down: calls to it then end with
+ * The link copies every frame, as a transport does, counts calls and
+ * bytes (requests and replies) per (from, to), and can take a node down: calls to it then end with
  * EMDB_ERR_NODE and a message naming it, and a node that is down answers
  * nothing (as a SIGKILLed process), so its callers end with NODE too.
  *
@@ -129,6 +129,7 @@ static inline int memnet_reply(void *ctx, cluster_responder *r, const void *fram
 	e->frame = memnet_copy(frame, len);
 	e->len = len;
 	e->call = r->call;
+	atomic_fetch_add(&net->bytes[r->to][r->from], len);
 	free(r);
 	memnet_push(net, e);
 	return EMDB_OK;
@@ -274,6 +275,12 @@ static inline emdb_db *memnet_db(memnet *net, uint32_t r)
 static inline void memnet_set_down(memnet *net, uint32_t r, bool down)
 {
 	atomic_store(&net->down[r], down);
+}
+
+/* Bytes from `from` to `to` so far: its requests and its replies. */
+static inline uint64_t memnet_bytes(memnet *net, uint32_t from, uint32_t to)
+{
+	return atomic_load(&net->bytes[from][to]);
 }
 
 /* Calls from `from` to `to` so far. */

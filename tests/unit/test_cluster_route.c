@@ -352,6 +352,16 @@ Test(cluster_route, training_is_bit_identical_on_1_2_3_nodes)
 
 /* ---- one message per owner per request ---------------------------------- */
 
+/* Bytes between node `home` and the others, both ways. */
+static uint64_t traffic(memnet *net, uint32_t home)
+{
+	uint64_t b = 0;
+	for (uint32_t r = 0; r < net->nodes; r++)
+		if (r != home)
+			b += memnet_bytes(net, home, r) + memnet_bytes(net, r, home);
+	return b;
+}
+
 Test(cluster_route, one_message_per_owner_per_request)
 {
 	memnet *net = memnet_open(3, 0);
@@ -367,12 +377,30 @@ Test(cluster_route, one_message_per_owner_per_request)
 	uint64_t before[3];
 	for (uint32_t r = 0; r < 3; r++)
 		before[r] = memnet_calls(net, 1, r);
+	/* What must cross: each remote owner's share of the IDs and rows. */
+	uint64_t remote = 0;
+	for (size_t i = 0; i < N; i++)
+		remote += owner_of(cluster_map(memnet_cl(net, 1)), ids[i]) != 1;
+	uint64_t b0 = traffic(net, 1);
 	cluster_req pf = { .op = CLUSTER_PREFETCH, .table = t, .ids = ids, .n = N };
 	run_req(net, 1, &pf, EMDB_OK);
+	uint64_t b1 = traffic(net, 1);
 	cluster_req pl = { .op = CLUSTER_PULL, .table = t, .dim = DIM, .ticket = pf.ticket_out, .out = out };
 	run_req(net, 1, &pl, EMDB_OK);
+	uint64_t b2 = traffic(net, 1);
 	cluster_req pp = { .op = CLUSTER_PUSH, .table = t, .dim = DIM, .ids = ids, .n = N, .grads = out };
 	run_req(net, 1, &pp, EMDB_OK);
+	uint64_t b3 = traffic(net, 1);
+	cr_log_info("node-to-node bytes per byte that must cross, %llu of %d IDs remote, dim %d: prefetch %.4f, pull by ticket %.4f, push %.4f",
+		    (unsigned long long)remote, N, DIM, (double)(b1 - b0) / (double)(remote * 8),
+		    (double)(b2 - b1) / (double)(remote * DIM * 4), (double)(b3 - b2) / (double)(remote * (8 + DIM * 4)));
+	/* At most 1.1x the IDs and rows that must cross, headers included. */
+	cr_assert_leq((b1 - b0) * 10, remote * 8 * 11, "prefetch: %llu bytes for %llu remote IDs",
+		      (unsigned long long)(b1 - b0), (unsigned long long)remote);
+	cr_assert_leq((b2 - b1) * 10, remote * DIM * 4 * 11, "pull by ticket: %llu bytes for %llu remote rows",
+		      (unsigned long long)(b2 - b1), (unsigned long long)remote);
+	cr_assert_leq((b3 - b2) * 10, remote * (8 + DIM * 4) * 11, "push: %llu bytes for %llu remote IDs and rows",
+		      (unsigned long long)(b3 - b2), (unsigned long long)remote);
 	for (uint32_t r = 0; r < 3; r++)
 		if (r != 1)
 			cr_assert_eq(memnet_calls(net, 1, r) - before[r], 3, "node 1 sent node %u %llu messages for 3 requests",
