@@ -84,6 +84,11 @@ void cluster_serve(void *ctx, uint32_t from, const uint8_t *frame, size_t len, c
  * thread. */
 void cluster_peer_lost(cluster *cl, uint32_t rank);
 
+/* The worker of key `worker` on this node (its connection) has gone:
+ * withdraw its arrival from the step it waits in, which answers it with
+ * CLOSED, as a server alone does.  Not waited for.  Any thread. */
+void cluster_step_leave(cluster *cl, uint64_t worker);
+
 /* Fail the synchronous steps this node coordinates whose deadline passed
  * (call it about every 100 ms; now_ns on emdb__now_ns's clock). */
 void cluster_tick(cluster *cl, uint64_t now_ns);

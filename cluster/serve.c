@@ -252,6 +252,11 @@ static void serve_step_arrive(cluster *cl, uint32_t from, const proto_node_msg *
 	steps_serve(cl, from, m, r);
 }
 
+static void serve_step_leave(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	steps_serve(cl, from, m, r);
+}
+
 static void serve_table_admin(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {
 	admin_serve(cl, from, m, r);

@@ -20,7 +20,9 @@
  *      arrives again while its earlier arrival still waits in an open step
  *      (a resend after a timeout) replaces it, so it is counted once; the
  *      earlier request is answered BUSY ("superseded").
- *   3. Every arrival is answered exactly once: by the barrier (the step's
+ *   3. A worker whose connection closes leaves its step (STEP_LEAVE to the
+ *      coordinator): its arrival is withdrawn and answered CLOSED.
+ *   4. Every arrival is answered exactly once: by the barrier (the step's
  *      result, its expiry, its close) or, for the completing one, by the
  *      end of the routed UPDATE.
  *
@@ -156,6 +158,34 @@ static void step_reply(cluster_call *call, int rc, const uint8_t *frame, size_t 
 		cluster__finish(req, EMDB_OK, NULL);
 }
 
+static uint64_t worker_key(uint32_t rank, uint64_t worker)
+{
+	return (uint64_t)(rank + 1) << 48 | (worker & ((1ull << 48) - 1));
+}
+
+static void leave_sent(cluster_call *call, int rc, const uint8_t *frame, size_t len)
+{
+	(void)cluster__req_of(call);
+}
+
+static void leave(cluster *cl, uint64_t key)
+{
+	step_leave(cl->steps, key, EMDB_ERR_CLOSED, "before a worker's connection closed");
+}
+
+void cluster_step_leave(cluster *cl, uint64_t worker)
+{
+	uint64_t key = worker_key(cl->rank, worker);
+	if (cl->rank == CLUSTER_COORDINATOR) {
+		leave(cl, key);
+		return;
+	}
+	proto_node_msg m = { .hdr = cluster__hdr(cl, PROTO_NODE_STEP_LEAVE, 0, false) };
+	m.u.step.worker = key;
+	/* Lost, the arrival stays until its step ends or times out. */
+	(void)cluster__send_for(cl, CLUSTER_COORDINATOR, &m, NULL, leave_sent, 0);
+}
+
 int steps_submit(cluster *cl, cluster_req *req)
 {
 	int rc;
@@ -165,7 +195,7 @@ int steps_submit(cluster *cl, cluster_req *req)
 		cluster__set_msg(req, rc, NULL);
 		return rc;
 	}
-	uint64_t key = (uint64_t)(cl->rank + 1) << 48 | (req->worker & ((1ull << 48) - 1));
+	uint64_t key = worker_key(cl->rank, req->worker);
 	if (cl->rank == CLUSTER_COORDINATOR) {
 		arrival *a = emdb_calloc(1, sizeof(*a));
 		rc = a ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "a synchronous step's arrival");
@@ -204,6 +234,10 @@ void steps_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_re
 	} else if ((s->worker >> 48) != from + 1u) {
 		rc = emdb__seterr(EMDB_ERR_PROTOCOL, "node %u sent a worker key of node %llu", from,
 				  (unsigned long long)(s->worker >> 48) - 1);
+	} else if (m->hdr.opcode == PROTO_NODE_STEP_LEAVE) {
+		leave(cl, s->worker);
+		cluster__reply_rows(cl, r, m->hdr.opcode, m->hdr.table, EMDB_OK, 0, NULL);
+		return;
 	} else if (s->workers > PROTO_UPDATE_WORKERS_MAX) {
 		rc = emdb__seterr(EMDB_ERR_INVALID, "UPDATE: %u workers, at most %u", s->workers,
 				  PROTO_UPDATE_WORKERS_MAX);

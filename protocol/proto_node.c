@@ -285,8 +285,9 @@ int proto_node_encode(uint8_t *buf, size_t cap, const proto_node_msg *m, size_t 
 		grads_write(&w, h->opcode, &m->u.grads, at);
 		break;
 	case C_STEP:
-		if (m->u.step.workers < 2)
-			proto__wr_fail(&w, "a synchronous step of %u workers", m->u.step.workers);
+		if (h->opcode == PROTO_NODE_STEP_LEAVE ? m->u.step.workers || m->u.step.timeout_ms : m->u.step.workers < 2)
+			proto__wr_fail(&w, "node %s of %u workers, timeout %u", proto_node_op_name(h->opcode),
+				       m->u.step.workers, m->u.step.timeout_ms);
 		wr_u32(&w, m->u.step.workers);
 		wr_u32(&w, m->u.step.timeout_ms);
 		wr_u64(&w, m->u.step.worker);
@@ -450,8 +451,11 @@ int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
 		m->u.step.workers = rd_u32(&r, "workers");
 		m->u.step.timeout_ms = rd_u32(&r, "timeout_ms");
 		m->u.step.worker = rd_u64(&r, "worker");
-		if (!r.err && m->u.step.workers < 2)
+		if (!r.err && h->opcode == PROTO_NODE_STEP_ARRIVE && m->u.step.workers < 2)
 			proto__rd_fail(&r, "%u workers: a synchronous step has 2 or more", m->u.step.workers);
+		if (!r.err && h->opcode == PROTO_NODE_STEP_LEAVE && (m->u.step.workers || m->u.step.timeout_ms))
+			proto__rd_fail(&r, "workers %u and timeout %u: both 0 in a leave", m->u.step.workers,
+				       m->u.step.timeout_ms);
 		break;
 	case C_ADMIN:
 		admin_read(&r, h->opcode, &m->u.admin);

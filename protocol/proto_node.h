@@ -86,6 +86,7 @@ enum {
  *   TICKET_FREE   free an owner ticket
  *   STEP_ARRIVE   a worker's UPDATE of a synchronous step, to the step's
  *                 coordinator -> the step's rows once applied everywhere
+ *   STEP_LEAVE    that worker's connection closed: withdraw its arrival
  *   TABLE_ADMIN   a table change asked of the coordinator by any node
  *   TABLE_PREPARE phase 1 of a table change: check, hold -> the node's id
  *   TABLE_COMMIT  phase 2: apply what PREPARE held
@@ -100,6 +101,7 @@ enum {
 	X(READ_STATE, read_state, 0x0606, SEL, VECS)                  \
 	X(TICKET_FREE, ticket_free, 0x0607, SEL, EMPTY)               \
 	X(STEP_ARRIVE, step_arrive, 0x0608, STEP, ROWS)               \
+	X(STEP_LEAVE, step_leave, 0x0609, STEP, EMPTY)                \
 	X(TABLE_ADMIN, table_admin, 0x0610, ADMIN, ROWS)              \
 	X(TABLE_PREPARE, table_prepare, 0x0611, ADMIN, ROWS)          \
 	X(TABLE_COMMIT, table_commit, 0x0612, ADMIN, EMPTY)           \
@@ -159,7 +161,8 @@ typedef struct proto_node_grads {
 
 /* STEP: worker `worker` (a key unique in the cluster: its home node's rank
  * and the worker's own key there) arrives at the table's step for
- * `workers`; timeout_ms 0: the coordinator's default. */
+ * `workers` (>= 2); timeout_ms 0: none.  STEP_LEAVE: workers and
+ * timeout_ms 0, the worker leaves whatever step it waits in. */
 typedef struct proto_node_step {
 	uint32_t workers;
 	uint32_t timeout_ms;

@@ -608,3 +608,53 @@ Test(cluster_route, a_step_of_workers_on_three_nodes_applies_once)
 	emdb_db_close(ref);
 	memnet_close(net);
 }
+
+/* A worker that leaves (its connection closed) is answered CLOSED and no
+ * longer counts: the step then needs another arrival. */
+Test(cluster_route, a_worker_that_leaves_no_longer_counts)
+{
+	memnet *net = memnet_open(3, 0);
+	cr_assert_not_null(net);
+	emdb_table_config cfg = table_cfg("l", EMDB_OPT_SGD);
+	uint32_t t = cl_create(net, 0, &cfg);
+	worker ws[3] = {
+		{ net, 1, t, 21, 0, 0, "" }, { net, 2, t, 22, 0, 0, "" }, { net, 0, t, 20, 0, 0, "" },
+	};
+	pthread_t th[3];
+	emdb_table_info info;
+	uint64_t sent = memnet_calls(net, 1, 0);
+	cr_assert_eq(pthread_create(&th[0], NULL, worker_step, &ws[0]), 0);
+	while (memnet_calls(net, 1, 0) == sent)
+		sched_yield();
+	memnet_quiesce(net);
+	cluster_step_leave(memnet_cl(net, 1), 21);
+	pthread_join(th[0], NULL);
+	cr_assert_eq(ws[0].rc, EMDB_ERR_CLOSED, "the worker that left: %d %s", ws[0].rc, ws[0].msg);
+	/* Two more arrive: with the first gone the step is still one short. */
+	sent = memnet_calls(net, 2, 0);
+	cr_assert_eq(pthread_create(&th[1], NULL, worker_step, &ws[1]), 0);
+	while (memnet_calls(net, 2, 0) == sent)
+		sched_yield();
+	memnet_quiesce(net);
+	cr_assert_eq(pthread_create(&th[2], NULL, worker_step, &ws[2]), 0);
+	memnet_quiesce(net);
+	for (uint32_t r = 0; r < 3; r++) {
+		cr_assert_eq(emdb_table_describe(memnet_db(net, r), t, &info), 0);
+		cr_assert_eq(info.stats.step, 0, "node %u applied a step of 2 arrivals out of 3", r);
+	}
+	/* The third completes it. */
+	worker again = { net, 1, t, 21, 0, 0, "" };
+	pthread_t th3;
+	cr_assert_eq(pthread_create(&th3, NULL, worker_step, &again), 0);
+	pthread_join(th3, NULL);
+	pthread_join(th[1], NULL);
+	pthread_join(th[2], NULL);
+	cr_assert_eq(again.rc, EMDB_OK, "%s", again.msg);
+	cr_assert_eq(ws[1].rc, EMDB_OK, "%s", ws[1].msg);
+	cr_assert_eq(ws[2].rc, EMDB_OK, "%s", ws[2].msg);
+	for (uint32_t r = 0; r < 3; r++) {
+		cr_assert_eq(emdb_table_describe(memnet_db(net, r), t, &info), 0);
+		cr_assert_eq(info.stats.step, 1, "node %u is at step %llu", r, (unsigned long long)info.stats.step);
+	}
+	memnet_close(net);
+}

@@ -18,7 +18,7 @@ static const float node_sample_f[5 * 4] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1
 static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 20
+#define NODE_SAMPLES 21
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -108,6 +108,10 @@ static inline bool node_sample(int k, proto_node_msg *m)
 	case 19:
 		m->hdr = r, m->hdr.opcode = PROTO_NODE_PULL, m->hdr.status = EMDB_ERR_NO_TABLE;
 		m->u.err = (proto_str){ "no such table: 3", 16 };
+		return true;
+	case 20:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_LEAVE, m->hdr.table = 0;
+		m->u.step = (proto_node_step){ 0, 0, (2ull << 48) | 7 };
 		return true;
 	}
 	return false;
