@@ -275,8 +275,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	step_expire(s->steps, stats_now_ns(), EMDB_ERR_TIMEOUT, "within update_barrier_timeout_ms");
-	if (s->cluster)
+	if (s->cluster) {
 		cluster_tick(s->cluster, emdb__now_ns());
+		server_cluster_tick(s);
+	}
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)

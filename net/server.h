@@ -87,6 +87,8 @@ struct server {
 	struct cluster *cluster;   /* this node's cluster layer (cluster/cluster.h),
 				      set before the threads start; NULL on a
 				      server alone (net/handle_cluster.c) */
+	uint64_t *peer_connects;   /* [nodes]: each peer's handshakes seen by
+				      server_cluster_tick (main thread) */
 	auth_limit auth;           /* failed AUTH per peer address */
 	pthread_mutex_t bg_lock;   /* guards bg_running */
 	pthread_cond_t bg_idle;    /* signalled when bg_running drops to 0 */

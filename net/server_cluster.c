@@ -20,6 +20,7 @@
 
 #include <event2/event.h>
 
+#include <emdb/alloc.h>
 #include <emdb/error.h>
 
 #include "base/clock.h"
@@ -115,7 +116,21 @@ int server_cluster_open(server *s, char *err, size_t errlen)
 		return -1;
 	}
 	node_link_serve(s->link, cluster_serve, s->cluster);
+	s->peer_connects = emdb_calloc(node_link_nodes(s->link), sizeof(*s->peer_connects));
 	return 0;
+}
+
+void server_cluster_tick(server *s)
+{
+	if (!s->link || !s->cluster || !s->peer_connects)
+		return;
+	for (uint32_t r = 0; r < node_link_nodes(s->link); r++) {
+		node_peer_info pi;
+		node_link_peer(s->link, r, &pi);
+		if (pi.connects > s->peer_connects[r] && s->peer_connects[r])
+			cluster_peer_lost(s->cluster, r); /* a new process: its old tickets are gone */
+		s->peer_connects[r] = pi.connects;
+	}
 }
 
 /* A node that found a disagreement stays LINGER_MS more, answering
@@ -177,4 +192,6 @@ void server_cluster_close(server *s)
 	s->link = NULL;
 	cluster_close(s->cluster);
 	s->cluster = NULL;
+	emdb_free(s->peer_connects);
+	s->peer_connects = NULL;
 }
