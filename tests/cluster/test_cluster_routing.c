@@ -10,6 +10,7 @@
  *     (emdb_client_update_sync): each step is applied once on every node,
  *     after the last worker's arrival, and every worker hears the same
  *     rows updated;
+ *   - the same with UCX's shared-memory transports offered;
  *   - after a node is SIGKILLed, a request that needs it fails with NODE
  *     naming it, bounded by the node timeout, and requests that need only
  *     the others are answered.
@@ -129,7 +130,7 @@ static void three_workers_take_three_steps(emdb_client **c, uint32_t t)
 	}
 }
 
-Test(cluster_routing, training_through_two_homes_is_one_engine, .fini = fini, .timeout = 180)
+static void training_through_two_homes(void)
 {
 	ch_init(3);
 	for (int i = 0; i < 3; i++)
@@ -225,4 +226,21 @@ Test(cluster_routing, training_through_two_homes_is_one_engine, .fini = fini, .t
 	for (int i = 0; i < 2; i++)
 		emdb_client_close(c[i]);
 	emdb_client_close(c[2]);
+}
+
+Test(cluster_routing, training_through_two_homes_is_one_engine, .fini = fini, .timeout = 180)
+{
+	training_through_two_homes(); /* UCX over TCP on loopback */
+}
+
+/* The same with UCX's shared-memory transports offered (and tcp, which
+ * the listener's connection manager needs), with the error handling they
+ * need to notice a peer's loss (docs/cluster.md, UCX settings). */
+Test(cluster_routing, over_shared_memory, .fini = fini, .timeout = 180)
+{
+	setenv("UCX_TLS", "sm,self,tcp", 1); /* tcp: the listener's connection manager */
+	setenv("UCX_NET_DEVICES", "lo", 1);
+	setenv("UCX_POSIX_ERROR_HANDLING", "y", 1);
+	setenv("UCX_SYSV_ERROR_HANDLING", "y", 1);
+	training_through_two_homes();
 }
