@@ -29,7 +29,8 @@
  *      ones refused, before the I/O threads drain (step_close), so every
  *      answer is posted while its thread still runs.
  *
- * State changes: server_create (engine, store, restore at start),
+ * State changes: server_create (engine, store, restore at start, the
+ * node link of a cluster: net/server_cluster.h),
  * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
  * server_config_set_many (cfg, rt, memory limit, log level, the TLS

@@ -6,8 +6,9 @@
  *   server_create(cfg)  opens the engine, applies the memory limit, opens
  *                       the checkpoint store and restores from it when
  *                       asked (net/checkpoint.h), starts the job thread;
- *   server_start        binds the listeners, writes the port file, starts
- *                       the I/O threads;
+ *   server_start        starts the I/O threads, waits for the cluster to
+ *                       form (a node of one: net/server_cluster.h), binds
+ *                       the listeners, writes the port file;
  *   server_run          accepts connections and hands them to the I/O
  *                       threads round robin, until SIGTERM/SIGINT or a
  *                       SHUTDOWN request; then stops accepting, drains the

@@ -138,6 +138,7 @@ void server_cluster_tick(server *s)
  * reaches 1 s) find it too and stop with the reason rather than a
  * timeout.  SIGTERM/SIGINT cut it short. */
 #define LINGER_MS 2500
+#define NOTE_EVERY_NS (5ull * 1000000000ull) /* "still forming" in the log */
 
 static void linger(server *s)
 {
@@ -159,6 +160,7 @@ int server_cluster_wait(server *s)
 	char err[512];
 	log_info("forming cluster '%s': rank %u of %u, waiting up to %u ms for every node", cc->id,
 		 node_link_rank(s->link), cc->nodes, limit);
+	uint64_t next_note = emdb__now_ns() + NOTE_EVERY_NS;
 	for (;;) {
 		/* SIGTERM/SIGINT are libevent's: let them in. */
 		event_base_loop(s->base, EVLOOP_NONBLOCK);
@@ -174,6 +176,10 @@ int server_cluster_wait(server *s)
 			log_error("cannot form cluster '%s': %s", cc->id, err);
 			linger(s);
 			return -1;
+		}
+		if (emdb__now_ns() >= next_note) {
+			log_info("cluster '%s' still forming: %s", cc->id, err);
+			next_note += NOTE_EVERY_NS;
 		}
 		if (emdb__now_ns() >= until) {
 			log_error("cluster '%s' did not form within %u ms (cluster_start_timeout_ms): %s", cc->id, limit,

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,8 @@ typedef struct node {
 	int n_held;
 } node;
 
+static bool busy_poll; /* the links of the test poll UCX (cluster_busy_poll) */
+
 static void open_node(node *nd, const cluster_conf *c, uint32_t rank, const char *secret, uint32_t timeout_ms)
 {
 	memset(nd, 0, sizeof(*nd));
@@ -104,6 +107,7 @@ static void open_node(node *nd, const cluster_conf *c, uint32_t rank, const char
 	lc.secret = (const uint8_t *)secret;
 	lc.secret_len = strlen(secret);
 	lc.node_timeout_ms = timeout_ms;
+	lc.busy_poll = busy_poll;
 	lc.log = test_log;
 	lc.log_arg = (void *)(uintptr_t)rank;
 	char err[512];
@@ -240,6 +244,26 @@ static void set_shm(void)
 	setenv("UCX_SYSV_ERROR_HANDLING", "y", 1);
 }
 
+/* Two links of a fresh two-node cluster over TCP: a (rank 0, ready) and
+ * b (rank 1, `secret_b`, serving with `serve_b` when not NULL). */
+static void open_pair(cluster_conf *c, node *a, node *b, uint32_t timeout_ms, cluster_serve_fn serve_b)
+{
+	set_tcp();
+	make_conf(c, 2);
+	open_node(a, c, 0, SECRET, timeout_ms);
+	open_node(b, c, 1, SECRET, timeout_ms);
+	if (serve_b)
+		node_link_serve(b->link, serve_b, b);
+	wait_ready(a);
+}
+
+static void close_pair(cluster_conf *c, node *a, node *b)
+{
+	node_link_destroy(a->link);
+	node_link_destroy(b->link);
+	cluster_conf_free(c);
+}
+
 /* Echo calls both ways, small and large, with exact counters. */
 static void echo_round_trip(void)
 {
@@ -290,14 +314,19 @@ static void echo_round_trip(void)
 	cr_assert_eq(b1.requests_served - b0.requests_served, 3);
 	cr_assert_eq(a1.calls_failed, 0);
 
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 Test(node_link, echo_over_tcp, .timeout = 60)
 {
 	set_tcp();
+	echo_round_trip();
+}
+
+Test(node_link, echo_over_tcp_busy_polling, .timeout = 60)
+{
+	set_tcp();
+	busy_poll = true;
 	echo_round_trip();
 }
 
@@ -363,15 +392,70 @@ Test(node_link, three_nodes_concurrent_calls, .timeout = 90)
 	cluster_conf_free(&c);
 }
 
+/* The cluster layer answers from its engine's helper thread, and hands
+ * work back to the link's thread with post(): both from another thread. */
+static pthread_t done_thread;
+static pthread_t posted_thread;
+static _Atomic int posted;
+
+static void note_thread(cluster_call *call, int rc, const uint8_t *frame, size_t len)
+{
+	done_thread = pthread_self();
+	on_done(call, rc, frame, len);
+}
+
+static void on_posted(void *arg)
+{
+	posted_thread = pthread_self();
+	atomic_store(&posted, 1);
+}
+
+Test(node_link, reply_and_post_from_another_thread, .timeout = 60)
+{
+	cluster_conf c;
+	node a, b;
+	open_pair(&c, &a, &b, 10000, hold);
+	waiter w;
+	w_init(&w);
+	w.call.done = note_thread;
+	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 1, "question", 8, &w.call), EMDB_OK);
+	uint64_t end = now_ms() + WAIT_MS;
+	for (;;) {
+		pthread_mutex_lock(&b.mu);
+		int n = b.n_held;
+		pthread_mutex_unlock(&b.mu);
+		if (n == 1 || now_ms() > end)
+			break;
+		sleep_ms(5);
+	}
+	cr_assert_eq(b.n_held, 1, "the request never reached the serve function");
+	/* This thread answers: the reply is copied before reply() returns. */
+	char answer[64];
+	snprintf(answer, sizeof(answer), "answer from the test thread");
+	cr_assert_eq(b.cl.ops->reply(b.cl.ctx, b.held[0], answer, strlen(answer)), EMDB_OK);
+	memset(answer, 'x', sizeof(answer));
+	b.n_held = 0;
+	cr_assert(w_wait(&w, WAIT_MS));
+	cr_assert_eq(w.rc, EMDB_OK, "%s %s", emdb_err_name(w.rc), w.msg);
+	cr_assert_eq(w.len, strlen("answer from the test thread"));
+	cr_assert(memcmp(w.reply, "answer from the test thread", w.len) == 0);
+	w_free(&w);
+	/* post() runs on the link's thread: the one that ran done(). */
+	a.cl.ops->post(a.cl.ctx, on_posted, NULL);
+	end = now_ms() + WAIT_MS;
+	while (!atomic_load(&posted) && now_ms() < end)
+		sleep_ms(5);
+	cr_assert(atomic_load(&posted), "the posted function never ran");
+	cr_assert(pthread_equal(posted_thread, done_thread));
+	cr_assert(!pthread_equal(posted_thread, pthread_self()));
+	close_pair(&c, &a, &b);
+}
+
 Test(node_link, no_serve_function_answers_busy, .timeout = 60)
 {
-	set_tcp();
 	cluster_conf c;
-	make_conf(&c, 2);
 	node a, b;
-	open_node(&a, &c, 0, SECRET, 10000);
-	open_node(&b, &c, 1, SECRET, 10000);
-	wait_ready(&a);
+	open_pair(&c, &a, &b, 10000, NULL);
 	waiter w;
 	int rc = call_wait(&a, 1, "x", 1, &w);
 	cr_assert_eq(rc, EMDB_ERR_BUSY, "%s %s", emdb_err_name(rc), w.msg);
@@ -379,21 +463,14 @@ Test(node_link, no_serve_function_answers_busy, .timeout = 60)
 	/* Calls to itself or to no node are refused at once. */
 	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 0, "x", 1, &w.call), EMDB_ERR_INVALID);
 	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 2, "x", 1, &w.call), EMDB_ERR_INVALID);
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 Test(node_link, unanswered_call_ends_at_its_deadline, .timeout = 60)
 {
-	set_tcp();
 	cluster_conf c;
-	make_conf(&c, 2);
 	node a, b;
-	open_node(&a, &c, 0, SECRET, 300);
-	open_node(&b, &c, 1, SECRET, 300);
-	node_link_serve(b.link, hold, &b);
-	wait_ready(&a);
+	open_pair(&c, &a, &b, 300, hold);
 	waiter w;
 	int rc = call_wait(&a, 1, "ping", 4, &w);
 	cr_assert_eq(rc, EMDB_ERR_NODE, "%s", emdb_err_name(rc));
@@ -412,9 +489,7 @@ Test(node_link, unanswered_call_ends_at_its_deadline, .timeout = 60)
 	cr_assert(strstr(w.msg, "deadline"), "%s", w.msg);
 	release_held(&b); /* late: dropped by a */
 	sleep_ms(100);
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 static bool wait_state(node *nd, uint32_t rank, node_peer_state want, long ms)
@@ -455,9 +530,7 @@ Test(node_link, wrong_secret_is_refused_on_both_sides, .timeout = 60)
 	waiter w;
 	w_init(&w);
 	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 1, "x", 1, &w.call), EMDB_ERR_NODE);
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 }
 
 Test(node_link, different_membership_is_refused, .timeout = 60)
@@ -479,9 +552,7 @@ Test(node_link, different_membership_is_refused, .timeout = 60)
 	int rc = node_link_wait_ready(a.link, WAIT_MS, err, sizeof(err));
 	cr_assert_eq(rc, EMDB_ERR_NODE, "%s: %s", emdb_err_name(rc), err);
 	cr_assert(strstr(err, "node 1") && strstr(err, "partitions"), "%s", err);
-	node_link_destroy(a.link);
-	node_link_destroy(b.link);
-	cluster_conf_free(&c);
+	close_pair(&c, &a, &b);
 	cluster_conf_free(&other);
 }
 
@@ -622,4 +693,28 @@ Test(node_link, killed_peer_ends_calls_and_rejoins_over_tcp, .timeout = 90)
 {
 	set_tcp();
 	killed_peer();
+}
+
+/* Over shared memory UCX notices a dead peer only at its keepalive (about
+ * 20 s): a call in flight to a SIGKILLed peer still ends, by its deadline,
+ * naming the node; nothing hangs. */
+Test(node_link, killed_peer_over_shared_memory_ends_by_the_deadline, .timeout = 90)
+{
+	set_shm();
+	cluster_conf c;
+	make_conf(&c, 2);
+	pid_t child = spawn_peer(&c, true);
+	node a;
+	open_node(&a, &c, 0, SECRET, 1000);
+	wait_ready(&a);
+	waiter w;
+	w_init(&w);
+	cr_assert_eq(a.cl.ops->call(a.cl.ctx, 1, "held", 4, &w.call), EMDB_OK);
+	sleep_ms(100);
+	kill_peer(child);
+	cr_assert(w_wait(&w, WAIT_MS), "the call to a killed node never ended");
+	cr_assert_eq(w.rc, EMDB_ERR_NODE, "%s", emdb_err_name(w.rc));
+	cr_assert(strstr(w.msg, "node 1 (127.0.0.1:"), "%s", w.msg);
+	node_link_destroy(a.link);
+	cluster_conf_free(&c);
 }
