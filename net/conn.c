@@ -43,6 +43,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "net/handle_int.h"
 #include "net/conn.h"
 #include "net/log.h"
 #include "net/loop.h"
@@ -70,6 +71,8 @@ conn *conn_create(io_thread *t, int fd, bool loopback, const char *peer)
 	inbuf_init(&c->in);
 	obuf_init(&c->out);
 	tickets_init(&c->tickets);
+	if (c->srv->cluster) /* its tickets are the cluster layer's */
+		tickets_set_free(&c->tickets, handle_cluster_ticket_free, c->srv->cluster);
 
 	c->next = t->conns;
 	if (t->conns)

@@ -40,6 +40,7 @@
 #include <emdb/db.h>
 #include <emdb/error.h>
 
+#include "cluster/cluster.h"
 #include "db/step.h"
 #include "net/checkpoint.h"
 #include "net/conn.h"
@@ -351,6 +352,8 @@ static void step_answered(void *arg, int status, uint64_t rows, const char *msg)
 
 void handle_conn_gone(conn *c)
 {
+	if (c->srv->cluster) /* its arrival waits at the step coordinator */
+		cluster_step_leave(c->srv->cluster, c->id);
 	unsigned n = step_leave(c->srv->steps, c->id, EMDB_ERR_CLOSED, "before a worker's connection closed");
 	if (n)
 		log_info("conn %llu (%s): closed with %u UPDATEs of synchronous steps waiting: withdrawn",

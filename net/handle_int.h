@@ -18,6 +18,7 @@
 #ifndef EMDB_NET_HANDLE_INT_H
 #define EMDB_NET_HANDLE_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,14 @@ typedef int (*op_handler)(conn *c, const proto_hdr *h, const uint8_t *body);
 	int handle_##name(conn *c, const proto_hdr *h, const uint8_t *body);
 PROTO_OP_MAP(HANDLER_)
 #undef HANDLER_
+
+/* A node of a cluster (s->cluster set) runs these opcodes through the
+ * cluster layer: handle_routed (net/handle_cluster.c) instead of their
+ * handle_<name>.  Its connections' tickets are freed with
+ * handle_cluster_ticket_free (ctx: the cluster). */
+bool handle_is_routed(uint16_t op);
+int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body);
+void handle_cluster_ticket_free(void *cl, void *t);
 
 /* Record the message for the error reply and return status. */
 int handle_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -49,6 +49,8 @@
 #include <emdb/alloc.h>
 #include <emdb/db.h>
 
+#include "base/clock.h"
+#include "cluster/cluster.h"
 #include "net/handle.h"
 #include "net/listen.h"
 #include "net/log.h"
@@ -275,6 +277,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	step_expire(s->steps, stats_now_ns(), EMDB_ERR_TIMEOUT, "within update_barrier_timeout_ms");
+	if (s->cluster) {
+		cluster_tick(s->cluster, emdb__now_ns());
+		server_cluster_tick(s);
+	}
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)

@@ -85,6 +85,11 @@ struct server {
 	step_barrier *steps;       /* synchronous steps of UPDATE (db/step.h) */
 	struct node_link *link;    /* this node's link to the others
 				      (net/server_cluster.h); NULL: one node */
+	struct cluster *cluster;   /* this node's cluster layer (cluster/cluster.h),
+				      set before the threads start; NULL on a
+				      server alone (net/handle_cluster.c) */
+	uint64_t *peer_connects;   /* [nodes]: each peer's handshakes seen by
+				      server_cluster_tick (main thread) */
 	auth_limit auth;           /* failed AUTH per peer address */
 	pthread_mutex_t bg_lock;   /* guards bg_running */
 	pthread_cond_t bg_idle;    /* signalled when bg_running drops to 0 */

@@ -20,9 +20,11 @@
 
 #include <event2/event.h>
 
+#include <emdb/alloc.h>
 #include <emdb/error.h>
 
 #include "base/clock.h"
+#include "cluster/cluster.h"
 #include "net/cluster_conf.h"
 #include "net/log.h"
 #include "net/node_link.h"
@@ -99,8 +101,36 @@ int server_cluster_open(server *s, char *err, size_t errlen)
 	lc.log = link_log;
 	int rc = node_link_create(&lc, &s->link, err, errlen);
 	memset(secret, 0, sizeof(secret));
+	uint32_t partitions = conf.partitions;
 	cluster_conf_free(&conf);
-	return rc == EMDB_OK ? 0 : -1;
+	if (rc != EMDB_OK)
+		return -1;
+	/* The cluster layer over the link, serving the peers' requests from
+	 * now on (before: BUSY); the handlers route through it (s->cluster). */
+	cluster_link cl;
+	node_link_as_cluster_link(s->link, &cl);
+	if (cluster_open(s->db, &cl, partitions, &s->cluster) != EMDB_OK) {
+		snprintf(err, errlen, "the cluster layer: %s", emdb_last_error());
+		node_link_destroy(s->link);
+		s->link = NULL;
+		return -1;
+	}
+	node_link_serve(s->link, cluster_serve, s->cluster);
+	s->peer_connects = emdb_calloc(node_link_nodes(s->link), sizeof(*s->peer_connects));
+	return 0;
+}
+
+void server_cluster_tick(server *s)
+{
+	if (!s->link || !s->cluster || !s->peer_connects)
+		return;
+	for (uint32_t r = 0; r < node_link_nodes(s->link); r++) {
+		node_peer_info pi;
+		node_link_peer(s->link, r, &pi);
+		if (pi.connects > s->peer_connects[r] && s->peer_connects[r])
+			cluster_peer_lost(s->cluster, r); /* a new process: its old tickets are gone */
+		s->peer_connects[r] = pi.connects;
+	}
 }
 
 /* A node that found a disagreement stays LINGER_MS more, answering
@@ -161,6 +191,13 @@ int server_cluster_wait(server *s)
 
 void server_cluster_close(server *s)
 {
+	if (s->link)
+		node_link_serve(s->link, NULL, NULL);
+	cluster_drain(s->cluster); /* waiting steps answered before the link goes */
 	node_link_destroy(s->link);
 	s->link = NULL;
+	cluster_close(s->cluster);
+	s->cluster = NULL;
+	emdb_free(s->peer_connects);
+	s->peer_connects = NULL;
 }

@@ -29,6 +29,11 @@ int server_cluster_open(server *s, char *err, size_t errlen);
  * 0 when ready, -1 (logged, naming the node and the reason) otherwise. */
 int server_cluster_wait(server *s);
 
+/* Every tick (main thread): a peer that connected again since the last
+ * tick restarted, so the owner tickets it held here are freed
+ * (cluster_peer_lost).  Safe without a link. */
+void server_cluster_tick(server *s);
+
 /* Close the link (calls in flight end CLOSED); after the I/O threads
  * stopped.  Safe without a link. */
 void server_cluster_close(server *s);

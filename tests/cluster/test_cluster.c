@@ -132,14 +132,16 @@ Test(cluster, killed_node_shows_down_and_rejoins, .fini = fini, .timeout = 120)
 		cr_assert(strstr(t, "node_2_last_error: connection lost"), "%s", t);
 		emdb_free(t);
 	}
-	/* The others keep answering what does not need node 2. */
+	/* The others keep answering what does not need node 2; a table
+	 * change needs every node, so it is refused, naming node 2. */
 	emdb_client *c = ch_client(1);
 	cr_assert_eq(emdb_client_ping(c), EMDB_OK);
 	emdb_table_config tc = EMDB_TABLE_CONFIG_INIT;
 	strcpy(tc.name, "t");
 	tc.dim = 4;
 	uint32_t id;
-	cr_assert_eq(emdb_client_table_create(c, &tc, &id), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(emdb_client_table_create(c, &tc, &id), EMDB_ERR_NODE, "%s", emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "node 2"), "%s", emdb_client_last_error());
 	emdb_client_close(c);
 
 	/* Restarted, it forms with the others again. */
@@ -156,4 +158,13 @@ Test(cluster, killed_node_shows_down_and_rejoins, .fini = fini, .timeout = 120)
 	char *t = ch_info(2);
 	cr_assert(strstr(t, "state: ready\n"), "%s", t);
 	emdb_free(t);
+	/* With node 2 back, the table change applies on every node. */
+	c = ch_client(1);
+	cr_assert_eq(emdb_client_table_create(c, &tc, &id), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c);
+	c = ch_client(2);
+	uint32_t id2;
+	cr_assert_eq(emdb_client_table_find(c, "t", &id2), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(id2, id);
+	emdb_client_close(c);
 }

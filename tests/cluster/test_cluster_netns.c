@@ -1,8 +1,9 @@
 /*
  * test_cluster_netns.c - two emdb-server nodes in two network namespaces
  * joined by a veth pair, UCX over TCP only: the cluster forms across a
- * real (virtual) link instead of loopback, and a node killed on one side
- * shows down on the other.
+ * real (virtual) link instead of loopback, requests routed across it give
+ * one engine's rows, and a node killed on one side shows down on the
+ * other.
  *
  * It needs root and `ip netns`; elsewhere it skips with a message.  The
  * namespaces carry the test's pid in their names, and the fixture deletes
@@ -11,6 +12,9 @@
  */
 #include <criterion/criterion.h>
 #include <stdarg.h>
+
+#include <emdb/client.h>
+#include <emdb/db.h>
 
 #include "tests/lib/cluster_harness.h"
 
@@ -84,6 +88,37 @@ Test(cluster_netns, two_namespaces_over_veth, .fini = fini, .timeout = 120)
 		cr_assert(strstr(t, "state: ready\n") && strstr(t, want), "node %d:\n%s", i, t);
 		emdb_free(t);
 	}
+	/* Requests routed across the veth: rows owned by both nodes, pulled,
+	 * pushed and updated through node 1, read through node 0, as one
+	 * engine in this process has them. */
+	emdb_client *c0 = ch_client(0), *c1 = ch_client(1);
+	emdb_table_config tc = EMDB_TABLE_CONFIG_INIT;
+	strcpy(tc.name, "veth");
+	tc.dim = 8;
+	tc.init = (emdb_init){ EMDB_INIT_UNIFORM, -1, 1 };
+	uint32_t t, lt;
+	cr_assert_eq(emdb_client_table_create(c1, &tc, &t), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_db *db;
+	cr_assert_eq(emdb_db_open(NULL, &db), 0);
+	cr_assert_eq(emdb_table_create(db, &tc, &lt), 0);
+	static uint64_t ids[256];
+	static float a[256 * 8], b[256 * 8];
+	for (int i = 0; i < 256; i++)
+		ids[i] = (uint64_t)i * 7919;
+	cr_assert_eq(emdb_client_pull(c1, t, ids, 256, 8, a), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(emdb_pull(db, lt, ids, 256, 8, b), 0);
+	cr_assert(memcmp(a, b, sizeof(a)) == 0, "pulled rows differ from one engine's");
+	cr_assert_eq(emdb_client_push(c1, t, ids, 256, 8, a), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(emdb_push(db, lt, ids, 256, 8, b), 0);
+	cr_assert_eq(emdb_client_update(c1, t, NULL), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(emdb_update(db, lt, NULL), 0);
+	cr_assert_eq(emdb_client_lookup(c0, t, ids, 256, 8, a, NULL), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(emdb_lookup(db, lt, ids, 256, 8, b, NULL), 0);
+	cr_assert(memcmp(a, b, sizeof(a)) == 0, "updated rows differ from one engine's");
+	emdb_db_close(db);
+	emdb_client_close(c0);
+	emdb_client_close(c1);
+
 	ch_kill(1);
 	char down[96];
 	snprintf(down, sizeof(down), "node_1: addr=%s:7900 state=down", h1);
