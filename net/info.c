@@ -215,12 +215,18 @@ static void sec_tables(server *s, sbuf *b)
 		if (emdb_table_describe(s->db, ids[i], &t) != EMDB_OK)
 			continue;
 		const char *opt = emdb_optimizer_name(t.config.optimizer.kind);
+		emdb_tier_info ti;
+		if (emdb_table_tier(s->db, ids[i], &ti) != EMDB_OK)
+			memset(&ti, 0, sizeof(ti));
 		put(b, "table_%s: id=%u dim=%u optimizer=%s rows=%" PRIu64 " step=%" PRIu64
-		       " pending_rows=%" PRIu64 " bytes=%" PRIu64 "\n",
+		       " pending_rows=%" PRIu64 " bytes=%" PRIu64 " tier=%s hot_rows=%" PRIu64
+		       " device_bytes=%" PRIu64 "%s\n",
 		    t.config.name, t.id, t.config.dim, opt ? opt : "?", t.stats.rows, t.stats.step,
 		    t.stats.pending_rows,
 		    t.stats.bytes_vectors + t.stats.bytes_optimizer + t.stats.bytes_index +
-			    t.stats.bytes_grads + t.stats.bytes_overhead);
+			    t.stats.bytes_grads + t.stats.bytes_overhead,
+		    ti.tier ? ti.tier : "host", ti.hot_rows, ti.bytes_device,
+		    ti.failed ? " device_failed=1" : "");
 	}
 	emdb_free(ids);
 }
