@@ -20,6 +20,7 @@
  *      batch order, first one first, and that sum is added to the
  *      accumulator: the same floats on every backend.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +336,38 @@ int tier_gather(tier *t, uint32_t replica, const uint64_t *slots, size_t n, floa
 		else
 			t->st.bytes_d2h += b;
 	}
+	return rc;
+}
+
+int tier_gather_dev(tier *t, uint32_t replica, const uint64_t *slots, size_t n, float *out)
+{
+	int rc = tier_check_live(t);
+
+	if (!rc)
+		rc = tier_check_replica(t, replica);
+	if (rc)
+		return rc;
+	if (!slots || !n || !out)
+		return emdb__seterr(EMDB_ERR_INVALID, "%s tier: gather_dev: empty batch or NULL",
+				    t->be->name);
+	if (!t->be->gather_dev) {
+		rc = tier_check_slots(t, slots, n);
+		if (rc) { /* what a device does with a bad slot */
+			for (size_t i = 0; i < n; i++) {
+				uint64_t c = slots[i] / t->cfg.rows_per_chunk;
+
+				if (c >= t->cfg.max_chunks || !t->chunk_used[c])
+					for (uint32_t k = 0; k < t->cfg.dim; k++)
+						out[i * t->cfg.dim + k] = NAN;
+			}
+			return rc;
+		}
+		rc = tier_result(t, t->be->gather(t, replica, slots, n, out, true));
+	} else {
+		rc = tier_result(t, t->be->gather_dev(t, replica, slots, n, out));
+	}
+	if (!rc)
+		t->st.bytes_d2d += n * (uint64_t)t->cfg.dim * sizeof(float);
 	return rc;
 }
 

@@ -128,6 +128,14 @@ int tier_init_rows(tier *t, const uint64_t *slots, const uint64_t *ids, size_t n
 int tier_gather(tier *t, uint32_t replica, const uint64_t *slots, size_t n, float *out,
 		bool out_in_tier);
 
+/* Gather with the slots in tier memory too (n slots on `replica`'s
+ * device; host memory for host and test), into tier memory: nothing
+ * crosses to the host, as a GPU trainer holding its keys on the device
+ * needs.  The slots cannot be checked before the kernel reads them: the
+ * row of a slot outside an allocated chunk is written as NaN and the
+ * call returns INVALID (the tier stays usable). */
+int tier_gather_dev(tier *t, uint32_t replica, const uint64_t *slots, size_t n, float *out);
+
 /* Scatter-add: add grads[i*dim .. +dim) to the accumulator of slots[i] on
  * `replica`.  Duplicates in the batch are combined on the host first
  * (summed in batch order, then added to the accumulator), so a kernel

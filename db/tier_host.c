@@ -225,6 +225,7 @@ const tier_backend tier_host_backend = {
 	.get_rows = host_get_rows,
 	.init_rows = host_init_rows,
 	.gather = host_gather,
+	.gather_dev = NULL,
 	.accumulate = host_accumulate,
 	.reduce = host_reduce,
 	.step = host_step,

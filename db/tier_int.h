@@ -46,6 +46,11 @@ typedef struct tier_backend {
 			 const tier_init_args *a);
 	int (*gather)(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *out,
 		      bool out_in_tier);
+	/* tier_gather_dev: slots and out in replica r's memory, unchecked;
+	 * returns INVALID when a slot was bad (its row NaN).  NULL: the
+	 * tier's memory is host memory, and the shared part checks the slots
+	 * and calls gather. */
+	int (*gather_dev)(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *out);
 	/* acc_r[pidx[i]] += grads[i] (host memory, dim floats each). */
 	int (*accumulate)(tier *t, uint32_t r, const uint32_t *pidx, size_t n, const float *grads);
 	/* acc_r[0..npend) = sum over replicas, on every replica. */

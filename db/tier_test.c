@@ -169,6 +169,7 @@ const tier_backend tier_test_backend = {
 	.get_rows = test_get_rows,
 	.init_rows = test_init_rows,
 	.gather = test_gather,
+	.gather_dev = NULL,
 	.accumulate = test_accumulate,
 	.reduce = test_reduce,
 	.step = test_step,

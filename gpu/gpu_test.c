@@ -229,6 +229,25 @@ static void test_gather(uint32_t dim)
 	check(ok, "%s: into device memory%s", what, "");
 	check(tier_gather(p.d, 0, s, b, h, true) == EMDB_ERR_INVALID,
 	      "%s: a host pointer as device memory is refused%s", what, "");
+	{
+		uint64_t *ds = NULL, bad = (uint64_t)n + 5000; /* past the chunks */
+
+		memset(h, 0, b * dim * sizeof(float));
+		ok = cudaMalloc((void **)&ds, b * sizeof(uint64_t)) == cudaSuccess &&
+		     cudaMemcpy(ds, s, b * sizeof(uint64_t), cudaMemcpyHostToDevice) == cudaSuccess &&
+		     !tier_gather_dev(p.d, 0, ds, b, dev) &&
+		     cudaMemcpy(h, dev, b * dim * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess &&
+		     !memcmp(a, h, b * dim * sizeof(float));
+		check(ok, "%s: keys and output in device memory%s", what, "");
+		ok = cudaMemcpy(ds + 7, &bad, sizeof(bad), cudaMemcpyHostToDevice) == cudaSuccess &&
+		     tier_gather_dev(p.d, 0, ds, b, dev) == EMDB_ERR_INVALID &&
+		     cudaMemcpy(h, dev, b * dim * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess &&
+		     isnan(h[7 * dim]) && !memcmp(a, h, 7 * dim * sizeof(float)) &&
+		     !tier_gather_dev(p.d, 0, ds, 1, dev);
+		check(ok, "%s: a device key past the chunks gives NaN and INVALID, the tier goes on%s",
+		      what, "");
+		cudaFree(ds);
+	}
 	cudaFree(dev);
 	free(ids);
 	free(s);

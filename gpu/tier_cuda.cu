@@ -45,6 +45,7 @@ typedef struct cuda_replica {
 	float *acc;               /* [max_pending * dim] device            */
 	void *scratch[3];         /* device scratch, grown on demand       */
 	size_t scratch_cap[3];
+	int *bad;                 /* device flag: a gather met a bad slot  */
 #ifdef EMDB_HAVE_NCCL
 	ncclComm_t comm;
 #endif
@@ -92,6 +93,7 @@ static tk_rows rows_of(const tier *t, uint32_t r)
 	R.stride = C(t)->stride;
 	R.dim = t->cfg.dim;
 	R.row_floats = t->row_floats;
+	R.n_chunks = t->cfg.max_chunks;
 	return R;
 }
 
@@ -225,6 +227,8 @@ static void cuda_close(tier *t)
 				(void)cudaFree(p->scratch[k]);
 		if (p->acc)
 			(void)cudaFree(p->acc);
+		if (p->bad)
+			(void)cudaFree(p->bad);
 		if (p->d_dir)
 			(void)cudaFree(p->d_dir);
 		for (int k = 0; k < 2; k++)
@@ -260,6 +264,7 @@ static int open_replica(tier *t, uint32_t r)
 	CK(cudaMemset(p->d_dir, 0, (size_t)t->cfg.max_chunks * sizeof(float *)), "directory");
 	CK(cudaMalloc((void **)&p->acc, acc_bytes), "accumulators");
 	CK(cudaMemset(p->acc, 0, acc_bytes), "accumulators");
+	CK(cudaMalloc((void **)&p->bad, sizeof(int)), "flag");
 	return EMDB_OK;
 }
 
@@ -440,42 +445,76 @@ static int cuda_init_rows(tier *t, const uint64_t *slots, const uint64_t *ids, s
 	return EMDB_OK;
 }
 
+/* Whether p is memory of replica r's device. */
+static int check_device_ptr(tier *t, uint32_t r, const void *p, const char *what)
+{
+	cudaPointerAttributes pa;
+
+	if (cudaPointerGetAttributes(&pa, p) != cudaSuccess || pa.type != cudaMemoryTypeDevice ||
+	    pa.device != C(t)->rep[r].dev) {
+		(void)cudaGetLastError();
+		return emdb__seterr(EMDB_ERR_INVALID, "cuda tier: %s is not memory of device %d", what,
+				    C(t)->rep[r].dev);
+	}
+	return EMDB_OK;
+}
+
+/* The gather kernel over device slots ds into device out, then the bad
+ * slot flag: INVALID when a slot was outside the chunks (its row NaN). */
+static int launch_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, float *dout)
+{
+	cuda_replica *p = &C(t)->rep[r];
+	int bad = 0;
+
+	CK(cudaMemsetAsync(p->bad, 0, sizeof(int), p->stream), "gather");
+	if (t->cfg.dim % 4 == 0 && ((uintptr_t)dout & 15) == 0)
+		tk_gather4<<<tk_blocks(n * (t->cfg.dim / 4)), TK_THREADS, 0, p->stream>>>(
+			rows_of(t, r), ds, n, (float4 *)dout, p->bad);
+	else
+		tk_gather1<<<tk_blocks(n * t->cfg.dim), TK_THREADS, 0, p->stream>>>(
+			rows_of(t, r), ds, n, dout, p->bad);
+	CK(cudaGetLastError(), "gather");
+	CK(cudaMemcpyAsync(&bad, p->bad, sizeof(int), cudaMemcpyDeviceToHost, p->stream), "gather");
+	CK(cudaStreamSynchronize(p->stream), "gather");
+	if (bad)
+		return emdb__seterr(EMDB_ERR_INVALID, "cuda tier: gather: a slot outside the chunks "
+				    "allocated (its row is NaN)");
+	return EMDB_OK;
+}
+
 /* out_in_tier: out must be memory of replica r's device. */
 static int cuda_gather(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *out,
 		       bool out_in_tier)
 {
 	size_t bytes = n * t->cfg.dim * sizeof(float);
-	cudaStream_t st = C(t)->rep[r].stream;
 	uint64_t *ds;
 	float *dout = out;
 	int rc = use(t, r);
 
-	if (!rc && out_in_tier) {
-		cudaPointerAttributes pa;
-
-		if (cudaPointerGetAttributes(&pa, out) != cudaSuccess ||
-		    pa.type != cudaMemoryTypeDevice || pa.device != C(t)->rep[r].dev) {
-			(void)cudaGetLastError();
-			return emdb__seterr(EMDB_ERR_INVALID, "cuda tier: gather output is not "
-					    "memory of device %d", C(t)->rep[r].dev);
-		}
-	}
+	if (!rc && out_in_tier)
+		rc = check_device_ptr(t, r, out, "gather output");
 	if (!rc)
 		rc = upload_slots(t, r, slots, n, &ds);
 	if (!rc && !out_in_tier)
 		rc = scratch(t, r, 1, bytes, (void **)&dout);
 	if (rc)
 		return rc;
-	if (t->cfg.dim % 4 == 0 && ((uintptr_t)dout & 15) == 0)
-		tk_gather4<<<tk_blocks(n * (t->cfg.dim / 4)), TK_THREADS, 0, st>>>(
-			rows_of(t, r), ds, n, (float4 *)dout);
-	else
-		tk_gather1<<<tk_blocks(n * t->cfg.dim), TK_THREADS, 0, st>>>(rows_of(t, r), ds, n,
-									   dout);
-	if (out_in_tier)
-		return finish(t, r, "gather");
-	CK(cudaGetLastError(), "gather");
+	rc = launch_gather(t, r, ds, n, dout);
+	if (rc || out_in_tier)
+		return rc;
 	return d2h(t, r, out, dout, bytes);
+}
+
+/* Slots and output both on replica r's device: checked by the kernel. */
+static int cuda_gather_dev(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *out)
+{
+	int rc = use(t, r);
+
+	if (!rc)
+		rc = check_device_ptr(t, r, slots, "gather_dev slots");
+	if (!rc)
+		rc = check_device_ptr(t, r, out, "gather_dev output");
+	return rc ? rc : launch_gather(t, r, slots, n, out);
 }
 
 static int cuda_accumulate(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
@@ -603,6 +642,7 @@ extern "C" const tier_backend tier_cuda_backend = {
 	cuda_get_rows,
 	cuda_init_rows,
 	cuda_gather,
+	cuda_gather_dev,
 	cuda_accumulate,
 	cuda_reduce,
 	cuda_step,

@@ -35,6 +35,7 @@ typedef struct tk_rows {
 	uint32_t stride;         /* floats per row in device memory, % 4 == 0 */
 	uint32_t dim;
 	uint32_t row_floats;     /* dim + state                             */
+	uint32_t n_chunks;       /* entries of dir                          */
 } tk_rows;
 
 /* k / q and k % q: a 64-bit division is many instructions on a GPU, and
@@ -77,28 +78,49 @@ static inline unsigned tk_blocks(uint64_t threads)
 	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (total); \
 	     i += (uint64_t)gridDim.x * blockDim.x)
 
-/* out[i] = weights of slots[i], four floats a thread. */
-__global__ static void tk_gather4(tk_rows R, const uint64_t *slots, uint64_t n, float4 *out)
+/* The row of a slot, or NULL when the slot lies outside the chunks
+ * allocated (*bad set): keys that arrive in device memory are checked
+ * here, as the host cannot see them. */
+__device__ static inline const float *tk_row_checked(const tk_rows &R, uint64_t slot, int *bad)
+{
+	uint64_t c = R.rpc_shift < 32 ? slot >> R.rpc_shift : slot / R.rows_per_chunk;
+
+	if (c >= R.n_chunks || !R.dir[c]) {
+		*bad = 1;
+		return NULL;
+	}
+	return tk_row(R, slot);
+}
+
+/* out[i] = weights of slots[i], four floats a thread; a bad slot's row
+ * is NaN. */
+__global__ static void tk_gather4(tk_rows R, const uint64_t *slots, uint64_t n, float4 *out,
+				  int *bad)
 {
 	uint32_t q = R.dim / 4;
 
 	TK_FOR(k, n * q) {
 		uint64_t i;
 		uint32_t j;
+		const float *row;
 
 		tk_divmod(k, q, &i, &j);
-		out[k] = reinterpret_cast<const float4 *>(tk_row(R, slots[i]))[j];
+		row = tk_row_checked(R, slots[i], bad);
+		out[k] = row ? reinterpret_cast<const float4 *>(row)[j]
+			     : make_float4(NAN, NAN, NAN, NAN);
 	}
 }
 
-__global__ static void tk_gather1(tk_rows R, const uint64_t *slots, uint64_t n, float *out)
+__global__ static void tk_gather1(tk_rows R, const uint64_t *slots, uint64_t n, float *out, int *bad)
 {
 	TK_FOR(k, n * R.dim) {
 		uint64_t i;
 		uint32_t j;
+		const float *row;
 
 		tk_divmod(k, R.dim, &i, &j);
-		out[k] = tk_row(R, slots[i])[j];
+		row = tk_row_checked(R, slots[i], bad);
+		out[k] = row ? row[j] : NAN;
 	}
 }
 

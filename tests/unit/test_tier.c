@@ -183,6 +183,36 @@ TIER_CASE(gather_with_duplicates)
 	tier_close(t);
 }
 
+/* Keys and output in the tier's own memory (host memory for host and
+ * test; device memory for CUDA, checked by emdb-gpu-test). */
+TIER_CASE(gather_dev_checks_slots_it_cannot_see_first)
+{
+	tier_config c = cfg_for(EMDB_OPT_SGD, 1);
+	tier *t;
+	uint64_t all[RPC], slots[3] = { 6, 2, 6 }, bad[3] = { 1, 8, 3 };
+	float rows[RPC * DIM], out[3 * DIM];
+
+	if (kind == TIER_CUDA)
+		cr_skip_test("cuda tier: keys in device memory are checked by emdb-gpu-test");
+	t = open_or_skip(kind, &c);
+	cr_assert_eq(tier_chunk_alloc(t, 0), EMDB_OK);
+	for (uint32_t i = 0; i < RPC; i++)
+		all[i] = i;
+	for (int k = 0; k < RPC * DIM; k++)
+		rows[k] = val(13, k);
+	cr_assert_eq(tier_put_rows(t, all, RPC, rows), EMDB_OK);
+	cr_assert_eq(tier_gather_dev(t, 0, slots, 3, out), EMDB_OK, "%s", emdb_last_error());
+	for (int i = 0; i < 3; i++)
+		cr_assert(!memcmp(out + i * DIM, rows + slots[i] * DIM, DIM * sizeof(float)));
+	/* Slot 8 is in chunk 1, not allocated: its row is NaN, the others
+	 * are gathered or not, and the call says INVALID. */
+	cr_assert_eq(tier_gather_dev(t, 0, bad, 3, out), EMDB_ERR_INVALID);
+	for (int k = 0; k < DIM; k++)
+		cr_assert(out[DIM + k] != out[DIM + k], "NaN");
+	cr_assert_eq(tier_gather_dev(t, 0, slots, 3, out), EMDB_OK, "the tier goes on");
+	tier_close(t);
+}
+
 /* Several steps of each optimizer, with duplicate rows in every batch:
  * the tier's rows equal the reference bit for bit. */
 TIER_CASE(scatter_add_and_step_every_optimizer)
