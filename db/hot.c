@@ -11,7 +11,8 @@
  *      bit-identical), in record order.
  *   3. The membership map changes only inside hot_step (rows_lock held
  *      for writing, no pass running), so hot_record reads it without a
- *      lock.  Records past the buffer set `overflow`, and hot_step then
+ *      lock.  Records past the buffer set `overflow` (as does
+ *      hot_rows_written, for rows changed outside an Update), and hot_step then
  *      copies every member again from the host instead of replaying.
  *   4. Any failure of the device leaves the host untouched: NOMEM shrinks
  *      the set (the rows not copied are not members), any other error
@@ -518,7 +519,8 @@ static void size_records(hot *h)
 void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint64_t step)
 {
 	uint64_t n = __atomic_load_n(&h->rn, __ATOMIC_RELAXED);
-	int overflow = __atomic_load_n(&h->overflow, __ATOMIC_RELAXED);
+	/* An exchange: a hot_rows_written meanwhile is not lost. */
+	int overflow = __atomic_exchange_n(&h->overflow, 0, __ATOMIC_RELAXED);
 	uint32_t nmem0 = h->nmem;
 	bool revising = step % HOT_REVISE_STEPS == 0;
 	int rc = EMDB_OK;
@@ -535,7 +537,6 @@ void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint6
 			rc = copy_members(h, rows, 0, h->nmem);
 	}
 	__atomic_store_n(&h->rn, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&h->overflow, 0, __ATOMIC_RELAXED);
 	if (!rc && revising)
 		rc = revise(h, rows);
 	if (rc == EMDB_ERR_IO) {
@@ -560,6 +561,11 @@ void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint6
 		h->st.rows = h->nmem;
 		h->st.bytes_device = ts.bytes_in_use;
 	}
+}
+
+void hot_rows_written(hot *h)
+{
+	__atomic_store_n(&h->overflow, 1, __ATOMIC_RELAXED);
 }
 
 tier *hot_tier(hot *h)

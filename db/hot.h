@@ -85,6 +85,11 @@ void hot_record(hot *h, uint64_t loc, const float *g);
  * replica (hot_stats says so) and the host goes on. */
 void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint64_t step);
 
+/* Rows changed outside an Update (a load or restore into live rows, say):
+ * the next hot_step copies every member again from the host, since no
+ * step recorded the change.  Safe from any thread. */
+void hot_rows_written(hot *h);
+
 typedef struct hot_stats {
 	tier_kind kind;
 	bool failed;             /* the device failed; the replica is gone   */

@@ -156,6 +156,15 @@ void table_stats(tbl *t, emdb_table_stats *out);
 /* Where its rows live (emdb_table_tier). */
 void table_tier(tbl *t, emdb_tier_info *out);
 
+/* Every writer of row contents other than Update (which keeps the device
+ * replica itself) calls this after writing, so that the replica of the
+ * hot rows is copied again from the host at the next step boundary. */
+static inline void table_rows_written(tbl *t)
+{
+	if (t->hot)
+		hot_rows_written(t->hot);
+}
+
 #define TABLE_COUNT(t, field, v) __atomic_fetch_add(&(t)->ctr.field, (v), __ATOMIC_RELAXED)
 
 #endif

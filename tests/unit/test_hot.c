@@ -167,6 +167,32 @@ Test(hot, replica_follows_every_update_and_holds_the_hot_rows)
 			cr_assert(hot_is_member(t->hot, tk->locs[i]), "hot id %d is not in the replica", i);
 		emdb_ticket_free(tk);
 	}
+	/* A row written outside an Update (a load, say), in both twins: the
+	 * writer says so, and the replica follows at the next step. */
+	{
+		tbl *t = table_of(&w), *r;
+		uint64_t id = scramble(3);
+		emdb_ticket *tk, *rk;
+
+		cr_assert_eq(db_table_get(w.ref, w.t, &r), 0);
+		table_release(r);
+		cr_assert_eq(emdb_prefetch(w.db, w.t, &id, 1, &tk), 0);
+		cr_assert_eq(emdb_prefetch(w.ref, w.t, &id, 1, &rk), 0);
+		cr_assert(hot_is_member(t->hot, tk->locs[0]));
+		pthread_rwlock_wrlock(&t->rows_lock);
+		pthread_rwlock_wrlock(&r->rows_lock);
+		for (int k = 0; k < DIM; k++) {
+			table_row(t, tk->locs[0])[k] = 42.0f + (float)k;
+			table_row(r, rk->locs[0])[k] = 42.0f + (float)k;
+		}
+		table_rows_written(t);
+		pthread_rwlock_unlock(&r->rows_lock);
+		pthread_rwlock_unlock(&t->rows_lock);
+		emdb_ticket_free(tk);
+		emdb_ticket_free(rk);
+		step(&w, 13, 4000);
+		check_replica(&w);
+	}
 	cr_assert_eq(emdb_table_tier(w.ref, w.t, &ti), 0);
 	cr_assert_str_eq(ti.tier, "host", "no gpu_memory: no replica");
 	assert_same_rows(&w, 4000);
