@@ -151,6 +151,7 @@ int hot_create(const hot_config *cfg, uint32_t dim, const emdb_optimizer *opt, h
 	h->max_chunks = (uint32_t)(h->cap_rows / h->rpc);
 	h->cap_rows = (uint64_t)h->max_chunks * h->rpc;
 	h->st.kind = cfg->kind;
+	h->st.replicas = cfg->replicas ? cfg->replicas : 1;
 	h->st.capacity = h->cap_rows;
 	pthread_mutex_init(&h->mu, NULL);
 	h->cloc = emdb_malloc((size_t)h->ccap * sizeof(uint64_t));
@@ -166,7 +167,7 @@ int hot_create(const hot_config *cfg, uint32_t dim, const emdb_optimizer *opt, h
 	tc.rows_per_chunk = h->rpc;
 	tc.max_chunks = h->max_chunks;
 	tc.max_pending = 1; /* steps arrive summed: tier_apply */
-	tc.replicas = 1;
+	tc.replicas = cfg->replicas ? cfg->replicas : 1;
 	tc.test_chunks = cfg->test_chunks;
 	rc = tier_open(cfg->kind, &tc, &h->tier);
 	if (rc) {
@@ -179,10 +180,12 @@ int hot_create(const hot_config *cfg, uint32_t dim, const emdb_optimizer *opt, h
 
 static tier_kind table_tier = TIER_CUDA; /* atomic */
 static uint32_t table_test_chunks;      /* atomic */
+static uint32_t table_test_replicas;    /* atomic */
 
-void hot_use_tier(tier_kind kind, uint32_t test_chunks)
+void hot_use_tier(tier_kind kind, uint32_t test_chunks, uint32_t test_replicas)
 {
 	__atomic_store_n(&table_test_chunks, test_chunks, __ATOMIC_RELAXED);
+	__atomic_store_n(&table_test_replicas, test_replicas, __ATOMIC_RELAXED);
 	__atomic_store_n(&table_tier, kind, __ATOMIC_RELAXED);
 }
 
@@ -194,6 +197,12 @@ hot *hot_open_for_table(uint64_t budget, uint32_t dim, const emdb_optimizer *opt
 	c.kind = __atomic_load_n(&table_tier, __ATOMIC_RELAXED);
 	c.budget_bytes = budget;
 	c.test_chunks = __atomic_load_n(&table_test_chunks, __ATOMIC_RELAXED);
+	/* A replica on every device of the node: they all take the same
+	 * steps, so a GPU trainer on any of them reads its local copy. */
+	c.replicas = c.kind == TIER_TEST ? __atomic_load_n(&table_test_replicas, __ATOMIC_RELAXED)
+					 : tier_devices(c.kind);
+	if (!c.replicas)
+		c.replicas = 1;
 	if (!tier_available(c.kind, NULL, 0))
 		return NULL;
 	(void)hot_create(&c, dim, opt, &h);
@@ -578,7 +587,7 @@ void hot_get_stats(hot *h, hot_stats *out)
 	*out = h->st;
 }
 
-int hot_replica_row(hot *h, uint64_t loc, float *out)
+int hot_replica_row(hot *h, uint32_t replica, uint64_t loc, float *out)
 {
 	uint64_t slot;
 
@@ -587,5 +596,5 @@ int hot_replica_row(hot *h, uint64_t loc, float *out)
 	slot = h->m.cap ? hot__slot(&h->m, loc) : UINT32_MAX;
 	if (slot == UINT32_MAX)
 		return emdb__seterr(EMDB_ERR_INVALID, "row is not hot");
-	return tier_get_rows(h->tier, 0, &slot, 1, out);
+	return tier_get_rows(h->tier, replica, &slot, 1, out);
 }

@@ -45,6 +45,7 @@ typedef struct hot_config {
 	tier_kind kind;          /* the device tier: CUDA, or TEST in tests  */
 	uint64_t budget_bytes;   /* device memory for rows, > 0              */
 	uint32_t test_chunks;    /* TEST: capacity in chunks (0: the budget) */
+	uint32_t replicas;       /* copies, one per device, >= 1             */
 } hot_config;
 
 /* The rows chosen hot: from counted candidates loc[0..n) with their
@@ -66,8 +67,9 @@ void hot_destroy(hot *h);
 hot *hot_open_for_table(uint64_t budget, uint32_t dim, const emdb_optimizer *opt);
 
 /* Tests: the tier hot_open_for_table opens from now on (TIER_CUDA by
- * default), and TIER_TEST's capacity in chunks.  Process-wide. */
-void hot_use_tier(tier_kind kind, uint32_t test_chunks);
+ * default, a replica on every GPU), TIER_TEST's capacity in chunks and
+ * its replicas (0: one).  Process-wide. */
+void hot_use_tier(tier_kind kind, uint32_t test_chunks, uint32_t test_replicas);
 
 /* Count a Prefetch's rows (host locations). */
 void hot_note(hot *h, const uint64_t *locs, size_t n);
@@ -95,18 +97,20 @@ typedef struct hot_stats {
 	bool failed;             /* the device failed; the replica is gone   */
 	uint64_t rows;           /* rows in the replica                      */
 	uint64_t capacity;       /* rows the budget holds                    */
-	uint64_t bytes_device;   /* device memory held                       */
+	uint64_t bytes_device;   /* device memory held, all replicas         */
+	uint32_t replicas;       /* copies, one per device                   */
 	uint64_t steps_applied;  /* row steps run on the device              */
 	uint64_t rows_resynced;  /* rows copied again from the host          */
 } hot_stats;
 
 void hot_get_stats(hot *h, hot_stats *out);
 
-/* The replica's copy of host row `loc` (dim + state floats) into out:
+/* Replica `replica`'s copy (< hot_stats.replicas) of host row `loc`
+ * (dim + state floats) into out:
  * for tests and for checks that the replica equals the host.  Returns
  * EMDB_OK, INVALID when loc is not hot, IO when the device failed.
  * rows_lock held (reading is enough). */
-int hot_replica_row(hot *h, uint64_t loc, float *out);
+int hot_replica_row(hot *h, uint32_t replica, uint64_t loc, float *out);
 
 /* The replica's tier (tests: to inject failures into a TIER_TEST one). */
 tier *hot_tier(hot *h);

@@ -258,4 +258,5 @@ void table_tier(tbl *t, emdb_tier_info *out)
 	out->hot_rows = hs.rows;
 	out->hot_capacity = hs.capacity;
 	out->bytes_device = hs.bytes_device;
+	out->devices = hs.replicas;
 }

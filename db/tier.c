@@ -81,6 +81,15 @@ bool tier_available(tier_kind kind, char *why, size_t why_len)
 	return !be->available || be->available(why, why_len);
 }
 
+uint32_t tier_devices(tier_kind kind)
+{
+	const tier_backend *be = backend_of(kind);
+
+	if (!tier_available(kind, NULL, 0))
+		return 0;
+	return be->devices ? be->devices() : 1;
+}
+
 uint32_t tier_row_floats(const tier_config *cfg)
 {
 	return cfg->dim + emdb_optimizer_state_floats(cfg->opt, cfg->dim);

@@ -94,6 +94,10 @@ bool tier_compiled(tier_kind kind);
 bool tier_available(tier_kind kind, char *why, size_t why_len);
 const char *tier_kind_name(tier_kind kind);
 
+/* Devices the kind can hold replicas on (1 for host and test; 0 when the
+ * kind cannot open here). */
+uint32_t tier_devices(tier_kind kind);
+
 /* Floats per row in the tier: dim + the optimizer's state. */
 uint32_t tier_row_floats(const tier_config *cfg);
 

@@ -230,4 +230,5 @@ const tier_backend tier_host_backend = {
 	.reduce = host_reduce,
 	.step = host_step,
 	.available = NULL,
+	.devices = NULL,
 };

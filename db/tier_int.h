@@ -61,6 +61,8 @@ typedef struct tier_backend {
 		    const float *grads);
 	/* Whether this backend can open on this machine (NULL: always). */
 	bool (*available)(char *why, size_t why_len);
+	/* Devices present (NULL: one). */
+	uint32_t (*devices)(void);
 } tier_backend;
 
 struct tier {

@@ -174,4 +174,5 @@ const tier_backend tier_test_backend = {
 	.reduce = test_reduce,
 	.step = test_step,
 	.available = NULL,
+	.devices = NULL,
 };

@@ -632,6 +632,17 @@ static int cuda_step(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots,
 	return EMDB_OK;
 }
 
+static uint32_t cuda_devices(void)
+{
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return (uint32_t)n;
+}
+
 extern "C" const tier_backend tier_cuda_backend = {
 	"cuda",
 	cuda_open,
@@ -647,4 +658,5 @@ extern "C" const tier_backend tier_cuda_backend = {
 	cuda_reduce,
 	cuda_step,
 	cuda_available,
+	cuda_devices,
 };

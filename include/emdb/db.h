@@ -141,8 +141,9 @@ typedef struct emdb_db_config {
 	uint64_t chunk_bytes; /* bytes per row chunk, >= 64 KiB; default 2 MiB */
 	uint32_t max_batch;   /* largest batch of IDs one call accepts; default 4 Mi */
 	uint32_t max_tables;  /* tables alive at once; default 1024 */
-	uint64_t gpu_memory;  /* device memory per table for a replica of its
-				 hot rows (docs/gpu.md); 0 (default): none.
+	uint64_t gpu_memory;  /* device memory per table and GPU for a replica
+				 of its hot rows, one on each GPU of the
+				 machine (docs/gpu.md); 0 (default): none.
 				 Without a GPU the tables stay in host memory. */
 } emdb_db_config;
 
@@ -402,7 +403,8 @@ typedef struct emdb_tier_info {
 	bool failed;              /* the device failed: replica dropped       */
 	uint64_t hot_rows;        /* rows in the device replica               */
 	uint64_t hot_capacity;    /* rows gpu_memory holds                    */
-	uint64_t bytes_device;    /* device memory held                       */
+	uint64_t bytes_device;    /* device memory held, all devices          */
+	uint32_t devices;         /* GPUs holding a replica, identical        */
 } emdb_tier_info;
 
 /* Errors: INVALID (NULL argument), NO_TABLE. */

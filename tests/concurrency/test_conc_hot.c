@@ -87,7 +87,7 @@ Test(conc_hot, trainers_and_the_replica)
 	uint64_t members = 0;
 	tbl *t;
 
-	hot_use_tier(TIER_TEST, 0);
+	hot_use_tier(TIER_TEST, 0, 2);
 	c.shards = 8;
 	c.gpu_memory = 256 * DIM * sizeof(float); /* SGD: 256 rows */
 	cr_assert_eq(emdb_db_open(&c, &s.db), 0, "%s", emdb_last_error());
@@ -125,9 +125,11 @@ Test(conc_hot, trainers_and_the_replica)
 
 		if (!hot_is_member(t->hot, loc))
 			continue;
-		cr_assert_eq(hot_replica_row(t->hot, loc, dev), 0, "replica row");
-		cr_assert(!memcmp(dev, table_row(t, loc), sizeof(dev)), "replica differs, row %d",
-			  (int)r);
+		for (uint32_t k = 0; k < 2; k++) {
+			cr_assert_eq(hot_replica_row(t->hot, k, loc, dev), 0, "replica row");
+			cr_assert(!memcmp(dev, table_row(t, loc), sizeof(dev)),
+				  "replica %u differs, row %d", k, (int)r);
+		}
 		members++;
 	}
 	cr_assert(members >= HOT, "the repeated ids are hot (%d members)", (int)members);

@@ -30,11 +30,11 @@ typedef struct twin {
 	uint32_t t;
 } twin;
 
-static void twin_open(twin *w, uint64_t gpu_rows, uint32_t test_chunks)
+static void twin_open(twin *w, uint64_t gpu_rows, uint32_t test_chunks, uint32_t replicas)
 {
 	emdb_db_config c = EMDB_DB_CONFIG_INIT;
 
-	hot_use_tier(TIER_TEST, test_chunks);
+	hot_use_tier(TIER_TEST, test_chunks, replicas);
 	w->ref = open_db(8);
 	c.shards = 8;
 	c.gpu_memory = gpu_rows * ROW_BYTES;
@@ -48,7 +48,7 @@ static void twin_close(twin *w)
 {
 	emdb_db_close(w->ref);
 	emdb_db_close(w->db);
-	hot_use_tier(TIER_CUDA, 0);
+	hot_use_tier(TIER_CUDA, 0, 0);
 }
 
 static tbl *table_of(twin *w)
@@ -60,7 +60,7 @@ static tbl *table_of(twin *w)
 	return t;
 }
 
-/* Every member of the replica equals its host row bit for bit; returns
+/* Every member equals its host row bit for bit on every replica; returns
  * how many members there are. */
 static uint64_t check_replica(twin *w)
 {
@@ -69,17 +69,22 @@ static uint64_t check_replica(twin *w)
 	uint64_t members = 0;
 	float dev[3 * DIM];
 
+	hot_stats hs;
+
 	if (!t->hot)
 		return 0;
 	pthread_rwlock_rdlock(&t->rows_lock);
+	hot_get_stats(t->hot, &hs);
 	for (uint64_t r = 0; r < chunk_rows(&t->rows); r++) {
 		uint64_t loc = chunk_loc_of(&t->rows, r);
 
 		if (!hot_is_member(t->hot, loc))
 			continue;
-		cr_assert_eq(hot_replica_row(t->hot, loc, dev), 0, "%s", emdb_last_error());
-		cr_assert(!memcmp(dev, table_row(t, loc), rf * sizeof(float)),
-			  "row %llu: the replica differs from the host", (unsigned long long)r);
+		for (uint32_t k = 0; k < hs.replicas; k++) {
+			cr_assert_eq(hot_replica_row(t->hot, k, loc, dev), 0, "%s", emdb_last_error());
+			cr_assert(!memcmp(dev, table_row(t, loc), rf * sizeof(float)),
+				  "row %llu: replica %u differs from the host", (unsigned long long)r, k);
+		}
 		members++;
 	}
 	pthread_rwlock_unlock(&t->rows_lock);
@@ -138,7 +143,7 @@ Test(hot, replica_follows_every_update_and_holds_the_hot_rows)
 	twin w;
 	emdb_tier_info ti;
 
-	twin_open(&w, 64, 0);
+	twin_open(&w, 64, 0, 2);
 	for (int s = 1; s <= 12; s++) {
 		uint64_t members;
 
@@ -148,6 +153,7 @@ Test(hot, replica_follows_every_update_and_holds_the_hot_rows)
 		cr_assert_str_eq(ti.tier, "test");
 		cr_assert_eq(ti.hot_rows, members);
 		cr_assert_eq(ti.hot_capacity, 64u);
+		cr_assert_eq(ti.devices, 2u, "a replica on each of two devices");
 		if (s < HOT_REVISE_STEPS)
 			cr_assert_eq(members, 0u, "no revision before step %d", HOT_REVISE_STEPS);
 		else
@@ -206,7 +212,7 @@ Test(hot, full_device_loses_no_row)
 	twin w;
 	emdb_tier_info ti;
 
-	twin_open(&w, 8192, 1);
+	twin_open(&w, 8192, 1, 1);
 	for (int s = 1; s <= 2 * HOT_REVISE_STEPS; s++) {
 		/* 6000 more rows prefetched each step: more candidates than
 		 * the device holds. */
@@ -240,7 +246,7 @@ Test(hot, failing_device_loses_no_row)
 	emdb_tier_info ti;
 	tbl *t;
 
-	twin_open(&w, 64, 0);
+	twin_open(&w, 64, 0, 1);
 	t = table_of(&w);
 	for (int s = 1; s <= HOT_REVISE_STEPS; s++)
 		step(&w, s, 4000);
