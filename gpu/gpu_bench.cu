@@ -243,6 +243,7 @@ static void bench_optimizers(void)
 		R.dir = dir;
 		R.rows_per_chunk = (uint32_t)table;
 		R.rpc_shift = 21; /* table = 2^21 rows */
+		R.n_chunks = 1;
 		R.stride = (uint32_t)stride;
 		R.dim = DIM;
 		R.row_floats = DIM + sf;
