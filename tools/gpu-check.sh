@@ -58,6 +58,10 @@ rc=0
 say "running emdb-gpu-bench"
 brc=0
 "$out/emdb-gpu-bench" || brc=$?
+if [ $rc -eq 2 ]; then
+  say "FAILED: no GPU usable on this machine (see the line above); nothing was checked"
+  exit 1
+fi
 if [ $rc -ne 0 ] || [ $brc -ne 0 ]; then
   say "FAILED: emdb-gpu-test exit $rc, emdb-gpu-bench exit $brc"
   exit 1
