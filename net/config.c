@@ -35,6 +35,7 @@ typedef enum key_type {
 	T_BACKEND,
 	T_LEVEL,
 	T_HUGE,    /* emdb_huge_pages: off, try, on */
+	T_RANK,    /* u32 in min..max, or "" for CONFIG_RANK_UNSET */
 } key_type;
 
 #define F_RUNTIME 0x1 /* CONFIG SET may change it */
@@ -96,6 +97,12 @@ static const key_def keys[] = {
 	{ "checkpoint_every_steps", T_U32, OFF(checkpoint_every_steps), 0, UINT32_MAX, F_RUNTIME, "automatic checkpoint after N UPDATE or PUSH_UPDATE requests; 0: off" },
 	{ "checkpoint_every_seconds", T_U32, OFF(checkpoint_every_seconds), 0, 100u * 365 * 86400, F_RUNTIME, "automatic checkpoint every N seconds; 0: off" },
 	{ "checkpoint_full_every", T_U32, OFF(checkpoint_full_every), 1, 1u << 30, F_RUNTIME, "every Nth automatic checkpoint is full, the others incremental" },
+	{ "cluster_file", T_STR, OFF(cluster_file), 0, 0, 0, "the cluster file (docs/cluster.md): cluster_id, partitions and every node's HOST:PORT, the same file on every node; this node joins that cluster at start and opens its client listeners only once every node is reachable and agrees; empty: a single node" },
+	{ "cluster_rank", T_RANK, OFF(cluster_rank), 0, 1023, 0, "this node's rank in cluster_file (its `node RANK HOST:PORT` line); required with cluster_file" },
+	{ "cluster_secret_file", T_STR, OFF(cluster_secret_file), 0, 0, 0, "file holding the cluster's shared secret (its first line, 16..1024 bytes), the same on every node: nodes prove to each other they hold it (HMAC-SHA256 challenge-response), it never crosses the network; required with cluster_file" },
+	{ "node_timeout_ms", T_U32, OFF(node_timeout_ms), 10, 3600000, 0, "a request to another node not answered this long fails with NODE naming that node; also how long a handshake may take" },
+	{ "cluster_start_timeout_ms", T_U32, OFF(cluster_start_timeout_ms), 100, 86400000, 0, "at start, how long this node waits for every node of cluster_file to be reachable before it gives up (exit status 1, naming the node)" },
+	{ "cluster_busy_poll", T_U32, OFF(cluster_busy_poll), 0, 1, 0, "1: the node link's thread polls UCX without sleeping (lower latency, a core kept busy); 0: it sleeps on UCX's event fd" },
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -128,6 +135,9 @@ void config_defaults(net_config *c)
 	c->chunk_bytes = 2ull << 20;
 	c->max_tables = 1024;
 	c->checkpoint_full_every = 8;
+	c->cluster_rank = CONFIG_RANK_UNSET;
+	c->node_timeout_ms = 3000;
+	c->cluster_start_timeout_ms = 30000;
 }
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -256,6 +266,19 @@ int config_set(net_config *c, const char *key, const char *value, bool running, 
 		memcpy(field, &h, sizeof(h));
 		return 0;
 	}
+	case T_RANK: {
+		uint32_t r = CONFIG_RANK_UNSET;
+		if (*value) {
+			if (parse_u64(value, false, &v) < 0 || v < k->min || v > k->max) {
+				errf(err, errlen, "%s: '%s' is not a rank in %" PRIu64 "..%" PRIu64, k->name, value,
+				     k->min, k->max);
+				return -1;
+			}
+			r = (uint32_t)v;
+		}
+		memcpy(field, &r, sizeof(r));
+		return 0;
+	}
 	case T_LEVEL: {
 		int l = log_level_parse(value);
 		if (l < 0) {
@@ -289,6 +312,13 @@ int config_get(const net_config *c, const char *key, char *buf, size_t len)
 	case T_U32:
 		memcpy(&v32, field, sizeof(v32));
 		snprintf(buf, len, "%" PRIu32, v32);
+		break;
+	case T_RANK:
+		memcpy(&v32, field, sizeof(v32));
+		if (v32 == CONFIG_RANK_UNSET)
+			snprintf(buf, len, "%s", "");
+		else
+			snprintf(buf, len, "%" PRIu32, v32);
 		break;
 	case T_SIZE:
 		memcpy(&v64, field, sizeof(v64));
@@ -423,6 +453,18 @@ int config_validate(const net_config *c, char *err, size_t errlen)
 			     c->restore);
 			return -1;
 		}
+	}
+	if (c->cluster_file[0] && c->cluster_rank == CONFIG_RANK_UNSET) {
+		errf(err, errlen, "cluster_file needs cluster_rank: this node's rank in it");
+		return -1;
+	}
+	if (c->cluster_file[0] && !c->cluster_secret_file[0]) {
+		errf(err, errlen, "cluster_file needs cluster_secret_file: nodes authenticate each other with it");
+		return -1;
+	}
+	if (!c->cluster_file[0] && c->cluster_rank != CONFIG_RANK_UNSET) {
+		errf(err, errlen, "cluster_rank %u without cluster_file: a rank in which cluster?", c->cluster_rank);
+		return -1;
 	}
 	if (c->max_frame % 8) {
 		errf(err, errlen, "max_frame must be a multiple of 8, not %llu",

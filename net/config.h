@@ -85,7 +85,16 @@ typedef struct net_config {
 	uint32_t checkpoint_every_steps;    /* UPDATEs, PUSH_UPDATEs; 0 = off */
 	uint32_t checkpoint_every_seconds;  /* 0 = off                      */
 	uint32_t checkpoint_full_every;     /* every Nth automatic one is full */
+	/* cluster (net/node_link.h, docs/cluster.md); "" = a single node */
+	char cluster_file[CONFIG_PATH_MAX]; /* membership, the same on every node */
+	uint32_t cluster_rank;              /* this node; CONFIG_RANK_UNSET = not given */
+	char cluster_secret_file[CONFIG_PATH_MAX]; /* the shared secret */
+	uint32_t node_timeout_ms;           /* a node-to-node call's deadline */
+	uint32_t cluster_start_timeout_ms;  /* forming at start */
+	uint32_t cluster_busy_poll;         /* 1: the link polls UCX */
 } net_config;
+
+#define CONFIG_RANK_UNSET UINT32_MAX
 
 /* Fill *c with the documented defaults. */
 void config_defaults(net_config *c);

@@ -25,6 +25,7 @@
 #include "net/checkpoint.h"
 #include "net/info.h"
 #include "net/loop.h"
+#include "net/node_link.h"
 #include "net/server.h"
 #include "net/stats.h"
 #include "net/tls.h"
@@ -326,12 +327,56 @@ static void sec_persistence(server *s, sbuf *b)
 	put(b, "automatic_checkpoints: %" PRIu64 "\n", r.auto_checkpoints);
 }
 
+/* The cluster this node belongs to, and one line per node with the link's
+ * own counters of what crossed to and from it (net/node_link.h). */
+static void sec_cluster(server *s, sbuf *b)
+{
+	put(b, "# Cluster\n");
+	if (!s->link) {
+		put(b, "enabled: no\n");
+		return;
+	}
+	node_link *l = s->link;
+	const cluster_conf *cc = node_link_conf(l);
+	emdb_db_stats st;
+	if (emdb_db_get_stats(s->db, &st) != EMDB_OK)
+		memset(&st, 0, sizeof(st));
+	put(b, "enabled: yes\n");
+	put(b, "cluster_id: %s\n", cc->id);
+	put(b, "rank: %u\n", node_link_rank(l));
+	put(b, "nodes: %u\n", cc->nodes);
+	put(b, "state: %s\n", node_link_state_name(node_link_get_state(l)));
+	put(b, "partitions: %u\n", cc->partitions);
+	put(b, "epoch: 1\n");
+	net_config cfg;
+	server_config_copy(s, &cfg);
+	put(b, "node_timeout_ms: %u\n", cfg.node_timeout_ms);
+	put(b, "rows: %" PRIu64 "\n", st.total.rows);
+	put(b, "bytes: %" PRIu64 "\n", st.total.bytes_vectors + st.total.bytes_optimizer + st.total.bytes_index +
+					     st.total.bytes_grads + st.total.bytes_overhead);
+	for (uint32_t r = 0; r < cc->nodes; r++) {
+		node_peer_info p;
+		node_link_peer(l, r, &p);
+		put(b, "node_%u: addr=%s state=%s", r, p.addr, node_peer_state_name(p.state));
+		if (p.state != NODE_PEER_SELF)
+			put(b, " bytes_sent=%" PRIu64 " msgs_sent=%" PRIu64 " bytes_received=%" PRIu64
+			       " msgs_received=%" PRIu64 " calls=%" PRIu64 " calls_failed=%" PRIu64
+			       " calls_timed_out=%" PRIu64 " requests_served=%" PRIu64 " connects=%" PRIu64,
+			    p.bytes_sent, p.msgs_sent, p.bytes_received, p.msgs_received, p.calls, p.calls_failed,
+			    p.calls_timed_out, p.requests_served, p.connects);
+		put(b, "\n");
+		if (p.last_error[0])
+			put(b, "node_%u_last_error: %s\n", r, p.last_error);
+	}
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(server *, sbuf *);
 } sections[] = {
 	{ "server", sec_server }, { "clients", sec_clients }, { "memory", sec_memory },
 	{ "ops", sec_ops },       { "tables", sec_tables },   { "persistence", sec_persistence },
+	{ "cluster", sec_cluster },
 };
 
 int info_build(server *s, const char *section, char **out, size_t *len)

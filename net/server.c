@@ -29,7 +29,8 @@
  *      ones refused, before the I/O threads drain (step_close), so every
  *      answer is posted while its thread still runs.
  *
- * State changes: server_create (engine, store, restore at start),
+ * State changes: server_create (engine, store, restore at start, the
+ * node link of a cluster: net/server_cluster.h),
  * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
  * server_config_set_many (cfg, rt, memory limit, log level, the TLS
@@ -54,6 +55,7 @@
 #include "net/log.h"
 #include "net/loop.h"
 #include "net/server.h"
+#include "net/server_cluster.h"
 #include "net/stats.h"
 #include "net/tls.h"
 #include "protocol/proto.h"
@@ -155,7 +157,9 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	if (ckpts_open(s->db, cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->ckpts, err, errlen) !=
 		    EMDB_OK ||
 	    ckpts_restore_at_start(s->ckpts, cfg->restore, err, errlen) != EMDB_OK ||
-	    ckpts_start(s->ckpts, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK) {
+	    ckpts_start(s->ckpts, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK ||
+	    server_cluster_open(s, err, errlen) < 0) {
+		step_barrier_destroy(s->steps);
 		ckpts_close(s->ckpts);
 		emdb_db_close(s->db);
 		tls_server_free(s->tls);
@@ -471,6 +475,10 @@ int server_start(server *s)
 		else
 			log_warn("gpu: %s: tables stay in host memory (gpu_memory ignored)", why);
 	}
+	/* A node of a cluster opens its listeners only once every node is
+	 * reachable and agrees (net/server_cluster.h). */
+	if (server_cluster_wait(s) < 0)
+		return -1;
 	if (c->bind[0]) {
 		if (listener_open_tcp(s->base, c->bind, (uint16_t)c->port, (int)c->backlog, on_accept, s,
 				      &s->tcp, &s->tcp_port, err, sizeof(err)) < 0) {
@@ -544,6 +552,7 @@ void server_destroy(server *s)
 	listener_close(s->unix_l);
 	if (s->threads_started)
 		stop_threads(s);
+	server_cluster_close(s); /* after the threads that may call through it */
 	step_barrier_destroy(s->steps);
 	auth_limit_destroy(&s->auth);
 	emdb_free(s->threads);

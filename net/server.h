@@ -6,8 +6,9 @@
  *   server_create(cfg)  opens the engine, applies the memory limit, opens
  *                       the checkpoint store and restores from it when
  *                       asked (net/checkpoint.h), starts the job thread;
- *   server_start        binds the listeners, writes the port file, starts
- *                       the I/O threads;
+ *   server_start        starts the I/O threads, waits for the cluster to
+ *                       form (a node of one: net/server_cluster.h), binds
+ *                       the listeners, writes the port file;
  *   server_run          accepts connections and hands them to the I/O
  *                       threads round robin, until SIGTERM/SIGINT or a
  *                       SHUTDOWN request; then stops accepting, drains the
@@ -82,6 +83,8 @@ struct server {
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
 	step_barrier *steps;       /* synchronous steps of UPDATE (db/step.h) */
+	struct node_link *link;    /* this node's link to the others
+				      (net/server_cluster.h); NULL: one node */
 	auth_limit auth;           /* failed AUTH per peer address */
 	pthread_mutex_t bg_lock;   /* guards bg_running */
 	pthread_cond_t bg_idle;    /* signalled when bg_running drops to 0 */

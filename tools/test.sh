@@ -41,7 +41,7 @@ done
 # committed corpora.
 fuzz_seconds=${EMDB_FUZZ_CI_SECONDS:-25}
 cmake -S . -B build/fuzz -DEMDB_FUZZ=ON -DEMDB_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
-for t in fuzz_frame fuzz_store fuzz_text; do
+for t in fuzz_frame fuzz_store fuzz_text fuzz_link; do
 	echo "== $t: $fuzz_seconds s of libFuzzer"
 	if ! cmake --build build/fuzz --target "${t}_run" >"build/fuzz/$t.log" 2>&1; then
 		tail -n 60 "build/fuzz/$t.log"
