@@ -419,6 +419,26 @@ int emdb_table_list(emdb_db *db, uint32_t *ids, size_t cap, size_t *n_out)
 	return EMDB_OK;
 }
 
+int emdb_table_tier(emdb_db *db, uint32_t id, emdb_tier_info *out)
+{
+	tbl *t;
+	int rc;
+
+	if (!out)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_tier: out is NULL");
+	rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	table_tier(t, out);
+	table_release(t);
+	return EMDB_OK;
+}
+
+bool emdb_gpu_available(char *why, size_t why_len)
+{
+	return tier_available(TIER_CUDA, why, why_len);
+}
+
 int emdb_db_get_stats(emdb_db *db, emdb_db_stats *out)
 {
 	if (!db || !out)

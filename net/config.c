@@ -91,6 +91,7 @@ static const key_def keys[] = {
 	{ "shards", T_U32, OFF(shards), 1, 4096, 0, "engine: index shards per table (power of two)" },
 	{ "chunk_bytes", T_SIZE, OFF(chunk_bytes), 64u << 10, 1ull << 34, 0, "engine: bytes per row chunk" },
 	{ "max_tables", T_U32, OFF(max_tables), 1, 1u << 20, 0, "engine: tables alive at once" },
+	{ "gpu_memory", T_SIZE, OFF(gpu_memory), 0, 1ull << 44, 0, "engine: GPU memory per table for a replica of its most prefetched rows, kept identical to the host rows after every Update (docs/gpu.md); 0: none.  Without a GPU or its driver: one log line, and every table stays in host memory" },
 	{ "data_dir", T_STR, OFF(data_dir), 0, 0, 0, "checkpoint store (RocksDB) directory, created when missing; empty: persistence off" },
 	{ "restore", T_STR, OFF(restore), 0, 0, 0, "at start, before listening: restore 'latest' or a checkpoint id from data_dir" },
 	{ "accept_data_loss", T_U32, OFF(accept_data_loss), 0, 1, 0, "1: open a damaged checkpoint store in data_dir anyway, keeping the checkpoints that are whole and dropping the rest (the log says what); 0: refuse to start and say what is damaged" },

@@ -78,6 +78,7 @@ typedef struct net_config {
 	uint32_t shards;
 	uint64_t chunk_bytes;
 	uint32_t max_tables;
+	uint64_t gpu_memory;                /* emdb_db_config.gpu_memory     */
 	/* persistence (net/checkpoint.h) */
 	char data_dir[CONFIG_PATH_MAX];     /* checkpoint store; "" = off    */
 	char restore[32];                   /* at start: "", "latest" or an id */

@@ -182,10 +182,15 @@ static void sec_tables(server *s, sbuf *b)
 	for (size_t i = 0; i < got; i++) {
 		const emdb_table_info t = all[i];
 		const char *opt = emdb_optimizer_name(t.config.optimizer.kind);
+		emdb_tier_info ti;
+		if (emdb_table_tier(s->db, t.id, &ti) != EMDB_OK)
+			memset(&ti, 0, sizeof(ti));
 		put(b, "table_%s: id=%u dim=%u optimizer=%s rows=%" PRIu64 " step=%" PRIu64
-		       " pending_rows=%" PRIu64 " bytes=%" PRIu64 "\n",
+		       " pending_rows=%" PRIu64 " bytes=%" PRIu64 " tier=%s hot_rows=%" PRIu64
+		       " device_bytes=%" PRIu64 "%s\n",
 		    t.config.name, t.id, t.config.dim, opt ? opt : "?", t.stats.rows, t.stats.step,
-		    t.stats.pending_rows, figures_table_bytes(&t.stats));
+		    t.stats.pending_rows, figures_table_bytes(&t.stats), ti.tier ? ti.tier : "host",
+		    ti.hot_rows, ti.bytes_device, ti.failed ? " device_failed=1" : "");
 	}
 	emdb_free(all);
 }

@@ -37,6 +37,7 @@
  * context), reload_tls (the TLS context, on SIGHUP).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -144,6 +145,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	dc.chunk_bytes = cfg->chunk_bytes;
 	dc.max_batch = cfg->max_batch;
 	dc.max_tables = cfg->max_tables;
+	dc.gpu_memory = cfg->gpu_memory;
 	if (emdb_db_open(&dc, &s->db) != EMDB_OK) {
 		snprintf(err, errlen, "cannot open the engine: %s", emdb_last_error());
 		tls_server_free(s->tls);
@@ -471,6 +473,14 @@ int server_start(server *s)
 				 emdb_huge_pages_name((emdb_huge_pages)c->huge_pages),
 				 c->huge_pages == EMDB_HUGE_ON ? ": every table's memory will fail with NOMEM"
 							       : ": ordinary memory is used");
+	}
+	if (c->gpu_memory) {
+		char why[200];
+		if (emdb_gpu_available(why, sizeof(why)))
+			log_info("gpu: each table keeps its most prefetched rows in up to %" PRIu64
+				 " bytes of GPU memory too", c->gpu_memory);
+		else
+			log_warn("gpu: %s: tables stay in host memory (gpu_memory ignored)", why);
 	}
 	/* A node of a cluster opens its listeners only once every node is
 	 * reachable and agrees (net/server_cluster.h). */
