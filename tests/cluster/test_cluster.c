@@ -5,7 +5,8 @@
  * another secret stops every start with an error naming it; a node that
  * never comes stops the start after cluster_start_timeout_ms, naming it;
  * a node killed with SIGKILL shows down on the others within the node
- * timeout while they keep answering, and rejoins when restarted.
+ * timeout while they keep answering, and rejoins when restarted; a
+ * node's /metrics carries each peer's state and traffic.
  *
  * Each test bounds every wait (seconds); the fixture kills every node.
  */
@@ -16,6 +17,7 @@
 
 #include "tests/lib/cli_run.h"
 #include "tests/lib/cluster_harness.h"
+#include "tests/lib/http_scrape.h"
 
 #define READY_MS 20000
 
@@ -83,6 +85,45 @@ Test(cluster, three_nodes_form_and_show_every_peer, .fini = fini, .timeout = 120
 	cr_assert_str_eq(jstr(j, "cluster.nodes.2.state"), "up");
 	cr_assert_gt(jnum(j, "cluster.nodes.0.bytes_sent"), 0, "the handshake's bytes count");
 	run_free(&r);
+}
+
+/* A node's Prometheus endpoint shows each peer: up, with the link's
+ * traffic, then down once it is killed. */
+Test(cluster, metrics_show_each_peer, .fini = fini, .timeout = 120)
+{
+	ch_init(2);
+	unsigned mport = ch_free_port();
+	char mport_s[16];
+	snprintf(mport_s, sizeof(mport_s), "%u", mport);
+	const char *const with_metrics[] = { "--node-timeout-ms", "1000", "--cluster-start-timeout-ms", "15000",
+					     "--metrics-port", mport_s, NULL };
+	ch_spawn(0, NULL, with_metrics);
+	ch_spawn(1, NULL, fast);
+	ch_wait_ready(0, READY_MS);
+	ch_wait_ready(1, READY_MS);
+
+	char up[160], sent[160], recv_[160];
+	snprintf(up, sizeof(up), "emdb_peer_up{peer=\"1\",address=\"127.0.0.1:%u\"}", ch.node[1].node_port);
+	snprintf(sent, sizeof(sent), "emdb_peer_sent_bytes_total{peer=\"1\",address=\"127.0.0.1:%u\"}",
+		 ch.node[1].node_port);
+	snprintf(recv_, sizeof(recv_), "emdb_peer_received_bytes_total{peer=\"1\",address=\"127.0.0.1:%u\"}",
+		 ch.node[1].node_port);
+	http_resp r = scrape((uint16_t)mport);
+	EXPECT_SAMPLE(r.body, up, 1);
+	cr_assert_gt(value_of(r.body, sent), 0, "%s", r.body);
+	cr_assert_gt(value_of(r.body, recv_), 0, "%s", r.body);
+	cr_assert(!strstr(r.body, "peer=\"0\""), "a node is not its own peer:\n%s", r.body);
+	http_free(&r);
+
+	ch_kill(1);
+	double v = 1;
+	for (uint64_t end = ch_now_ms() + 15000; v != 0 && ch_now_ms() < end;) {
+		usleep(100 * 1000);
+		r = scrape((uint16_t)mport);
+		v = value_of(r.body, up);
+		http_free(&r);
+	}
+	cr_assert_eq(v, 0, "peer 1 still up in /metrics 15 s after SIGKILL");
 }
 
 Test(cluster, wrong_secret_stops_the_start_naming_the_node, .fini = fini, .timeout = 120)

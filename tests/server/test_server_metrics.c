@@ -32,12 +32,11 @@
 #include <emdb/error.h>
 
 #include "tests/lib/client_server.h"
+#include "tests/lib/http_scrape.h"
 #include "tests/lib/tmpdir.h"
 
 #define OK(call) cr_assert_eq((call), EMDB_OK, "%s: %s", #call, emdb_client_last_error())
 #define CALL_MS 60000
-#define HTTP_WAIT_MS 20000       /* a scrape's answer, sanitizer builds included */
-#define HTTP_MAX (16u << 20)     /* the most of an answer read */
 
 static test_server srv;
 static emdb_client *cl;
@@ -99,143 +98,6 @@ static uint16_t start_with_metrics(const char *const *extra)
 	cl = test_client_open(srv.tcp_uri, CALL_MS);
 	return port;
 }
-
-/* ---- HTTP, as a scraper speaks it ----------------------------------- */
-
-typedef struct http_resp {
-	int status;
-	char content_type[128];
-	char allow[64];
-	long content_length; /* -1: none given */
-	char *body;          /* malloc'd, NUL-terminated */
-	size_t len;
-} http_resp;
-
-static void http_free(http_resp *r)
-{
-	free(r->body);
-	memset(r, 0, sizeof(*r));
-}
-
-/* The value of header `name` in the header block [p, end), into out. */
-static void header(const char *p, const char *end, const char *name, char *out, size_t cap)
-{
-	size_t nl = strlen(name);
-	out[0] = '\0';
-	while (p < end) {
-		const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
-		if (!eol)
-			eol = end;
-		if ((size_t)(eol - p) > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
-			const char *v = p + nl + 1;
-			while (v < eol && *v == ' ')
-				v++;
-			snprintf(out, cap, "%.*s", (int)(eol - v), v);
-			return;
-		}
-		p = eol + 2;
-	}
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* `method path` over HTTP/1.1 to 127.0.0.1:port, read to the end (the
- * request asks the server to close).  The test fails when no whole
- * answer comes within HTTP_WAIT_MS. */
-static http_resp http_do(uint16_t port, const char *method, const char *path)
-{
-	http_resp r = { .content_length = -1 };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect to the metrics port %u: %s",
-		     port, strerror(errno));
-	char req[512];
-	int n = snprintf(req, sizeof(req),
-			 "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nUser-Agent: emdb-test\r\n"
-			 "Accept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n",
-			 method, path, port);
-	cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
-
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap + 1);
-	cr_assert_not_null(buf);
-	uint64_t deadline = now_ms() + HTTP_WAIT_MS;
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		int k = poll(&p, 1, 100);
-		cr_assert_lt(now_ms(), deadline, "no complete answer to %s %s within %d ms (%zu bytes)", method,
-			     path, HTTP_WAIT_MS, len);
-		if (k <= 0)
-			continue;
-		if (len == cap) {
-			cr_assert_lt(cap, HTTP_MAX, "answer over %u bytes", HTTP_MAX);
-			cap *= 2;
-			buf = realloc(buf, cap + 1);
-			cr_assert_not_null(buf);
-		}
-		ssize_t got = recv(fd, buf + len, cap - len, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
-		cr_assert_geq(got, 0, "recv: %s", strerror(errno));
-		if (got == 0)
-			break;
-		len += (size_t)got;
-	}
-	close(fd);
-	buf[len] = '\0';
-
-	const char *hdr_end = memmem(buf, len, "\r\n\r\n", 4);
-	cr_assert_not_null(hdr_end, "no header block in: %.200s", buf);
-	cr_assert_eq(sscanf(buf, "HTTP/1.%*d %d", &r.status), 1, "status line: %.80s", buf);
-	header(buf, hdr_end + 2, "Content-Type", r.content_type, sizeof(r.content_type));
-	header(buf, hdr_end + 2, "Allow", r.allow, sizeof(r.allow));
-	char cl_text[32];
-	header(buf, hdr_end + 2, "Content-Length", cl_text, sizeof(cl_text));
-	if (cl_text[0])
-		r.content_length = atol(cl_text);
-	r.len = len - (size_t)(hdr_end + 4 - buf);
-	r.body = malloc(r.len + 1);
-	memcpy(r.body, hdr_end + 4, r.len);
-	r.body[r.len] = '\0';
-	free(buf);
-	return r;
-}
-
-/* GET /metrics, which must answer 200 with the exposition format. */
-static http_resp scrape(uint16_t port)
-{
-	http_resp r = http_do(port, "GET", "/metrics");
-	cr_assert_eq(r.status, 200, "GET /metrics: %d %s", r.status, r.body);
-	cr_assert(strncmp(r.content_type, "text/plain; version=0.0.4", 25) == 0, "Content-Type '%s'",
-		  r.content_type);
-	cr_assert_eq(r.content_length, (long)r.len, "Content-Length %ld, body %zu bytes", r.content_length,
-		     r.len);
-	return r;
-}
-
-/* The value of the sample `series` (name and labels exactly as written,
- * e.g. emdb_requests_total{op="ping"}); -1 when it is absent. */
-static double value_of(const char *body, const char *series)
-{
-	size_t n = strlen(series);
-	for (const char *p = body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-		if (strncmp(p, series, n) == 0 && p[n] == ' ')
-			return strtod(p + n + 1, NULL);
-	return -1;
-}
-
-#define EXPECT(body, series, want)                                                             \
-	do {                                                                                   \
-		double v_ = value_of((body), (series));                                        \
-		cr_assert_eq(v_, (double)(want), "%s is %g, expected %g", (series), v_, (double)(want)); \
-	} while (0)
 
 /* ---- the server's listening sockets, from /proc ----------------------- */
 
@@ -314,19 +176,19 @@ Test(metrics, counts_match_the_requests_made)
 
 	http_resp r = scrape(port);
 	const char *b = r.body;
-	EXPECT(b, "emdb_requests_total{op=\"ping\"}", 3);
-	EXPECT(b, "emdb_request_errors_total{op=\"ping\"}", 0);
-	EXPECT(b, "emdb_requests_total{op=\"table_create\"}", 2);
-	EXPECT(b, "emdb_request_errors_total{op=\"table_create\"}", 1);
-	EXPECT(b, "emdb_requests_total{op=\"pull\"}", 3);
-	EXPECT(b, "emdb_request_errors_total{op=\"pull\"}", 2);
-	EXPECT(b, "emdb_requests_total{op=\"lookup\"}", 0);
-	EXPECT(b, "emdb_errors_total{code=\"EXISTS\"}", 1);
-	EXPECT(b, "emdb_errors_total{code=\"NO_TABLE\"}", 2);
-	EXPECT(b, "emdb_errors_total{code=\"NOMEM\"}", 0);
+	EXPECT_SAMPLE(b, "emdb_requests_total{op=\"ping\"}", 3);
+	EXPECT_SAMPLE(b, "emdb_request_errors_total{op=\"ping\"}", 0);
+	EXPECT_SAMPLE(b, "emdb_requests_total{op=\"table_create\"}", 2);
+	EXPECT_SAMPLE(b, "emdb_request_errors_total{op=\"table_create\"}", 1);
+	EXPECT_SAMPLE(b, "emdb_requests_total{op=\"pull\"}", 3);
+	EXPECT_SAMPLE(b, "emdb_request_errors_total{op=\"pull\"}", 2);
+	EXPECT_SAMPLE(b, "emdb_requests_total{op=\"lookup\"}", 0);
+	EXPECT_SAMPLE(b, "emdb_errors_total{code=\"EXISTS\"}", 1);
+	EXPECT_SAMPLE(b, "emdb_errors_total{code=\"NO_TABLE\"}", 2);
+	EXPECT_SAMPLE(b, "emdb_errors_total{code=\"NOMEM\"}", 0);
 	/* The histogram of PING: cumulative, ending in +Inf == _count == 3. */
-	EXPECT(b, "emdb_request_duration_seconds_bucket{op=\"ping\",le=\"+Inf\"}", 3);
-	EXPECT(b, "emdb_request_duration_seconds_count{op=\"ping\"}", 3);
+	EXPECT_SAMPLE(b, "emdb_request_duration_seconds_bucket{op=\"ping\",le=\"+Inf\"}", 3);
+	EXPECT_SAMPLE(b, "emdb_request_duration_seconds_count{op=\"ping\"}", 3);
 	cr_assert_geq(value_of(b, "emdb_request_duration_seconds_sum{op=\"ping\"}"), 0);
 	double prev = 0;
 	int buckets = 0;
@@ -341,18 +203,18 @@ Test(metrics, counts_match_the_requests_made)
 	/* No histogram for an operation never called. */
 	cr_assert_null(strstr(b, "emdb_request_duration_seconds_count{op=\"lookup\"}"));
 
-	EXPECT(b, "emdb_tables", 1);
-	EXPECT(b, "emdb_table_rows{table=\"clicks\"}", 5);
-	EXPECT(b, "emdb_table_ids_total{table=\"clicks\",op=\"pull\"}", 5);
+	EXPECT_SAMPLE(b, "emdb_tables", 1);
+	EXPECT_SAMPLE(b, "emdb_table_rows{table=\"clicks\"}", 5);
+	EXPECT_SAMPLE(b, "emdb_table_ids_total{table=\"clicks\",op=\"pull\"}", 5);
 	cr_assert_gt(value_of(b, "emdb_table_memory_bytes{table=\"clicks\"}"), 0);
 	/* The scrape is not a client connection. */
-	EXPECT(b, "emdb_connections", 1);
-	EXPECT(b, "emdb_connections_accepted_total", 1);
-	EXPECT(b, "emdb_connections_refused_total", 0);
+	EXPECT_SAMPLE(b, "emdb_connections", 1);
+	EXPECT_SAMPLE(b, "emdb_connections_accepted_total", 1);
+	EXPECT_SAMPLE(b, "emdb_connections_refused_total", 0);
 	cr_assert_gt(value_of(b, "emdb_received_bytes_total"), 0);
 	cr_assert_gt(value_of(b, "emdb_sent_bytes_total"), 5 * 4 * sizeof(float));
 	cr_assert_gt(value_of(b, "emdb_memory_used_bytes"), 0);
-	EXPECT(b, "emdb_persistence_enabled", 0);
+	EXPECT_SAMPLE(b, "emdb_persistence_enabled", 0);
 	cr_assert(strstr(b, "# TYPE emdb_request_duration_seconds histogram\n"), "%s", b);
 	cr_assert(strstr(b, "# TYPE emdb_requests_total counter\n"));
 	http_free(&r);
@@ -369,19 +231,19 @@ Test(metrics, counts_match_the_requests_made)
 	memset(junk, 'x', sizeof(junk));
 	cr_assert_eq(send(raw, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
 	char sink[256];
-	for (uint64_t end = now_ms() + HTTP_WAIT_MS;;) {
+	for (uint64_t end = http_now_ms() + HTTP_WAIT_MS;;) {
 		struct pollfd p = { raw, POLLIN, 0 };
-		cr_assert_lt(now_ms(), end, "the server did not close a connection that sent garbage");
+		cr_assert_lt(http_now_ms(), end, "the server did not close a connection that sent garbage");
 		if (poll(&p, 1, 100) > 0 && recv(raw, sink, sizeof(sink), 0) <= 0)
 			break;
 	}
 	close(raw);
 	r = scrape(port);
-	EXPECT(r.body, "emdb_requests_total{op=\"ping\"}", 4);
-	EXPECT(r.body, "emdb_connections_accepted_total", 2);
-	EXPECT(r.body, "emdb_protocol_errors_total", 1);
-	EXPECT(r.body, "emdb_errors_total{code=\"PROTOCOL\"}", 1);
-	EXPECT(r.body, "emdb_errors_total{code=\"NO_TABLE\"}", 2);
+	EXPECT_SAMPLE(r.body, "emdb_requests_total{op=\"ping\"}", 4);
+	EXPECT_SAMPLE(r.body, "emdb_connections_accepted_total", 2);
+	EXPECT_SAMPLE(r.body, "emdb_protocol_errors_total", 1);
+	EXPECT_SAMPLE(r.body, "emdb_errors_total{code=\"PROTOCOL\"}", 1);
+	EXPECT_SAMPLE(r.body, "emdb_errors_total{code=\"NO_TABLE\"}", 2);
 	http_free(&r);
 }
 
@@ -417,8 +279,8 @@ Test(metrics, scrapes_while_requests_run)
 	pthread_join(th, &failed);
 	cr_assert_null(failed, "a PING failed: %s", emdb_client_last_error());
 	http_resp r = scrape(port);
-	EXPECT(r.body, "emdb_requests_total{op=\"ping\"}", PINGS);
-	EXPECT(r.body, "emdb_request_duration_seconds_count{op=\"ping\"}", PINGS);
+	EXPECT_SAMPLE(r.body, "emdb_requests_total{op=\"ping\"}", PINGS);
+	EXPECT_SAMPLE(r.body, "emdb_request_duration_seconds_count{op=\"ping\"}", PINGS);
 	http_free(&r);
 }
 
@@ -442,9 +304,9 @@ Test(metrics, checkpoint_and_restore_figures)
 	emdb_client_ticket_free(tk);
 
 	http_resp r = scrape(port);
-	EXPECT(r.body, "emdb_persistence_enabled", 1);
-	EXPECT(r.body, "emdb_checkpoints_stored", 0);
-	EXPECT(r.body, "emdb_checkpoint_jobs_total{result=\"done\"}", 0);
+	EXPECT_SAMPLE(r.body, "emdb_persistence_enabled", 1);
+	EXPECT_SAMPLE(r.body, "emdb_checkpoints_stored", 0);
+	EXPECT_SAMPLE(r.body, "emdb_checkpoint_jobs_total{result=\"done\"}", 0);
 	cr_assert_null(strstr(r.body, "emdb_checkpoint_last_rows"), "no checkpoint yet: no last one");
 	http_free(&r);
 
@@ -454,24 +316,24 @@ Test(metrics, checkpoint_and_restore_figures)
 	cr_assert_eq(emdb_client_restore(cl, 77, NULL), EMDB_ERR_INVALID, "restore of a checkpoint not held");
 	r = scrape(port);
 	const char *b = r.body;
-	EXPECT(b, "emdb_checkpoints_stored", 1);
-	EXPECT(b, "emdb_checkpoint_store_ok", 1);
-	EXPECT(b, "emdb_checkpoint_jobs_total{result=\"done\"}", 1);
-	EXPECT(b, "emdb_checkpoint_jobs_total{result=\"failed\"}", 0);
-	EXPECT(b, "emdb_checkpoint_last_rows", 100);
-	EXPECT(b, "emdb_checkpoint_rows_total", 100);
-	EXPECT(b, "emdb_checkpoint_last_bytes", (double)ck.bytes);
+	EXPECT_SAMPLE(b, "emdb_checkpoints_stored", 1);
+	EXPECT_SAMPLE(b, "emdb_checkpoint_store_ok", 1);
+	EXPECT_SAMPLE(b, "emdb_checkpoint_jobs_total{result=\"done\"}", 1);
+	EXPECT_SAMPLE(b, "emdb_checkpoint_jobs_total{result=\"failed\"}", 0);
+	EXPECT_SAMPLE(b, "emdb_checkpoint_last_rows", 100);
+	EXPECT_SAMPLE(b, "emdb_checkpoint_rows_total", 100);
+	EXPECT_SAMPLE(b, "emdb_checkpoint_last_bytes", (double)ck.bytes);
 	cr_assert_gt(ck.bytes, 0);
-	EXPECT(b, "emdb_restore_jobs_total{result=\"done\"}", 1);
-	EXPECT(b, "emdb_restore_last_rows", 100);
+	EXPECT_SAMPLE(b, "emdb_restore_jobs_total{result=\"done\"}", 1);
+	EXPECT_SAMPLE(b, "emdb_restore_last_rows", 100);
 	cr_assert_gt(value_of(b, "emdb_restore_last_bytes"), 0);
 	cr_assert_gt(value_of(b, "emdb_checkpoint_last_duration_seconds"), 0);
 	cr_assert_geq(value_of(b, "emdb_checkpoint_duration_seconds_total"),
 		      value_of(b, "emdb_checkpoint_last_duration_seconds"));
 	cr_assert_gt(value_of(b, "emdb_checkpoint_last_created_timestamp_seconds"), 1.7e9);
-	EXPECT(b, "emdb_checkpoint_job_running", 0);
-	EXPECT(b, "emdb_requests_total{op=\"checkpoint\"}", 1);
-	EXPECT(b, "emdb_table_rows{table=\"ads\"}", 100);
+	EXPECT_SAMPLE(b, "emdb_checkpoint_job_running", 0);
+	EXPECT_SAMPLE(b, "emdb_requests_total{op=\"checkpoint\"}", 1);
+	EXPECT_SAMPLE(b, "emdb_table_rows{table=\"ads\"}", 100);
 	http_free(&r);
 }
 
@@ -518,7 +380,7 @@ Test(metrics, only_get_metrics_is_served)
 	cl = NULL;
 	cr_assert_eq(kill(srv.pid, SIGTERM), 0);
 	int st = -1;
-	for (uint64_t end = now_ms() + 30000; now_ms() < end; test_sleep_ms(10))
+	for (uint64_t end = http_now_ms() + 30000; http_now_ms() < end; test_sleep_ms(10))
 		if (waitpid(srv.pid, &st, WNOHANG) == srv.pid) {
 			srv.pid = 0;
 			break;
