@@ -23,7 +23,9 @@
  *     count with k, M or G) that reads a plain number otherwise than
  *     words_u64 does;
  *   - topt_parse: a refusal without a message, or a success that changed
- *     the table's name or dim;
+ *     the table's name or dim; topt_alter (table alter's words): a
+ *     refusal without a message, or a success that changed the
+ *     optimizer's kind or initial_accumulator;
  *   - info_json (emdb-cli's reading of the server's INFO text): output
  *     that is not well-formed JSON (unbalanced, a raw control character
  *     in a string, invalid UTF-8).
@@ -172,6 +174,17 @@ static void tableopt(const char *s)
 	} else {
 		char text[128];
 		topt_init_text(&cfg.init, text, sizeof(text));
+	}
+	/* `table alter`'s words, against an Adam table's optimizer. */
+	emdb_optimizer o, before;
+	emdb_optimizer_defaults(EMDB_OPT_ADAM, &o);
+	before = o;
+	err[0] = 0;
+	if (topt_alter(w.n, w.v, &o, err, sizeof(err)) != 0) {
+		if (!err[0])
+			die("topt_alter: refused without a message", s);
+	} else if (o.kind != before.kind || o.initial_accumulator != before.initial_accumulator) {
+		die("topt_alter: changed a value fixed at creation", s);
 	}
 	words_free(&w);
 }
