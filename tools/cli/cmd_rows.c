@@ -2,9 +2,9 @@
  * cmd_rows.c - a table's rows to a file and back: export TABLE FILE and
  * import TABLE FILE, over emdb_client_table_scan and
  * emdb_client_table_load, in the file format of docs/cli.md ("Row
- * files"): a 64-byte header, then one record per row (ID, vector, and the
- * optimizer state unless --no-state), little-endian, which numpy reads
- * with one structured dtype.
+ * files"; the header is rowfile.h's): a 64-byte header, then one record
+ * per row (ID, vector, and the optimizer state unless --no-state),
+ * little-endian, which numpy reads with one structured dtype.
  *
  * Invariants:
  *   1. export writes the header last, once the rows are out, with the
@@ -28,77 +28,10 @@
 #include <emdb/alloc.h>
 
 #include "tools/cli/cmd_int.h"
+#include "tools/cli/rowfile.h"
 
-#define ROWS_MAGIC "EMDBROWS"
-#define ROWS_VERSION 1u
-#define ROWS_HDR 64
 #define PAGE_BYTES (4u << 20) /* rows per request: about 4 MiB of them */
 #define PAGE_ROWS_MAX 4096u
-
-typedef struct rows_hdr {
-	uint32_t dim, per_row, kind;
-	uint64_t first_step, last_step, rows;
-} rows_hdr;
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return v;
-}
-
-static void hdr_encode(uint8_t out[ROWS_HDR], const rows_hdr *h)
-{
-	memset(out, 0, ROWS_HDR);
-	memcpy(out, ROWS_MAGIC, 8);
-	put32(out + 8, ROWS_VERSION);
-	put32(out + 12, h->dim);
-	put32(out + 16, h->per_row);
-	put32(out + 20, h->kind);
-	put64(out + 24, h->first_step);
-	put64(out + 32, h->last_step);
-	put64(out + 40, h->rows);
-}
-
-/* NULL, or what is wrong with the header. */
-static const char *hdr_decode(const uint8_t in[ROWS_HDR], rows_hdr *h)
-{
-	if (memcmp(in, ROWS_MAGIC, 8) != 0)
-		return "not an emdb row file (no EMDBROWS magic)";
-	if (get32(in + 8) != ROWS_VERSION)
-		return "a row file of another format version";
-	for (int i = 48; i < ROWS_HDR; i++)
-		if (in[i])
-			return "reserved header bytes are not zero";
-	h->dim = get32(in + 12);
-	h->per_row = get32(in + 16);
-	h->kind = get32(in + 20);
-	h->first_step = get64(in + 24);
-	h->last_step = get64(in + 32);
-	h->rows = get64(in + 40);
-	if (h->dim == 0 || h->dim > EMDB_DIM_MAX)
-		return "dim out of range";
-	if (h->per_row && h->per_row != emdb_optimizer_state_floats((emdb_opt_kind)h->kind, h->dim))
-		return "the state width is not its optimizer's";
-	return NULL;
-}
 
 static size_t page_rows(size_t record)
 {
@@ -153,9 +86,9 @@ cli_status cmd_export(cli_session *s, emdb_client *c, int argc, char **argv)
 	if (cmd_resolve_table(s, c, argv[0], &info) != CLI_OK)
 		return CLI_FAIL;
 	const emdb_table_config *cfg = &info.config;
-	rows_hdr h = { .dim = cfg->dim, .kind = (uint32_t)cfg->optimizer.kind };
+	rowfile_hdr h = { .dim = cfg->dim, .kind = (uint32_t)cfg->optimizer.kind };
 	h.per_row = no_state ? 0 : emdb_optimizer_state_floats(cfg->optimizer.kind, cfg->dim);
-	size_t record = 8 + 4 * (size_t)h.dim + 4 * (size_t)h.per_row;
+	size_t record = rowfile_record(&h);
 	size_t cap = page_rows(record);
 	page p;
 	if (!page_alloc(&p, cap, h.dim, h.per_row)) {
@@ -167,9 +100,9 @@ cli_status cmd_export(cli_session *s, emdb_client *c, int argc, char **argv)
 		page_free(&p);
 		return session_error(s, CLI_FAIL, "IO", "%s: %s", argv[1], strerror(errno));
 	}
-	uint8_t hb[ROWS_HDR];
-	hdr_encode(hb, &h); /* invariant 1: 0 rows until the end */
-	bool io_ok = fwrite(hb, 1, ROWS_HDR, f) == ROWS_HDR;
+	uint8_t hb[ROWFILE_HDR];
+	rowfile_hdr_encode(hb, &h); /* invariant 1: 0 rows until the end */
+	bool io_ok = fwrite(hb, 1, ROWFILE_HDR, f) == ROWFILE_HDR;
 	double t0 = cmd_now_ms();
 	uint64_t cursor = 0;
 	int rc = EMDB_OK;
@@ -187,7 +120,7 @@ cli_status cmd_export(cli_session *s, emdb_client *c, int argc, char **argv)
 		h.last_step = step;
 		for (size_t i = 0; i < n; i++) {
 			uint8_t *r = p.rec + i * record;
-			put64(r, p.ids[i]);
+			memcpy(r, &p.ids[i], 8);
 			memcpy(r + 8, p.vecs + i * h.dim, 4 * (size_t)h.dim);
 			if (h.per_row)
 				memcpy(r + 8 + 4 * (size_t)h.dim, p.state + i * h.per_row, 4 * (size_t)h.per_row);
@@ -197,8 +130,8 @@ cli_status cmd_export(cli_session *s, emdb_client *c, int argc, char **argv)
 	} while (cursor && io_ok);
 	page_free(&p);
 	if (rc == EMDB_OK && io_ok) {
-		hdr_encode(hb, &h);
-		io_ok = fseek(f, 0, SEEK_SET) == 0 && fwrite(hb, 1, ROWS_HDR, f) == ROWS_HDR;
+		rowfile_hdr_encode(hb, &h);
+		io_ok = fseek(f, 0, SEEK_SET) == 0 && fwrite(hb, 1, ROWFILE_HDR, f) == ROWFILE_HDR;
 	}
 	int saved = errno;
 	if (fclose(f) != 0 && io_ok) {
@@ -245,12 +178,15 @@ cli_status cmd_import(cli_session *s, emdb_client *c, int argc, char **argv)
 	FILE *f = fopen(argv[1], "rb");
 	if (!f)
 		return session_error(s, CLI_FAIL, "IO", "%s: %s", argv[1], strerror(errno));
-	uint8_t hb[ROWS_HDR];
-	rows_hdr h = { 0 };
-	const char *bad = fread(hb, 1, ROWS_HDR, f) == ROWS_HDR ? hdr_decode(hb, &h) : "shorter than its header";
+	uint8_t hb[ROWFILE_HDR];
+	rowfile_hdr h = { 0 };
+	const char *bad = fread(hb, 1, ROWFILE_HDR, f) == ROWFILE_HDR ? rowfile_hdr_decode(hb, &h) : "shorter than its header";
 	struct stat st;
-	size_t record = bad ? 0 : 8 + 4 * (size_t)h.dim + 4 * (size_t)h.per_row;
-	if (!bad && (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size != ROWS_HDR + h.rows * record))
+	size_t record = bad ? 0 : rowfile_record(&h);
+	/* Divided, not multiplied: a header's row count is not trusted. */
+	if (!bad && (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < ROWFILE_HDR ||
+		     ((uint64_t)st.st_size - ROWFILE_HDR) % record != 0 ||
+		     ((uint64_t)st.st_size - ROWFILE_HDR) / record != h.rows))
 		bad = "its length is not its header's count of rows (cut short?)";
 	if (bad) {
 		fclose(f);
@@ -291,7 +227,7 @@ cli_status cmd_import(cli_session *s, emdb_client *c, int argc, char **argv)
 		}
 		for (size_t i = 0; i < n; i++) {
 			const uint8_t *r = p.rec + i * record;
-			p.ids[i] = get64(r);
+			memcpy(&p.ids[i], r, 8);
 			memcpy(p.vecs + i * h.dim, r + 8, 4 * (size_t)h.dim);
 			if (h.per_row)
 				memcpy(p.state + i * h.per_row, r + 8 + 4 * (size_t)h.dim, 4 * (size_t)h.per_row);
