@@ -7,7 +7,15 @@
 
 #include <emdb/error.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Record "<strerror(err)>: <fmt...>" as this thread's last error; returns err. */
 int emdb__seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -27,6 +27,7 @@
 
 #include "base/error_int.h"
 #include "base/meminfo.h"
+#include "db/db_cluster.h"
 #include "db/db_int.h"
 #include "db/optim_math.h"
 #include "db/table.h"
@@ -146,36 +147,79 @@ int db_check_table_config(const emdb_table_config *c)
 	return EMDB_OK;
 }
 
-int emdb_table_create(emdb_db *db, const emdb_table_config *cfg, uint32_t *out_id)
+/* May a table named name be created now (name free, under max_tables)?
+ * Caller holds reg_lock. */
+static int room_locked(const emdb_db *db, const char *name)
 {
-	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
+	if (find_locked(db, name, 0) >= 0)
+		return emdb__seterr(EMDB_ERR_EXISTS, "table '%s' already exists", name);
+	if (db->n_live == db->cfg.max_tables)
+		return emdb__seterr(EMDB_ERR_LIMIT, "table '%s': already %u tables (max_tables)", name,
+				    db->cfg.max_tables);
+	return EMDB_OK;
+}
+
+/* cfg (of any size up to ours) completed with the defaults into *c, and
+ * checked. */
+static int take_config(const emdb_db *db, const emdb_table_config *cfg, emdb_table_config *c)
+{
+	*c = (emdb_table_config)EMDB_TABLE_CONFIG_INIT;
 	if (!db || !cfg)
 		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_create: db or cfg is NULL");
-	if (cfg->size == 0 || cfg->size > sizeof(c))
+	if (cfg->size == 0 || cfg->size > sizeof(*c))
 		return emdb__seterr(EMDB_ERR_INVALID,
 				    "emdb_table_config.size is %u: initialize with EMDB_TABLE_CONFIG_INIT", cfg->size);
-	memcpy(&c, cfg, cfg->size);
-	c.size = sizeof(c);
-	int rc = db_check_table_config(&c);
+	memcpy(c, cfg, cfg->size);
+	c->size = sizeof(*c);
+	return db_check_table_config(c);
+}
+
+/* Create a table with id `want`, or the next id when want is 0. */
+static int table_create_id(emdb_db *db, const emdb_table_config *cfg, uint32_t want, uint32_t *out_id)
+{
+	emdb_table_config c;
+	int rc = take_config(db, cfg, &c);
 	if (rc != EMDB_OK)
 		return rc;
 
 	pthread_rwlock_wrlock(&db->reg_lock);
-	if (find_locked(db, c.name, 0) >= 0) {
-		rc = emdb__seterr(EMDB_ERR_EXISTS, "table '%s' already exists", c.name);
-	} else if (db->n_live == db->cfg.max_tables) {
-		rc = emdb__seterr(EMDB_ERR_LIMIT, "table '%s': already %u tables (max_tables)", c.name,
-				  db->cfg.max_tables);
-	} else {
-		tbl *t;
-		rc = table_create(&c, db->next_id, &db->cfg, &t);
-		if (rc == EMDB_OK) {
-			db->live[db->n_live++] = t;
-			db->next_id++;
-			if (out_id)
-				*out_id = t->id;
-		}
+	uint32_t id = want ? want : db->next_id;
+	rc = room_locked(db, c.name);
+	if (rc == EMDB_OK && (id < db->next_id || id == UINT32_MAX))
+		rc = emdb__seterr(EMDB_ERR_EXISTS, "table '%s': id %u was given before (ids are never reused; next is %u)",
+				  c.name, id, db->next_id);
+	tbl *t;
+	if (rc == EMDB_OK && (rc = table_create(&c, id, &db->cfg, &t)) == EMDB_OK) {
+		db->live[db->n_live++] = t;
+		db->next_id = id + 1;
+		if (out_id)
+			*out_id = t->id;
 	}
+	pthread_rwlock_unlock(&db->reg_lock);
+	return rc;
+}
+
+int emdb_table_create(emdb_db *db, const emdb_table_config *cfg, uint32_t *out_id)
+{
+	return table_create_id(db, cfg, 0, out_id);
+}
+
+int emdb__table_create_as(emdb_db *db, const emdb_table_config *cfg, uint32_t id)
+{
+	if (!id)
+		return emdb__seterr(EMDB_ERR_INVALID, "table id 0");
+	return table_create_id(db, cfg, id, NULL);
+}
+
+int emdb__table_check_create(emdb_db *db, const emdb_table_config *cfg, uint32_t *next_id)
+{
+	emdb_table_config c;
+	int rc = take_config(db, cfg, &c);
+	if (rc != EMDB_OK)
+		return rc;
+	pthread_rwlock_rdlock(&db->reg_lock);
+	rc = room_locked(db, c.name);
+	*next_id = db->next_id;
 	pthread_rwlock_unlock(&db->reg_lock);
 	return rc;
 }
@@ -377,6 +421,26 @@ int emdb_table_list(emdb_db *db, uint32_t *ids, size_t cap, size_t *n_out)
 	*n_out = db->n_live;
 	pthread_rwlock_unlock(&db->reg_lock);
 	return EMDB_OK;
+}
+
+int emdb_table_tier(emdb_db *db, uint32_t id, emdb_tier_info *out)
+{
+	tbl *t;
+	int rc;
+
+	if (!out)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_tier: out is NULL");
+	rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	table_tier(t, out);
+	table_release(t);
+	return EMDB_OK;
+}
+
+bool emdb_gpu_available(char *why, size_t why_len)
+{
+	return tier_available(TIER_CUDA, why, why_len);
 }
 
 int emdb_db_get_stats(emdb_db *db, emdb_db_stats *out)

@@ -194,6 +194,8 @@ int emdb_prefetch(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, emdb_
 		goto out_release;
 	}
 	ops_shard_order(tk->locs, tk->order, n, tk->slocs);
+	if (t->hot) /* a promise of use: the hot set's statistics */
+		hot_note(t->hot, tk->locs, n);
 	TABLE_COUNT(t, calls_prefetch, 1);
 	TABLE_COUNT(t, ids_prefetch, n);
 	*out = tk; /* the ticket keeps our reference on t */

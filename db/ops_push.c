@@ -35,11 +35,14 @@
 #include <emdb/alloc.h>
 
 #include "base/error_int.h"
+#include "db/db_cluster.h"
 #include "db/ops.h"
 
-/* Where position p's gradient comes from: grads + p*dim (plain), or the
- * gradient of p's bag, scaled by 1 (SUM), 1/bag size (MEAN) or p's
- * per-sample weight (weighted SUM). */
+/* Where position p's gradient comes from: grads + p*dim (plain), or row
+ * bag_of[p] scaled by bag_scale[bag_of[p]]: the gradient of p's bag
+ * scaled by 1 (SUM) or 1/bag size (MEAN), or the rows a cluster's home
+ * node mapped to an owner's positions (emdb__push_mapped); with
+ * per-sample weights (weighted SUM) scaled by weights[p] instead. */
 typedef struct grad_src {
 	const float *grads;
 	const uint32_t *bag_of;  /* [n] or NULL */
@@ -280,6 +283,46 @@ static uint64_t push_grads_more(tbl *t, const dit_plan *plan)
 	return ops_grads_bytes(t, plan->start, false);
 }
 
+/* The push proper, on table t (referenced, checked): reserve, insert,
+ * add (invariants 1 and 2), and count the call. */
+static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *tk, const grad_src *g)
+{
+	/* Everything that can fail (index room, rows, accumulator room) is
+	 * reserved before the first insert or add (invariant 1); only the
+	 * accumulator room needs update_lock (invariant 2).  Under a memory
+	 * limit all of that growth is checked before any of it is mapped:
+	 * the rows' chunks could not be given back if the accumulators were
+	 * refused after them. */
+	int rc = EMDB_OK;
+	ops_rows r;
+	if (tk) {
+		ops_rows_from_ticket(tk, &r);
+		if (emdb_alloc_limit())
+			rc = table_check_memory(t, ops_grads_bytes(t, r.start, false), "room for the gradients of", n);
+	} else {
+		rc = ops_rows_prepare(t, ids, n, push_grads_more, &r);
+	}
+	if (rc == EMDB_OK) {
+		pthread_rwlock_rdlock(&t->update_lock);
+		uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
+		rc = grads_reserve(t, &r, gen);
+		pthread_rwlock_unlock(&t->update_lock);
+		if (rc == EMDB_OK) {
+			if (!tk)
+				ops_rows_commit(t, ids, &r);
+			grads_add(t, &r, g, gen);
+		} else if (!tk) {
+			ops_rows_abort(t, &r);
+		}
+		ops_rows_done(&r);
+	}
+	if (rc == EMDB_OK) {
+		TABLE_COUNT(t, calls_push, 1);
+		TABLE_COUNT(t, ids_push, n);
+	}
+	return rc;
+}
+
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
 		       uint32_t dim, const float *grads)
@@ -318,41 +361,31 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 		g.bag_scale = scale;
 		g.weights = weights;
 	}
-
-	/* Everything that can fail (index room, rows, accumulator room) is
-	 * reserved before the first insert or add (invariant 1); only the
-	 * accumulator room needs update_lock (invariant 2).  Under a memory
-	 * limit all of that growth is checked before any of it is mapped:
-	 * the rows' chunks could not be given back if the accumulators were
-	 * refused after them. */
-	ops_rows r;
-	if (tk) {
-		ops_rows_from_ticket(tk, &r);
-		if (emdb_alloc_limit())
-			rc = table_check_memory(t, ops_grads_bytes(t, r.start, false), "room for the gradients of", n);
-	} else {
-		rc = ops_rows_prepare(t, ids, n, push_grads_more, &r);
-	}
-	if (rc == EMDB_OK) {
-		pthread_rwlock_rdlock(&t->update_lock);
-		uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
-		rc = grads_reserve(t, &r, gen);
-		pthread_rwlock_unlock(&t->update_lock);
-		if (rc == EMDB_OK) {
-			if (!tk)
-				ops_rows_commit(t, ids, &r);
-			grads_add(t, &r, &g, gen);
-		} else if (!tk) {
-			ops_rows_abort(t, &r);
-		}
-		ops_rows_done(&r);
-	}
-	if (rc == EMDB_OK) {
-		TABLE_COUNT(t, calls_push, 1);
-		TABLE_COUNT(t, ids_push, n);
-	}
+	rc = push_rows(t, ids, n, tk, &g);
 out:
 	emdb_free(bags);
+	table_release(t);
+	return rc;
+}
+
+int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim, const float *grads)
+{
+	tbl *t;
+	if (!grads || (!tk && !ids) || !row_of || !scale)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket, rows or gradient buffer");
+	int rc = ops_open(db, id, tk, n, dim, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	if (tk)
+		n = tk->n;
+	for (size_t i = 0; i < n && rc == EMDB_OK; i++)
+		if (row_of[i] >= n_rows)
+			rc = emdb__seterr(EMDB_ERR_INVALID, "push: position %zu takes gradient row %u of %zu", i,
+					  row_of[i], n_rows);
+	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .dim = dim };
+	if (rc == EMDB_OK)
+		rc = push_rows(t, ids, n, tk, &g);
 	table_release(t);
 	return rc;
 }

@@ -23,7 +23,9 @@
  *      value) like Pull, then writes under rows_lock and update_lock for
  *      writing, as an Update does, marking each row for the next
  *      incremental checkpoint and keeping its old bytes for a checkpoint
- *      being written (ckpt_touch); a refused Load writes nothing.
+ *      being written (ckpt_touch), and tells the hot rows' device replica
+ *      to copy them again at the next step boundary (table_rows_written);
+ *      a refused Load writes nothing.
  *
  * State changes: Load writes rows (and inserts IDs); Scan changes nothing.
  */
@@ -134,6 +136,7 @@ int emdb_table_load(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uin
 			memcpy(row + dim, state + i * sf, sf * sizeof(float));
 	}
 	ops_update_unlock(t);
+	table_rows_written(t); /* the device replica of hot rows copies them again */
 	ops_rows_done(&r);
 	table_release(t);
 	return EMDB_OK;

@@ -116,6 +116,14 @@ static inline void apply_prefetch(const tbl *t, const float *row, uint64_t loc, 
 		__builtin_prefetch(chunk_mark_word(&t->rows, loc, gen), 0, 3);
 }
 
+/* The device replica of the hot rows takes the same step at the end of
+ * the pass (db/hot.h); one branch per row for a table without one. */
+#define HOT_RECORD(t, loc, g)                                               \
+	do {                                                                \
+		if ((t)->hot && hot_is_member((t)->hot, (loc)))             \
+			hot_record((t)->hot, (loc), (g));                   \
+	} while (0)
+
 /* OPS_FOR_ROWS's prefetch in the pass (apply_prefetch). */
 #define APPLY_PREFETCH(row, loc) apply_prefetch(t, (row), (loc), row_bytes, tracking, gen)
 
@@ -125,7 +133,8 @@ static inline void apply_prefetch(const tbl *t, const float *row, uint64_t loc, 
 #define APPLY_LOOP(rowfn, locs, cnt, GRAD)                                               \
 	OPS_FOR_ROWS(t, locs, cnt, APPLY_PREFETCH, j_, row_,                             \
 		     ckpt_touch(&t->rows, cow, tracking, gen, (locs)[j_], row_);         \
-		     rowfn(&sc, dim, row_, GRAD(j_));)
+		     rowfn(&sc, dim, row_, GRAD(j_));                                    \
+		     HOT_RECORD(t, (locs)[j_], GRAD(j_));)
 
 #define APPLY_VARS(t, scp)                                                            \
 	emdb_opt_scalars sc = *(scp);                                                 \
@@ -208,6 +217,7 @@ static uint64_t apply_rows(const tbl *t, const uint64_t *loc, const float *const
 		     if (row_) {                                                     \
 			     ckpt_touch(&t->rows, cow, tracking, gen, loc[j_], row_); \
 			     rowfn(&sc, dim, row_, grad[j_]);                        \
+			     HOT_RECORD(t, loc[j_], grad[j_]);                       \
 			     applied++;                                              \
 		     })
 #define ROWS_LOOP(rowfn) ROWS_LOOP_WITH(APPLY_PREFETCH, rowfn)
@@ -427,6 +437,9 @@ uint64_t ops_update_close(tbl *t)
 	while (__atomic_load_n(&a->helpers, __ATOMIC_SEQ_CST))
 		sched_yield();
 	uint64_t rows = __atomic_load_n(&a->rows, __ATOMIC_RELAXED);
+	/* The step boundary: no helper is left, rows_lock still held. */
+	if (t->hot)
+		hot_step(t->hot, &t->rows, &a->sc, t->step);
 	pthread_rwlock_unlock(&t->rows_lock);
 	TABLE_COUNT(t, calls_update, 1);
 	TABLE_COUNT(t, rows_updated, rows);

@@ -163,6 +163,26 @@ EMDB_HD static inline void emdb__adagrad_cols(uint32_t dim,
 	}
 }
 
+/* Row-wise Adagrad's reduction: adds the row's mean squared gradient to
+ * acc[0] and returns the row's multiplier.  In column order: the
+ * definition, and what one device thread per row reproduces (the CUDA
+ * tier runs this in one lane and the column loop in all). */
+EMDB_HD static inline float emdb__rowwise_adagrad_mult(uint32_t dim,
+						       float *__restrict__ acc,
+						       const float *__restrict__ g,
+						       float lr, float eps,
+						       float fdim)
+{
+	float sq = 0.0f;
+	float a;
+
+	for (uint32_t c = 0; c < dim; c++)
+		sq = fmaf(g[c], g[c], sq);
+	a = acc[0] + sq / fdim;
+	acc[0] = a;
+	return lr / (sqrtf(a) + eps);
+}
+
 EMDB_HD static inline void emdb__rowwise_adagrad_cols(uint32_t dim,
 						      float *__restrict__ w,
 						      float *__restrict__ acc,
@@ -170,18 +190,7 @@ EMDB_HD static inline void emdb__rowwise_adagrad_cols(uint32_t dim,
 						      float lr, float eps,
 						      float fdim)
 {
-	float sq = 0.0f;
-	float a, mult;
-
-	/* In column order: the definition, and what a sequential GPU thread
-	 * per row reproduces. */
-	for (uint32_t c = 0; c < dim; c++)
-		sq = fmaf(g[c], g[c], sq);
-	a = acc[0] + sq / fdim;
-	acc[0] = a;
-	mult = lr / (sqrtf(a) + eps);
-	for (uint32_t c = 0; c < dim; c++)
-		w[c] = fmaf(-mult, g[c], w[c]);
+	emdb__sgd_cols(dim, w, g, emdb__rowwise_adagrad_mult(dim, acc, g, lr, eps, fdim));
 }
 
 EMDB_HD static inline void emdb__adam_cols(uint32_t dim, float *__restrict__ w,

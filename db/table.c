@@ -69,6 +69,8 @@ int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config
 	pthread_rwlock_init(&t->update_lock, &attr);
 	pthread_rwlock_init(&t->rows_lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
+	if (dbc->gpu_memory)
+		t->hot = hot_open_for_table(dbc->gpu_memory, t->dim, &t->cfg.optimizer);
 	*out = t;
 	return EMDB_OK;
 
@@ -83,6 +85,7 @@ fail_table:
 
 static void table_free(tbl *t)
 {
+	hot_destroy(t->hot);
 	for (uint32_t s = 0; s < t->shards; s++) {
 		gradmap_destroy(&t->grads[s].acc[0]);
 		gradmap_destroy(&t->grads[s].acc[1]);
@@ -240,4 +243,26 @@ void table_stats(tbl *t, emdb_table_stats *out)
 	LOAD_(lookup_misses);
 	LOAD_(rows_updated);
 #undef LOAD_
+}
+
+void table_tier(tbl *t, emdb_tier_info *out)
+{
+	hot_stats hs;
+
+	memset(out, 0, sizeof(*out));
+	out->tier = "host";
+	if (!t->hot)
+		return;
+	/* Written by Update under rows_lock: read under it too. */
+	pthread_rwlock_rdlock(&t->rows_lock);
+	hot_get_stats(t->hot, &hs);
+	pthread_rwlock_unlock(&t->rows_lock);
+	out->failed = hs.failed;
+	if (hs.failed)
+		return;
+	out->tier = tier_kind_name(hs.kind);
+	out->hot_rows = hs.rows;
+	out->hot_capacity = hs.capacity;
+	out->bytes_device = hs.bytes_device;
+	out->devices = hs.replicas;
 }

@@ -34,6 +34,7 @@
 #include "db/chunk.h"
 #include "db/ckpt_track.h"
 #include "db/gradmap.h"
+#include "db/hot.h"
 #include "db/optim_math.h"
 #include "index/dit.h"
 
@@ -101,6 +102,10 @@ typedef struct tbl {
 	push_work *pushes;         /* pushes in their add phase           */
 	ckpt_track ck;          /* gen and cow: written holding update_lock and
 				   rows_lock for writing; base_*: the db's job */
+	hot *hot;               /* the device replica of the hot rows, or NULL
+				   (no gpu_memory, or no device): set at
+				   creation, then used under the locks its
+				   calls name (db/hot.h) */
 } tbl;
 
 int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config *dbc, tbl **out);
@@ -151,6 +156,17 @@ int table_resolve(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, uint64_
 
 /* Statistics, read without stopping the table. */
 void table_stats(tbl *t, emdb_table_stats *out);
+/* Where its rows live (emdb_table_tier). */
+void table_tier(tbl *t, emdb_tier_info *out);
+
+/* Every writer of row contents other than Update (which keeps the device
+ * replica itself) calls this after writing, so that the replica of the
+ * hot rows is copied again from the host at the next step boundary. */
+static inline void table_rows_written(tbl *t)
+{
+	if (t->hot)
+		hot_rows_written(t->hot);
+}
 
 #define TABLE_COUNT(t, field, v) __atomic_fetch_add(&(t)->ctr.field, (v), __ATOMIC_RELAXED)
 

@@ -357,5 +357,7 @@ void ckpts_report_get(ckpts *p, ckpts_report *r)
 	r->settings = p->set;
 	r->steps_since = atomic_load(&p->steps);
 	r->auto_checkpoints = p->auto_count;
+	r->checkpoint = p->totals[0];
+	r->restore = p->totals[1];
 	pthread_mutex_unlock(&p->lock);
 }

@@ -61,7 +61,17 @@ typedef struct ckpts_job_status {
 	char message[CKPTS_MSG_MAX];
 } ckpts_job_status;
 
-/* What INFO's persistence section shows. */
+/* The jobs of one direction (checkpoints, or restores) that ended since
+ * the process started, the restore at start included. */
+typedef struct ckpts_totals {
+	uint64_t done, failed;       /* jobs ended DONE, FAILED              */
+	uint64_t ns, bytes, rows;    /* summed over the DONE ones            */
+	bool have_last;              /* one ended DONE: last_* describe it   */
+	uint64_t last_ns, last_bytes, last_rows;
+	uint64_t last_end_ms;        /* Unix time it ended, milliseconds     */
+} ckpts_totals;
+
+/* What INFO's persistence section and /metrics show. */
 typedef struct ckpts_report {
 	bool enabled;
 	char data_dir[1024];
@@ -76,6 +86,10 @@ typedef struct ckpts_report {
 	ckpts_settings settings;
 	uint64_t steps_since;        /* UPDATEs and PUSH_UPDATEs since the last checkpoint started */
 	uint64_t auto_checkpoints;   /* started automatically since start */
+	/* Bytes are those of the row blocks written (emdb_ckpt_info.bytes)
+	 * or read (emdb_progress.bytes_done); rows those written by the
+	 * checkpoint (rows) or restored (rows_total). */
+	ckpts_totals checkpoint, restore;
 } ckpts_report;
 
 /* Open the store in data_dir (created when missing), or prepare a disabled

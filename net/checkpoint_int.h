@@ -41,6 +41,7 @@ struct ckpts {
 	uint32_t chain;             /* incremental checkpoints since the last full one */
 	uint64_t last_ckpt_ns;      /* monotonic: the last checkpoint's start, or the open */
 	uint64_t auto_count;        /* automatic checkpoints started */
+	ckpts_totals totals[2];     /* [0] checkpoints, [1] restores that ended */
 
 	_Atomic uint64_t steps;     /* UPDATEs and PUSH_UPDATEs since the last checkpoint started */
 	_Atomic uint64_t steps_due; /* set.every_steps, for ckpts_note_step */

@@ -24,7 +24,7 @@
  *
  * State changes: p->cur, p->cur_no, p->next_job, the job slots, the
  * automatic-trigger state (have_base, force_full, chain, last_ckpt_ns,
- * steps, auto_count), the store (retention).
+ * steps, auto_count), the totals, the store (retention).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -141,6 +141,29 @@ static void retain(ckpts *p, uint32_t keep)
 			 deleted == 1 ? "" : "s");
 }
 
+/* A job's end in the totals of its direction (INFO, /metrics). */
+static void total_locked(ckpts *p, uint32_t kind, int rc, const emdb_progress *pr,
+			 const emdb_ckpt_info *info)
+{
+	bool restore = kind == PROTO_JOB_RESTORE;
+	ckpts_totals *t = &p->totals[restore];
+	if (rc != EMDB_OK) {
+		t->failed++;
+		return;
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	t->done++;
+	t->have_last = true;
+	t->last_ns = pr->elapsed_ns;
+	t->last_bytes = restore ? pr->bytes_done : info->bytes;
+	t->last_rows = restore ? info->rows_total : info->rows;
+	t->last_end_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+	t->ns += t->last_ns;
+	t->bytes += t->last_bytes;
+	t->rows += t->last_rows;
+}
+
 /* Invariants 4 and 5: what a job's end means for the automatic trigger. */
 static void account_locked(ckpts *p, uint32_t kind, int rc)
 {
@@ -204,6 +227,7 @@ int ckpts__run_locked(ckpts *p)
 		snprintf(s->message, sizeof(s->message), "%s", msg);
 	}
 	account_locked(p, kind, rc);
+	total_locked(p, kind, rc, &pr, &info);
 	p->cur = NULL;
 	p->cur_no = 0;
 	emdb_job_free(j);

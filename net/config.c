@@ -35,6 +35,7 @@ typedef enum key_type {
 	T_BACKEND,
 	T_LEVEL,
 	T_HUGE,    /* emdb_huge_pages: off, try, on */
+	T_RANK,    /* u32 in min..max, or "" for CONFIG_RANK_UNSET */
 } key_type;
 
 #define F_RUNTIME 0x1 /* CONFIG SET may change it */
@@ -58,6 +59,8 @@ static const key_def keys[] = {
 	{ "unix_socket", T_STR, OFF(unix_socket), 0, 0, 0, "Unix socket path; empty: none" },
 	{ "port_file", T_STR, OFF(port_file), 0, 0, 0, "write the bound TCP port to this file once listening" },
 	{ "backlog", T_U32, OFF(backlog), 1, 65535, 0, "listen(2) backlog" },
+	{ "metrics_address", T_STR, OFF(metrics_address), 0, 0, 0, "address (IPv4 or IPv6 literal) of the Prometheus endpoint, GET /metrics over HTTP, when metrics_port is set; it has no authentication: the loopback default keeps it to this machine" },
+	{ "metrics_port", T_U32, OFF(metrics_port), 0, 65535, 0, "TCP port of the Prometheus endpoint (http://metrics_address:metrics_port/metrics); 0: no endpoint" },
 	{ "io_threads", T_U32, OFF(io_threads), 0, 1024, 0, "I/O threads; 0: one per online CPU" },
 	{ "io_backend", T_BACKEND, OFF(io_backend), 0, 0, 0, "libevent or uring (falls back to libevent)" },
 	{ "uring_entries", T_U32, OFF(uring_entries), 8, 32768, 0, "io_uring submission queue entries per thread" },
@@ -88,6 +91,7 @@ static const key_def keys[] = {
 	{ "shards", T_U32, OFF(shards), 1, 4096, 0, "engine: index shards per table (power of two)" },
 	{ "chunk_bytes", T_SIZE, OFF(chunk_bytes), 64u << 10, 1ull << 34, 0, "engine: bytes per row chunk" },
 	{ "max_tables", T_U32, OFF(max_tables), 1, 1u << 20, 0, "engine: tables alive at once" },
+	{ "gpu_memory", T_SIZE, OFF(gpu_memory), 0, 1ull << 44, 0, "engine: GPU memory per table for a replica of its most prefetched rows, kept identical to the host rows after every Update (docs/gpu.md); 0: none.  Without a GPU or its driver: one log line, and every table stays in host memory" },
 	{ "data_dir", T_STR, OFF(data_dir), 0, 0, 0, "checkpoint store (RocksDB) directory, created when missing; empty: persistence off" },
 	{ "restore", T_STR, OFF(restore), 0, 0, 0, "at start, before listening: restore 'latest' or a checkpoint id from data_dir" },
 	{ "accept_data_loss", T_U32, OFF(accept_data_loss), 0, 1, 0, "1: open a damaged checkpoint store in data_dir anyway, keeping the checkpoints that are whole and dropping the rest (the log says what); 0: refuse to start and say what is damaged" },
@@ -95,6 +99,12 @@ static const key_def keys[] = {
 	{ "checkpoint_every_steps", T_U32, OFF(checkpoint_every_steps), 0, UINT32_MAX, F_RUNTIME, "automatic checkpoint after N UPDATE or PUSH_UPDATE requests; 0: off" },
 	{ "checkpoint_every_seconds", T_U32, OFF(checkpoint_every_seconds), 0, 100u * 365 * 86400, F_RUNTIME, "automatic checkpoint every N seconds; 0: off" },
 	{ "checkpoint_full_every", T_U32, OFF(checkpoint_full_every), 1, 1u << 30, F_RUNTIME, "every Nth automatic checkpoint is full, the others incremental" },
+	{ "cluster_file", T_STR, OFF(cluster_file), 0, 0, 0, "the cluster file (docs/cluster.md): cluster_id, partitions and every node's HOST:PORT, the same file on every node; this node joins that cluster at start and opens its client listeners only once every node is reachable and agrees; empty: a single node" },
+	{ "cluster_rank", T_RANK, OFF(cluster_rank), 0, 1023, 0, "this node's rank in cluster_file (its `node RANK HOST:PORT` line); required with cluster_file" },
+	{ "cluster_secret_file", T_STR, OFF(cluster_secret_file), 0, 0, 0, "file holding the cluster's shared secret (its first line, 16..1024 bytes), the same on every node: nodes prove to each other they hold it (HMAC-SHA256 challenge-response), it never crosses the network; required with cluster_file" },
+	{ "node_timeout_ms", T_U32, OFF(node_timeout_ms), 10, 3600000, 0, "a request to another node not answered this long fails with NODE naming that node; also how long a handshake may take" },
+	{ "cluster_start_timeout_ms", T_U32, OFF(cluster_start_timeout_ms), 100, 86400000, 0, "at start, how long this node waits for every node of cluster_file to be reachable before it gives up (exit status 1, naming the node)" },
+	{ "cluster_busy_poll", T_U32, OFF(cluster_busy_poll), 0, 1, 0, "1: the node link's thread polls UCX without sleeping (lower latency, a core kept busy); 0: it sleeps on UCX's event fd" },
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -105,6 +115,7 @@ void config_defaults(net_config *c)
 	strcpy(c->bind, "127.0.0.1");
 	c->port = CONFIG_DEFAULT_PORT;
 	c->backlog = 511;
+	strcpy(c->metrics_address, "127.0.0.1");
 	c->io_threads = 0;
 	c->io_backend = IO_BACKEND_LIBEVENT;
 	c->uring_entries = 1024;
@@ -127,6 +138,9 @@ void config_defaults(net_config *c)
 	c->chunk_bytes = 2ull << 20;
 	c->max_tables = 1024;
 	c->checkpoint_full_every = 8;
+	c->cluster_rank = CONFIG_RANK_UNSET;
+	c->node_timeout_ms = 3000;
+	c->cluster_start_timeout_ms = 30000;
 }
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -255,6 +269,19 @@ int config_set(net_config *c, const char *key, const char *value, bool running, 
 		memcpy(field, &h, sizeof(h));
 		return 0;
 	}
+	case T_RANK: {
+		uint32_t r = CONFIG_RANK_UNSET;
+		if (*value) {
+			if (parse_u64(value, false, &v) < 0 || v < k->min || v > k->max) {
+				errf(err, errlen, "%s: '%s' is not a rank in %" PRIu64 "..%" PRIu64, k->name, value,
+				     k->min, k->max);
+				return -1;
+			}
+			r = (uint32_t)v;
+		}
+		memcpy(field, &r, sizeof(r));
+		return 0;
+	}
 	case T_LEVEL: {
 		int l = log_level_parse(value);
 		if (l < 0) {
@@ -288,6 +315,13 @@ int config_get(const net_config *c, const char *key, char *buf, size_t len)
 	case T_U32:
 		memcpy(&v32, field, sizeof(v32));
 		snprintf(buf, len, "%" PRIu32, v32);
+		break;
+	case T_RANK:
+		memcpy(&v32, field, sizeof(v32));
+		if (v32 == CONFIG_RANK_UNSET)
+			snprintf(buf, len, "%s", "");
+		else
+			snprintf(buf, len, "%" PRIu32, v32);
 		break;
 	case T_SIZE:
 		memcpy(&v64, field, sizeof(v64));
@@ -406,6 +440,11 @@ int config_validate(const net_config *c, char *err, size_t errlen)
 		errf(err, errlen, "tls_ca_file asks TLS clients for certificates: it needs tls_cert_file and tls_key_file");
 		return -1;
 	}
+	if (c->metrics_port && !c->metrics_address[0]) {
+		errf(err, errlen, "metrics_port %u needs metrics_address: the address to serve /metrics on",
+		     c->metrics_port);
+		return -1;
+	}
 	if (c->shards & (c->shards - 1)) {
 		errf(err, errlen, "shards must be a power of two, not %u", c->shards);
 		return -1;
@@ -422,6 +461,18 @@ int config_validate(const net_config *c, char *err, size_t errlen)
 			     c->restore);
 			return -1;
 		}
+	}
+	if (c->cluster_file[0] && c->cluster_rank == CONFIG_RANK_UNSET) {
+		errf(err, errlen, "cluster_file needs cluster_rank: this node's rank in it");
+		return -1;
+	}
+	if (c->cluster_file[0] && !c->cluster_secret_file[0]) {
+		errf(err, errlen, "cluster_file needs cluster_secret_file: nodes authenticate each other with it");
+		return -1;
+	}
+	if (!c->cluster_file[0] && c->cluster_rank != CONFIG_RANK_UNSET) {
+		errf(err, errlen, "cluster_rank %u without cluster_file: a rank in which cluster?", c->cluster_rank);
+		return -1;
 	}
 	if (c->max_frame % 8) {
 		errf(err, errlen, "max_frame must be a multiple of 8, not %llu",

@@ -38,6 +38,8 @@ typedef struct net_config {
 	char unix_socket[108];              /* path; "" = no Unix socket    */
 	char port_file[CONFIG_PATH_MAX];    /* write the bound TCP port here */
 	uint32_t backlog;
+	char metrics_address[256];          /* /metrics (net/metrics.h)     */
+	uint32_t metrics_port;              /* 0 = no /metrics endpoint     */
 	/* threads and I/O */
 	uint32_t io_threads;                /* 0 = one per online CPU       */
 	io_backend_kind io_backend;
@@ -76,6 +78,7 @@ typedef struct net_config {
 	uint32_t shards;
 	uint64_t chunk_bytes;
 	uint32_t max_tables;
+	uint64_t gpu_memory;                /* emdb_db_config.gpu_memory     */
 	/* persistence (net/checkpoint.h) */
 	char data_dir[CONFIG_PATH_MAX];     /* checkpoint store; "" = off    */
 	char restore[32];                   /* at start: "", "latest" or an id */
@@ -84,7 +87,16 @@ typedef struct net_config {
 	uint32_t checkpoint_every_steps;    /* UPDATEs, PUSH_UPDATEs; 0 = off */
 	uint32_t checkpoint_every_seconds;  /* 0 = off                      */
 	uint32_t checkpoint_full_every;     /* every Nth automatic one is full */
+	/* cluster (net/node_link.h, docs/cluster.md); "" = a single node */
+	char cluster_file[CONFIG_PATH_MAX]; /* membership, the same on every node */
+	uint32_t cluster_rank;              /* this node; CONFIG_RANK_UNSET = not given */
+	char cluster_secret_file[CONFIG_PATH_MAX]; /* the shared secret */
+	uint32_t node_timeout_ms;           /* a node-to-node call's deadline */
+	uint32_t cluster_start_timeout_ms;  /* forming at start */
+	uint32_t cluster_busy_poll;         /* 1: the link polls UCX */
 } net_config;
+
+#define CONFIG_RANK_UNSET UINT32_MAX
 
 /* Fill *c with the documented defaults. */
 void config_defaults(net_config *c);

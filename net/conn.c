@@ -43,6 +43,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "net/handle_int.h"
 #include "net/conn.h"
 #include "net/log.h"
 #include "net/loop.h"
@@ -70,6 +71,8 @@ conn *conn_create(io_thread *t, int fd, bool loopback, const char *peer)
 	inbuf_init(&c->in);
 	obuf_init(&c->out);
 	tickets_init(&c->tickets);
+	if (c->srv->cluster) /* its tickets are the cluster layer's */
+		tickets_set_free(&c->tickets, handle_cluster_ticket_free, c->srv->cluster);
 
 	c->next = t->conns;
 	if (t->conns)
@@ -157,6 +160,7 @@ int conn_reply_err(conn *c, uint64_t id, uint16_t op, int status, const char *te
 	 * size query overwrites: keep a copy. */
 	char msg[PROTO_ERRMSG_MAX + 1];
 	snprintf(msg, sizeof(msg), "%s", text ? text : "");
+	stats_record_error(&c->t->stats, status);
 	size_t len = 0;
 	if (op != PROTO_OP_NONE && !proto_op_known(op))
 		op = PROTO_OP_NONE;

@@ -137,7 +137,9 @@ int conn_on_written(conn *c, ssize_t n);
 void conn_out_sent(conn *c, size_t n);
 
 /* For the handlers: replies.  All return EMDB_OK, or NOMEM when the reply
- * cannot be buffered (the connection is then marked closing). */
+ * cannot be buffered (the connection is then marked closing).  Every error
+ * reply passes conn_reply_err, which counts it by status in the thread's
+ * op_stats (net/stats.h). */
 int conn_reply_err(conn *c, uint64_t id, uint16_t op, int status, const char *msg);
 
 /* Whether c is owed answers another thread will post to its I/O thread

@@ -14,7 +14,9 @@
  *      op_stats with its latency, failed or not.
  *   4. An opcode's handler is handle_<name> of its PROTO_OP_MAP row and
  *      nothing else: handler_of is the table expanded, so every opcode
- *      the header decoder admits has exactly one handler.
+ *      the header decoder admits has exactly one handler; on a node of a
+ *      cluster, the opcodes the cluster layer routes go to handle_routed
+ *      instead (net/handle_cluster.c).
  *
  * State changes: the connection's output (replies) and closing flag; the
  * handlers change the rest.
@@ -82,6 +84,8 @@ void handle_frame(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	uint16_t op = h->opcode;
 	op_handler fn = handler_of(op);
+	if (c->srv->cluster && handle_is_routed(op))
+		fn = handle_routed;
 
 	if (!fn) {
 		/* proto_hdr_decode admits only known opcodes. */

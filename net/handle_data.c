@@ -41,6 +41,7 @@
 #include <emdb/db.h>
 #include <emdb/error.h>
 
+#include "cluster/cluster.h"
 #include "db/step.h"
 #include "net/checkpoint.h"
 #include "net/conn.h"
@@ -241,6 +242,8 @@ int handle_pull_weighted(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_pull_weighted_req m;
 	int rc = proto_pull_weighted_req_decode(h, body, &m);
+	if (!rc)
+		rc = handle_local_only(c, h);
 	return rc ? rc : pull_rows(c, h, &m.pull, OR_EMPTY(m.weights, no_f32), m.n_weights);
 }
 
@@ -313,6 +316,8 @@ int handle_push_weighted(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_push_weighted_req m;
 	int rc = proto_push_weighted_req_decode(h, body, &m);
+	if (!rc)
+		rc = handle_local_only(c, h);
 	return rc ? rc : push_rows(c, h, &m.push, OR_EMPTY(m.weights, no_f32), m.n_weights);
 }
 
@@ -407,6 +412,8 @@ static void step_answered(void *arg, int status, uint64_t rows, const char *msg)
 
 void handle_conn_gone(conn *c)
 {
+	if (c->srv->cluster) /* its arrival waits at the step coordinator */
+		cluster_step_leave(c->srv->cluster, c->id);
 	unsigned n = step_leave(c->srv->steps, c->id, EMDB_ERR_CLOSED, "before a worker's connection closed");
 	if (n)
 		log_info("conn %llu (%s): closed with %u UPDATEs of synchronous steps waiting: withdrawn",

@@ -1,6 +1,6 @@
 /*
  * info.c - INFO's report, assembled from the server, its I/O threads and
- * the engine.
+ * the engine (the figures /metrics shares come from net/figures.h).
  *
  * Invariants:
  *   1. Reading never blocks a serving thread: thread counters are relaxed
@@ -23,8 +23,10 @@
 #include <emdb/error.h>
 
 #include "net/checkpoint.h"
+#include "net/figures.h"
 #include "net/info.h"
 #include "net/loop.h"
+#include "net/node_link.h"
 #include "net/server.h"
 #include "net/stats.h"
 #include "net/tls.h"
@@ -65,16 +67,7 @@ static void put(sbuf *b, const char *fmt, ...)
 	}
 }
 
-static uint64_t sum_thread(server *s, size_t off)
-{
-	uint64_t v = 0;
-	for (uint32_t i = 0; i < s->n_threads; i++)
-		v += atomic_load_explicit((_Atomic uint64_t *)((char *)&s->threads[i] + off),
-					  memory_order_relaxed);
-	return v;
-}
-
-#define SUM(s, field) sum_thread(s, offsetof(io_thread, field))
+#define SUM(s, field) FIGURES_SUM(s, field)
 
 static void sec_server(server *s, sbuf *b)
 {
@@ -107,12 +100,8 @@ static void sec_server(server *s, sbuf *b)
  * unchecked from throttled addresses, and those addresses now. */
 static void auth_lines(server *s, sbuf *b)
 {
-	auth_rules r = {
-		.burst = (uint32_t)atomic_load(&s->rt.auth_fail_burst),
-		.window_ms = (uint32_t)atomic_load(&s->rt.auth_fail_window_ms),
-	};
 	uint64_t failures, throttled, addrs;
-	auth_limit_counts(&s->auth, &r, stats_now_ns(), &failures, &throttled, &addrs);
+	figures_auth(s, &failures, &throttled, &addrs);
 	put(b, "auth_failures: %" PRIu64 "\n", failures);
 	put(b, "auth_throttled: %" PRIu64 "\n", throttled);
 	put(b, "auth_throttled_addresses: %" PRIu64 "\n", addrs);
@@ -139,18 +128,6 @@ static void sec_clients(server *s, sbuf *b)
 	auth_lines(s, b);
 }
 
-static long rss_bytes(void)
-{
-	FILE *f = fopen("/proc/self/statm", "r");
-	long pages = 0, rss = 0;
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-		rss = -1;
-	fclose(f);
-	return rss < 0 ? -1 : rss * sysconf(_SC_PAGESIZE);
-}
-
 static void sec_memory(server *s, sbuf *b)
 {
 	emdb_db_stats st;
@@ -160,7 +137,7 @@ static void sec_memory(server *s, sbuf *b)
 	put(b, "used_bytes: %zu\n", emdb_alloc_bytes());
 	put(b, "peak_bytes: %zu\n", emdb_alloc_peak());
 	put(b, "max_memory: %zu\n", emdb_alloc_limit());
-	put(b, "rss_bytes: %ld\n", rss_bytes());
+	put(b, "rss_bytes: %ld\n", figures_rss_bytes());
 	put(b, "vectors_bytes: %" PRIu64 "\n", st.total.bytes_vectors);
 	put(b, "optimizer_bytes: %" PRIu64 "\n", st.total.bytes_optimizer);
 	put(b, "index_bytes: %" PRIu64 "\n", st.total.bytes_index);
@@ -177,18 +154,14 @@ static void sec_memory(server *s, sbuf *b)
 static void sec_ops(server *s, sbuf *b)
 {
 	op_summary sum[STATS_OPS];
-	memset(sum, 0, sizeof(sum));
-	for (uint32_t i = 0; i < s->n_threads; i++)
-		stats_add(sum, &s->threads[i].stats);
+	figures_ops(s, sum);
 	put(b, "# Ops\n");
 	for (unsigned i = 1; i < STATS_OPS; i++) {
 		const op_summary *o = &sum[i];
 		if (!o->calls)
 			continue;
 		char name[32];
-		snprintf(name, sizeof(name), "%s", stats_op_name(i));
-		for (char *q = name; *q; q++)
-			*q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
+		stats_op_label(i, name, sizeof(name));
 		put(b, "op_%s: calls=%" PRIu64 " errors=%" PRIu64 " avg_us=%.1f p50_us=%.1f p99_us=%.1f\n",
 		    name, o->calls, o->errors, (double)o->ns_total / (double)o->calls / 1e3,
 		    (double)stats_percentile(o, 0.50) / 1e3, (double)stats_percentile(o, 0.99) / 1e3);
@@ -197,32 +170,29 @@ static void sec_ops(server *s, sbuf *b)
 
 static void sec_tables(server *s, sbuf *b)
 {
-	size_t n = 0;
-	emdb_table_list(s->db, NULL, 0, &n);
-	uint32_t *ids = emdb_malloc((n + 8) * sizeof(*ids));
-	if (!ids) {
-		b->err = EMDB_ERR_NOMEM;
+	emdb_table_info *all;
+	size_t got;
+	int rc = figures_tables(s, &all, &got);
+	if (rc != EMDB_OK) {
+		b->err = rc;
 		return;
 	}
-	size_t got = 0;
-	emdb_table_list(s->db, ids, n + 8, &got);
-	if (got > n + 8)
-		got = n + 8;
 	put(b, "# Tables\n");
 	put(b, "tables: %zu\n", got);
 	for (size_t i = 0; i < got; i++) {
-		emdb_table_info t;
-		if (emdb_table_describe(s->db, ids[i], &t) != EMDB_OK)
-			continue;
+		const emdb_table_info t = all[i];
 		const char *opt = emdb_optimizer_name(t.config.optimizer.kind);
+		emdb_tier_info ti;
+		if (emdb_table_tier(s->db, t.id, &ti) != EMDB_OK)
+			memset(&ti, 0, sizeof(ti));
 		put(b, "table_%s: id=%u dim=%u optimizer=%s rows=%" PRIu64 " step=%" PRIu64
-		       " pending_rows=%" PRIu64 " bytes=%" PRIu64 "\n",
+		       " pending_rows=%" PRIu64 " bytes=%" PRIu64 " tier=%s hot_rows=%" PRIu64
+		       " device_bytes=%" PRIu64 "%s\n",
 		    t.config.name, t.id, t.config.dim, opt ? opt : "?", t.stats.rows, t.stats.step,
-		    t.stats.pending_rows,
-		    t.stats.bytes_vectors + t.stats.bytes_optimizer + t.stats.bytes_index +
-			    t.stats.bytes_grads + t.stats.bytes_overhead);
+		    t.stats.pending_rows, figures_table_bytes(&t.stats), ti.tier ? ti.tier : "host",
+		    ti.hot_rows, ti.bytes_device, ti.failed ? " device_failed=1" : "");
 	}
-	emdb_free(ids);
+	emdb_free(all);
 }
 
 static const char *job_state_name(uint32_t state)
@@ -320,12 +290,56 @@ static void sec_persistence(server *s, sbuf *b)
 	put(b, "automatic_checkpoints: %" PRIu64 "\n", r.auto_checkpoints);
 }
 
+/* The cluster this node belongs to, and one line per node with the link's
+ * own counters of what crossed to and from it (net/node_link.h). */
+static void sec_cluster(server *s, sbuf *b)
+{
+	put(b, "# Cluster\n");
+	if (!s->link) {
+		put(b, "enabled: no\n");
+		return;
+	}
+	node_link *l = s->link;
+	const cluster_conf *cc = node_link_conf(l);
+	emdb_db_stats st;
+	if (emdb_db_get_stats(s->db, &st) != EMDB_OK)
+		memset(&st, 0, sizeof(st));
+	put(b, "enabled: yes\n");
+	put(b, "cluster_id: %s\n", cc->id);
+	put(b, "rank: %u\n", node_link_rank(l));
+	put(b, "nodes: %u\n", cc->nodes);
+	put(b, "state: %s\n", node_link_state_name(node_link_get_state(l)));
+	put(b, "partitions: %u\n", cc->partitions);
+	put(b, "epoch: 1\n");
+	net_config cfg;
+	server_config_copy(s, &cfg);
+	put(b, "node_timeout_ms: %u\n", cfg.node_timeout_ms);
+	put(b, "rows: %" PRIu64 "\n", st.total.rows);
+	put(b, "bytes: %" PRIu64 "\n", st.total.bytes_vectors + st.total.bytes_optimizer + st.total.bytes_index +
+					     st.total.bytes_grads + st.total.bytes_overhead);
+	for (uint32_t r = 0; r < cc->nodes; r++) {
+		node_peer_info p;
+		node_link_peer(l, r, &p);
+		put(b, "node_%u: addr=%s state=%s", r, p.addr, node_peer_state_name(p.state));
+		if (p.state != NODE_PEER_SELF)
+			put(b, " bytes_sent=%" PRIu64 " msgs_sent=%" PRIu64 " bytes_received=%" PRIu64
+			       " msgs_received=%" PRIu64 " calls=%" PRIu64 " calls_failed=%" PRIu64
+			       " calls_timed_out=%" PRIu64 " requests_served=%" PRIu64 " connects=%" PRIu64,
+			    p.bytes_sent, p.msgs_sent, p.bytes_received, p.msgs_received, p.calls, p.calls_failed,
+			    p.calls_timed_out, p.requests_served, p.connects);
+		put(b, "\n");
+		if (p.last_error[0])
+			put(b, "node_%u_last_error: %s\n", r, p.last_error);
+	}
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(server *, sbuf *);
 } sections[] = {
 	{ "server", sec_server }, { "clients", sec_clients }, { "memory", sec_memory },
 	{ "ops", sec_ops },       { "tables", sec_tables },   { "persistence", sec_persistence },
+	{ "cluster", sec_cluster },
 };
 
 int info_build(server *s, const char *section, char **out, size_t *len)

@@ -1,7 +1,7 @@
 /*
  * net/info.h - the text of INFO: "# Section" headings and "key: value"
  * lines, like Redis's INFO.  Sections: server, clients, memory, ops,
- * tables, persistence; "" or "all" gives every one.  docs/server.md lists the keys.
+ * tables, persistence, cluster; "" or "all" gives every one.  docs/server.md lists the keys.
  */
 #ifndef EMDB_NET_INFO_H
 #define EMDB_NET_INFO_H

@@ -40,7 +40,7 @@ struct listener {
 	char path[108];
 };
 
-static bool is_loopback(const struct sockaddr *sa)
+bool listen_is_loopback(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_UNIX)
 		return true;
@@ -96,7 +96,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	l->cb(l->arg, fd, l->is_unix || is_loopback(sa), peer);
+	l->cb(l->arg, fd, l->is_unix || listen_is_loopback(sa), peer);
 }
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)
@@ -149,8 +149,7 @@ static int wrap(struct event_base *base, int fd, int backlog, listener_cb cb, vo
 	return 0;
 }
 
-int listener_open_tcp(struct event_base *base, const char *addr, uint16_t port, int backlog,
-		      listener_cb cb, void *arg, listener **out, uint16_t *bound, char *err,
+int listen_tcp_socket(const char *addr, uint16_t port, int backlog, int *out, uint16_t *bound, char *err,
 		      size_t errlen)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -183,6 +182,17 @@ int listener_open_tcp(struct event_base *base, const char *addr, uint16_t port, 
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
 	*bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 						: ((struct sockaddr_in *)&ss)->sin_port);
+	*out = fd;
+	return 0;
+}
+
+int listener_open_tcp(struct event_base *base, const char *addr, uint16_t port, int backlog,
+		      listener_cb cb, void *arg, listener **out, uint16_t *bound, char *err,
+		      size_t errlen)
+{
+	int fd;
+	if (listen_tcp_socket(addr, port, backlog, &fd, bound, err, errlen) < 0)
+		return -1;
 	return wrap(base, fd, backlog, cb, arg, false, NULL, out, err, errlen);
 }
 

@@ -26,6 +26,15 @@ typedef void (*listener_cb)(void *arg, int fd, bool loopback, const char *peer);
 int listener_open_tcp(struct event_base *base, const char *addr, uint16_t port, int backlog,
 		      listener_cb cb, void *arg, listener **out, uint16_t *bound, char *err,
 		      size_t errlen);
+/* The socket alone, for a caller with an accept loop of its own (the
+ * /metrics endpoint's evhttp): non-blocking, close-on-exec, listening on
+ * addr:port (port 0 picks one, reported in *bound).  Returns 0 with *out
+ * the caller's, or -1 with err filled ("listen on ADDR:PORT: reason"). */
+int listen_tcp_socket(const char *addr, uint16_t port, int backlog, int *out, uint16_t *bound, char *err,
+		      size_t errlen);
+/* Whether sa is the Unix socket, 127.0.0.0/8, ::1 or a v4-mapped
+ * 127.x address. */
+bool listen_is_loopback(const struct sockaddr *sa);
 /* Listen on a Unix socket at path.  A stale socket file (nobody accepts
  * on it) is replaced; a live one is an error.  Returns 0 or -1. */
 int listener_open_unix(struct event_base *base, const char *path, int backlog, listener_cb cb,

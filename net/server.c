@@ -29,13 +29,15 @@
  *      ones refused, before the I/O threads drain (step_close), so every
  *      answer is posted while its thread still runs.
  *
- * State changes: server_create (engine, store, restore at start),
+ * State changes: server_create (engine, store, restore at start, the
+ * node link of a cluster: net/server_cluster.h),
  * server_start (listeners, threads), on_accept (n_conns),
  * server_request_shutdown / on_shutdown (shutting_down, drain),
  * server_config_set_many (cfg, rt, memory limit, log level, the TLS
  * context), reload_tls (the TLS context, on SIGHUP).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,11 +50,15 @@
 #include <emdb/alloc.h>
 #include <emdb/db.h>
 
+#include "base/clock.h"
+#include "cluster/cluster.h"
 #include "net/handle.h"
 #include "net/listen.h"
 #include "net/log.h"
 #include "net/loop.h"
+#include "net/metrics.h"
 #include "net/server.h"
+#include "net/server_cluster.h"
 #include "net/stats.h"
 #include "net/tls.h"
 #include "protocol/proto.h"
@@ -139,6 +145,7 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	dc.chunk_bytes = cfg->chunk_bytes;
 	dc.max_batch = cfg->max_batch;
 	dc.max_tables = cfg->max_tables;
+	dc.gpu_memory = cfg->gpu_memory;
 	if (emdb_db_open(&dc, &s->db) != EMDB_OK) {
 		snprintf(err, errlen, "cannot open the engine: %s", emdb_last_error());
 		tls_server_free(s->tls);
@@ -153,7 +160,9 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	if (ckpts_open(s->db, cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->ckpts, err, errlen) !=
 		    EMDB_OK ||
 	    ckpts_restore_at_start(s->ckpts, cfg->restore, err, errlen) != EMDB_OK ||
-	    ckpts_start(s->ckpts, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK) {
+	    ckpts_start(s->ckpts, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK ||
+	    server_cluster_open(s, err, errlen) < 0) {
+		step_barrier_destroy(s->steps);
 		ckpts_close(s->ckpts);
 		emdb_db_close(s->db);
 		tls_server_free(s->tls);
@@ -270,6 +279,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	step_expire(s->steps, stats_now_ns(), EMDB_ERR_TIMEOUT, "within update_barrier_timeout_ms");
+	if (s->cluster) {
+		cluster_tick(s->cluster, emdb__now_ns());
+		server_cluster_tick(s);
+	}
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
@@ -461,6 +474,18 @@ int server_start(server *s)
 				 c->huge_pages == EMDB_HUGE_ON ? ": every table's memory will fail with NOMEM"
 							       : ": ordinary memory is used");
 	}
+	if (c->gpu_memory) {
+		char why[200];
+		if (emdb_gpu_available(why, sizeof(why)))
+			log_info("gpu: each table keeps its most prefetched rows in up to %" PRIu64
+				 " bytes of GPU memory too", c->gpu_memory);
+		else
+			log_warn("gpu: %s: tables stay in host memory (gpu_memory ignored)", why);
+	}
+	/* A node of a cluster opens its listeners only once every node is
+	 * reachable and agrees (net/server_cluster.h). */
+	if (server_cluster_wait(s) < 0)
+		return -1;
 	if (c->bind[0]) {
 		if (listener_open_tcp(s->base, c->bind, (uint16_t)c->port, (int)c->backlog, on_accept, s,
 				      &s->tcp, &s->tcp_port, err, sizeof(err)) < 0) {
@@ -481,6 +506,12 @@ int server_start(server *s)
 			return -1;
 		}
 		log_info("listening on unix %s", c->unix_socket);
+	}
+	/* After the I/O threads, whose counters it reads; it stops before
+	 * they drain (server_run), so before the store and the engine close. */
+	if (metrics_start(s, &s->metrics, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
 	}
 	if (c->port_file[0] && c->bind[0] && write_port_file(c->port_file, s->tcp_port) < 0) {
 		log_error("cannot write the port file %s: %s", c->port_file, strerror(errno));
@@ -519,6 +550,8 @@ int server_run(server *s)
 	listener_close(s->tcp);
 	listener_close(s->unix_l);
 	s->tcp = s->unix_l = NULL;
+	metrics_stop(s->metrics);
+	s->metrics = NULL;
 	/* Before the drain, so that the answers are queued ahead of it. */
 	step_close(s->steps, EMDB_ERR_CLOSED, "before the server shut down", "the server is shutting down");
 	stop_threads(s);
@@ -532,8 +565,10 @@ void server_destroy(server *s)
 		return;
 	listener_close(s->tcp);
 	listener_close(s->unix_l);
+	metrics_stop(s->metrics); /* it reads the threads, the store and the engine */
 	if (s->threads_started)
 		stop_threads(s);
+	server_cluster_close(s); /* after the threads that may call through it */
 	step_barrier_destroy(s->steps);
 	auth_limit_destroy(&s->auth);
 	emdb_free(s->threads);

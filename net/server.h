@@ -6,8 +6,9 @@
  *   server_create(cfg)  opens the engine, applies the memory limit, opens
  *                       the checkpoint store and restores from it when
  *                       asked (net/checkpoint.h), starts the job thread;
- *   server_start        binds the listeners, writes the port file, starts
- *                       the I/O threads;
+ *   server_start        starts the I/O threads, waits for the cluster to
+ *                       form (a node of one: net/server_cluster.h), binds
+ *                       the listeners, writes the port file;
  *   server_run          accepts connections and hands them to the I/O
  *                       threads round robin, until SIGTERM/SIGINT or a
  *                       SHUTDOWN request; then stops accepting, drains the
@@ -82,6 +83,13 @@ struct server {
 	_Atomic bool shutting_down;
 	_Atomic bool sndbuf_capped; /* the unix_send_buffer cap was logged */
 	step_barrier *steps;       /* synchronous steps of UPDATE (db/step.h) */
+	struct node_link *link;    /* this node's link to the others
+				      (net/server_cluster.h); NULL: one node */
+	struct cluster *cluster;   /* this node's cluster layer (cluster/cluster.h),
+				      set before the threads start; NULL on a
+				      server alone (net/handle_cluster.c) */
+	uint64_t *peer_connects;   /* [nodes]: each peer's handshakes seen by
+				      server_cluster_tick (main thread) */
 	auth_limit auth;           /* failed AUTH per peer address */
 	pthread_mutex_t bg_lock;   /* guards bg_running */
 	pthread_cond_t bg_idle;    /* signalled when bg_running drops to 0 */
@@ -94,6 +102,7 @@ struct server {
 	/* main thread */
 	struct event_base *base;
 	listener *tcp, *unix_l;
+	struct metrics *metrics;   /* GET /metrics (net/metrics.h); NULL: off */
 	struct event *ev_sigterm, *ev_sigint, *ev_sighup, *ev_wake;
 	struct event *ev_tick;     /* every STEP_TICK_MS: steps past their deadline */
 	int wake_fd;               /* eventfd: shutdown requests from I/O threads */

@@ -5,11 +5,14 @@
  *   1. An op_stats has one writer (its I/O thread); stores are relaxed
  *      atomic adds so that readers on other threads never see torn values.
  *   2. Index 0 is the "other" row: unknown opcodes never reach a handler,
- *      so it stays 0 in practice, but stats_op_index is total.
+ *      so it stays 0 in practice, but stats_op_index is total.  The same
+ *      holds for the codes: index 0 counts a status outside
+ *      EMDB_ERRNO_MAP, which no reply should carry.
  *
- * State changes: stats_record only.
+ * State changes: stats_record and stats_record_error only.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "net/stats.h"
@@ -45,6 +48,23 @@ const char *stats_op_name(unsigned index)
 	return proto_op_name(op_codes[index]);
 }
 
+unsigned stats_op_known(void)
+{
+	return OPS_KNOWN_ + 1;
+}
+
+void stats_op_label(unsigned index, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", stats_op_name(index));
+	for (char *q = buf; *q; q++)
+		*q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
+}
+
+const char *stats_code_name(unsigned index)
+{
+	return index && index < STATS_CODES ? emdb_err_name(-(int)index) : "UNKNOWN";
+}
+
 static unsigned bucket_of(uint64_t ns)
 {
 	unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
@@ -61,6 +81,12 @@ void stats_record(op_stats *s, uint16_t opcode, uint64_t ns, int failed)
 	atomic_fetch_add_explicit(&c->hist[bucket_of(ns)], 1, memory_order_relaxed);
 }
 
+void stats_record_error(op_stats *s, int status)
+{
+	unsigned i = status < 0 && -(long)status < STATS_CODES ? (unsigned)-status : 0;
+	atomic_fetch_add_explicit(&s->codes[i], 1, memory_order_relaxed);
+}
+
 void stats_add(op_summary out[STATS_OPS], const op_stats *s)
 {
 	for (unsigned i = 0; i < STATS_OPS; i++) {
@@ -71,6 +97,12 @@ void stats_add(op_summary out[STATS_OPS], const op_stats *s)
 		for (unsigned b = 0; b < STATS_BUCKETS; b++)
 			out[i].hist[b] += atomic_load_explicit(&c->hist[b], memory_order_relaxed);
 	}
+}
+
+void stats_add_codes(uint64_t codes[STATS_CODES], const op_stats *s)
+{
+	for (unsigned i = 0; i < STATS_CODES; i++)
+		codes[i] += atomic_load_explicit(&s->codes[i], memory_order_relaxed);
 }
 
 uint64_t stats_percentile(const op_summary *o, double p)

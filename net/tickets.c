@@ -22,10 +22,26 @@ void tickets_init(ticket_table *tt)
 	memset(tt, 0, sizeof(*tt));
 }
 
+void tickets_set_free(ticket_table *tt, void (*free_fn)(void *ctx, void *t), void *ctx)
+{
+	tt->free_fn = free_fn;
+	tt->free_ctx = ctx;
+}
+
+static void release(const ticket_table *tt, void *t)
+{
+	if (!t)
+		return;
+	if (tt->free_fn)
+		tt->free_fn(tt->free_ctx, t);
+	else
+		emdb_ticket_free(t);
+}
+
 void tickets_destroy(ticket_table *tt)
 {
 	for (uint32_t i = 0; i < tt->cap; i++)
-		emdb_ticket_free(tt->slots[i].t);
+		release(tt, tt->slots[i].t);
 	emdb_free(tt->slots);
 	memset(tt, 0, sizeof(*tt));
 }
@@ -49,7 +65,7 @@ int tickets_reserve(ticket_table *tt)
 	return EMDB_OK;
 }
 
-int tickets_add(ticket_table *tt, emdb_ticket *t, uint32_t max, uint64_t *handle)
+int tickets_add(ticket_table *tt, void *t, uint32_t max, uint64_t *handle)
 {
 	if (tt->live >= max)
 		return EMDB_ERR_LIMIT;
@@ -77,7 +93,7 @@ static ticket_slot *slot_of(const ticket_table *tt, uint64_t handle)
 	return s;
 }
 
-emdb_ticket *tickets_get(const ticket_table *tt, uint64_t handle)
+void *tickets_get(const ticket_table *tt, uint64_t handle)
 {
 	ticket_slot *s = slot_of(tt, handle);
 	return s ? s->t : NULL;
@@ -88,7 +104,7 @@ int tickets_free(ticket_table *tt, uint64_t handle)
 	ticket_slot *s = slot_of(tt, handle);
 	if (!s)
 		return EMDB_ERR_TICKET;
-	emdb_ticket_free(s->t);
+	release(tt, s->t);
 	s->t = NULL;
 	s->gen = s->gen + 1 ? s->gen + 1 : 1;
 	s->next_free = tt->free_head;

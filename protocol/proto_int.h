@@ -369,4 +369,9 @@ static inline uint32_t wr_name_len(proto_wr *w, const char *name, uint32_t min_l
 /* Which (opcode, direction) pairs have an empty body. */
 bool proto__body_empty(uint16_t op, bool response);
 
+/* A table configuration's "config block" (proto_table.c), shared by
+ * TABLE_CREATE, TABLE_DESCRIBE and the node-to-node TABLE_* frames. */
+void proto__cfg_encode(proto_wr *w, const emdb_table_config *c);
+void proto__cfg_decode(proto_rd *r, emdb_table_config *c);
+
 #endif

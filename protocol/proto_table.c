@@ -50,7 +50,7 @@ static void hyper_decode(proto_rd *r, emdb_optimizer *o)
 
 /* ---- config block: 116 bytes, name, padding ------------------------ */
 
-static void cfg_encode(proto_wr *w, const emdb_table_config *c)
+void proto__cfg_encode(proto_wr *w, const emdb_table_config *c)
 {
 	uint32_t n = wr_name_len(w, c->name, 1, "table name");
 	wr_u32(w, c->dim);
@@ -66,7 +66,7 @@ static void cfg_encode(proto_wr *w, const emdb_table_config *c)
 	wr_pad(w);
 }
 
-static void cfg_decode(proto_rd *r, emdb_table_config *c)
+void proto__cfg_decode(proto_rd *r, emdb_table_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->size = sizeof(*c);
@@ -254,7 +254,7 @@ int proto_table_create_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 {
 	proto_wr w;
 	wr_begin(&w, buf, cap);
-	cfg_encode(&w, &m->cfg);
+	proto__cfg_encode(&w, &m->cfg);
 	return wr_end(&w, PROTO_OP_TABLE_CREATE, false, 0, id, len);
 }
 
@@ -265,7 +265,7 @@ int proto_table_create_req_decode(const proto_hdr *h, const uint8_t *body,
 	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_CREATE, false);
 	if (rc)
 		return rc;
-	cfg_decode(&r, &m->cfg);
+	proto__cfg_decode(&r, &m->cfg);
 	return rd_end(&r);
 }
 
@@ -385,7 +385,7 @@ int proto_table_describe_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
 	wr_u32(&w, m->info.id);
 	wr_zero(&w, 4);
 	stats_encode(&w, &m->info.stats);
-	cfg_encode(&w, &m->info.config);
+	proto__cfg_encode(&w, &m->info.config);
 	return wr_end(&w, PROTO_OP_TABLE_DESCRIBE, true, 0, id, len);
 }
 
@@ -399,7 +399,7 @@ int proto_table_describe_resp_decode(const proto_hdr *h, const uint8_t *body,
 	m->info.id = rd_u32(&r, "table");
 	rd_zero(&r, 4, "reserved");
 	stats_decode(&r, &m->info.stats);
-	cfg_decode(&r, &m->info.config);
+	proto__cfg_decode(&r, &m->info.config);
 	return rd_end(&r);
 }
 

@@ -23,6 +23,7 @@
 
 #include "base/error_int.h"
 #include "protocol/proto_int.h"
+#include "protocol/proto_node.h"
 
 int proto__rd_begin(proto_rd *r, const proto_hdr *h, const uint8_t *body, uint16_t op,
 		    bool response)
@@ -61,7 +62,9 @@ int proto__rd_fail(proto_rd *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	r->err = emdb__seterr(EMDB_ERR_PROTOCOL, "%s %s: %s", proto_op_name(r->op),
+	bool node = proto_node_op_known(r->op); /* node-to-node (proto_node.c) */
+	r->err = emdb__seterr(EMDB_ERR_PROTOCOL, "%s%s %s: %s", node ? "node " : "",
+			      node ? proto_node_op_name(r->op) : proto_op_name(r->op),
 			      r->response ? "response" : "request", msg);
 	return r->err;
 }

@@ -9,6 +9,7 @@ pkgs=(
 	librocksdb-dev rocksdb-tools libxxhash-dev libevent-dev liburing-dev libssl-dev libucx-dev
 	libcriterion-dev libedit-dev
 	redis-server clang
+	prometheus # only for its promtool: tests/server/test_server_metrics.c checks /metrics with it
 )
 
 missing=()

@@ -58,6 +58,7 @@
 #ifndef EMDB_DB_H
 #define EMDB_DB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -140,10 +141,14 @@ typedef struct emdb_db_config {
 	uint64_t chunk_bytes; /* bytes per row chunk, >= 64 KiB; default 2 MiB */
 	uint32_t max_batch;   /* largest batch of IDs one call accepts; default 4 Mi */
 	uint32_t max_tables;  /* tables alive at once; default 1024 */
+	uint64_t gpu_memory;  /* device memory per table and GPU for a replica
+				 of its hot rows, one on each GPU of the
+				 machine (docs/gpu.md); 0 (default): none.
+				 Without a GPU the tables stay in host memory. */
 } emdb_db_config;
 
 #define EMDB_DB_CONFIG_INIT \
-	{ sizeof(emdb_db_config), 64, 2u << 20, 4u << 20, 1024 }
+	{ sizeof(emdb_db_config), 64, 2u << 20, 4u << 20, 1024, 0 }
 
 /* Open an empty in-memory database.  cfg may be NULL for the defaults.
  * On success *out owns the database; close it with emdb_db_close.
@@ -478,6 +483,31 @@ typedef struct emdb_db_stats {
 } emdb_db_stats;
 
 int emdb_db_get_stats(emdb_db *db, emdb_db_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* Storage tiers (docs/gpu.md)                                         */
+/* ------------------------------------------------------------------ */
+
+/* Where a table's rows live.  Every row is in host memory, which is the
+ * authority; with emdb_db_config.gpu_memory and a GPU, a replica of the
+ * table's most prefetched rows is kept in device memory too, identical
+ * bit for bit after every Update. */
+typedef struct emdb_tier_info {
+	const char *tier;         /* "host" (no replica), "cuda"; static      */
+	bool failed;              /* the device failed: replica dropped       */
+	uint64_t hot_rows;        /* rows in the device replica               */
+	uint64_t hot_capacity;    /* rows gpu_memory holds                    */
+	uint64_t bytes_device;    /* device memory held, all devices          */
+	uint32_t devices;         /* GPUs holding a replica, identical        */
+} emdb_tier_info;
+
+/* Errors: INVALID (NULL argument), NO_TABLE. */
+int emdb_table_tier(emdb_db *db, uint32_t id, emdb_tier_info *out);
+
+/* Whether this build and machine can keep rows in GPU memory: false with
+ * the reason in why[why_len] (no CUDA in the build, no driver, no device).
+ * Probes the driver on each call (milliseconds the first time). */
+bool emdb_gpu_available(char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

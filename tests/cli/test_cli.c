@@ -231,6 +231,24 @@ Test(cli, info, .init = srv_up, .fini = srv_down)
 	run_free(&r);
 }
 
+/* A single node: cluster info says so (a cluster: tests/cluster/). */
+Test(cli, cluster_info_of_a_single_node, .init = srv_up, .fini = srv_down)
+{
+	cli_run r = CLI("cluster", "info");
+	EXPECT(r, 0);
+	cr_assert_str_eq(r.out, "not part of a cluster (a single node)\n");
+	run_free(&r);
+	r = CLI_JSON("cluster", "info");
+	EXPECT(r, 0);
+	jv *v = json_out(&r);
+	cr_assert_not(jbool(v, "cluster.enabled"));
+	run_free(&r);
+	r = CLI("info", "cluster");
+	EXPECT(r, 0);
+	cr_assert_str_eq(r.out, "# Cluster\nenabled: no\n");
+	run_free(&r);
+}
+
 Test(cli, config_get_and_set, .init = srv_up, .fini = srv_down)
 {
 	cli_run r = CLI("config", "get", "max_*");

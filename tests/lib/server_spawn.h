@@ -46,28 +46,32 @@ static inline void server_sleep_ms(long ms)
 		;
 }
 
+/* The last cap - 1 bytes of a file into buf, NUL-terminated ("" when it
+ * cannot be read).  Returns buf. */
+static inline const char *server_file_tail(const char *path, char *buf, size_t cap)
+{
+	buf[0] = 0;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return buf;
+	off_t end = lseek(fd, 0, SEEK_END);
+	off_t from = end > (off_t)cap - 1 ? end - (off_t)cap + 1 : 0;
+	ssize_t k = pread(fd, buf, cap - 1, from);
+	buf[k > 0 ? k : 0] = 0;
+	close(fd);
+	return buf;
+}
+
 /* The last 2 KiB of a log file, for failure messages (static buffer). */
 static inline const char *server_log_tail(const char *log)
 {
 	static char tail[2048];
-	tail[0] = 0;
-	int fd = open(log, O_RDONLY);
-	if (fd < 0)
-		return tail;
-	off_t end = lseek(fd, 0, SEEK_END);
-	off_t from = end > (off_t)sizeof(tail) - 1 ? end - (off_t)sizeof(tail) + 1 : 0;
-	ssize_t k = pread(fd, tail, sizeof(tail) - 1, from);
-	tail[k > 0 ? k : 0] = 0;
-	close(fd);
-	return tail;
+	return server_file_tail(log, tail, sizeof(tail));
 }
 
-/* Start argv[0] with argv (NULL-terminated) and wait up to `wait_ms` until
- * it listens on the port written to `portfile` and on `sock`.  Returns the
- * TCP port and sets *pid.  On failure the process is killed and reaped,
- * *pid is 0, and the test fails with the log's tail. */
-static inline unsigned server_spawn(const char *const *argv, const char *log, const char *portfile,
-				    const char *sock, long wait_ms, pid_t *pid)
+/* Fork and exec argv[0] with argv (NULL-terminated), its output appended
+ * to `log`, dying with the test process; does not wait.  Returns its pid. */
+static inline pid_t server_fork(const char *const *argv, const char *log)
 {
 	pid_t parent = getpid();
 	pid_t p = fork();
@@ -86,6 +90,17 @@ static inline unsigned server_spawn(const char *const *argv, const char *log, co
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
+	return p;
+}
+
+/* Start argv[0] with argv (NULL-terminated) and wait up to `wait_ms` until
+ * it listens on the port written to `portfile` and on `sock`.  Returns the
+ * TCP port and sets *pid.  On failure the process is killed and reaped,
+ * *pid is 0, and the test fails with the log's tail. */
+static inline unsigned server_spawn(const char *const *argv, const char *log, const char *portfile,
+				    const char *sock, long wait_ms, pid_t *pid)
+{
+	pid_t p = server_fork(argv, log);
 	*pid = p;
 	for (long waited = 0; waited < wait_ms; waited += 10) {
 		int st;

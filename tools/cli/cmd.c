@@ -30,8 +30,8 @@ static const cli_cmd cmds[] = {
 	{ "ping", "", "check that the server answers, and how fast", NULL, EMDB_ROLE_READER, 0, 0,
 	  cmd_ping, { CLI_COMP_NONE } },
 	{ "info", "[SECTION]", "the server's report (INFO), all of it or one section",
-	  "SECTION is server, clients, memory, ops, tables, persistence, or all;\n"
-	  "without it, the default sections.  Lines are \"key: value\" under\n"
+	  "SECTION is server, clients, memory, ops, tables, persistence, cluster\n"
+	  "or all; without it, the default sections.  Lines are \"key: value\" under\n"
 	  "\"# Section\" headings; with --json an object per section, values as\n"
 	  "strings.",
 	  EMDB_ROLE_READER, 0, 1, cmd_info, { CLI_COMP_INFO_SECTION, CLI_COMP_NONE } },
@@ -40,6 +40,15 @@ static const cli_cmd cmds[] = {
 	  "table of rows, bytes, calls and IDs per operation (step is the\n"
 	  "largest step of any table).",
 	  EMDB_ROLE_READER, 0, 0, cmd_stats, { CLI_COMP_NONE } },
+	{ "cluster info", "", "the cluster this server belongs to, one row per node",
+	  "The server's rank, the cluster's state (forming, ready, degraded),\n"
+	  "partitions and epoch, this node's rows and bytes, then per node its\n"
+	  "address, state (self, connecting, up, down, refused) and what this\n"
+	  "server's node link sent to and received from it: bytes and messages\n"
+	  "(its own counters, headers included), calls made, failed and timed\n"
+	  "out, requests served; then why a node not up is not.  A single node\n"
+	  "says it is not part of a cluster.",
+	  EMDB_ROLE_READER, 0, 0, cmd_cluster_info, { CLI_COMP_NONE } },
 	{ "config get", "PATTERN", "the settings whose name matches PATTERN",
 	  "PATTERN is a key or a glob (\"*\" for every setting, \"max_*\");\n"
 	  "tokens read <hidden>.  The keys are those of docs/server.md.",

@@ -23,7 +23,7 @@
 #include "tools/cli/words.h"
 
 static const char *const info_sections[] = { "server", "clients", "memory", "ops",
-					     "tables", "persistence", "all", NULL };
+					     "tables", "persistence", "cluster", "all", NULL };
 
 static const char *const ckpt_kinds[] = { "full", "incremental", "--no-wait", NULL };
 static const char *const ckpt_ids[] = { "latest", "--no-wait", NULL };

@@ -1,0 +1,179 @@
+/*
+ * cluster/cluster.h - the cluster layer: several emdb nodes as one
+ * database (DESIGN.md "Network and cluster", HypeReca sections 4-5,
+ * docs/cluster.md).
+ *
+ * Each node runs one `cluster` over its own engine (emdb_db) and a
+ * cluster_link to the other nodes (cluster/link.h: UCX in emdb-server, in
+ * process in tests).  A request made on a node (its trainers' home node)
+ * goes through cluster_submit:
+ *   - each ID has one owner node (cluster/owner.h); the batch is split by
+ *     owner, keeping request order within each owner's part;
+ *   - this node's part runs on the local engine, every other owner gets
+ *     exactly one node-to-node message (protocol/proto_node.h), sent in
+ *     HypeReca's ring order (rank r sends to r+1, r+2, ... mod N);
+ *   - the owners' answers are assembled in request order, pooled bags are
+ *     pooled here after assembly, and the request ends through one
+ *     completion callback.
+ * The other nodes' requests arrive through cluster_serve, which the link
+ * calls for every frame a peer sends.
+ *
+ * Results are those of one node holding every row, bit for bit (initial
+ * values, sums of duplicate gradients, pooling, optimizer steps): see
+ * docs/cluster.md "Determinism".
+ *
+ * Threads
+ *   cluster_submit may be called from any thread.  Its local part runs on
+ *   the calling thread; its remote parts end on the link's thread.  The
+ *   request's done runs exactly once, on whichever thread finished the
+ *   last part (maybe the caller's, before cluster_submit returns).
+ *   cluster_serve runs on the link's thread and never blocks on a peer.
+ *
+ * Errors
+ *   Negative emdb_err codes; a request's message is in req->msg.  A part
+ *   that a peer did not answer fails the request with EMDB_ERR_NODE and a
+ *   message naming the node.  A request refused before anything was sent
+ *   (bad table, dim, batch, offsets) changes nothing, as on one node.  A
+ *   request that fails after its parts went out may have been applied by
+ *   the owners that answered (docs/cluster.md "Faults").
+ *
+ * Ownership
+ *   Every array a request points to is the caller's and must stay valid,
+ *   unchanged (inputs) or untouched (outputs), until done runs.  The
+ *   cluster_req itself too.  A cluster_ticket is the caller's, freed with
+ *   cluster_ticket_free.
+ */
+#ifndef EMDB_CLUSTER_CLUSTER_H
+#define EMDB_CLUSTER_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <emdb/db.h>
+
+#include "cluster/link.h"
+#include "cluster/owner.h"
+
+typedef struct cluster cluster;
+typedef struct cluster_ticket cluster_ticket;
+typedef struct cluster_req cluster_req;
+
+/* Open the cluster layer of this node over db (borrowed; it outlives the
+ * cluster) and link (copied; its ctx must outlive the cluster), with
+ * `partitions` virtual partitions (0: OWNER_PARTITIONS_DEFAULT), the same
+ * on every node.  The link must deliver peers' frames to cluster_serve
+ * with the returned cluster as ctx.  Errors: INVALID, NOMEM. */
+int cluster_open(emdb_db *db, const cluster_link *link, uint32_t partitions, cluster **out);
+/* Free the cluster.  No request may be in flight and the link must have
+ * stopped calling cluster_serve; the owner tickets peers still hold are
+ * freed.  Steps still waiting fail with CLOSED first.  NULL is a no-op. */
+void cluster_close(cluster *cl);
+
+/* Answer, with CLOSED, the synchronous steps waiting at this node (the
+ * coordinator), so that none still holds a peer's request when the link
+ * closes; later arrivals are refused.  Call before destroying the link,
+ * after it stopped calling cluster_serve.  NULL is a no-op. */
+void cluster_drain(cluster *cl);
+
+/* The link's serve function (cluster_serve_fn of link.h); ctx is the
+ * cluster. */
+void cluster_serve(void *ctx, uint32_t from, const uint8_t *frame, size_t len, cluster_responder *r);
+
+/* A peer restarted or left: free the owner tickets it held here.  Any
+ * thread. */
+void cluster_peer_lost(cluster *cl, uint32_t rank);
+
+/* The worker of key `worker` on this node (its connection) has gone:
+ * withdraw its arrival from the step it waits in, which answers it with
+ * CLOSED, as a server alone does.  Not waited for.  Any thread. */
+void cluster_step_leave(cluster *cl, uint64_t worker);
+
+/* Fail the synchronous steps this node coordinates whose deadline passed
+ * (call it about every 100 ms; now_ns on emdb__now_ns's clock). */
+void cluster_tick(cluster *cl, uint64_t now_ns);
+
+const owner_map *cluster_map(const cluster *cl);
+uint32_t cluster_rank(const cluster *cl);
+uint32_t cluster_nodes(const cluster *cl);
+
+typedef enum cluster_op {
+	CLUSTER_PREFETCH = 1, /* ids -> *ticket_out                            */
+	CLUSTER_PULL,         /* ids or ticket, optionally bags -> out          */
+	CLUSTER_PUSH,         /* ids or ticket, optionally bags, grads          */
+	CLUSTER_PUSH_UPDATE,  /* ids or ticket, grads -> rows                   */
+	CLUSTER_UPDATE,       /* table (0: all) -> rows                         */
+	CLUSTER_LOOKUP,       /* ids -> out, found (optional)                   */
+	CLUSTER_READ_STATE,   /* ids -> out (state floats), found               */
+	CLUSTER_STEP,         /* UPDATE of a synchronous step: table, workers,
+				 worker -> rows, once all workers arrived      */
+	CLUSTER_TABLE_CREATE, /* cfg -> table (the id on every node)            */
+	CLUSTER_TABLE_DROP,   /* table                                          */
+	CLUSTER_TABLE_RESERVE /* table, rows                                    */
+} cluster_op;
+
+typedef void (*cluster_done_fn)(cluster_req *req);
+
+/* One request.  Fill the inputs its op uses (zero the rest), then
+ * cluster_submit. */
+struct cluster_req {
+	/* inputs */
+	cluster_op op;
+	uint32_t table;
+	uint32_t dim;                 /* PULL, PUSH, PUSH_UPDATE, LOOKUP */
+	const uint64_t *ids;          /* [n], or NULL with ticket        */
+	size_t n;
+	const cluster_ticket *ticket; /* PULL, PUSH, PUSH_UPDATE         */
+	const uint64_t *offsets;      /* [n_bags + 1]: pooled PULL/PUSH  */
+	size_t n_bags;
+	emdb_pool pool;
+	const float *grads;           /* PUSH: [n or n_bags][dim]; PUSH_UPDATE [n][dim] */
+	float *out;                   /* PULL [n or n_bags][dim]; LOOKUP [n][dim];
+					 READ_STATE [n][state floats] */
+	uint8_t *found;               /* LOOKUP (may be NULL), READ_STATE [n] */
+	uint32_t workers;             /* STEP: >= 2                      */
+	uint64_t worker;              /* STEP: the worker's key on this node
+					 (a connection id); a resend with the
+					 same key is not counted twice    */
+	uint32_t timeout_ms;          /* STEP: 0 = no deadline           */
+	uint64_t rows_in;             /* TABLE_RESERVE                   */
+	const emdb_table_config *cfg; /* TABLE_CREATE                    */
+	cluster_done_fn done;
+	void *arg;                    /* the caller's                    */
+
+	/* results, set before done runs */
+	int status;                   /* EMDB_OK or an emdb_err          */
+	char msg[256];                /* why, when status < 0            */
+	uint64_t rows;                /* PUSH_UPDATE, UPDATE, STEP       */
+	cluster_ticket *ticket_out;   /* PREFETCH                        */
+	uint32_t table_out;           /* TABLE_CREATE                    */
+
+	void *priv;                   /* the cluster's, while in flight  */
+};
+
+/* Start req.  EMDB_OK: done will run once with the result.  An error
+ * (INVALID, NO_TABLE, DIM, BATCH, TICKET, NOMEM) refuses the request
+ * before anything happened: done never runs, req->msg says why. */
+int cluster_submit(cluster *cl, cluster_req *req);
+
+/* The blocking form, for callers that are threads: submit and wait.
+ * Returns req->status. */
+int cluster_run(cluster *cl, cluster_req *req);
+
+/* Free a ticket of PREFETCH: its parts here now, the owners' parts by
+ * a message to each (not waited for).  NULL is a no-op.  Any thread. */
+void cluster_ticket_free(cluster *cl, cluster_ticket *t);
+size_t cluster_ticket_count(const cluster_ticket *t);
+uint32_t cluster_ticket_table(const cluster_ticket *t);
+
+/* Traffic this node's cluster layer started (for INFO and tests):
+ * messages and bytes sent per peer rank, counted by the layer itself. */
+typedef struct cluster_counters {
+	uint64_t msgs_to;
+	uint64_t bytes_to;
+	uint64_t msgs_from; /* requests served for that peer */
+	uint64_t bytes_from;
+} cluster_counters;
+void cluster_get_counters(const cluster *cl, uint32_t rank, cluster_counters *out);
+
+#endif

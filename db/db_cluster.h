@@ -1,0 +1,35 @@
+/*
+ * db/db_cluster.h - what the cluster layer (cluster/) asks of the engine
+ * beyond emdb/db.h: the general form of Push that an owner node runs for
+ * a home node, and tables created under the id the whole cluster agreed
+ * on.  Internal to emdb (libemdb and cluster/); errors and threads as in
+ * emdb/db.h.
+ */
+#ifndef EMDB_DB_CLUSTER_H
+#define EMDB_DB_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <emdb/db.h>
+
+/* Push where position i (of ids[n], or of ticket tk) takes gradient row
+ * row_of[i] of grads[n_rows * dim], multiplied by scale[row_of[i]] as it
+ * is added (one fused multiply-add, as emdb_push_bags adds a bag's
+ * gradient): emdb_push_bags is the case of one row per bag, and a cluster
+ * owner given part of a batch's bags gets the same bits as one node.
+ * Errors: as emdb_push_bags; INVALID when a row_of is >= n_rows. */
+int emdb__push_mapped(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim,
+		      const float *grads);
+
+/* emdb_table_create giving the table exactly `id`, which must not have
+ * been given before (ids are never reused: EXISTS), so that every node of
+ * a cluster numbers a table alike.  Later creates number from id + 1. */
+int emdb__table_create_as(emdb_db *db, const emdb_table_config *cfg, uint32_t id);
+
+/* Would emdb_table_create accept cfg now?  EMDB_OK or its error
+ * (INVALID, EXISTS, LIMIT); *next_id gets the id it would give. */
+int emdb__table_check_create(emdb_db *db, const emdb_table_config *cfg, uint32_t *next_id);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * hot.h - a table's hot rows and their replica in a device tier
+ * (HypeReca's replicated chunk R, in GPU memory where one exists).
+ *
+ * The host tier is the authority: every row keeps its host copy, always
+ * current, and the device holds a replica of the hot rows that the
+ * engine keeps bit-identical by applying, on the device, the same summed
+ * gradient with the same rule (db/tier.h) at the end of every Update.  So
+ * no row is ever lost: a full device (NOMEM) only means fewer hot rows, and
+ * a failed device (IO) is dropped whole, with one message, while the host
+ * copy goes on.  Readers that want device memory (a GPU trainer in the
+ * same process) read the replica; every other reader reads the host.
+ *
+ * Which rows are hot: the most frequently prefetched ones that fit the
+ * table's budget of device memory, counted in bounded memory (a table of
+ * at most HOT_COUNTERS_PER_ROW counters per row of budget, halved at each
+ * revision so that old traffic fades; rows arriving while it is full wait
+ * for the next revision) and revised every HOT_REVISE_STEPS Updates, at the
+ * step boundary.  The choice is behind hot_choose_fn, one function, so a
+ * later cost model (HypeReca's L(R)) can replace it.
+ *
+ * Thread safety: hot_note is safe from any thread (a mutex); hot_record
+ * is safe from the threads of one Update pass (lock-free append, the
+ * membership is read-only during the pass); hot_step, hot_stats and
+ * hot_replica_* run with the table's rows_lock held for writing or reading
+ * as each says.
+ */
+#ifndef EMDB_HOT_H
+#define EMDB_HOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db/chunk.h"
+#include "db/optim_math.h"
+#include "db/tier.h"
+
+#define HOT_REVISE_STEPS 4
+#define HOT_COUNTERS_PER_ROW 4
+
+typedef struct hot hot;
+
+typedef struct hot_config {
+	tier_kind kind;          /* the device tier: CUDA, or TEST in tests  */
+	uint64_t budget_bytes;   /* device memory for rows, > 0              */
+	uint32_t test_chunks;    /* TEST: capacity in chunks (0: the budget) */
+	uint32_t replicas;       /* copies, one per device, >= 1             */
+} hot_config;
+
+/* The rows chosen hot: from counted candidates loc[0..n) with their
+ * counts, pick at most cap, writing their indices to pick[] and returning
+ * how many.  The default picks the highest counts (ties: lower loc). */
+typedef size_t (*hot_choose_fn)(const uint64_t *loc, const uint32_t *count, size_t n, size_t cap,
+				size_t *pick);
+
+/* A hot set for a table of `dim` and optimizer `opt` (rows of
+ * dim + state floats).  Errors: INVALID (budget under one row),
+ * UNSUPPORTED (the tier cannot open here: no device), NOMEM. */
+int hot_create(const hot_config *cfg, uint32_t dim, const emdb_optimizer *opt, hot **out);
+void hot_destroy(hot *h);
+
+/* The hot set of a new table given `budget` bytes of device memory
+ * (emdb_db_config.gpu_memory), or NULL when the device tier cannot open
+ * here (no GPU or no driver) or the budget holds no row: the table then
+ * lives in host memory only, as without a budget. */
+hot *hot_open_for_table(uint64_t budget, uint32_t dim, const emdb_optimizer *opt);
+
+/* Tests: the tier hot_open_for_table opens from now on (TIER_CUDA by
+ * default, a replica on every GPU), TIER_TEST's capacity in chunks and
+ * its replicas (0: one).  Process-wide. */
+void hot_use_tier(tier_kind kind, uint32_t test_chunks, uint32_t test_replicas);
+
+/* Count a Prefetch's rows (host locations). */
+void hot_note(hot *h, const uint64_t *locs, size_t n);
+
+/* Inside an Update pass: host row `loc` was just stepped with gradient g
+ * (dim floats); if it is hot, the device replica will take the same step.
+ * Lock-free; the pass's threads may call it at once. */
+static inline bool hot_is_member(const hot *h, uint64_t loc);
+void hot_record(hot *h, uint64_t loc, const float *g);
+
+/* The end of an Update pass, rows_lock held for writing and no thread of
+ * the pass left: the recorded steps run on the device, then, every
+ * HOT_REVISE_STEPS steps, the hot set is revised (rows leaving freed, rows
+ * entering copied from the host).  Never fails: a device error drops the
+ * replica (hot_stats says so) and the host goes on. */
+void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint64_t step);
+
+/* Rows changed outside an Update (a load or restore into live rows, say):
+ * the next hot_step copies every member again from the host, since no
+ * step recorded the change.  Safe from any thread. */
+void hot_rows_written(hot *h);
+
+typedef struct hot_stats {
+	tier_kind kind;
+	bool failed;             /* the device failed; the replica is gone   */
+	uint64_t rows;           /* rows in the replica                      */
+	uint64_t capacity;       /* rows the budget holds                    */
+	uint64_t bytes_device;   /* device memory held, all replicas         */
+	uint32_t replicas;       /* copies, one per device                   */
+	uint64_t steps_applied;  /* row steps run on the device              */
+	uint64_t rows_resynced;  /* rows copied again from the host          */
+} hot_stats;
+
+void hot_get_stats(hot *h, hot_stats *out);
+
+/* Replica `replica`'s copy (< hot_stats.replicas) of host row `loc`
+ * (dim + state floats) into out:
+ * for tests and for checks that the replica equals the host.  Returns
+ * EMDB_OK, INVALID when loc is not hot, IO when the device failed.
+ * rows_lock held (reading is enough). */
+int hot_replica_row(hot *h, uint32_t replica, uint64_t loc, float *out);
+
+/* The replica's tier (tests: to inject failures into a TIER_TEST one). */
+tier *hot_tier(hot *h);
+
+/* Replace the choice (tests; a later cost model).  Before any hot_step. */
+void hot_set_choose(hot *h, hot_choose_fn fn);
+
+/* ---- inline ---- */
+
+struct hot_members {
+	uint32_t cap;            /* power of two                              */
+	uint64_t *loc;           /* [cap], LOC_NONE when empty                */
+	uint32_t *slot;          /* [cap] the row's slot in the tier          */
+};
+
+/* The membership map is the first member of struct hot (db/hot.c). */
+static inline uint32_t hot__slot(const struct hot_members *m, uint64_t loc)
+{
+	uint64_t x = loc * 0x9E3779B97F4A7C15ull;
+
+	for (uint32_t i = (uint32_t)(x >> 32) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		if (m->loc[i] == loc)
+			return m->slot[i];
+		if (m->loc[i] == UINT64_MAX)
+			return UINT32_MAX;
+	}
+}
+
+static inline bool hot_is_member(const hot *h, uint64_t loc)
+{
+	const struct hot_members *m = (const struct hot_members *)(const void *)h;
+
+	return m->cap && hot__slot(m, loc) != UINT32_MAX;
+}
+
+#endif

@@ -1,0 +1,178 @@
+/*
+ * tier_test.c - the test backend of the tier interface (db/tier.h): the
+ * host backend's memory and rules behind a device's limits, so that the
+ * engine's use of a device tier is tested without a GPU.  It has a tiny
+ * capacity (tier_config.test_chunks chunks; 0: max_chunks), and fails one
+ * chosen operation on request (db/tier_test.h) the way a device fails:
+ * NOMEM before anything changes, IO after which the tier is failed for
+ * good (db/tier.c turns IO into the sticky state).  Bytes moved are
+ * counted by db/tier.c for every backend (tier_stats).
+ *
+ * Invariants:
+ *   1. Every operation first passes the injection countdown; an injected
+ *      failure returns before the host backend is called, so NOMEM changes
+ *      nothing.  An injected IO leaves the memory as it was, which no
+ *      caller may read any more (the tier is failed).
+ *   2. Chunks held never exceed the capacity.
+ */
+#include <emdb/alloc.h>
+
+#include "base/error_int.h"
+#include "db/tier_int.h"
+#include "db/tier_test.h"
+
+typedef struct test_tier {
+	uint32_t cap;       /* chunks                           */
+	uint32_t held;      /* chunks allocated                 */
+	uint32_t countdown; /* operations before the failure    */
+	int fail_err;       /* 0: no failure armed              */
+	uint64_t calls;
+} test_tier;
+
+static test_tier *T(const tier *t)
+{
+	return (test_tier *)t->wrap;
+}
+
+void tier_test_fail_after(tier *t, uint32_t after, int err)
+{
+	T(t)->countdown = after;
+	T(t)->fail_err = err;
+}
+
+uint64_t tier_test_calls(const tier *t)
+{
+	return T(t)->calls;
+}
+
+/* EMDB_OK, or the armed failure when its turn has come (invariant 1). */
+static int test_gate(tier *t, const char *op)
+{
+	test_tier *x = T(t);
+	int err = x->fail_err;
+
+	x->calls++;
+	if (!err)
+		return EMDB_OK;
+	if (x->countdown) {
+		x->countdown--;
+		return EMDB_OK;
+	}
+	x->fail_err = 0;
+	return emdb__seterr(err, "test tier: injected failure of %s", op);
+}
+
+static int test_open(tier *t)
+{
+	test_tier *x = emdb_calloc(1, sizeof(*x));
+	int rc;
+
+	if (!x)
+		return EMDB_ERR_NOMEM;
+	x->cap = t->cfg.test_chunks ? t->cfg.test_chunks : t->cfg.max_chunks;
+	t->wrap = x;
+	rc = tier_host_backend.open(t);
+	if (rc) {
+		emdb_free(x);
+		t->wrap = NULL;
+	}
+	return rc;
+}
+
+static void test_close(tier *t)
+{
+	tier_host_backend.close(t);
+	emdb_free(t->wrap);
+	t->wrap = NULL;
+}
+
+static int test_chunk_alloc(tier *t, uint32_t c)
+{
+	int rc = test_gate(t, "chunk_alloc");
+
+	if (rc)
+		return rc;
+	if (T(t)->held >= T(t)->cap)
+		return emdb__seterr(EMDB_ERR_NOMEM, "test tier: full (%u chunks)", T(t)->cap);
+	rc = tier_host_backend.chunk_alloc(t, c);
+	if (!rc)
+		T(t)->held++;
+	return rc;
+}
+
+static void test_chunk_free(tier *t, uint32_t c)
+{
+	tier_host_backend.chunk_free(t, c);
+	T(t)->held--;
+}
+
+static int test_put_rows(tier *t, const uint64_t *slots, size_t n, const float *rows)
+{
+	int rc = test_gate(t, "put_rows");
+
+	return rc ? rc : tier_host_backend.put_rows(t, slots, n, rows);
+}
+
+static int test_get_rows(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *rows)
+{
+	int rc = test_gate(t, "get_rows");
+
+	return rc ? rc : tier_host_backend.get_rows(t, r, slots, n, rows);
+}
+
+static int test_init_rows(tier *t, const uint64_t *slots, const uint64_t *ids, size_t n,
+			  const tier_init_args *a)
+{
+	int rc = test_gate(t, "init_rows");
+
+	return rc ? rc : tier_host_backend.init_rows(t, slots, ids, n, a);
+}
+
+static int test_gather(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *out,
+		       bool out_in_tier)
+{
+	int rc = test_gate(t, "gather");
+
+	return rc ? rc : tier_host_backend.gather(t, r, slots, n, out, out_in_tier);
+}
+
+static int test_accumulate(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
+			   const float *grads)
+{
+	int rc = test_gate(t, "accumulate");
+
+	return rc ? rc : tier_host_backend.accumulate(t, r, pidx, n, grads);
+}
+
+static int test_reduce(tier *t, uint32_t npend)
+{
+	int rc = test_gate(t, "reduce");
+
+	return rc ? rc : tier_host_backend.reduce(t, npend);
+}
+
+static int test_step(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots, size_t n,
+		     const float *grads)
+{
+	int rc = test_gate(t, "step");
+
+	return rc ? rc : tier_host_backend.step(t, sc, slots, n, grads);
+}
+
+const tier_backend tier_test_backend = {
+	.name = "test",
+	.open = test_open,
+	.close = test_close,
+	.chunk_alloc = test_chunk_alloc,
+	.chunk_free = test_chunk_free,
+	.put_rows = test_put_rows,
+	.get_rows = test_get_rows,
+	.init_rows = test_init_rows,
+	.gather = test_gather,
+	.gather_dev = NULL,
+	.accumulate = test_accumulate,
+	.reduce = test_reduce,
+	.step = test_step,
+	.available = NULL,
+	.devices = NULL,
+};

@@ -1,0 +1,23 @@
+/*
+ * tier_test.h - controls of the test backend (db/tier_test.c), the
+ * stand-in for a device in tests without a GPU: host memory with a tiny
+ * capacity (tier_config.test_chunks chunks), byte counters (tier_stats)
+ * and injected failures.
+ */
+#ifndef EMDB_TIER_TEST_H
+#define EMDB_TIER_TEST_H
+
+#include <stdint.h>
+
+#include "db/tier.h"
+
+/* The backend operation `after` operations from now (0: the next) fails
+ * with err: EMDB_ERR_NOMEM (a full device: the call changes nothing) or
+ * EMDB_ERR_IO (a failed device: the tier enters its sticky error state).
+ * err 0 cancels.  t must be a TIER_TEST tier. */
+void tier_test_fail_after(tier *t, uint32_t after, int err);
+
+/* Backend operations run so far, failed ones included. */
+uint64_t tier_test_calls(const tier *t);
+
+#endif

@@ -1,0 +1,279 @@
+/*
+ * test_proto_node.c - the node-to-node frames (protocol/proto_node.h) and
+ * how an owner node answers bad ones (cluster_serve).
+ *
+ * What is checked: every sample frame decodes to what was encoded and
+ * re-encodes to the same bytes; every shorter prefix of it, and frames
+ * broken one way at a time (magic, version, flags, opcode, status,
+ * body_len, reserved bytes, padding, trailing bytes, counts that do not
+ * add up, per-opcode fields that must be zero, a gradient row past the
+ * rows sent) are refused with PROTOCOL (UNSUPPORTED for the version);
+ * the encoder refuses what the decoder would.  Then, through a 2-node
+ * in-process cluster: a node answers a malformed frame, a frame of
+ * another epoch, a response where a request belongs, an unknown table and
+ * another peer's ticket with an error reply, and none of them changes a
+ * row.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include <emdb/db.h>
+#include <emdb/error.h>
+
+#include "protocol/proto_node.h"
+#include "tests/fuzz/node_samples.h"
+#include "tests/lib/cluster_mem.h"
+
+static _Alignas(8) uint8_t buf[8192];
+
+static size_t encode(const proto_node_msg *m)
+{
+	size_t len = 0;
+	int rc = proto_node_encode(buf, sizeof(buf), m, &len, NULL);
+	cr_assert_eq(rc, EMDB_OK, "encode %s: %s", proto_node_op_name(m->hdr.opcode), emdb_last_error());
+	return len;
+}
+
+Test(proto_node, samples_round_trip)
+{
+	for (int k = 0; k < NODE_SAMPLES; k++) {
+		proto_node_msg m, d;
+		cr_assert(node_sample(k, &m));
+		size_t len = encode(&m);
+		cr_assert_eq(len % 8, 0);
+		cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK, "sample %d: %s", k, emdb_last_error());
+		cr_assert_eq(d.hdr.opcode, m.hdr.opcode);
+		cr_assert_eq(d.hdr.flags, m.hdr.flags);
+		cr_assert_eq(d.hdr.status, m.hdr.status);
+		cr_assert_eq(d.hdr.table, m.hdr.table);
+		cr_assert_eq(d.hdr.epoch, m.hdr.epoch);
+		static _Alignas(8) uint8_t again[8192];
+		size_t len2;
+		cr_assert_eq(proto_node_encode(again, sizeof(again), &d, &len2, NULL), EMDB_OK);
+		cr_assert_eq(len2, len);
+		cr_assert(memcmp(again, buf, len) == 0, "sample %d re-encodes differently", k);
+		/* Every prefix is refused. */
+		for (size_t cut = 0; cut < len; cut++)
+			cr_assert_eq(proto_node_decode(buf, cut, &d), EMDB_ERR_PROTOCOL, "sample %d cut at %zu", k, cut);
+	}
+}
+
+Test(proto_node, samples_carry_their_fields)
+{
+	proto_node_msg m, d;
+	cr_assert(node_sample(6, &m)); /* mapped PUSH by ticket */
+	size_t len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	cr_assert_eq(d.u.grads.ticket, m.u.grads.ticket);
+	cr_assert_eq(d.u.grads.n_rows, 3);
+	cr_assert_null(d.u.grads.ids);
+	cr_assert(memcmp(d.u.grads.row_of, node_sample_rows, sizeof(node_sample_rows)) == 0);
+	cr_assert(memcmp(d.u.grads.scale, node_sample_scale, sizeof(node_sample_scale)) == 0);
+	cr_assert(memcmp(d.u.grads.grads, node_sample_f, 12 * 4) == 0);
+	cr_assert(node_sample(15, &m)); /* PREPARE of a create */
+	len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	cr_assert_str_eq(d.u.admin.cfg.name, "ads");
+	cr_assert_eq(d.u.admin.cfg.dim, 16);
+	cr_assert_eq(d.u.admin.txn, 9);
+	cr_assert(node_sample(19, &m)); /* an error */
+	len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	cr_assert_eq(d.hdr.status, EMDB_ERR_NO_TABLE);
+	cr_assert_eq(d.u.err.len, 16);
+}
+
+/* Encode sample k, apply the patch, expect the decoder's refusal. */
+static void refused(int k, size_t off, const void *bytes, size_t n, int want, const char *what)
+{
+	proto_node_msg m, d;
+	cr_assert(node_sample(k, &m));
+	size_t len = encode(&m);
+	cr_assert_leq(off + n, len);
+	memcpy(buf + off, bytes, n);
+	int rc = proto_node_decode(buf, len, &d);
+	cr_assert_eq(rc, want, "%s: decoder returned %d (%s)", what, rc, emdb_last_error());
+}
+
+Test(proto_node, broken_frames_are_refused)
+{
+	uint8_t one = 1, two = 2, ff = 0xff;
+	uint32_t u;
+	uint16_t op;
+	refused(0, 0, "EMDB", 4, EMDB_ERR_PROTOCOL, "a client frame's magic");
+	refused(0, 4, &two, 1, EMDB_ERR_UNSUPPORTED, "version 2");
+	refused(0, 5, &two, 1, EMDB_ERR_PROTOCOL, "unknown flag");
+	op = 0x06ff;
+	refused(0, 6, &op, 2, EMDB_ERR_PROTOCOL, "unknown opcode");
+	op = 0;
+	refused(0, 6, &op, 2, EMDB_ERR_PROTOCOL, "opcode NONE in a request");
+	u = (uint32_t)-3;
+	refused(0, 8, &u, 4, EMDB_ERR_PROTOCOL, "status in a request");
+	u = 8;
+	refused(0, 24, &u, 4, EMDB_ERR_PROTOCOL, "body_len that is not the frame's");
+	refused(0, 28, &one, 1, EMDB_ERR_PROTOCOL, "reserved header byte");
+	/* SEL: n says 6 IDs, 5 are there */
+	u = 6;
+	refused(0, 32 + 8, &u, 4, EMDB_ERR_PROTOCOL, "more IDs than sent");
+	u = 4;
+	refused(0, 32 + 8, &u, 4, EMDB_ERR_PROTOCOL, "fewer IDs than sent (trailing bytes)");
+	refused(0, 32 + 20, &one, 1, EMDB_ERR_PROTOCOL, "reserved SEL byte");
+	refused(0, 32, &one, 1, EMDB_ERR_PROTOCOL, "PREFETCH by ticket");
+	u = 4;
+	refused(0, 32 + 12, &u, 4, EMDB_ERR_PROTOCOL, "PREFETCH with a dim");
+	refused(3, 32 + 12, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "PULL without a dim");
+	refused(3, 32 + 16, &one, 1, EMDB_ERR_PROTOCOL, "PULL asking for found");
+	refused(13, 32 + 8, &one, 1, EMDB_ERR_PROTOCOL, "TICKET_FREE with IDs counted");
+	/* GRADS: plain with n_rows != n, a row past those sent, mapped in
+	 * PUSH_UPDATE, dim 0 */
+	u = 4;
+	refused(5, 32 + 16, &u, 4, EMDB_ERR_PROTOCOL, "plain gradients of another count");
+	refused(6, 32 + 24 + 4, &ff, 1, EMDB_ERR_PROTOCOL, "a gradient row past the rows sent");
+	refused(6, 32 + 20, &two, 1, EMDB_ERR_PROTOCOL, "unknown GRADS flag");
+	refused(7, 32 + 12, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "gradients of dim 0");
+	/* padding after row_of (5 u32 = 20 bytes, padded to 24) */
+	refused(6, 32 + 24 + 20, &one, 1, EMDB_ERR_PROTOCOL, "padding");
+	/* VECS: found of 2, an unknown flag */
+	refused(11, 32 + 16 + 80, &two, 1, EMDB_ERR_PROTOCOL, "found byte of 2");
+	refused(11, 32 + 8, &two, 1, EMDB_ERR_PROTOCOL, "unknown VECS flag");
+	/* STEP of one worker; ADMIN of an unknown action, rows outside
+	 * RESERVE, txn 0 in a phase */
+	refused(14, 32, &one, 1, EMDB_ERR_PROTOCOL, "a step of 1 worker");
+	refused(16, 32, (uint32_t[]){ 9 }, 4, EMDB_ERR_PROTOCOL, "unknown admin action");
+	refused(17, 32 + 16, &one, 1, EMDB_ERR_PROTOCOL, "rows in a DROP");
+	refused(16, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "a phase of transaction 0");
+	/* TICKET handle 0 */
+	refused(1, 32, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "ticket handle 0");
+	/* An unaligned frame is the caller's bug. */
+	proto_node_msg d;
+	cr_assert_eq(proto_node_decode(buf + 1, 40, &d), EMDB_ERR_INVALID);
+}
+
+Test(proto_node, encoder_refuses_what_the_decoder_would)
+{
+	proto_node_msg m;
+	size_t len;
+	cr_assert(node_sample(5, &m));
+	m.u.grads.n_rows = 4; /* plain: one row per position */
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(6, &m));
+	m.u.grads.n_rows = 2; /* row_of reaches 2 */
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(0, &m));
+	m.u.sel.ticket = 5; /* PREFETCH takes IDs */
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(14, &m));
+	m.u.step.workers = 1;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(1, &m));
+	m.u.ticket.handle = 0;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	/* The size query. */
+	cr_assert(node_sample(3, &m));
+	cr_assert_eq(proto_node_encode(NULL, 0, &m, &len, NULL), EMDB_ERR_LIMIT);
+	cr_assert_eq(len, 32 + 24 + 40);
+}
+
+/* ---- an owner answering bad frames --------------------------------------- */
+
+static int answer_of(memnet *net, const uint8_t *frame, size_t len, char *msg, size_t cap)
+{
+	uint8_t *reply;
+	size_t rlen;
+	int rc = memnet_send_raw(net, 0, 1, frame, len, &reply, &rlen);
+	cr_assert_eq(rc, EMDB_OK, "the link: %s", emdb_last_error());
+	proto_node_msg m;
+	cr_assert_eq(proto_node_decode(reply, rlen, &m), EMDB_OK, "the reply: %s", emdb_last_error());
+	cr_assert(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE);
+	msg[0] = 0;
+	if (m.hdr.status < 0)
+		snprintf(msg, cap, "%.*s", (int)m.u.err.len, m.u.err.p ? m.u.err.p : "");
+	emdb_free(reply);
+	return m.hdr.status;
+}
+
+static uint64_t rows_of(memnet *net, uint32_t table)
+{
+	emdb_table_info info;
+	cr_assert_eq(emdb_table_describe(memnet_db(net, 1), table, &info), 0);
+	return info.stats.rows;
+}
+
+Test(proto_node, an_owner_refuses_bad_frames_and_changes_nothing)
+{
+	memnet *net = memnet_open(2, 0);
+	cr_assert_not_null(net);
+	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
+	strcpy(c.name, "t");
+	c.dim = 4;
+	cluster_req cr = { .op = CLUSTER_TABLE_CREATE, .cfg = &c };
+	cr_assert_eq(cluster_run(memnet_cl(net, 0), &cr), EMDB_OK, "%s", cr.msg);
+	uint32_t t = cr.table_out;
+	char msg[1100];
+
+	/* A good PREFETCH works: the baseline. */
+	proto_node_msg m;
+	cr_assert(node_sample(0, &m));
+	m.hdr.table = t;
+	size_t len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_OK, "%s", msg);
+	cr_assert_eq(rows_of(net, t), 5);
+
+	/* Another epoch: refused. */
+	cr_assert(node_sample(5, &m)); /* a PUSH of new IDs */
+	m.hdr.table = t;
+	m.u.grads.ids = (const uint64_t[]){ 100, 101, 102, 103, 104 };
+	m.hdr.epoch = 2;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_PROTOCOL);
+	cr_assert(strstr(msg, "epoch"), "%s", msg);
+	/* Truncated (a body the header does not account for). */
+	m.hdr.epoch = 1;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len - 8, msg, sizeof(msg)), EMDB_ERR_PROTOCOL);
+	/* Unknown table. */
+	m.hdr.table = 99;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_NO_TABLE);
+	/* A response where a request belongs. */
+	m.hdr.table = t;
+	len = encode(&m);
+	buf[5] |= PROTO_NODE_FLAG_RESPONSE;
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_PROTOCOL);
+	/* Garbage. */
+	memset(buf, 0xA5, 64);
+	cr_assert_eq(answer_of(net, buf, 64, msg, sizeof(msg)), EMDB_ERR_PROTOCOL);
+	cr_assert_eq(rows_of(net, t), 5, "a refused frame inserted rows");
+
+	/* A ticket node 1 never gave node 0. */
+	cr_assert(node_sample(2, &m));
+	m.hdr.table = t;
+	m.u.sel.ticket = 0x700000009ull;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_TICKET);
+	memnet_close(net);
+}
+
+/* docs/protocol.md's node-to-node section lists every node opcode. */
+Test(proto_node, spec_lists_every_node_opcode)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s", __FILE__);
+	char *slash = strstr(path, "tests/unit/");
+	cr_assert_not_null(slash);
+	strcpy(slash, "docs/protocol.md");
+	FILE *fp = fopen(path, "rb");
+	cr_assert_not_null(fp, "cannot open %s", path);
+	static char text[1 << 20];
+	size_t n = fread(text, 1, sizeof(text) - 1, fp);
+	fclose(fp);
+	text[n] = 0;
+	const char *sec = strstr(text, "## Node-to-node");
+	cr_assert_not_null(sec, "docs/protocol.md has no node-to-node section");
+	char row[128];
+#define NODE_ROW_(NAME, name, value, rq, rs)                                     \
+	snprintf(row, sizeof(row), "| 0x%04X | %s |", value, #NAME);             \
+	cr_assert_not_null(strstr(sec, row), "docs/protocol.md lacks the row %s", row);
+	PROTO_NODE_OP_MAP(NODE_ROW_)
+#undef NODE_ROW_
+}

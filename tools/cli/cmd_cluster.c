@@ -1,0 +1,195 @@
+/*
+ * cmd_cluster.c - `cluster info`: the cluster this server belongs to, one
+ * row per node with the link's own counters (the server's INFO cluster
+ * section, docs/server.md), as a table or as JSON.
+ *
+ * Invariants:
+ *   1. The figures are the server's, read from INFO's text as it sent them:
+ *      a line this version does not know is skipped, not an error, so a
+ *      newer server still prints.
+ *   2. A server that is not part of a cluster prints one line saying so
+ *      ({"cluster":{"enabled":false}} in JSON), not an error.
+ *
+ * State changes: none.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+
+#include "tools/cli/cmd_int.h"
+
+#define MAX_NODES 1024
+
+/* Fields of a node line, in the order they print. */
+static const char *const node_fields[] = { "bytes_sent", "msgs_sent", "bytes_received", "msgs_received", "calls",
+					   "calls_failed", "calls_timed_out", "requests_served", "connects" };
+#define N_FIELDS (sizeof(node_fields) / sizeof(node_fields[0]))
+
+typedef struct node_row {
+	char addr[280];
+	char state[16];
+	uint64_t v[N_FIELDS];
+	char last_error[200];
+	int seen;
+} node_row;
+
+typedef struct cluster_view {
+	char id[80], state[16];
+	uint64_t rank, nodes, partitions, epoch, rows, bytes;
+	int enabled;
+	node_row *row; /* [MAX_NODES] */
+} cluster_view;
+
+/* "node_N: k=v k=v ..." into its row. */
+static void parse_node(cluster_view *cv, const char *key, const char *val)
+{
+	char *end;
+	unsigned long r = strtoul(key + 5, &end, 10);
+	if (r >= MAX_NODES || end == key + 5)
+		return;
+	node_row *n = &cv->row[r];
+	if (!strcmp(end, "_last_error")) {
+		snprintf(n->last_error, sizeof(n->last_error), "%s", val);
+		return;
+	}
+	if (*end)
+		return;
+	n->seen = 1;
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s", val);
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		const char *v = eq + 1;
+		if (!strcmp(tok, "addr"))
+			snprintf(n->addr, sizeof(n->addr), "%s", v);
+		else if (!strcmp(tok, "state"))
+			snprintf(n->state, sizeof(n->state), "%s", v);
+		else
+			for (size_t i = 0; i < N_FIELDS; i++)
+				if (!strcmp(tok, node_fields[i]))
+					n->v[i] = strtoull(v, NULL, 10);
+	}
+}
+
+static void parse(cluster_view *cv, char *text)
+{
+	char *save = NULL;
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *colon = strstr(line, ": ");
+		if (!colon || line[0] == '#')
+			continue;
+		*colon = '\0';
+		const char *k = line, *v = colon + 2;
+		if (!strcmp(k, "enabled"))
+			cv->enabled = !strcmp(v, "yes");
+		else if (!strcmp(k, "cluster_id"))
+			snprintf(cv->id, sizeof(cv->id), "%s", v);
+		else if (!strcmp(k, "state"))
+			snprintf(cv->state, sizeof(cv->state), "%s", v);
+		else if (!strcmp(k, "rank"))
+			cv->rank = strtoull(v, NULL, 10);
+		else if (!strcmp(k, "nodes"))
+			cv->nodes = strtoull(v, NULL, 10);
+		else if (!strcmp(k, "partitions"))
+			cv->partitions = strtoull(v, NULL, 10);
+		else if (!strcmp(k, "epoch"))
+			cv->epoch = strtoull(v, NULL, 10);
+		else if (!strcmp(k, "rows"))
+			cv->rows = strtoull(v, NULL, 10);
+		else if (!strcmp(k, "bytes"))
+			cv->bytes = strtoull(v, NULL, 10);
+		else if (!strncmp(k, "node_", 5))
+			parse_node(cv, k, v);
+	}
+}
+
+static void print_json(const cluster_view *cv)
+{
+	jw w;
+	jw_open(&w, stdout);
+	jw_bool(&w, "ok", true);
+	jw_obj(&w, "cluster");
+	jw_bool(&w, "enabled", cv->enabled);
+	if (cv->enabled) {
+		jw_str(&w, "cluster_id", cv->id);
+		jw_u64(&w, "rank", cv->rank);
+		jw_str(&w, "state", cv->state);
+		jw_u64(&w, "partitions", cv->partitions);
+		jw_u64(&w, "epoch", cv->epoch);
+		jw_u64(&w, "rows", cv->rows);
+		jw_u64(&w, "bytes", cv->bytes);
+		jw_arr(&w, "nodes");
+		for (uint64_t r = 0; r < cv->nodes && r < MAX_NODES; r++) {
+			const node_row *n = &cv->row[r];
+			jw_obj(&w, NULL);
+			jw_u64(&w, "rank", r);
+			jw_str(&w, "addr", n->addr);
+			jw_str(&w, "state", n->state);
+			if (strcmp(n->state, "self") != 0)
+				for (size_t i = 0; i < N_FIELDS; i++)
+					jw_u64(&w, node_fields[i], n->v[i]);
+			if (n->last_error[0])
+				jw_str(&w, "last_error", n->last_error);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+	}
+	jw_obj_end(&w);
+	jw_close(&w);
+}
+
+static void print_table(const cluster_view *cv)
+{
+	if (!cv->enabled) {
+		printf("not part of a cluster (a single node)\n");
+		return;
+	}
+	printf("cluster %s: rank %" PRIu64 " of %" PRIu64 ", %s, %" PRIu64 " partitions, epoch %" PRIu64 "\n", cv->id,
+	       cv->rank, cv->nodes, cv->state, cv->partitions, cv->epoch);
+	printf("this node: %" PRIu64 " rows, %" PRIu64 " bytes\n", cv->rows, cv->bytes);
+	printf("%-4s %-22s %-10s %14s %10s %14s %10s %8s %7s %9s %8s\n", "NODE", "ADDRESS", "STATE", "BYTES_SENT",
+	       "MSGS_SENT", "BYTES_RECV", "MSGS_RECV", "CALLS", "FAILED", "TIMED_OUT", "SERVED");
+	for (uint64_t r = 0; r < cv->nodes && r < MAX_NODES; r++) {
+		const node_row *n = &cv->row[r];
+		if (!strcmp(n->state, "self")) {
+			printf("%-4" PRIu64 " %-22s %-10s\n", r, n->addr, "self");
+			continue;
+		}
+		printf("%-4" PRIu64 " %-22s %-10s %14" PRIu64 " %10" PRIu64 " %14" PRIu64 " %10" PRIu64 " %8" PRIu64
+		       " %7" PRIu64 " %9" PRIu64 " %8" PRIu64 "\n",
+		       r, n->addr, n->state, n->v[0], n->v[1], n->v[2], n->v[3], n->v[4], n->v[5], n->v[6], n->v[7]);
+	}
+	for (uint64_t r = 0; r < cv->nodes && r < MAX_NODES; r++)
+		if (cv->row[r].last_error[0])
+			printf("node %" PRIu64 " last error: %s\n", r, cv->row[r].last_error);
+}
+
+cli_status cmd_cluster_info(cli_session *s, emdb_client *c, int argc, char **argv)
+{
+	char *text = NULL;
+	int rc = emdb_client_info(c, "cluster", &text);
+	if (rc != EMDB_OK)
+		return session_fail(s, rc);
+	cluster_view cv;
+	memset(&cv, 0, sizeof(cv));
+	cv.row = calloc(MAX_NODES, sizeof(*cv.row));
+	if (!cv.row) {
+		emdb_free(text);
+		return session_fail(s, EMDB_ERR_NOMEM);
+	}
+	parse(&cv, text);
+	emdb_free(text);
+	if (s->json)
+		print_json(&cv);
+	else
+		print_table(&cv);
+	free(cv.row);
+	return CLI_OK;
+}
