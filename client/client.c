@@ -297,6 +297,47 @@ int emdb_client_table_describe(emdb_client *c, uint32_t table, emdb_table_info *
 	return cl_call(c, &a);
 }
 
+int emdb_client_table_alter(emdb_client *c, uint32_t table, const emdb_optimizer *opt)
+{
+	CL_ARGS(CL_TABLE_ALTER, "emdb_client_table_alter");
+	a.table = table;
+	a.opt = opt;
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_scan(emdb_client *c, uint32_t table, uint64_t cursor, size_t max_rows, uint32_t dim,
+			   uint32_t per_row, uint64_t *ids, float *vecs, float *state, size_t *n_out,
+			   uint64_t *next_cursor, uint64_t *step_out)
+{
+	CL_ARGS(CL_TABLE_SCAN, "emdb_client_table_scan");
+	a.table = table;
+	a.arg = cursor;
+	a.n = max_rows;
+	a.dim = dim;
+	a.per_row = per_row;
+	a.ids_out = ids;
+	a.out = vecs;
+	a.state_out = state;
+	a.n_out = n_out;
+	a.next_out = next_cursor;
+	a.step_out = step_out;
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_load(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n, uint32_t dim,
+			   const float *vecs, uint32_t per_row, const float *state)
+{
+	CL_ARGS(CL_TABLE_LOAD, "emdb_client_table_load");
+	a.table = table;
+	a.ids = ids;
+	a.n = n;
+	a.dim = dim;
+	a.vecs_in = vecs;
+	a.per_row = per_row;
+	a.state_in = state;
+	return cl_call(c, &a);
+}
+
 int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap, size_t *n_out)
 {
 	CL_ARGS(CL_TABLE_LIST, "emdb_client_table_list");
@@ -355,6 +396,14 @@ static cl_args push_args(uint32_t table, const uint64_t *ids, size_t n, const em
 	cl_args a = pull_args(table, ids, n, t, bags, offsets, n_bags, pool, dim, NULL, what);
 	a.op = CL_PUSH;
 	a.grads = grads;
+	return a;
+}
+
+/* The weighted forms: the pooled call's arguments, weights and opcode. */
+static cl_args weighted_args(cl_args a, cl_op op, const float *weights)
+{
+	a.op = op;
+	a.weights = weights;
 	return a;
 }
 
@@ -475,6 +524,46 @@ int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table, const emdb_clie
 {
 	cl_args a = push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
 			      "emdb_client_push_bags_ticket");
+	return cl_call(c, &a);
+}
+
+int emdb_client_pull_bags_weighted(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
+				   uint32_t dim, float *out)
+{
+	cl_args a = weighted_args(pull_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, out,
+					    "emdb_client_pull_bags_weighted"),
+				  CL_PULL_WEIGHTED, weights);
+	return cl_call(c, &a);
+}
+
+int emdb_client_pull_bags_weighted_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+					  const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim, float *out)
+{
+	cl_args a = weighted_args(pull_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, out,
+					    "emdb_client_pull_bags_weighted_ticket"),
+				  CL_PULL_WEIGHTED, weights);
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_bags_weighted(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
+				   uint32_t dim, const float *grads)
+{
+	cl_args a = weighted_args(push_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, grads,
+					    "emdb_client_push_bags_weighted"),
+				  CL_PUSH_WEIGHTED, weights);
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_bags_weighted_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+					  const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim, const float *grads)
+{
+	cl_args a = weighted_args(push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
+					    "emdb_client_push_bags_weighted_ticket"),
+				  CL_PUSH_WEIGHTED, weights);
 	return cl_call(c, &a);
 }
 
@@ -609,6 +698,50 @@ emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
 {
 	cl_args a = push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
 			      "emdb_client_push_bags_ticket_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_pull_bags_weighted_async(emdb_client *c, uint32_t table, const uint64_t *ids,
+						  size_t n, const uint64_t *offsets, size_t n_bags,
+						  emdb_pool pool, const float *weights, uint32_t dim,
+						  float *out)
+{
+	cl_args a = weighted_args(pull_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, out,
+					    "emdb_client_pull_bags_weighted_async"),
+				  CL_PULL_WEIGHTED, weights);
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_pull_bags_weighted_ticket_async(emdb_client *c, uint32_t table,
+							 const emdb_client_ticket *t, const uint64_t *offsets,
+							 size_t n_bags, emdb_pool pool, const float *weights,
+							 uint32_t dim, float *out)
+{
+	cl_args a = weighted_args(pull_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, out,
+					    "emdb_client_pull_bags_weighted_ticket_async"),
+				  CL_PULL_WEIGHTED, weights);
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_bags_weighted_async(emdb_client *c, uint32_t table, const uint64_t *ids,
+						  size_t n, const uint64_t *offsets, size_t n_bags,
+						  emdb_pool pool, const float *weights, uint32_t dim,
+						  const float *grads)
+{
+	cl_args a = weighted_args(push_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, grads,
+					    "emdb_client_push_bags_weighted_async"),
+				  CL_PUSH_WEIGHTED, weights);
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_bags_weighted_ticket_async(emdb_client *c, uint32_t table,
+							 const emdb_client_ticket *t, const uint64_t *offsets,
+							 size_t n_bags, emdb_pool pool, const float *weights,
+							 uint32_t dim, const float *grads)
+{
+	cl_args a = weighted_args(push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
+					    "emdb_client_push_bags_weighted_ticket_async"),
+				  CL_PUSH_WEIGHTED, weights);
 	return cl_call_async(c, &a);
 }
 

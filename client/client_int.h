@@ -48,6 +48,12 @@
 	X(TABLE_DROP, TABLE_DROP, chk_none, ENC_FLAT(enc_table_drop), RX_BODY(NULL), mem_table_drop)   \
 	X(TABLE_RESERVE, TABLE_RESERVE, chk_none, ENC_FLAT(enc_table_reserve), RX_BODY(NULL),          \
 	  mem_table_reserve)                                                                           \
+	X(TABLE_ALTER, TABLE_ALTER, chk_table_alter, ENC_FLAT(enc_table_alter), RX_BODY(NULL),         \
+	  mem_table_alter)                                                                             \
+	X(TABLE_SCAN, TABLE_SCAN, chk_table_scan, ENC_FLAT(enc_table_scan), RX_BODY(dec_table_scan),    \
+	  mem_table_scan)                                                                              \
+	X(TABLE_LOAD, TABLE_LOAD, chk_table_load, ENC_IOV(iov_table_load), RX_BODY(NULL),              \
+	  mem_table_load)                                                                              \
 	X(TABLE_FIND, TABLE_DESCRIBE, chk_table_find, ENC_FLAT(enc_table_find),                        \
 	  RX_BODY(dec_table_find), mem_table_find)                                                     \
 	X(TABLE_DESCRIBE, TABLE_DESCRIBE, chk_table_describe, ENC_FLAT(enc_table_describe),            \
@@ -62,6 +68,8 @@
 	X(UPDATE, UPDATE, chk_none, ENC_FLAT(enc_update), RX_BODY(dec_update), mem_update)             \
 	X(PUSH_UPDATE, PUSH_UPDATE, chk_rows, ENC_IOV(iov_push_update), RX_BODY(dec_push_update),      \
 	  mem_push_update)                                                                             \
+	X(PULL_WEIGHTED, PULL_WEIGHTED, chk_rows, ENC_IOV(iov_pull_weighted), RX_VECTORS, mem_pull)    \
+	X(PUSH_WEIGHTED, PUSH_WEIGHTED, chk_rows, ENC_IOV(iov_push_weighted), RX_BODY(NULL), mem_push) \
 	X(LOOKUP, LOOKUP, chk_rows, ENC_IOV(iov_lookup), RX_VECTORS, mem_lookup)                       \
 	X(READ_STATE, READ_STATE, chk_rows, ENC_IOV(iov_read_state), RX_VECTORS, mem_read_state)       \
 	X(CHECKPOINT, CHECKPOINT, chk_checkpoint, ENC_FLAT(enc_checkpoint), RX_BODY(dec_checkpoint),   \
@@ -90,7 +98,8 @@ typedef struct cl_args {
 	const char *what;  /* public function name, for messages */
 	uint32_t table;
 	uint32_t dim;
-	/* Which rows (PREFETCH, PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE),
+	/* Which rows (PREFETCH, PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE,
+	 * and PULL_WEIGHTED, PUSH_WEIGHTED: PULL's and PUSH's with weights),
 	 * decided once by client.c and read as they are by every layer: by
 	 * IDs, ids[n] and ticket NULL; by ticket, ids NULL and n the ticket's
 	 * count.  Pooled (bags, a *_bags call): offsets[n_bags], pool, and
@@ -103,6 +112,7 @@ typedef struct cl_args {
 	size_t n_bags;
 	emdb_pool pool;
 	size_t n_rows;           /* vectors that PULL returns / PUSH carries */
+	const float *weights;    /* PULL_WEIGHTED, PUSH_WEIGHTED: one per ID */
 	bool all;                /* UPDATE of every table */
 	uint32_t workers;        /* UPDATE: >= 2, a synchronous step */
 	const float *grads;      /* PUSH, PUSH_UPDATE */
@@ -112,6 +122,9 @@ typedef struct cl_args {
 	const char *const *values;
 	size_t n_kv;
 	const emdb_table_config *cfg;
+	const emdb_optimizer *opt;   /* TABLE_ALTER */
+	const float *vecs_in;        /* TABLE_LOAD (ids, n, dim, per_row too) */
+	const float *state_in;       /* TABLE_LOAD, with per_row > 0 */
 	uint64_t arg;            /* CHECKPOINT kind; RESTORE, CKPT_DELETE checkpoint; JOB_STATUS job;
 				    TABLE_RESERVE rows */
 
@@ -130,6 +143,10 @@ typedef struct cl_args {
 	uint64_t *job_out;       /* CHECKPOINT, RESTORE; may be NULL */
 	emdb_job_status *job;    /* JOB_STATUS */
 	emdb_ckpt_info **ckpts;  /* CKPT_LIST (with n_out) */
+	uint64_t *ids_out;       /* TABLE_SCAN: n rows of ids, vecs in out, */
+	float *state_out;        /* state (per_row > 0), count in n_out,    */
+	uint64_t *next_out;      /* the next cursor (arg: this one), and    */
+	uint64_t *step_out;      /* the page's step (may be NULL)           */
 } cl_args;
 
 /* Declare `cl_args a` for operation op_ of public function what_. */

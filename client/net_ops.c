@@ -7,7 +7,8 @@
  * or ticket, pooled or not: rows_req), either flat (the small requests,
  * into the caller's stack buffer, retried on the heap when larger) or as
  * a scatter-gather list over the caller's own arrays (PREFETCH, PULL,
- * PUSH, PUSH_UPDATE, LOOKUP, READ_STATE), never copying IDs or gradients.
+ * PUSH, PUSH_UPDATE, LOOKUP, READ_STATE, PULL_WEIGHTED, PUSH_WEIGHTED),
+ * never copying IDs, weights or gradients.
  * A buffered response is decoded with proto_msg_decode and delivered to
  * the request's outputs by the operation's dec_ function.
  *
@@ -122,6 +123,25 @@ static int no_table_zero(const cl_args *a, char *msg, size_t msglen)
 	return EMDB_ERR_NO_TABLE;
 }
 
+ENC_FLAT_OP(table_alter)
+{
+	int rc = no_table_zero(a, msg, msglen);
+	if (rc != EMDB_OK)
+		return rc;
+	proto_table_alter_req m = { a->table, *a->opt };
+	return proto_table_alter_req_encode(buf, cap, id, &m, len);
+}
+
+ENC_FLAT_OP(table_scan)
+{
+	int rc = no_table_zero(a, msg, msglen);
+	if (rc != EMDB_OK)
+		return rc;
+	proto_table_scan_req m = { a->table, a->dim, a->arg, (uint32_t)a->n,
+				   a->per_row ? PROTO_SCAN_STATE : 0 };
+	return proto_table_scan_req_encode(buf, cap, id, &m, len);
+}
+
 ENC_FLAT_OP(table_describe)
 {
 	proto_table_describe_req m;
@@ -193,6 +213,23 @@ ENC_IOV_OP(pull)
 	return proto_pull_req_iov(v, id, &p);
 }
 
+ENC_IOV_OP(pull_weighted)
+{
+	proto_push_req r = rows_req(a);
+	proto_pull_weighted_req p = {
+		.pull = { .table = r.table, .dim = r.dim, .ticket = r.ticket, .n_ids = r.n_ids,
+			  .ids = r.ids, .n_bags = r.n_bags, .pool = r.pool, .offsets = r.offsets },
+		.n_weights = (uint32_t)a->n, .weights = a->weights };
+	return proto_pull_weighted_req_iov(v, id, &p);
+}
+
+ENC_IOV_OP(push_weighted)
+{
+	proto_push_weighted_req r = { .push = rows_req(a), .n_weights = (uint32_t)a->n,
+				       .weights = a->weights };
+	return proto_push_weighted_req_iov(v, id, &r);
+}
+
 ENC_IOV_OP(push)
 {
 	proto_push_req r = rows_req(a);
@@ -203,6 +240,13 @@ ENC_IOV_OP(push_update) /* a->bags is false: client.c never pools it */
 {
 	proto_push_update_req r = rows_req(a);
 	return proto_push_update_req_iov(v, id, &r);
+}
+
+ENC_IOV_OP(table_load)
+{
+	proto_table_load_req r = { a->table, a->dim, (uint32_t)a->n, a->per_row, a->ids, a->vecs_in,
+				   a->per_row ? a->state_in : NULL };
+	return proto_table_load_req_iov(v, id, &r);
 }
 
 ENC_IOV_OP(lookup)
@@ -278,6 +322,28 @@ DEC_OP(table_find)
 {
 	if (f->a.id_out)
 		*f->a.id_out = m->table_describe_resp.info.id;
+	return EMDB_OK;
+}
+
+/* A page of a scan into the caller's arrays; a page that is not the
+ * shape asked for (more rows, another dim or state width) is PROTOCOL. */
+DEC_OP(table_scan)
+{
+	const proto_table_scan_resp *r = &m->table_scan_resp;
+	const cl_args *a = &f->a;
+	if (r->n > a->n || r->dim != a->dim || r->per_row != a->per_row)
+		return r->per_row != a->per_row && r->n <= a->n && r->dim == a->dim ? EMDB_ERR_DIM
+										   : EMDB_ERR_PROTOCOL;
+	if (r->n) {
+		memcpy(a->ids_out, r->ids, (size_t)r->n * sizeof(uint64_t));
+		memcpy(a->out, r->vecs, (size_t)r->n * r->dim * sizeof(float));
+		if (r->per_row)
+			memcpy(a->state_out, r->state, (size_t)r->n * r->per_row * sizeof(float));
+	}
+	*a->n_out = r->n;
+	*a->next_out = r->next_cursor;
+	if (a->step_out)
+		*a->step_out = r->step;
 	return EMDB_OK;
 }
 
@@ -448,10 +514,12 @@ int net_decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const ui
 		return EMDB_ERR_PROTOCOL;
 	}
 	dec_fn dec = net_ops[f->a.op].dec;
-	if (dec && dec(c, f, &m) != EMDB_OK) {
+	rc = dec ? dec(c, f, &m) : EMDB_OK;
+	if (rc == EMDB_ERR_NOMEM)
 		snprintf(msg, msglen, "%s: out of memory for the response", f->a.what);
-		return EMDB_ERR_NOMEM;
-	}
-	return EMDB_OK;
+	else if (rc != EMDB_OK)
+		snprintf(msg, msglen, "%s: the response is not the shape asked for (%s)", f->a.what,
+			 emdb_err_name(rc));
+	return rc;
 }
 

@@ -65,6 +65,7 @@ int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config
 	/* An Update must get in even while pulls keep arriving. */
 	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_mutex_init(&t->pushes_mu, NULL);
+	pthread_mutex_init(&t->cfg_mu, NULL);
 	pthread_rwlock_init(&t->update_lock, &attr);
 	pthread_rwlock_init(&t->rows_lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
@@ -94,6 +95,7 @@ static void table_free(tbl *t)
 	dit_destroy(t->index);
 	chunk_store_destroy(&t->rows);
 	pthread_mutex_destroy(&t->pushes_mu);
+	pthread_mutex_destroy(&t->cfg_mu);
 	pthread_rwlock_destroy(&t->update_lock);
 	pthread_rwlock_destroy(&t->rows_lock);
 	emdb_free(t);
@@ -121,10 +123,14 @@ int table_check_batch(const tbl *t, size_t n, uint32_t dim)
 	return EMDB_OK;
 }
 
+/* A fresh row for id, which it records (for scans) before the index
+ * publishes it. */
 static uint64_t new_row(void *ctx, uint64_t id)
 {
-	(void)id;
-	return chunk_new_row(&((tbl *)ctx)->rows);
+	chunk_store *cs = &((tbl *)ctx)->rows;
+	uint64_t loc = chunk_new_row(cs);
+	chunk_set_id(cs, loc, id);
+	return loc;
 }
 
 static void init_row(void *ctx, uint64_t id, uint64_t loc)

@@ -72,6 +72,15 @@ bool handle_is_routed(uint16_t op)
 	}
 }
 
+int handle_local_only(conn *c, const proto_hdr *h)
+{
+	if (!c->srv->cluster)
+		return EMDB_OK;
+	return handle_fail(EMDB_ERR_UNSUPPORTED,
+			   "%s is not routed across a cluster yet: send it to a server that is not a cluster node",
+			   proto_op_name(h->opcode));
+}
+
 void handle_cluster_ticket_free(void *cl, void *t)
 {
 	cluster_ticket_free(cl, t);

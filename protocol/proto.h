@@ -78,7 +78,8 @@
  *   (proto_op_version), and every frame carries that version in its
  *   header, whatever the connection's: version 2 added PUSH_UPDATE and
  *   TABLE_RESERVE and nothing else, so on a version-2 connection a PING
- *   still says 1.  A receiver refuses a frame whose version is not its
+ *   still says 1; version 3 added PULL_WEIGHTED, PUSH_WEIGHTED,
+ *   TABLE_ALTER, TABLE_SCAN and TABLE_LOAD.  A receiver refuses a frame whose version is not its
  *   opcode's (proto_hdr_decode) or is above the connection's
  *   (proto_reader's pin, the server's check): to a version-1 peer a
  *   PUSH_UPDATE or a TABLE_RESERVE does not exist.
@@ -106,7 +107,7 @@
 
 #define PROTO_MAGIC 0x42444D45u   /* the bytes "EMDB" read as a LE u32 */
 #define PROTO_VERSION_MIN 1       /* oldest version this build speaks  */
-#define PROTO_VERSION_MAX 2       /* newest version this build speaks  */
+#define PROTO_VERSION_MAX 3       /* newest version this build speaks  */
 #define PROTO_HDR_SIZE 24
 #define PROTO_ALIGN 8             /* body lengths and array offsets    */
 
@@ -178,6 +179,9 @@ typedef enum proto_role {
 	X(TABLE_LIST, table_list, 0x0103, 1, PROTO_ROLE_READER, EMPTY, BODY)              \
 	X(STATS, stats, 0x0104, 1, PROTO_ROLE_READER, EMPTY, BODY)                        \
 	X(TABLE_RESERVE, table_reserve, 0x0105, 2, PROTO_ROLE_ADMIN, BODY, EMPTY)         \
+	X(TABLE_ALTER, table_alter, 0x0106, 3, PROTO_ROLE_TRAINER, BODY, EMPTY)           \
+	X(TABLE_SCAN, table_scan, 0x0107, 3, PROTO_ROLE_TRAINER, BODY, BODY)              \
+	X(TABLE_LOAD, table_load, 0x0108, 3, PROTO_ROLE_TRAINER, BODY, EMPTY)             \
 	X(PREFETCH, prefetch, 0x0200, 1, PROTO_ROLE_TRAINER, BODY, BODY)                  \
 	X(TICKET_FREE, ticket_free, 0x0201, 1, PROTO_ROLE_TRAINER, BODY, EMPTY)           \
 	X(PULL, pull, 0x0202, 1, PROTO_ROLE_TRAINER, BODY, BODY)                          \
@@ -186,6 +190,8 @@ typedef enum proto_role {
 	X(LOOKUP, lookup, 0x0205, 1, PROTO_ROLE_READER, BODY, BODY)                       \
 	X(READ_STATE, read_state, 0x0206, 1, PROTO_ROLE_TRAINER, BODY, BODY)              \
 	X(PUSH_UPDATE, push_update, 0x0207, 2, PROTO_ROLE_TRAINER, BODY, BODY)            \
+	X(PULL_WEIGHTED, pull_weighted, 0x0208, 3, PROTO_ROLE_TRAINER, BODY, BODY)        \
+	X(PUSH_WEIGHTED, push_weighted, 0x0209, 3, PROTO_ROLE_TRAINER, BODY, EMPTY)       \
 	X(CHECKPOINT, checkpoint, 0x0300, 1, PROTO_ROLE_ADMIN, BODY, BODY)                \
 	X(RESTORE, restore, 0x0301, 1, PROTO_ROLE_ADMIN, BODY, BODY)                      \
 	X(JOB_STATUS, job_status, 0x0302, 1, PROTO_ROLE_READER, BODY, BODY)               \
@@ -216,9 +222,10 @@ bool proto_op_allowed(proto_role role, uint16_t op);
 /* "none", "reader", "trainer", "admin"; "unknown" otherwise. */
 const char *proto_role_name(proto_role role);
 /* The protocol version that defined op's layout, which every frame of op
- * (request, response, error response) carries in its header: 2 for
- * PUSH_UPDATE and TABLE_RESERVE, 1 for every other opcode, HELLO, NONE
- * and unknown ones included.  A connection of version v may carry op
+ * (request, response, error response) carries in its header: the
+ * version column of PROTO_OP_MAP (2 for PUSH_UPDATE and TABLE_RESERVE, 3
+ * for PULL_WEIGHTED and PUSH_WEIGHTED), and 1 for HELLO, NONE and unknown
+ * opcodes.  A connection of version v may carry op
  * only when proto_op_version(op) <= v. */
 uint8_t proto_op_version(uint16_t op);
 
@@ -288,7 +295,8 @@ int proto_err_decode(const proto_hdr *h, const uint8_t *body, proto_str *msg);
 
 /* Empty bodies: requests SHUTDOWN, TABLE_LIST, STATS, CHECKPOINT_LIST;
  * responses (status 0) CONFIG_SET, SHUTDOWN, TABLE_DROP, TABLE_RESERVE,
- * TICKET_FREE, PUSH, CHECKPOINT_DELETE.  The decoder checks
+ * TABLE_ALTER, TABLE_LOAD,
+ * TICKET_FREE, PUSH, PUSH_WEIGHTED, CHECKPOINT_DELETE.  The decoder checks
  * that the opcode has an empty body in that direction and body_len is 0. */
 int proto_empty_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, bool response,
 		       size_t *len);
@@ -469,6 +477,73 @@ int proto_table_reserve_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 int proto_table_reserve_req_decode(const proto_hdr *h, const uint8_t *body,
 				   proto_table_reserve_req *m);
 
+/* TABLE_ALTER (version 3): table id, optimizer -> empty response
+ * (emdb_table_alter).  The optimizer crosses as its kind (u32, 4
+ * reserved bytes) and its nine hyperparameters as f64 in the config
+ * block's order; values are carried as sent, the engine judges them. */
+typedef struct proto_table_alter_req {
+	uint32_t table;
+	emdb_optimizer opt;
+} proto_table_alter_req;
+
+int proto_table_alter_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_table_alter_req *m, size_t *len);
+int proto_table_alter_req_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_table_alter_req *m);
+
+/* TABLE_SCAN (version 3): one page of emdb_table_scan: table, dim (the
+ * table's), cursor, max_rows, flags (PROTO_SCAN_STATE: send each row's
+ * optimizer state) -> the next cursor (0: the scan is over), the step the
+ * page is consistent at, and n rows: ids[n], vecs[n*dim], and with state
+ * state[n*per_row] (per_row 0 without).  The response's arrays lie in
+ * place in the body, ids first (invariant 1 of proto_data.c). */
+#define PROTO_SCAN_STATE 0x0001u
+typedef struct proto_table_scan_req {
+	uint32_t table;
+	uint32_t dim;
+	uint64_t cursor;
+	uint32_t max_rows;
+	uint32_t flags;
+} proto_table_scan_req;
+
+typedef struct proto_table_scan_resp {
+	uint64_t next_cursor;
+	uint64_t step;
+	uint32_t n;
+	uint32_t dim;
+	uint32_t per_row;
+	const uint64_t *ids;
+	const float *vecs;   /* n * dim */
+	const float *state;  /* n * per_row; NULL when per_row is 0 */
+} proto_table_scan_resp;
+
+int proto_table_scan_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_table_scan_req *m, size_t *len);
+int proto_table_scan_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_table_scan_req *m);
+int proto_table_scan_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_table_scan_resp *m, size_t *len);
+int proto_table_scan_resp_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_table_scan_resp *m);
+
+/* TABLE_LOAD (version 3): emdb_table_load: table, dim, n, per_row (0:
+ * vectors only; else the table's state floats per row, which the server
+ * checks), ids[n], vecs[n*dim], state[n*per_row] -> empty response. */
+typedef struct proto_table_load_req {
+	uint32_t table;
+	uint32_t dim;
+	uint32_t n;
+	uint32_t per_row;
+	const uint64_t *ids;
+	const float *vecs;
+	const float *state;
+} proto_table_load_req;
+
+int proto_table_load_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_table_load_req *m, size_t *len);
+int proto_table_load_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_table_load_req *m);
+
 /* TABLE_DESCRIBE: by id, or by name when table is 0 (a nonzero table with
  * a name is malformed) -> emdb_table_info. */
 typedef struct proto_table_describe_req {
@@ -541,6 +616,10 @@ typedef struct proto_iov {
 /* After writev() sent `sent` bytes of v, drop them from the front so that
  * the next writev(v->iov, v->n) sends the rest.  Returns the bytes left. */
 size_t proto_iov_advance(proto_iov *v, size_t sent);
+
+/* TABLE_LOAD's scatter-gather encoder (its body is above, with the
+ * tables'): ids, vectors and state referenced where they lie. */
+int proto_table_load_req_iov(proto_iov *v, uint64_t id, const proto_table_load_req *m);
 
 /* Tickets cross the wire as opaque nonzero u64 handles owned by the
  * connection that sent the PREFETCH; 0 in PULL/PUSH means "IDs follow".
@@ -638,6 +717,42 @@ int proto_push_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_pus
 			  size_t *len);
 int proto_push_req_iov(proto_iov *v, uint64_t id, const proto_push_req *m);
 int proto_push_req_decode(const proto_hdr *h, const uint8_t *body, proto_push_req *m);
+
+/* PULL_WEIGHTED and PUSH_WEIGHTED (version 3): a pooled PULL or PUSH with
+ * per-sample weights (emdb_pull_bags_weighted, emdb_push_bags_weighted):
+ * the body of PULL or PUSH with n_bags >= 1 and n_weights floats after
+ * the offsets, one per ID.  The decoder checks n_bags >= 1 and, for IDs,
+ * n_weights == n_ids; with a ticket only the server knows its count and
+ * MUST check n_weights against it.  A PULL_WEIGHTED response is PULL's
+ * body; PUSH_WEIGHTED's is empty. */
+typedef struct proto_pull_weighted_req {
+	proto_pull_req pull;   /* n_bags >= 1 */
+	uint32_t n_weights;
+	const float *weights;
+} proto_pull_weighted_req;
+typedef proto_pull_resp proto_pull_weighted_resp;
+typedef struct proto_push_weighted_req {
+	proto_push_req push;   /* n_bags >= 1 */
+	uint32_t n_weights;
+	const float *weights;
+} proto_push_weighted_req;
+
+int proto_pull_weighted_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_pull_weighted_req *m, size_t *len);
+int proto_pull_weighted_req_iov(proto_iov *v, uint64_t id, const proto_pull_weighted_req *m);
+int proto_pull_weighted_req_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_pull_weighted_req *m);
+int proto_pull_weighted_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				    const proto_pull_weighted_resp *m, size_t *len);
+int proto_pull_weighted_resp_begin(uint8_t *buf, size_t cap, uint64_t id, uint32_t n_rows,
+				   uint32_t dim, float **vecs, size_t *len);
+int proto_pull_weighted_resp_decode(const proto_hdr *h, const uint8_t *body,
+				    proto_pull_weighted_resp *m);
+int proto_push_weighted_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_push_weighted_req *m, size_t *len);
+int proto_push_weighted_req_iov(proto_iov *v, uint64_t id, const proto_push_weighted_req *m);
+int proto_push_weighted_req_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_push_weighted_req *m);
 
 /* UPDATE: table id, or 0 for every table -> rows updated.  workers 0 or
  * 1: applied at once; n >= 2: a synchronous step, applied once n UPDATEs

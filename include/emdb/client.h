@@ -137,8 +137,9 @@
  *                        that has no meaning on this transport, or one
  *                        newer than the server (emdb_client_push_update
  *                        or emdb_client_table_reserve on a
- *                        protocol-version-1 server): refused before
- *                        sending, the handle stays usable;
+ *                        protocol-version-1 server, the _weighted calls
+ *                        on a server older than version 3): refused
+ *                        before sending, the handle stays usable;
  *     EMDB_ERR_IO        a socket call failed (message has errno's text);
  *     EMDB_ERR_LIMIT     a request larger than the server accepts.
  *   With the code comes a message, the server's own when the server
@@ -368,6 +369,53 @@ int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap,
 			   size_t *n_out);
 int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
 
+/* Change a table's optimizer hyperparameters while it serves, for a
+ * learning-rate schedule: emdb_table_alter of emdb/db.h.  opt is the
+ * table's optimizer as emdb_client_table_describe gives it, with new
+ * values for any of lr, eps, beta1, beta2, lr_decay, beta, l1, l2; kind
+ * and initial_accumulator must stay as they are.  It takes effect at a
+ * step boundary: an Update in progress finishes with the old values, the
+ * next one uses the new; table describe shows them, and a checkpoint
+ * keeps them.  Synchronous only.  Errors: NO_TABLE; INVALID (opt NULL,
+ * another kind or initial_accumulator, a value the engine refuses at
+ * creation, with its message; nothing changes); UNSUPPORTED over a socket
+ * to a server older than protocol version 3 (refused before sending).
+ * Role: trainer (a training script drives its own schedule). */
+int emdb_client_table_alter(emdb_client *c, uint32_t table,
+			    const emdb_optimizer *opt);
+
+/* Scan and load: a table's rows out and in (emdb_table_scan and
+ * emdb_table_load of emdb/db.h, whose rules hold: read them there).
+ *
+ * emdb_client_table_scan fetches one page: start with cursor 0, pass
+ * *next_cursor back in, stop when it is 0.  Every row the table holds for
+ * the whole scan comes back exactly once; each page is consistent at one
+ * step (*step_out, may be NULL); a page may be short, even empty, before
+ * the end.  The caller provides room for max_rows rows: ids[max_rows],
+ * vecs[max_rows * dim] and, when per_row > 0, state[max_rows * per_row],
+ * per_row being emdb_optimizer_state_floats(kind, dim) of the table (0:
+ * no state; another width fails with DIM); *n_out gets the rows written.
+ * Over a socket a page must fit the server's frame (max_rows * (8 + 4*dim
+ * + 4*per_row) bytes, under max_frame): LIMIT otherwise, ask for fewer.
+ *
+ * emdb_client_table_load writes vecs[n * dim] to ids[n], inserting the
+ * IDs the table lacks, and with per_row > 0 state[n * per_row] as their
+ * optimizer state (per_row must then be the table's width; 0: vectors
+ * only, new rows get the initial state, held rows keep theirs).
+ *
+ * Both are synchronous; the arrays are borrowed during the call.  Errors:
+ * the engine's (NO_TABLE, BATCH, DIM, INVALID, NOMEM) and the
+ * transport's; UNSUPPORTED over a socket to a server older than protocol
+ * version 3 (refused before sending).  Role: trainer. */
+int emdb_client_table_scan(emdb_client *c, uint32_t table, uint64_t cursor,
+			   size_t max_rows, uint32_t dim, uint32_t per_row,
+			   uint64_t *ids, float *vecs, float *state,
+			   size_t *n_out, uint64_t *next_cursor,
+			   uint64_t *step_out);
+int emdb_client_table_load(emdb_client *c, uint32_t table, const uint64_t *ids,
+			   size_t n, uint32_t dim, const float *vecs,
+			   uint32_t per_row, const float *state);
+
 /* Make room for `rows` rows in table `table`, the rows it holds included,
  * before training starts: emdb_table_reserve of emdb/db.h (every index
  * shard grown so that its share of that many IDs fits without a resize,
@@ -535,6 +583,38 @@ int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table,
 				 emdb_pool pool, uint32_t dim,
 				 const float *grads);
 
+/* Pooled Pull and its backward with per-sample weights, as
+ * emdb_pull_bags_weighted and emdb_push_bags_weighted of emdb/db.h
+ * (torch.nn.EmbeddingBag's per_sample_weights): weights holds one float
+ * per ID (n, or the ticket's count), pooling must be EMDB_POOL_SUM
+ * (INVALID otherwise, as torch).  weights is borrowed like ids.  Over a
+ * socket they are protocol version 3's (PULL_WEIGHTED, PUSH_WEIGHTED):
+ * to a server that speaks an older version (emdb_client_protocol_version
+ * below 3) they fail at once with UNSUPPORTED, nothing is sent, and the
+ * handle stays usable.  Role: trainer. */
+int emdb_client_pull_bags_weighted(emdb_client *c, uint32_t table,
+				   const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags,
+				   emdb_pool pool, const float *weights,
+				   uint32_t dim, float *out);
+int emdb_client_pull_bags_weighted_ticket(emdb_client *c, uint32_t table,
+					  const emdb_client_ticket *t,
+					  const uint64_t *offsets,
+					  size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim,
+					  float *out);
+int emdb_client_push_bags_weighted(emdb_client *c, uint32_t table,
+				   const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags,
+				   emdb_pool pool, const float *weights,
+				   uint32_t dim, const float *grads);
+int emdb_client_push_bags_weighted_ticket(emdb_client *c, uint32_t table,
+					  const emdb_client_ticket *t,
+					  const uint64_t *offsets,
+					  size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim,
+					  const float *grads);
+
 /* *rows_out (may be NULL) gets the rows updated. */
 int emdb_client_update(emdb_client *c, uint32_t table, uint64_t *rows_out);
 int emdb_client_update_all(emdb_client *c, uint64_t *rows_out);
@@ -663,6 +743,26 @@ emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
 						const uint64_t *offsets,
 						size_t n_bags, emdb_pool pool,
 						uint32_t dim, const float *grads);
+emdb_future *emdb_client_pull_bags_weighted_async(emdb_client *c, uint32_t table,
+						  const uint64_t *ids, size_t n,
+						  const uint64_t *offsets,
+						  size_t n_bags, emdb_pool pool,
+						  const float *weights, uint32_t dim,
+						  float *out);
+emdb_future *emdb_client_pull_bags_weighted_ticket_async(
+	emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+	const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+	const float *weights, uint32_t dim, float *out);
+emdb_future *emdb_client_push_bags_weighted_async(emdb_client *c, uint32_t table,
+						  const uint64_t *ids, size_t n,
+						  const uint64_t *offsets,
+						  size_t n_bags, emdb_pool pool,
+						  const float *weights, uint32_t dim,
+						  const float *grads);
+emdb_future *emdb_client_push_bags_weighted_ticket_async(
+	emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+	const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+	const float *weights, uint32_t dim, const float *grads);
 emdb_future *emdb_client_push_update_async(emdb_client *c, uint32_t table,
 					   const uint64_t *ids, size_t n,
 					   uint32_t dim, const float *grads,

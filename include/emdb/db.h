@@ -249,6 +249,22 @@ int emdb_table_drop(emdb_db *db, uint32_t table);
  * kept, the rows are unchanged). */
 int emdb_table_reserve(emdb_db *db, uint32_t table, uint64_t rows);
 
+/* Change the optimizer's hyperparameters of a table while it serves (a
+ * learning-rate schedule): opt is the table's optimizer (from
+ * emdb_table_get_config) with new values for any of lr, eps, beta1,
+ * beta2, lr_decay, beta, l1 and l2.  The change takes effect at a step
+ * boundary: an Update running meanwhile finishes with the old values (the
+ * call waits for it), the next Update uses the new ones; no Update ever
+ * mixes the two.  Rows and optimizer state are not touched, and Adam's
+ * bias corrections go on from the table's step.  A checkpoint records the
+ * values in force at its step, and a restore brings them back.
+ * kind and initial_accumulator are fixed at creation (the state's layout,
+ * and what a new row's state starts from).
+ * Errors: NO_TABLE; INVALID (opt NULL, another kind, another
+ * initial_accumulator, or a value emdb_table_create would refuse; the
+ * message names it): nothing changes then. */
+int emdb_table_alter(emdb_db *db, uint32_t table, const emdb_optimizer *opt);
+
 /* Find a table's id by name.  Errors: NO_TABLE, INVALID (NULL). */
 int emdb_table_find(emdb_db *db, const char *name, uint32_t *out_id);
 
@@ -315,6 +331,22 @@ int emdb_pull_bags_ticket(emdb_db *db, uint32_t table, const emdb_ticket *t,
 			  const uint64_t *offsets, size_t n_bags,
 			  emdb_pool pool, uint32_t dim, float *out);
 
+/* Pooled Pull with per-sample weights, as torch.nn.EmbeddingBag's
+ * per_sample_weights: weights holds one float per ID of the batch (n, or
+ * the ticket's count) and bag b is the sum of weights[i] * row(ids[i])
+ * over its positions, added in request order in float32.  Like torch,
+ * weights are defined only with EMDB_POOL_SUM: MEAN is refused with
+ * INVALID.  Errors: as emdb_pull_bags, INVALID for NULL weights. */
+int emdb_pull_bags_weighted(emdb_db *db, uint32_t table, const uint64_t *ids,
+			    size_t n, const uint64_t *offsets, size_t n_bags,
+			    emdb_pool pool, const float *weights, uint32_t dim,
+			    float *out);
+int emdb_pull_bags_weighted_ticket(emdb_db *db, uint32_t table,
+				   const emdb_ticket *t,
+				   const uint64_t *offsets, size_t n_bags,
+				   emdb_pool pool, const float *weights,
+				   uint32_t dim, float *out);
+
 /* Accumulate grads[n*dim] into the rows of ids (inserting unseen ones).
  * Duplicates, in this batch or across pushes, are summed until the next
  * Update.  Errors: NO_TABLE, BATCH, DIM, INVALID, NOMEM. */
@@ -332,6 +364,21 @@ int emdb_push_bags(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
 int emdb_push_bags_ticket(emdb_db *db, uint32_t table, const emdb_ticket *t,
 			  const uint64_t *offsets, size_t n_bags,
 			  emdb_pool pool, uint32_t dim, const float *grads);
+
+/* The backward of emdb_pull_bags_weighted: the ID at position i of bag b
+ * receives weights[i] * grads[b] (SUM only, as there).  The gradient of
+ * the weights themselves (the dot product of grads[b] and the row) is
+ * not computed: pull the rows to get it.  Errors: as
+ * emdb_pull_bags_weighted. */
+int emdb_push_bags_weighted(emdb_db *db, uint32_t table, const uint64_t *ids,
+			    size_t n, const uint64_t *offsets, size_t n_bags,
+			    emdb_pool pool, const float *weights, uint32_t dim,
+			    const float *grads);
+int emdb_push_bags_weighted_ticket(emdb_db *db, uint32_t table,
+				   const emdb_ticket *t,
+				   const uint64_t *offsets, size_t n_bags,
+				   emdb_pool pool, const float *weights,
+				   uint32_t dim, const float *grads);
 
 /* Advance the table's step and apply its optimizer to every row holding an
  * accumulated gradient, then clear the accumulators.  Rows without a
@@ -376,6 +423,53 @@ int emdb_lookup(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
  * Errors: as emdb_lookup. */
 int emdb_read_state(emdb_db *db, uint32_t table, const uint64_t *ids,
 		    size_t n, float *state, uint8_t *found);
+
+/* ------------------------------------------------------------------ */
+/* Scan and load: a table's rows out and in                            */
+/* ------------------------------------------------------------------ */
+
+/* One page of a scan of the table's IDs with their rows, Redis SCAN
+ * style: start with cursor 0, pass each *next_cursor back in, stop when
+ * it is 0.  A page examines up to max_rows rows (1..max_batch) and writes
+ * the n it returns (*n_out, at most max_rows) to ids[n], vecs[n*dim] and,
+ * when state is not NULL, state[n * emdb_optimizer_state_floats(kind,
+ * dim)]; *step_out (may be NULL) gets the table's step.
+ *
+ * What a cursor promises: every row the table holds for the whole scan
+ * is returned exactly once, whatever Updates, Pushes and inserts happen
+ * between pages (rows never move and are never removed; the cursor is a
+ * row number, in the order rows were created).  Each page is consistent
+ * at one step: no Update runs while it is copied, and it reports that
+ * step; pages of one scan may come from different steps when Updates run
+ * between them.  A row inserted during the scan is returned at most once
+ * (once when it lands past the cursor).  A page may hold fewer than
+ * max_rows rows, even none, while the scan is not over (rows being
+ * inserted at that moment are skipped: they were not there when the scan
+ * began).  A restore replaces the table's rows: a cursor from before it
+ * means nothing afterwards (INVALID when past the end; scan again).
+ * Read-only: no row is inserted, no counter changes.
+ * Errors: NO_TABLE, BATCH (max_rows), DIM, INVALID (NULL ids, vecs, n_out
+ * or next_cursor; a cursor past the table's rows), NOMEM. */
+int emdb_table_scan(emdb_db *db, uint32_t table, uint64_t cursor,
+		    size_t max_rows, uint32_t dim, uint64_t *ids, float *vecs,
+		    float *state, size_t *n_out, uint64_t *next_cursor,
+		    uint64_t *step_out);
+
+/* Write rows: vecs[n*dim] become the vectors of ids[n], inserting the IDs
+ * the table lacks (pretrained embeddings, or rows a scan took out).  With
+ * state not NULL, state[n * emdb_optimizer_state_floats(kind, dim)]
+ * becomes their optimizer state (in the layout of docs/engine.md, not
+ * checked); with state NULL new rows get the initial state and held rows
+ * keep theirs.  An ID given twice gets its last row.  Like an Update it
+ * waits for a running Update and readers never see a row half-written;
+ * gradients pushed and not yet applied stay, and the next Update applies
+ * them to the loaded rows.  The rows count for the next incremental
+ * checkpoint.  The step does not advance.
+ * Errors: NO_TABLE, BATCH, DIM, INVALID (NULL ids or vecs), NOMEM, LIMIT;
+ * nothing is written then. */
+int emdb_table_load(emdb_db *db, uint32_t table, const uint64_t *ids,
+		    size_t n, uint32_t dim, const float *vecs,
+		    const float *state);
 
 /* ------------------------------------------------------------------ */
 /* Statistics                                                          */

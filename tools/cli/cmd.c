@@ -95,10 +95,37 @@ static const cli_cmd cmds[] = {
 	  "other requests are served meanwhile): reserve before training.  The command waits for it without --timeout's\n"
 	  "limit.  The server needs protocol version 2.",
 	  EMDB_ROLE_ADMIN, 2, 2, cmd_table_reserve, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "table alter", "NAME|ID KEY=VALUE...", "change a table's optimizer hyperparameters now",
+	  "KEY is one of the optimizer's run-time hyperparameters: lr (alpha= for\n"
+	  "ftrl), eps, beta1, beta2, lr_decay, beta, l1, l2, as the optimizer\n"
+	  "takes them (table describe lists them with their values).  The next\n"
+	  "Update uses the new values; an Update running now finishes with the\n"
+	  "old ones.  A checkpoint keeps them.  optimizer, initial_accumulator,\n"
+	  "init, seed and default are fixed at creation.  Prints the table's\n"
+	  "hyperparameters after the change.  The server needs protocol version 3.\n"
+	  "Example: table alter ads lr=0.0005",
+	  EMDB_ROLE_TRAINER, 2, -1, cmd_table_alter,
+	  { CLI_COMP_TABLE, CLI_COMP_TABLE_OPTION, CLI_COMP_TABLE_OPTION } },
 	{ "lookup", "TABLE ID...", "print the vectors of IDs, and whether the table holds them",
 	  "Read-only: an ID the table does not hold is not inserted and shows\n"
 	  "the table's lookup default.  IDs are unsigned 64-bit, decimal or 0x hex.",
 	  EMDB_ROLE_READER, 2, -1, cmd_lookup, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "export", "TABLE FILE [--no-state]", "write a table's IDs and rows to a file",
+	  "Scans the table page by page (every row it holds throughout, exactly\n"
+	  "once; training may go on) into FILE: a 64-byte header, then per row\n"
+	  "its ID (u64), vector (dim f32) and optimizer state (f32), little-\n"
+	  "endian (docs/cli.md, \"Row files\"; numpy reads it with one dtype).\n"
+	  "--no-state writes the vectors alone.  Prints the rows and the steps\n"
+	  "the pages saw.  The server needs protocol version 3.",
+	  EMDB_ROLE_TRAINER, 2, 3, cmd_export, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "import", "TABLE FILE [--no-state]", "write the rows of a file made by export into a table",
+	  "TABLE must exist with the file's dim (create it first: table create);\n"
+	  "IDs it lacks are inserted, held ones overwritten.  With the file's\n"
+	  "state (the default) the table's optimizer must be the file's; with\n"
+	  "--no-state only the vectors are written (new rows start with the\n"
+	  "initial state, held ones keep theirs).  Loaded page by page: after a\n"
+	  "failure the error says how many rows went in.",
+	  EMDB_ROLE_TRAINER, 2, 3, cmd_import, { CLI_COMP_TABLE, CLI_COMP_NONE } },
 	{ "checkpoint", "[full|incremental] [--no-wait]", "write a checkpoint of every table",
 	  "full (the default) writes every row; incremental only the rows created\n"
 	  "or updated since the server's previous checkpoint or restore.  Training\n"
