@@ -9,6 +9,7 @@ pkgs=(
 	librocksdb-dev rocksdb-tools libxxhash-dev libevent-dev liburing-dev libssl-dev libucx-dev
 	libcriterion-dev libedit-dev
 	redis-server clang
+	python3-dev python3-cffi python3-numpy python3-pytest python3-torch
 )
 
 missing=()

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""bench_step.py - one training step of an embedding table, side by side:
+
+  c            the C client alone (emdb-step-bench): pooled Pull, pooled
+               Push, Update;
+  emdb.numpy   the same calls through emdb.Client (numpy arrays);
+  emdb.torch   the same step through emdb.torch.EmbeddingBag: forward,
+               backward of a given gradient, emdb.torch.Step.step();
+  torch        torch.nn.EmbeddingBag(sparse=True) + torch.optim.SparseAdam
+               on the CPU, the whole table in this process.
+
+    PYTHONPATH=build/release/python client/python/bench/bench_step.py \\
+        --uri unix:///tmp/emdb.sock --steps 2000
+
+Batch 4096 IDs in bags of 16, dim 64, a vocabulary of 100k IDs inserted
+before the clock starts, the optimizer Adam (docs/python.md, "Benchmark",
+has the figures).  The goal: emdb.torch costs at most 10% more than c.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import emdb
+import emdb.torch
+
+
+def batches(steps: int, batch: int, vocab: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, vocab, (steps, batch), dtype=np.int64)
+
+
+def step_inputs(args):
+    """The offsets (bags of args.bag, with the end) and the gradient of the
+    bags that every side uses, as torch tensors (numpy views of them too)."""
+    bags = args.batch // args.bag
+    off = torch.arange(0, args.batch + 1, args.bag)
+    g = (1e-3 * (torch.arange(bags * args.dim) % 7)).float().reshape(bags, args.dim)
+    return off, g
+
+
+def insert_all(t: emdb.Table, vocab: int) -> None:
+    for lo in range(0, vocab, 65536):
+        t.pull(np.arange(lo, min(vocab, lo + 65536), dtype=np.uint64))
+
+
+def side_c(args, exe: str) -> float:
+    out = subprocess.run([exe, args.uri, str(args.steps), str(args.batch), str(args.dim),
+                          str(args.bag), str(args.vocab), args.optimizer],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["step_us"]
+
+
+def side_numpy(args, db: emdb.Client, ids: np.ndarray) -> float:
+    t = db.create_table("bench_np", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    insert_all(t, args.vocab)
+    toff, tg = step_inputs(args)
+    off, g = toff.numpy(), tg.numpy()
+    out = np.empty(g.shape, np.float32)
+    t0 = time.perf_counter()
+    for s in range(args.steps):
+        t.pull(ids[s], out, offsets=off)
+        t.push(ids[s], g, offsets=off)
+        t.update()
+    dt = time.perf_counter() - t0
+    t.drop()
+    return dt / args.steps * 1e6
+
+
+def side_torch_module(args, db: emdb.Client, ids: np.ndarray) -> float:
+    t = db.create_table("bench_torch", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    insert_all(t, args.vocab)
+    emb = emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True)
+    step = emdb.torch.Step(emb)
+    off, g = step_inputs(args)
+    tids = torch.from_numpy(ids)
+    t0 = time.perf_counter()
+    for s in range(args.steps):
+        out = emb(tids[s], off)
+        out.backward(g)
+        step.step()
+    dt = time.perf_counter() - t0
+    t.drop()
+    return dt / args.steps * 1e6
+
+
+def side_torch(args, ids: np.ndarray) -> float:
+    emb = torch.nn.EmbeddingBag(args.vocab, args.dim, mode="sum", sparse=True,
+                                include_last_offset=True)
+    opt = torch.optim.SparseAdam(emb.parameters())
+    off, g = step_inputs(args)
+    tids = torch.from_numpy(ids)
+    t0 = time.perf_counter()
+    for s in range(args.steps):
+        opt.zero_grad()
+        emb(tids[s], off).backward(g)
+        opt.step()
+    return (time.perf_counter() - t0) / args.steps * 1e6
+
+
+def main() -> int:
+    default_exe = os.environ.get("EMDB_STEP_BENCH", "")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--uri", default="mem://")
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=4096)
+    ap.add_argument("--bag", type=int, default=16)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--vocab", type=int, default=100_000)
+    ap.add_argument("--optimizer", default="adam")
+    ap.add_argument("--step-bench", default=default_exe,
+                    help="emdb-step-bench (default: next to the emdb package's build tree)")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.batch % args.bag:
+        ap.error("--bag must divide --batch")
+    exe = args.step_bench or str(Path(emdb.__file__).resolve().parents[2] / "client" / "python" /
+                                 "emdb-step-bench")
+    torch.set_num_threads(args.threads)
+    ids = batches(args.steps, args.batch, args.vocab)
+    res = {"c": side_c(args, exe)}
+    with emdb.connect(args.uri) as db:
+        res["emdb.numpy"] = side_numpy(args, db, ids)
+        res["emdb.torch"] = side_torch_module(args, db, ids)
+    res["torch"] = side_torch(args, ids)
+    if args.json:
+        print(json.dumps({"uri": args.uri, "steps": args.steps, "batch": args.batch,
+                          "bag": args.bag, "dim": args.dim, "vocab": args.vocab,
+                          "optimizer": args.optimizer, "step_us": res}))
+        return 0
+    print(f"{args.uri}: {args.steps} steps of {args.batch} IDs (bags of {args.bag}), dim {args.dim}, "
+          f"{args.optimizer}, vocabulary {args.vocab}")
+    print(f"{'side':<12} {'us/step':>10} {'vs c':>8}")
+    for k, v in res.items():
+        print(f"{k:<12} {v:10.1f} {v / res['c'] - 1:+8.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""emdb.torch - embedding tables kept in emdb, as PyTorch modules.
+
+    import emdb, emdb.torch
+    db = emdb.connect("unix:///run/emdb.sock")
+    db.create_table("user", 64, "adam", lr=1e-3, init=("uniform", -0.05, 0.05))
+    emb = emdb.torch.EmbeddingBag(db, "user", mode="sum")
+    step = emdb.torch.Step(emb)                # the optimizer runs in emdb
+    ...
+    loss = f(emb(ids, offsets)); loss.backward()   # backward pushes to emdb
+    step.step()                                # Update (or the synchronous step)
+
+EmbeddingBag follows torch.nn.EmbeddingBag's forward(input, offsets,
+per_sample_weights) with mode "sum" or "mean", include_last_offset and
+padding_idx, and is differentiable through torch.autograd: forward is a
+pooled Pull of the engine (inserting IDs it has not seen), backward a
+pooled Push of the gradient of the bags.  Gradients stay in emdb and are
+applied there by Step.step(); the module has no torch parameters.  Under
+torch.no_grad() (inference) forward uses Lookup: read-only, IDs the table
+does not hold get its lookup default and are not inserted.
+
+Every difference from torch's own EmbeddingBag and optimizers is listed in
+docs/python.md ("Differences from torch").
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import arrays
+from .client import Client, Table, TableRef
+
+
+class _Batch:
+    """One forward's bags, as the arrays the C calls take."""
+
+    __slots__ = ("table", "ids", "offsets", "n_bags", "weights", "mode", "dim", "bag_of")
+
+    def __init__(self, table: Table, ids: np.ndarray, offsets: np.ndarray, weights: Optional[np.ndarray],
+                 mode: str) -> None:
+        self.table = table
+        self.ids = ids
+        self.offsets = offsets
+        self.n_bags = offsets.size - 1
+        self.weights = weights
+        self.mode = mode
+        self.dim = table.dim
+        self.bag_of: Optional[np.ndarray] = None
+
+    def bags(self) -> np.ndarray:
+        """The bag of every position (int64), made on first use."""
+        if self.bag_of is None:
+            self.bag_of = np.repeat(np.arange(self.n_bags, dtype=np.int64),
+                                    np.diff(self.offsets).astype(np.int64))
+        return self.bag_of
+
+
+class _PooledPull(torch.autograd.Function):
+    """forward: pooled Pull; backward: pooled Push of grad_output."""
+
+    @staticmethod
+    def forward(ctx: Any, anchor: torch.Tensor, b: _Batch) -> torch.Tensor:  # type: ignore[override]
+        ctx.b = b
+        out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
+        if b.ids.size:
+            b.table.client.pull(b.table, b.ids, out.numpy(), offsets=b.offsets, mode=b.mode)
+        else:
+            out.zero_()
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
+        b: _Batch = ctx.b
+        if b.ids.size:
+            g = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
+            b.table.client.push(b.table, b.ids, g.numpy(), offsets=b.offsets, mode=b.mode)
+        return None, None
+
+
+class _WeightedPull(torch.autograd.Function):
+    """Bags with per-sample weights: the rows are pulled and weighted here;
+    backward pushes grad_bag * w_i to each ID and gives the weights their
+    gradient, the dot product of grad_bag and the ID's row."""
+
+    @staticmethod
+    def forward(ctx: Any, anchor: torch.Tensor, weights: torch.Tensor,  # type: ignore[override]
+                b: _Batch) -> torch.Tensor:
+        out = torch.zeros((b.n_bags, b.dim), dtype=torch.float32)
+        rows = torch.empty((b.ids.size, b.dim), dtype=torch.float32)
+        if b.ids.size:
+            b.table.client.pull(b.table, b.ids, rows.numpy())
+            bag_of = torch.from_numpy(b.bags())
+            out.index_add_(0, bag_of, rows * weights.unsqueeze(1))
+        ctx.b = b
+        ctx.rows = rows
+        ctx.save_for_backward(weights)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
+        b: _Batch = ctx.b
+        weights, = ctx.saved_tensors
+        rows = ctx.rows
+        if not b.ids.size:
+            return None, torch.zeros_like(weights) if ctx.needs_input_grad[1] else None, None
+        g_bags = grad.detach().to(device="cpu", dtype=torch.float32)
+        per_id = g_bags.index_select(0, torch.from_numpy(b.bags()))
+        g = (per_id * weights.unsqueeze(1)).contiguous()
+        b.table.client.push(b.table, b.ids, g.numpy())
+        gw = (per_id * rows).sum(1) if ctx.needs_input_grad[1] else None
+        return None, gw, None
+
+
+class EmbeddingBag(nn.Module):
+    """torch.nn.EmbeddingBag over an emdb table.
+
+    Args:
+        client: an emdb.Client.
+        table: the table (an emdb.Table, its name or id); create it first
+            with client.create_table, which also chooses the optimizer.
+        dim: optional check of the table's dim (embedding_dim).
+        mode: "sum" or "mean" (torch's default, "mean"); "max" is not
+            offered.
+        include_last_offset: as torch: offsets has one entry per bag plus
+            the end (True) or one per bag (False).
+        padding_idx: an ID left out of every bag (of the sum and of the
+            mean's count) and never pushed to, as torch.
+
+    forward(input, offsets=None, per_sample_weights=None) returns a float32
+    (bags, dim) tensor (on input's device).  input is a 1-D tensor of IDs
+    with offsets, or a 2-D (bags, ids per bag) tensor without; IDs are
+    torch's int64, read as the uint64 IDs of the same 64 bits.
+    per_sample_weights (mode "sum" only, as torch) scales each ID's row.
+    """
+
+    def __init__(self, client: Client, table: TableRef, dim: Optional[int] = None,
+                 mode: str = "mean", include_last_offset: bool = False,
+                 padding_idx: Optional[int] = None) -> None:
+        super().__init__()
+        if mode not in ("sum", "mean"):
+            raise ValueError(f"mode must be 'sum' or 'mean', not {mode!r}")
+        self.client = client
+        self.table = client.table(table)
+        if dim is not None and dim != self.table.dim:
+            raise ValueError(f"table {self.table.name!r} has dim {self.table.dim}, not {dim}")
+        self.embedding_dim = self.table.dim
+        self.mode = mode
+        self.include_last_offset = include_last_offset
+        self.padding_idx = padding_idx
+        # The leaf autograd hangs the Pull/Push function on: never updated,
+        # not a parameter (torch optimizers over .parameters() ignore it).
+        self._anchor = torch.empty(0, requires_grad=True)
+
+    def extra_repr(self) -> str:
+        s = f"table={self.table.name!r}, dim={self.embedding_dim}, mode={self.mode!r}"
+        if self.include_last_offset:
+            s += ", include_last_offset=True"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+    def _batch(self, input: torch.Tensor, offsets: Optional[torch.Tensor],
+               weights: Optional[torch.Tensor]) -> Tuple[_Batch, Optional[torch.Tensor]]:
+        if input.dim() == 2:
+            if offsets is not None:
+                raise ValueError("offsets must be None when input is 2-D (bags, ids per bag)")
+            bags, per = input.shape
+            off = np.arange(0, bags * per + 1, max(per, 1), dtype=np.uint64)[:bags + 1]
+            if per == 0:
+                off = np.zeros(bags + 1, dtype=np.uint64)
+            ids = arrays.ids(input.detach().cpu().reshape(-1).numpy())
+        elif input.dim() == 1:
+            if offsets is None or offsets.dim() != 1:
+                raise ValueError("offsets (1-D) are needed when input is 1-D")
+            ids = arrays.ids(input.detach().cpu().numpy())
+            off = arrays.offsets(offsets.detach().cpu().numpy())
+            if not self.include_last_offset:
+                off = np.append(off, np.uint64(ids.size))
+            if off.size < 2 and not self.include_last_offset:
+                raise ValueError("offsets: at least one bag")
+        else:
+            raise ValueError(f"input must be 1-D or 2-D, not {input.dim()}-D")
+        if weights is not None:
+            if self.mode != "sum":
+                raise ValueError("per_sample_weights work only with mode='sum' (as in torch)")
+            weights = weights.to(device="cpu", dtype=torch.float32).reshape(-1)
+            if weights.numel() != ids.size:
+                raise ValueError(f"per_sample_weights: {ids.size} values needed, "
+                                 f"got {weights.numel()}")
+        if self.padding_idx is not None:
+            keep = ids != np.uint64(self.padding_idx & 0xFFFFFFFFFFFFFFFF)
+            if not keep.all():
+                kept = np.concatenate(([0], np.cumsum(keep, dtype=np.uint64)))
+                if off.size and (off[-1] > ids.size or np.any(off[1:] < off[:-1])):
+                    raise ValueError("offsets must not decrease and must end at most at len(input)")
+                off = kept[off.astype(np.int64)]
+                ids = ids[keep]
+                if weights is not None:
+                    weights = weights[torch.from_numpy(keep)]
+        return _Batch(self.table, ids, off, None, self.mode), weights
+
+    def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
+                per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+        b, w = self._batch(input, offsets, per_sample_weights)
+        if torch.is_grad_enabled():
+            if w is None:
+                out = _PooledPull.apply(self._anchor, b)
+            else:
+                out = _WeightedPull.apply(self._anchor, w, b)
+        else:
+            out = self._lookup(b, w)
+        return out if input.device.type == "cpu" else out.to(input.device)
+
+    def _lookup(self, b: _Batch, w: Optional[torch.Tensor]) -> torch.Tensor:
+        """Inference: Lookup (never inserts) and pool here."""
+        out = torch.zeros((b.n_bags, b.dim), dtype=torch.float32)
+        if not b.ids.size:
+            return out
+        rows = torch.from_numpy(self.client.lookup(self.table, b.ids))
+        if w is not None:
+            rows = rows * w.unsqueeze(1)
+        out.index_add_(0, torch.from_numpy(b.bags()), rows)
+        if self.mode == "mean":
+            counts = torch.from_numpy(np.diff(b.offsets).astype(np.float32))
+            out /= counts.clamp(min=1).unsqueeze(1)
+        return out
+
+
+Stepped = Union[EmbeddingBag, Table]
+
+
+class Step:
+    """The optimizer of emdb tables, with torch.optim's step()/zero_grad().
+
+    Each table has its optimizer inside emdb (chosen at create_table);
+    step() applies it: an Update of every table of the given modules, or
+    with workers > 1 the synchronous step of data-parallel training
+    (update_sync: returns once every worker has pushed and the Update was
+    applied once).  Call it after loss.backward(), as optimizer.step().
+    """
+
+    def __init__(self, modules: Union[Stepped, Iterable[Stepped]], workers: int = 1) -> None:
+        if isinstance(modules, (EmbeddingBag, Table)):
+            modules = [modules]
+        self.tables: List[Table] = []
+        seen = set()
+        for m in modules:
+            t = m.table if isinstance(m, EmbeddingBag) else m
+            if not isinstance(t, Table):
+                raise TypeError(f"Step takes emdb.torch.EmbeddingBag or emdb.Table, not {m!r}")
+            key = (id(t.client), t.id)
+            if key not in seen:
+                seen.add(key)
+                self.tables.append(t)
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.last_rows = 0
+
+    def step(self, closure: Any = None) -> Any:
+        """Apply every table's optimizer (rows updated in .last_rows);
+        returns closure's loss when a closure is given, as torch.optim."""
+        loss = closure() if closure is not None else None
+        rows = 0
+        for t in self.tables:
+            rows += t.update() if self.workers == 1 else t.update_sync(self.workers)
+        self.last_rows = rows
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Nothing to do: gradients are in emdb, and step() applies and
+        clears them.  Present so that training loops written for
+        torch.optim run unchanged."""
