@@ -76,14 +76,14 @@ typedef struct emdb_ckpt_info {
 	uint64_t rows_total; uint64_t bytes;
 	...;
 } emdb_ckpt_info;
-typedef enum emdb_job_phase { EMDB_PHASE_PENDING, EMDB_PHASE_DONE, EMDB_PHASE_FAILED, ... } emdb_job_phase;
+typedef enum emdb_job_phase { EMDB_PHASE_PENDING, EMDB_PHASE_SWITCH, EMDB_PHASE_SCAN,
+	EMDB_PHASE_WRITE, EMDB_PHASE_SYNC, EMDB_PHASE_READ, EMDB_PHASE_SWAP, EMDB_PHASE_DONE,
+	EMDB_PHASE_FAILED, ... } emdb_job_phase;
 typedef struct emdb_progress {
 	emdb_job_phase phase; uint64_t rows_done, rows_total, bytes_done, bytes_total;
 	uint64_t elapsed_ns; uint64_t ckpt_id;
 	...;
 } emdb_progress;
-const char *emdb_ckpt_kind_name(emdb_ckpt_kind kind);
-const char *emdb_job_phase_name(emdb_job_phase phase);
 
 /* emdb/client.h */
 typedef struct emdb_client emdb_client;

@@ -2,7 +2,7 @@
 
 Plain dataclasses converted to and from the C structs of emdb/db.h,
 emdb/checkpoint.h and emdb/client.h.  Names of kinds are the C library's
-own (emdb_optimizer_name, emdb_ckpt_kind_name, emdb_job_phase_name), and
+own (emdb_optimizer_name) or their C constants (EMDB_CKPT_FULL, ...), and
 the statistics are read field by field from the struct's declaration, so
 nothing here repeats a list the headers keep.
 """
@@ -23,6 +23,9 @@ _POOLS = ("sum", "mean")                               # EMDB_POOL_*
 _ROLES = ("none", "reader", "trainer", "admin")        # EMDB_ROLE_*
 _JOB_KINDS = ("none", "checkpoint_full", "checkpoint_incremental", "restore")  # EMDB_JOB_*
 _JOB_STATES = ("idle", "running", "done", "failed")    # EMDB_JOB_*
+_CKPT_KINDS = ("full", "incremental")                  # EMDB_CKPT_*
+_PHASES = ("pending", "switch", "scan", "write", "sync", "read", "swap", "done",
+           "failed")                                   # EMDB_PHASE_*
 
 
 def _value(native: _lib.Native, prefix: str, name: str) -> int:
@@ -234,7 +237,7 @@ def info_from_c(native: _lib.Native, c: Any) -> TableInfo:
 
 def ckpt_from_c(native: _lib.Native, c: Any) -> CheckpointInfo:
     kw = {name: getattr(c, name) for name, _ in native.ffi.typeof("emdb_ckpt_info").fields}
-    kw["kind"] = _lib.text(native, native.lib.emdb_ckpt_kind_name(c.kind)) or str(c.kind)
+    kw["kind"] = _name(native, "EMDB_CKPT_", _CKPT_KINDS, c.kind)
     return CheckpointInfo(**kw)
 
 
@@ -243,7 +246,7 @@ def job_from_c(native: _lib.Native, c: Any) -> JobStatus:
     return JobStatus(
         job=c.job, kind=_name(native, "EMDB_JOB_", _JOB_KINDS, c.kind),
         state=_name(native, "EMDB_JOB_", _JOB_STATES, c.state),
-        phase=_lib.text(native, native.lib.emdb_job_phase_name(p.phase)),
+        phase=_name(native, "EMDB_PHASE_", _PHASES, p.phase),
         rows_done=p.rows_done, rows_total=p.rows_total, bytes_done=p.bytes_done,
         bytes_total=p.bytes_total,
         result=ckpt_from_c(native, c.result) if c.state == native.lib.EMDB_JOB_DONE else None,

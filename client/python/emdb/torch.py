@@ -192,7 +192,7 @@ class EmbeddingBag(nn.Module):
         if self.padding_idx is not None:
             keep = ids != np.uint64(self.padding_idx & 0xFFFFFFFFFFFFFFFF)
             if not keep.all():
-                kept = np.concatenate(([0], np.cumsum(keep, dtype=np.uint64)))
+                kept = np.concatenate((np.zeros(1, np.uint64), np.cumsum(keep, dtype=np.uint64)))
                 if off.size and (off[-1] > ids.size or np.any(off[1:] < off[:-1])):
                     raise ValueError("offsets must not decrease and must end at most at len(input)")
                 off = kept[off.astype(np.int64)]

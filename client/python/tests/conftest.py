@@ -42,20 +42,28 @@ class Server:
     def __init__(self, tmp: Path, *extra: str) -> None:
         self.sock = tmp / "emdb.sock"
         self.log = tmp / "server.log"
-        argv = [server_bin(), "--bind", "", "--unix-socket", str(self.sock),
-                "--data-dir", str(tmp / "data"), *extra]
+        port_file = tmp / "port"
+        # The port file is written once the server listens (the socket
+        # file alone appears at bind time, before it accepts).
+        argv = [server_bin(), "--bind", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
+                "--unix-socket", str(self.sock), "--data-dir", str(tmp / "data"), *extra]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
-        while not self.sock.exists():
+        while not (port_file.exists() and port_file.read_text().endswith("\n")
+                   and self.sock.exists()):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                    self.proc.wait()
                 pytest.fail(f"emdb-server did not start: {self.log.read_text()[-2000:]}")
             time.sleep(0.01)
         self.uri = f"unix://{self.sock}"
 
     def stop(self) -> None:
+        """Stop the server (SIGTERM, SIGKILL after 20 s) and check that it
+        exited cleanly: status 0, so a sanitizer's report fails the test."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -63,6 +71,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        assert self.proc.returncode == 0, \
+            f"emdb-server exited with {self.proc.returncode}: {self.log.read_text()[-3000:]}"
 
 
 @pytest.fixture
