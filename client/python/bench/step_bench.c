@@ -5,7 +5,8 @@
  *   emdb-step-bench URI STEPS BATCH DIM BAG VOCAB OPTIMIZER
  *
  * It creates table "bench_c" (dim DIM, the optimizer's defaults), inserts
- * IDs 0..VOCAB-1 first (so no step inserts), then runs STEPS steps of
+ * IDs 0..VOCAB-1 first (so no step inserts) and runs WARMUP steps, then
+ * times STEPS steps of
  * BATCH IDs drawn uniformly from the vocabulary in bags of BAG IDs: a
  * pooled Pull (sum), a pooled Push of a gradient per bag, an Update, all
  * synchronous, as emdb.torch.EmbeddingBag's forward, backward and
@@ -23,6 +24,10 @@
 #include <time.h>
 
 #include <emdb/client.h>
+
+/* Steps run before the clock starts (the first Pushes map the gradient
+ * accumulators); bench_step.py runs as many. */
+#define WARMUP 20
 
 static double now_s(void)
 {
@@ -106,9 +111,11 @@ int main(int argc, char **argv)
 		if ((rc = emdb_client_pull(c, t, all, n, dim, rows)))
 			return fail("pull (insert)", rc);
 	}
-	double t0 = now_s();
-	for (long s = 0; s < steps; s++) {
-		const uint64_t *b = ids + (size_t)s * batch;
+	double t0 = 0;
+	for (long s = -WARMUP; s < steps; s++) {
+		if (s == 0)
+			t0 = now_s();
+		const uint64_t *b = ids + (size_t)(s < 0 ? s + WARMUP : s) * batch;
 		if ((rc = emdb_client_pull_bags(c, t, b, batch, offsets, bags, EMDB_POOL_SUM, dim, out)))
 			return fail("pull_bags", rc);
 		if ((rc = emdb_client_push_bags(c, t, b, batch, offsets, bags, EMDB_POOL_SUM, dim, grads)))

@@ -40,11 +40,10 @@ def ids(a: ArrayLike, what: str = "ids") -> np.ndarray:
 
 
 def offsets(a: ArrayLike) -> np.ndarray:
-    """Bag offsets as uint64; negative values are refused, not wrapped."""
-    arr = np.asarray(a)
-    if arr.dtype.kind == "i" and arr.size and arr.min() < 0:
-        raise ValueError(f"offsets: negative value {int(arr.min())}")
-    return ids(arr, "offsets")
+    """Bag offsets as uint64.  A negative int64 offset reads as a value
+    past the batch, which the engine refuses (INVALID) like any offset
+    that does not rise from 0 to n; narrower types refuse negatives here."""
+    return ids(a, "offsets")
 
 
 def floats(a: ArrayLike, rows: int, dim: int, what: str = "grads") -> np.ndarray:

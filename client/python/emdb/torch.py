@@ -29,25 +29,34 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import arrays
+from . import arrays, errors, schema
 from .client import Client, Table, TableRef
 
 
 class _Batch:
-    """One forward's bags, as the arrays the C calls take."""
+    """One forward's bags, as the arrays the C calls take.
 
-    __slots__ = ("table", "ids", "offsets", "n_bags", "weights", "mode", "dim", "bag_of")
+    The pooled Pull of forward and the pooled Push of backward call the C
+    library directly with pointers made once here (and into the tensors'
+    own memory): the per-step cost of this layer is what the benchmark
+    (client/python/bench) holds against the C client."""
 
-    def __init__(self, table: Table, ids: np.ndarray, offsets: np.ndarray, weights: Optional[np.ndarray],
-                 mode: str) -> None:
+    __slots__ = ("table", "ids", "offsets", "n_bags", "mode", "dim", "bag_of", "ids_p", "off_p",
+                 "pool")
+
+    def __init__(self, table: Table, ids: np.ndarray, offsets: np.ndarray, mode: str,
+                 pool: int) -> None:
         self.table = table
         self.ids = ids
         self.offsets = offsets
         self.n_bags = offsets.size - 1
-        self.weights = weights
         self.mode = mode
+        self.pool = pool
         self.dim = table.dim
         self.bag_of: Optional[np.ndarray] = None
+        ffi = table.client._native.ffi
+        self.ids_p = ffi.from_buffer("uint64_t[]", ids)
+        self.off_p = ffi.from_buffer("uint64_t[]", offsets)
 
     def bags(self) -> np.ndarray:
         """The bag of every position (int64), made on first use."""
@@ -55,6 +64,16 @@ class _Batch:
             self.bag_of = np.repeat(np.arange(self.n_bags, dtype=np.int64),
                                     np.diff(self.offsets).astype(np.int64))
         return self.bag_of
+
+    def call(self, fn: Any, rows: torch.Tensor) -> None:
+        """fn(handle, table, ids, n, offsets, n_bags, pool, dim, rows): the
+        pooled Pull or Push, rows a C-contiguous float32 CPU tensor."""
+        client = self.table.client
+        ffi = client._native.ffi
+        rc = fn(client._h(), self.table.id, self.ids_p, self.ids.size, self.off_p, self.n_bags,
+                self.pool, self.dim, ffi.cast("float *", rows.data_ptr()))
+        if rc:
+            errors.check(client._native, rc)
 
 
 class _PooledPull(torch.autograd.Function):
@@ -65,7 +84,7 @@ class _PooledPull(torch.autograd.Function):
         ctx.b = b
         out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
         if b.ids.size:
-            b.table.client.pull(b.table, b.ids, out.numpy(), offsets=b.offsets, mode=b.mode)
+            b.call(b.table.client._native.lib.emdb_client_pull_bags, out)
         else:
             out.zero_()
         return out
@@ -75,7 +94,7 @@ class _PooledPull(torch.autograd.Function):
         b: _Batch = ctx.b
         if b.ids.size:
             g = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
-            b.table.client.push(b.table, b.ids, g.numpy(), offsets=b.offsets, mode=b.mode)
+            b.call(b.table.client._native.lib.emdb_client_push_bags, g)
         return None, None
 
 
@@ -111,6 +130,13 @@ class _WeightedPull(torch.autograd.Function):
         b.table.client.push(b.table, b.ids, g.numpy())
         gw = (per_id * rows).sum(1) if ctx.needs_input_grad[1] else None
         return None, gw, None
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    """The numpy view of an index tensor (a copy only off the CPU)."""
+    if t.device.type == "cpu" and not t.requires_grad:
+        return t.numpy()
+    return t.detach().cpu().numpy()
 
 
 class EmbeddingBag(nn.Module):
@@ -149,6 +175,7 @@ class EmbeddingBag(nn.Module):
         self.mode = mode
         self.include_last_offset = include_last_offset
         self.padding_idx = padding_idx
+        self._pool = schema.pool_value(client._native, mode)
         # The leaf autograd hangs the Pull/Push function on: never updated,
         # not a parameter (torch optimizers over .parameters() ignore it).
         self._anchor = torch.empty(0, requires_grad=True)
@@ -170,12 +197,12 @@ class EmbeddingBag(nn.Module):
             off = np.arange(0, bags * per + 1, max(per, 1), dtype=np.uint64)[:bags + 1]
             if per == 0:
                 off = np.zeros(bags + 1, dtype=np.uint64)
-            ids = arrays.ids(input.detach().cpu().reshape(-1).numpy())
+            ids = arrays.ids(_host(input).reshape(-1))
         elif input.dim() == 1:
             if offsets is None or offsets.dim() != 1:
                 raise ValueError("offsets (1-D) are needed when input is 1-D")
-            ids = arrays.ids(input.detach().cpu().numpy())
-            off = arrays.offsets(offsets.detach().cpu().numpy())
+            ids = arrays.ids(_host(input))
+            off = arrays.offsets(_host(offsets))
             if not self.include_last_offset:
                 off = np.append(off, np.uint64(ids.size))
             if off.size < 2 and not self.include_last_offset:
@@ -199,7 +226,7 @@ class EmbeddingBag(nn.Module):
                 ids = ids[keep]
                 if weights is not None:
                     weights = weights[torch.from_numpy(keep)]
-        return _Batch(self.table, ids, off, None, self.mode), weights
+        return _Batch(self.table, ids, off, self.mode, self._pool), weights
 
     def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                 per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
