@@ -39,12 +39,19 @@ def _name(native: _lib.Native, prefix: str, names: tuple, value: int) -> str:
     return str(value)
 
 
+_KINDS: Dict[int, Dict[str, int]] = {}
+
+
 def _opt_kinds(native: _lib.Native) -> Dict[str, int]:
-    kinds = {}
-    for k in range(1, 64):
-        name = _lib.text(native, native.lib.emdb_optimizer_name(k))
-        if name:
-            kinds[name] = k
+    """name -> emdb_opt_kind, asked of the C library once per module."""
+    kinds = _KINDS.get(id(native.lib))
+    if kinds is None:
+        kinds = {}
+        for k in range(1, 64):
+            name = _lib.text(native, native.lib.emdb_optimizer_name(k))
+            if name:
+                kinds[name] = k
+        _KINDS[id(native.lib)] = kinds
     return kinds
 
 

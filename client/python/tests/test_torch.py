@@ -106,3 +106,35 @@ def test_step_is_an_optimizer(db: emdb.Client) -> None:
     ours(torch.tensor([1, 2]), torch.tensor([0])).sum().backward()
     assert step.step() is None and step.last_rows == 2
     assert step.step(lambda: 7.0) == 7.0 and step.last_rows == 0
+
+
+def test_data_parallel_step(server) -> None:
+    """Two workers, each its own connection, module and Step(workers=2):
+    every step's Update is applied once, with both workers' gradients."""
+    import threading
+
+    with emdb.connect(server.uri) as admin:
+        t = admin.create_table("dp", 2, "sgd", lr=1.0)
+    errors = []
+
+    def worker(rank: int) -> None:
+        try:
+            with emdb.connect(server.uri) as db:
+                emb = emdb.torch.EmbeddingBag(db, "dp", mode="sum")
+                step = emdb.torch.Step(emb, workers=2)
+                for _ in range(3):
+                    emb(torch.tensor([7]), torch.tensor([0])).sum().mul(rank + 1).backward()
+                    step.step()
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not any(th.is_alive() for th in threads) and not errors, errors
+    with emdb.connect(server.uri) as db:
+        info = db.describe("dp")
+        assert info.stats["step"] == 3
+        np.testing.assert_array_equal(db.table("dp").pull([7]), [[-9, -9]])   # 3 x (1 + 2)
