@@ -358,6 +358,14 @@ static cl_args push_args(uint32_t table, const uint64_t *ids, size_t n, const em
 	return a;
 }
 
+/* The weighted forms: the pooled call's arguments, weights and opcode. */
+static cl_args weighted_args(cl_args a, cl_op op, const float *weights)
+{
+	a.op = op;
+	a.weights = weights;
+	return a;
+}
+
 /* A Push and an Update in one request: Push's arguments without bags. */
 static cl_args push_update_args(uint32_t table, const uint64_t *ids, size_t n,
 				const emdb_client_ticket *t, uint32_t dim, const float *grads,
@@ -475,6 +483,46 @@ int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table, const emdb_clie
 {
 	cl_args a = push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
 			      "emdb_client_push_bags_ticket");
+	return cl_call(c, &a);
+}
+
+int emdb_client_pull_bags_weighted(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
+				   uint32_t dim, float *out)
+{
+	cl_args a = weighted_args(pull_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, out,
+					    "emdb_client_pull_bags_weighted"),
+				  CL_PULL_WEIGHTED, weights);
+	return cl_call(c, &a);
+}
+
+int emdb_client_pull_bags_weighted_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+					  const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim, float *out)
+{
+	cl_args a = weighted_args(pull_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, out,
+					    "emdb_client_pull_bags_weighted_ticket"),
+				  CL_PULL_WEIGHTED, weights);
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_bags_weighted(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
+				   uint32_t dim, const float *grads)
+{
+	cl_args a = weighted_args(push_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, grads,
+					    "emdb_client_push_bags_weighted"),
+				  CL_PUSH_WEIGHTED, weights);
+	return cl_call(c, &a);
+}
+
+int emdb_client_push_bags_weighted_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+					  const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim, const float *grads)
+{
+	cl_args a = weighted_args(push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
+					    "emdb_client_push_bags_weighted_ticket"),
+				  CL_PUSH_WEIGHTED, weights);
 	return cl_call(c, &a);
 }
 
@@ -609,6 +657,50 @@ emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
 {
 	cl_args a = push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
 			      "emdb_client_push_bags_ticket_async");
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_pull_bags_weighted_async(emdb_client *c, uint32_t table, const uint64_t *ids,
+						  size_t n, const uint64_t *offsets, size_t n_bags,
+						  emdb_pool pool, const float *weights, uint32_t dim,
+						  float *out)
+{
+	cl_args a = weighted_args(pull_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, out,
+					    "emdb_client_pull_bags_weighted_async"),
+				  CL_PULL_WEIGHTED, weights);
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_pull_bags_weighted_ticket_async(emdb_client *c, uint32_t table,
+							 const emdb_client_ticket *t, const uint64_t *offsets,
+							 size_t n_bags, emdb_pool pool, const float *weights,
+							 uint32_t dim, float *out)
+{
+	cl_args a = weighted_args(pull_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, out,
+					    "emdb_client_pull_bags_weighted_ticket_async"),
+				  CL_PULL_WEIGHTED, weights);
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_bags_weighted_async(emdb_client *c, uint32_t table, const uint64_t *ids,
+						  size_t n, const uint64_t *offsets, size_t n_bags,
+						  emdb_pool pool, const float *weights, uint32_t dim,
+						  const float *grads)
+{
+	cl_args a = weighted_args(push_args(table, ids, n, NULL, true, offsets, n_bags, pool, dim, grads,
+					    "emdb_client_push_bags_weighted_async"),
+				  CL_PUSH_WEIGHTED, weights);
+	return cl_call_async(c, &a);
+}
+
+emdb_future *emdb_client_push_bags_weighted_ticket_async(emdb_client *c, uint32_t table,
+							 const emdb_client_ticket *t, const uint64_t *offsets,
+							 size_t n_bags, emdb_pool pool, const float *weights,
+							 uint32_t dim, const float *grads)
+{
+	cl_args a = weighted_args(push_args(table, NULL, 0, t, true, offsets, n_bags, pool, dim, grads,
+					    "emdb_client_push_bags_weighted_ticket_async"),
+				  CL_PUSH_WEIGHTED, weights);
 	return cl_call_async(c, &a);
 }
 

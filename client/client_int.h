@@ -62,6 +62,8 @@
 	X(UPDATE, UPDATE, chk_none, ENC_FLAT(enc_update), RX_BODY(dec_update), mem_update)             \
 	X(PUSH_UPDATE, PUSH_UPDATE, chk_rows, ENC_IOV(iov_push_update), RX_BODY(dec_push_update),      \
 	  mem_push_update)                                                                             \
+	X(PULL_WEIGHTED, PULL_WEIGHTED, chk_rows, ENC_IOV(iov_pull_weighted), RX_VECTORS, mem_pull)    \
+	X(PUSH_WEIGHTED, PUSH_WEIGHTED, chk_rows, ENC_IOV(iov_push_weighted), RX_BODY(NULL), mem_push) \
 	X(LOOKUP, LOOKUP, chk_rows, ENC_IOV(iov_lookup), RX_VECTORS, mem_lookup)                       \
 	X(READ_STATE, READ_STATE, chk_rows, ENC_IOV(iov_read_state), RX_VECTORS, mem_read_state)       \
 	X(CHECKPOINT, CHECKPOINT, chk_checkpoint, ENC_FLAT(enc_checkpoint), RX_BODY(dec_checkpoint),   \
@@ -90,7 +92,8 @@ typedef struct cl_args {
 	const char *what;  /* public function name, for messages */
 	uint32_t table;
 	uint32_t dim;
-	/* Which rows (PREFETCH, PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE),
+	/* Which rows (PREFETCH, PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE,
+	 * and PULL_WEIGHTED, PUSH_WEIGHTED: PULL's and PUSH's with weights),
 	 * decided once by client.c and read as they are by every layer: by
 	 * IDs, ids[n] and ticket NULL; by ticket, ids NULL and n the ticket's
 	 * count.  Pooled (bags, a *_bags call): offsets[n_bags], pool, and
@@ -103,6 +106,7 @@ typedef struct cl_args {
 	size_t n_bags;
 	emdb_pool pool;
 	size_t n_rows;           /* vectors that PULL returns / PUSH carries */
+	const float *weights;    /* PULL_WEIGHTED, PUSH_WEIGHTED: one per ID */
 	bool all;                /* UPDATE of every table */
 	uint32_t workers;        /* UPDATE: >= 2, a synchronous step */
 	const float *grads;      /* PUSH, PUSH_UPDATE */

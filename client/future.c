@@ -148,12 +148,13 @@ static int chk_prefetch(emdb_client *c, const cl_args *a)
 	return EMDB_OK;
 }
 
-/* PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE: rows by IDs or ticket,
- * maybe pooled. */
+/* PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE, PULL_WEIGHTED,
+ * PUSH_WEIGHTED: rows by IDs or ticket, maybe pooled, maybe weighted. */
 static int chk_rows(emdb_client *c, const cl_args *a)
 {
 	const char *w = a->what;
-	bool push = a->op == CL_PUSH || a->op == CL_PUSH_UPDATE;
+	bool push = a->op == CL_PUSH || a->op == CL_PUSH_UPDATE || a->op == CL_PUSH_WEIGHTED;
+	bool weighted = a->op == CL_PULL_WEIGHTED || a->op == CL_PUSH_WEIGHTED;
 	if (push ? !a->grads : !a->out)
 		return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
 				 push ? "grads" : a->op == CL_READ_STATE ? "state" : "out");
@@ -161,7 +162,7 @@ static int chk_rows(emdb_client *c, const cl_args *a)
 		return cl_seterr(EMDB_ERR_INVALID, "%s: the ticket belongs to another handle", w);
 	if (!a->ticket && !a->ids)
 		return cl_seterr(EMDB_ERR_INVALID, "%s: %s is NULL", w,
-				 push || a->op == CL_PULL ? "ids or ticket" : "ids");
+				 push || a->op == CL_PULL || weighted ? "ids or ticket" : "ids");
 	if (a->bags) {
 		/* The same checks, codes and order as the engine's, needed
 		 * here because the wire reads n_bags 0 as "no pooling". */
@@ -174,6 +175,8 @@ static int chk_rows(emdb_client *c, const cl_args *a)
 		if (a->n_bags >= UINT32_MAX)
 			return cl_seterr(EMDB_ERR_BATCH, "%s: %zu bags is too many", w, a->n_bags);
 	}
+	if (weighted && !a->weights)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: weights is NULL", w);
 	if (a->n > UINT32_MAX)
 		return cl_seterr(EMDB_ERR_BATCH, "%s: %zu IDs is more than a request carries", w, a->n);
 	return EMDB_OK;

@@ -263,10 +263,16 @@ MEM_OP(prefetch)
 	return EMDB_OK;
 }
 
+/* PULL and PULL_WEIGHTED. */
 MEM_OP(pull)
 {
 	MEM_ARGS;
 	const emdb_ticket *et = MEM_TICKET(a);
+	if (a->weights)
+		return et ? emdb_pull_bags_weighted_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool,
+							   a->weights, a->dim, a->out)
+			  : emdb_pull_bags_weighted(db, a->table, a->ids, a->n, a->offsets, a->n_bags,
+						    a->pool, a->weights, a->dim, a->out);
 	if (a->bags)
 		return et ? emdb_pull_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
 						  a->out)
@@ -276,10 +282,16 @@ MEM_OP(pull)
 		  : emdb_pull(db, a->table, a->ids, a->n, a->dim, a->out);
 }
 
+/* PUSH and PUSH_WEIGHTED. */
 MEM_OP(push)
 {
 	MEM_ARGS;
 	const emdb_ticket *et = MEM_TICKET(a);
+	if (a->weights)
+		return et ? emdb_push_bags_weighted_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool,
+							   a->weights, a->dim, a->grads)
+			  : emdb_push_bags_weighted(db, a->table, a->ids, a->n, a->offsets, a->n_bags,
+						    a->pool, a->weights, a->dim, a->grads);
 	if (a->bags)
 		return et ? emdb_push_bags_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool, a->dim,
 						  a->grads)

@@ -7,7 +7,8 @@
  * or ticket, pooled or not: rows_req), either flat (the small requests,
  * into the caller's stack buffer, retried on the heap when larger) or as
  * a scatter-gather list over the caller's own arrays (PREFETCH, PULL,
- * PUSH, PUSH_UPDATE, LOOKUP, READ_STATE), never copying IDs or gradients.
+ * PUSH, PUSH_UPDATE, LOOKUP, READ_STATE, PULL_WEIGHTED, PUSH_WEIGHTED),
+ * never copying IDs, weights or gradients.
  * A buffered response is decoded with proto_msg_decode and delivered to
  * the request's outputs by the operation's dec_ function.
  *
@@ -191,6 +192,23 @@ ENC_IOV_OP(pull)
 	proto_pull_req p = { .table = r.table, .dim = r.dim, .ticket = r.ticket, .n_ids = r.n_ids,
 			     .ids = r.ids, .n_bags = r.n_bags, .pool = r.pool, .offsets = r.offsets };
 	return proto_pull_req_iov(v, id, &p);
+}
+
+ENC_IOV_OP(pull_weighted)
+{
+	proto_push_req r = rows_req(a);
+	proto_pull_weighted_req p = {
+		.pull = { .table = r.table, .dim = r.dim, .ticket = r.ticket, .n_ids = r.n_ids,
+			  .ids = r.ids, .n_bags = r.n_bags, .pool = r.pool, .offsets = r.offsets },
+		.n_weights = (uint32_t)a->n, .weights = a->weights };
+	return proto_pull_weighted_req_iov(v, id, &p);
+}
+
+ENC_IOV_OP(push_weighted)
+{
+	proto_push_weighted_req r = { .push = rows_req(a), .n_weights = (uint32_t)a->n,
+				       .weights = a->weights };
+	return proto_push_weighted_req_iov(v, id, &r);
 }
 
 ENC_IOV_OP(push)

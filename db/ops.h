@@ -63,6 +63,8 @@ int ops_open(emdb_db *db, uint32_t id, const emdb_ticket *tk, size_t n, uint32_t
 
 /* Check bag offsets: n_bags+1 entries from 0 to n, never decreasing. */
 int ops_check_bags(const uint64_t *offsets, size_t n_bags, size_t n, emdb_pool pool);
+/* Check per-sample weights after ops_check_bags: not NULL, pooling SUM. */
+int ops_check_weights(const float *weights, emdb_pool pool);
 
 /* One block for a plan of n IDs and its locations: n hashes, n locs (and,
  * with slocs, n more right after them: ops_rows' shard-ordered copy), n

@@ -145,6 +145,16 @@ int ops_check_bags(const uint64_t *offsets, size_t n_bags, size_t n, emdb_pool p
 	return EMDB_OK;
 }
 
+int ops_check_weights(const float *weights, emdb_pool pool)
+{
+	if (!weights)
+		return emdb__seterr(EMDB_ERR_INVALID, "weights is NULL");
+	if (pool != EMDB_POOL_SUM)
+		return emdb__seterr(EMDB_ERR_INVALID,
+				    "per-sample weights need pooling SUM (as torch.nn.EmbeddingBag's per_sample_weights), not MEAN");
+	return EMDB_OK;
+}
+
 int emdb_prefetch(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, emdb_ticket **out)
 {
 	tbl *t;

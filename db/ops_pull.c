@@ -12,8 +12,11 @@
  *      rows, so no row is read while an Update rewrites it (no torn rows).
  *   2. Lookup and state reads never insert: they use dit_find only.
  *   3. Pooled sums run in float32 in request order within each bag; MEAN
- *      multiplies the sum by 1/count (torch.nn.EmbeddingBag does the same
- *      division of the sum).
+ *      multiplies the sum by 1/count (torch's CPU forward divides by the
+ *      count instead: docs/engine.md, "Pooling").  With per-sample
+ *      weights (SUM only, checked by ops_check_weights) each row is
+ *      multiplied by its weight as it is added: o += w[i] * r, as torch's
+ *      per_sample_weights.
  */
 #include <string.h>
 
@@ -34,7 +37,7 @@ static void gather(const tbl *t, const uint64_t *locs, size_t n, float *out)
 }
 
 static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64_t *offsets, size_t n_bags,
-		      emdb_pool pool, float *out)
+		      emdb_pool pool, const float *weights, float *out)
 {
 	uint32_t dim = t->dim;
 	size_t bytes = (size_t)dim * sizeof(float);
@@ -44,8 +47,14 @@ static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64
 		while (offsets[bag + 1] <= i) /* offsets end at n: stops */
 			bag++;
 		float *o = out + bag * dim;
-		for (uint32_t c = 0; c < dim; c++)
-			o[c] += r[c];
+		if (weights) {
+			float w = weights[i];
+			for (uint32_t c = 0; c < dim; c++)
+				o[c] += w * r[c];
+		} else {
+			for (uint32_t c = 0; c < dim; c++)
+				o[c] += r[c];
+		}
 	);
 	if (pool != EMDB_POOL_MEAN)
 		return;
@@ -61,7 +70,8 @@ static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64
 }
 
 static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
-		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, float *out)
+		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
+		       uint32_t dim, float *out)
 {
 	tbl *t;
 	if (!out || (!tk && !ids))
@@ -73,6 +83,8 @@ static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 		n = tk->n;
 	if (offsets || n_bags) {
 		rc = ops_check_bags(offsets, n_bags, n, pool);
+		if (rc == EMDB_OK && weights)
+			rc = ops_check_weights(weights, pool);
 		if (rc != EMDB_OK)
 			goto out;
 	}
@@ -85,7 +97,7 @@ static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 		rc = ops_rows_resolve(t, ids, n, &r);
 	if (rc == EMDB_OK) {
 		if (offsets)
-			pool_bags(t, r.locs, n, offsets, n_bags, pool, out);
+			pool_bags(t, r.locs, n, offsets, n_bags, pool, weights, out);
 		else
 			gather(t, r.locs, n, out);
 		ops_rows_done(&r);
@@ -102,14 +114,14 @@ out:
 
 int emdb_pull(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim, float *out)
 {
-	return pull_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, dim, out);
+	return pull_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, NULL, dim, out);
 }
 
 int emdb_pull_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, uint32_t dim, float *out)
 {
 	if (!t)
 		return emdb__seterr(EMDB_ERR_INVALID, "pull: ticket is NULL");
-	return pull_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, dim, out);
+	return pull_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, NULL, dim, out);
 }
 
 int emdb_pull_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
@@ -117,7 +129,7 @@ int emdb_pull_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, con
 {
 	if (!offsets)
 		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags: offsets is NULL");
-	return pull_common(db, tid, ids, n, NULL, offsets, n_bags, pool, dim, out);
+	return pull_common(db, tid, ids, n, NULL, offsets, n_bags, pool, NULL, dim, out);
 }
 
 int emdb_pull_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
@@ -125,7 +137,23 @@ int emdb_pull_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const
 {
 	if (!t || !offsets)
 		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags: ticket or offsets is NULL");
-	return pull_common(db, tid, NULL, 0, t, offsets, n_bags, pool, dim, out);
+	return pull_common(db, tid, NULL, 0, t, offsets, n_bags, pool, NULL, dim, out);
+}
+
+int emdb_pull_bags_weighted(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
+			    size_t n_bags, emdb_pool pool, const float *weights, uint32_t dim, float *out)
+{
+	if (!offsets || !weights)
+		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags_weighted: offsets or weights is NULL");
+	return pull_common(db, tid, ids, n, NULL, offsets, n_bags, pool, weights, dim, out);
+}
+
+int emdb_pull_bags_weighted_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
+				   size_t n_bags, emdb_pool pool, const float *weights, uint32_t dim, float *out)
+{
+	if (!t || !offsets || !weights)
+		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags_weighted: ticket, offsets or weights is NULL");
+	return pull_common(db, tid, NULL, 0, t, offsets, n_bags, pool, weights, dim, out);
 }
 
 /* Read-only resolution: locs[i] = location or LOC_NONE.  Returns the

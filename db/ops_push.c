@@ -38,13 +38,22 @@
 #include "db/ops.h"
 
 /* Where position p's gradient comes from: grads + p*dim (plain), or the
- * gradient of p's bag, scaled by 1 (SUM) or 1/bag size (MEAN). */
+ * gradient of p's bag, scaled by 1 (SUM), 1/bag size (MEAN) or p's
+ * per-sample weight (weighted SUM). */
 typedef struct grad_src {
 	const float *grads;
 	const uint32_t *bag_of;  /* [n] or NULL */
 	const float *bag_scale;  /* [n_bags] or NULL */
+	const float *weights;    /* [n] per position, or NULL */
 	uint32_t dim;
 } grad_src;
+
+static float grad_scale(const grad_src *g, uint32_t p)
+{
+	if (!g->bag_of)
+		return 1.0f;
+	return g->weights ? g->weights[p] : g->bag_scale[g->bag_of[p]];
+}
 
 /* Prefetch distances of the add loop, in positions: the key's slot and
  * the incoming gradient first, the accumulator once the slot is cached
@@ -188,7 +197,7 @@ static void add_locked(tbl *t, const push_work *pw, uint32_t s)
 		if (ahead && j + ACC_AHEAD < b)
 			gradmap_prefetch_acc(m, r->slocs[j + ACC_AHEAD]);
 		uint32_t p = r->order[j];
-		gradmap_add(m, r->slocs[j], grad_row(g, p), g->bag_of ? g->bag_scale[g->bag_of[p]] : 1.0f);
+		gradmap_add(m, r->slocs[j], grad_row(g, p), grad_scale(g, p));
 	}
 	gradmap_unreserve(m, b - a);
 }
@@ -272,7 +281,8 @@ static uint64_t push_grads_more(tbl *t, const dit_plan *plan)
 }
 
 static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
-		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim, const float *grads)
+		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
+		       uint32_t dim, const float *grads)
 {
 	tbl *t;
 	if (!grads || (!tk && !ids))
@@ -287,6 +297,8 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 	void *bags = NULL;
 	if (offsets || n_bags) {
 		rc = ops_check_bags(offsets, n_bags, n, pool);
+		if (rc == EMDB_OK && weights)
+			rc = ops_check_weights(weights, pool);
 		if (rc != EMDB_OK)
 			goto out;
 		bags = emdb_malloc(n * sizeof(uint32_t) + n_bags * sizeof(float));
@@ -304,6 +316,7 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 		}
 		g.bag_of = bag_of;
 		g.bag_scale = scale;
+		g.weights = weights;
 	}
 
 	/* Everything that can fail (index room, rows, accumulator room) is
@@ -346,14 +359,14 @@ out:
 
 int emdb_push(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim, const float *grads)
 {
-	return push_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, dim, grads);
+	return push_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
 }
 
 int emdb_push_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, uint32_t dim, const float *grads)
 {
 	if (!t)
 		return emdb__seterr(EMDB_ERR_INVALID, "push: ticket is NULL");
-	return push_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, dim, grads);
+	return push_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
 }
 
 int emdb_push_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
@@ -361,7 +374,7 @@ int emdb_push_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, con
 {
 	if (!offsets)
 		return emdb__seterr(EMDB_ERR_INVALID, "push_bags: offsets is NULL");
-	return push_common(db, tid, ids, n, NULL, offsets, n_bags, pool, dim, grads);
+	return push_common(db, tid, ids, n, NULL, offsets, n_bags, pool, NULL, dim, grads);
 }
 
 int emdb_push_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
@@ -369,5 +382,22 @@ int emdb_push_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const
 {
 	if (!t || !offsets)
 		return emdb__seterr(EMDB_ERR_INVALID, "push_bags: ticket or offsets is NULL");
-	return push_common(db, tid, NULL, 0, t, offsets, n_bags, pool, dim, grads);
+	return push_common(db, tid, NULL, 0, t, offsets, n_bags, pool, NULL, dim, grads);
+}
+
+int emdb_push_bags_weighted(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
+			    size_t n_bags, emdb_pool pool, const float *weights, uint32_t dim, const float *grads)
+{
+	if (!offsets || !weights)
+		return emdb__seterr(EMDB_ERR_INVALID, "push_bags_weighted: offsets or weights is NULL");
+	return push_common(db, tid, ids, n, NULL, offsets, n_bags, pool, weights, dim, grads);
+}
+
+int emdb_push_bags_weighted_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
+				   size_t n_bags, emdb_pool pool, const float *weights, uint32_t dim,
+				   const float *grads)
+{
+	if (!t || !offsets || !weights)
+		return emdb__seterr(EMDB_ERR_INVALID, "push_bags_weighted: ticket, offsets or weights is NULL");
+	return push_common(db, tid, NULL, 0, t, offsets, n_bags, pool, weights, dim, grads);
 }

@@ -1,6 +1,7 @@
 /*
  * handle_data.c - the data plane: PREFETCH, TICKET_FREE, PULL, PUSH,
- * UPDATE, LOOKUP, READ_STATE, PUSH_UPDATE.
+ * UPDATE, LOOKUP, READ_STATE, PUSH_UPDATE, PULL_WEIGHTED, PUSH_WEIGHTED
+ * (PULL's and PUSH's handlers with the engine's weighted calls).
  *
  * Requests are used where they lie: ids, offsets and gradients are the
  * decoder's pointers into the connection's input buffer, handed to the
@@ -166,41 +167,61 @@ int handle_ticket_free(conn *c, const proto_hdr *h, const uint8_t *body)
 	return HANDLED_OK;
 }
 
-int handle_pull(conn *c, const proto_hdr *h, const uint8_t *body)
+/* With a ticket, a weighted request's n_weights is the ticket's count
+ * (the decoder checked it against n_ids otherwise). */
+static int check_weights(const emdb_ticket *t, const float *weights, uint32_t n_weights)
 {
-	proto_pull_req m;
-	int rc = proto_pull_req_decode(h, body, &m);
-	if (rc)
-		return rc;
+	if (t && weights && n_weights != emdb_ticket_count(t))
+		return handle_fail(EMDB_ERR_BATCH, "%u weights for a ticket of %zu IDs", n_weights,
+				   emdb_ticket_count(t));
+	return EMDB_OK;
+}
+
+/* PULL, and PULL_WEIGHTED with weights[n_weights] (never NULL then): the
+ * reply laid out first, the engine writing the rows into it. */
+static int pull_rows(conn *c, const proto_hdr *h, const proto_pull_req *m, const float *weights,
+		     uint32_t n_weights)
+{
 	const emdb_ticket *t = NULL;
-	if (m.ticket && (rc = ticket_of(c, m.ticket, &t)))
+	int rc;
+	if (m->ticket && (rc = ticket_of(c, m->ticket, &t)))
 		return rc;
-	size_t n_rows = m.n_bags ? m.n_bags : t ? emdb_ticket_count(t) : m.n_ids;
+	if ((rc = check_weights(t, weights, n_weights)))
+		return rc;
+	size_t n_rows = m->n_bags ? m->n_bags : t ? emdb_ticket_count(t) : m->n_ids;
 	if (n_rows > UINT32_MAX)
 		return handle_fail(EMDB_ERR_LIMIT, "%zu rows in one reply", n_rows);
 
+	bool weighted = weights != NULL;
+	int (*begin)(uint8_t *, size_t, uint64_t, uint32_t, uint32_t, float **, size_t *) =
+		weighted ? proto_pull_weighted_resp_begin : proto_pull_resp_begin;
 	uint8_t *p = NULL;
 	float *vecs = NULL;
 	size_t len = 0;
-	rc = RESERVE_VEC_REPLY(c, p, len,
-			       proto_pull_resp_begin(NULL, 0, h->id, (uint32_t)n_rows, m.dim, &vecs, &len),
-			       check_dim(c, m.table, m.dim));
+	rc = RESERVE_VEC_REPLY(c, p, len, begin(NULL, 0, h->id, (uint32_t)n_rows, m->dim, &vecs, &len),
+			       check_dim(c, m->table, m->dim));
 	if (rc)
 		return rc;
-	proto_pull_resp_begin(p, len, h->id, (uint32_t)n_rows, m.dim, &vecs, &len);
+	begin(p, len, h->id, (uint32_t)n_rows, m->dim, &vecs, &len);
 
 	emdb_db *db = db_of(c);
-	emdb_pool pool = (emdb_pool)m.pool;
-	m.ids = OR_EMPTY(m.ids, no_u64);
+	emdb_pool pool = (emdb_pool)m->pool;
+	const uint64_t *ids = OR_EMPTY(m->ids, no_u64);
 	vecs = OR_EMPTY(vecs, no_f32);
-	if (t && m.n_bags)
-		rc = emdb_pull_bags_ticket(db, m.table, t, m.offsets, m.n_bags, pool, m.dim, vecs);
+	if (weighted && t)
+		rc = emdb_pull_bags_weighted_ticket(db, m->table, t, m->offsets, m->n_bags, pool, weights,
+						    m->dim, vecs);
+	else if (weighted)
+		rc = emdb_pull_bags_weighted(db, m->table, ids, m->n_ids, m->offsets, m->n_bags, pool, weights,
+					     m->dim, vecs);
+	else if (t && m->n_bags)
+		rc = emdb_pull_bags_ticket(db, m->table, t, m->offsets, m->n_bags, pool, m->dim, vecs);
 	else if (t)
-		rc = emdb_pull_ticket(db, m.table, t, m.dim, vecs);
-	else if (m.n_bags)
-		rc = emdb_pull_bags(db, m.table, m.ids, m.n_ids, m.offsets, m.n_bags, pool, m.dim, vecs);
+		rc = emdb_pull_ticket(db, m->table, t, m->dim, vecs);
+	else if (m->n_bags)
+		rc = emdb_pull_bags(db, m->table, ids, m->n_ids, m->offsets, m->n_bags, pool, m->dim, vecs);
 	else
-		rc = emdb_pull(db, m.table, m.ids, m.n_ids, m.dim, vecs);
+		rc = emdb_pull(db, m->table, ids, m->n_ids, m->dim, vecs);
 	if (rc) {
 		obuf_cancel(&c->out);
 		return rc;
@@ -209,10 +230,26 @@ int handle_pull(conn *c, const proto_hdr *h, const uint8_t *body)
 	return HANDLED_OK;
 }
 
-/* What PUSH and PUSH_UPDATE check before the engine: the ticket is one of
- * this connection's, and without bags it gets one row of gradients per ID
- * (the decoder cannot know the ticket's count).  *t is NULL for IDs. */
-static int push_ticket(conn *c, const proto_push_req *m, const emdb_ticket **t)
+int handle_pull(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_pull_req m;
+	int rc = proto_pull_req_decode(h, body, &m);
+	return rc ? rc : pull_rows(c, h, &m, NULL, 0);
+}
+
+int handle_pull_weighted(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_pull_weighted_req m;
+	int rc = proto_pull_weighted_req_decode(h, body, &m);
+	return rc ? rc : pull_rows(c, h, &m.pull, OR_EMPTY(m.weights, no_f32), m.n_weights);
+}
+
+/* What PUSH, PUSH_WEIGHTED and PUSH_UPDATE check before the engine: the
+ * ticket is one of this connection's, and without bags it gets one row
+ * of gradients per ID, with weights one weight per ID (the decoder
+ * cannot know the ticket's count).  *t is NULL for IDs. */
+static int push_ticket(conn *c, const proto_push_req *m, const float *weights, uint32_t n_weights,
+		       const emdb_ticket **t)
 {
 	int rc;
 	*t = NULL;
@@ -221,35 +258,40 @@ static int push_ticket(conn *c, const proto_push_req *m, const emdb_ticket **t)
 	if (*t && !m->n_bags && m->n_rows != emdb_ticket_count(*t))
 		return handle_fail(EMDB_ERR_BATCH, "%u gradient rows for a ticket of %zu IDs", m->n_rows,
 				   emdb_ticket_count(*t));
-	return EMDB_OK;
+	return check_weights(*t, weights, n_weights);
 }
 
-int handle_push(conn *c, const proto_hdr *h, const uint8_t *body)
+/* PUSH, and PUSH_WEIGHTED with weights[n_weights] (never NULL then): an
+ * empty reply. */
+static int push_rows(conn *c, const proto_hdr *h, const proto_push_req *m, const float *weights,
+		     uint32_t n_weights)
 {
-	proto_push_req m;
-	int rc = proto_push_req_decode(h, body, &m);
-	if (rc)
-		return rc;
 	const emdb_ticket *t;
-	if ((rc = push_ticket(c, &m, &t)))
+	int rc;
+	if ((rc = push_ticket(c, m, weights, n_weights, &t)))
 		return rc;
 	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
 	if (!p)
 		return EMDB_ERR_NOMEM;
 
 	emdb_db *db = db_of(c);
-	emdb_pool pool = (emdb_pool)m.pool;
-	m.ids = OR_EMPTY(m.ids, no_u64);
-	m.grads = OR_EMPTY(m.grads, no_f32);
-	if (t && m.n_bags)
-		rc = emdb_push_bags_ticket(db, m.table, t, m.offsets, m.n_bags, pool, m.dim, m.grads);
+	emdb_pool pool = (emdb_pool)m->pool;
+	const uint64_t *ids = OR_EMPTY(m->ids, no_u64);
+	const float *g = OR_EMPTY(m->grads, no_f32);
+	if (weights && t)
+		rc = emdb_push_bags_weighted_ticket(db, m->table, t, m->offsets, m->n_bags, pool, weights,
+						    m->dim, g);
+	else if (weights)
+		rc = emdb_push_bags_weighted(db, m->table, ids, m->n_ids, m->offsets, m->n_bags, pool, weights,
+					     m->dim, g);
+	else if (t && m->n_bags)
+		rc = emdb_push_bags_ticket(db, m->table, t, m->offsets, m->n_bags, pool, m->dim, g);
 	else if (t)
-		rc = emdb_push_ticket(db, m.table, t, m.dim, m.grads);
-	else if (m.n_bags)
-		rc = emdb_push_bags(db, m.table, m.ids, m.n_ids, m.offsets, m.n_bags, pool, m.dim,
-				    m.grads);
+		rc = emdb_push_ticket(db, m->table, t, m->dim, g);
+	else if (m->n_bags)
+		rc = emdb_push_bags(db, m->table, ids, m->n_ids, m->offsets, m->n_bags, pool, m->dim, g);
 	else
-		rc = emdb_push(db, m.table, m.ids, m.n_ids, m.dim, m.grads);
+		rc = emdb_push(db, m->table, ids, m->n_ids, m->dim, g);
 	if (rc) {
 		obuf_cancel(&c->out);
 		return rc;
@@ -258,6 +300,20 @@ int handle_push(conn *c, const proto_hdr *h, const uint8_t *body)
 	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
 	obuf_commit(&c->out, len);
 	return HANDLED_OK;
+}
+
+int handle_push(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_push_req m;
+	int rc = proto_push_req_decode(h, body, &m);
+	return rc ? rc : push_rows(c, h, &m, NULL, 0);
+}
+
+int handle_push_weighted(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_push_weighted_req m;
+	int rc = proto_push_weighted_req_decode(h, body, &m);
+	return rc ? rc : push_rows(c, h, &m.push, OR_EMPTY(m.weights, no_f32), m.n_weights);
 }
 
 /* The reply of an UPDATE applied at once or of a PUSH_UPDATE (rows
@@ -298,7 +354,7 @@ int handle_push_update(conn *c, const proto_hdr *h, const uint8_t *body)
 	if (rc)
 		return rc;
 	const emdb_ticket *t;
-	if ((rc = push_ticket(c, &m, &t)))
+	if ((rc = push_ticket(c, &m, NULL, 0, &t)))
 		return rc;
 	size_t len;
 	uint8_t *p = rows_reply_reserve(c, h, &len);

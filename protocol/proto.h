@@ -78,7 +78,7 @@
  *   (proto_op_version), and every frame carries that version in its
  *   header, whatever the connection's: version 2 added PUSH_UPDATE and
  *   TABLE_RESERVE and nothing else, so on a version-2 connection a PING
- *   still says 1.  A receiver refuses a frame whose version is not its
+ *   still says 1; version 3 added PULL_WEIGHTED and PUSH_WEIGHTED.  A receiver refuses a frame whose version is not its
  *   opcode's (proto_hdr_decode) or is above the connection's
  *   (proto_reader's pin, the server's check): to a version-1 peer a
  *   PUSH_UPDATE or a TABLE_RESERVE does not exist.
@@ -106,7 +106,7 @@
 
 #define PROTO_MAGIC 0x42444D45u   /* the bytes "EMDB" read as a LE u32 */
 #define PROTO_VERSION_MIN 1       /* oldest version this build speaks  */
-#define PROTO_VERSION_MAX 2       /* newest version this build speaks  */
+#define PROTO_VERSION_MAX 3       /* newest version this build speaks  */
 #define PROTO_HDR_SIZE 24
 #define PROTO_ALIGN 8             /* body lengths and array offsets    */
 
@@ -186,6 +186,8 @@ typedef enum proto_role {
 	X(LOOKUP, lookup, 0x0205, 1, PROTO_ROLE_READER, BODY, BODY)                       \
 	X(READ_STATE, read_state, 0x0206, 1, PROTO_ROLE_TRAINER, BODY, BODY)              \
 	X(PUSH_UPDATE, push_update, 0x0207, 2, PROTO_ROLE_TRAINER, BODY, BODY)            \
+	X(PULL_WEIGHTED, pull_weighted, 0x0208, 3, PROTO_ROLE_TRAINER, BODY, BODY)        \
+	X(PUSH_WEIGHTED, push_weighted, 0x0209, 3, PROTO_ROLE_TRAINER, BODY, EMPTY)       \
 	X(CHECKPOINT, checkpoint, 0x0300, 1, PROTO_ROLE_ADMIN, BODY, BODY)                \
 	X(RESTORE, restore, 0x0301, 1, PROTO_ROLE_ADMIN, BODY, BODY)                      \
 	X(JOB_STATUS, job_status, 0x0302, 1, PROTO_ROLE_READER, BODY, BODY)               \
@@ -216,9 +218,10 @@ bool proto_op_allowed(proto_role role, uint16_t op);
 /* "none", "reader", "trainer", "admin"; "unknown" otherwise. */
 const char *proto_role_name(proto_role role);
 /* The protocol version that defined op's layout, which every frame of op
- * (request, response, error response) carries in its header: 2 for
- * PUSH_UPDATE and TABLE_RESERVE, 1 for every other opcode, HELLO, NONE
- * and unknown ones included.  A connection of version v may carry op
+ * (request, response, error response) carries in its header: the
+ * version column of PROTO_OP_MAP (2 for PUSH_UPDATE and TABLE_RESERVE, 3
+ * for PULL_WEIGHTED and PUSH_WEIGHTED), and 1 for HELLO, NONE and unknown
+ * opcodes.  A connection of version v may carry op
  * only when proto_op_version(op) <= v. */
 uint8_t proto_op_version(uint16_t op);
 
@@ -288,7 +291,7 @@ int proto_err_decode(const proto_hdr *h, const uint8_t *body, proto_str *msg);
 
 /* Empty bodies: requests SHUTDOWN, TABLE_LIST, STATS, CHECKPOINT_LIST;
  * responses (status 0) CONFIG_SET, SHUTDOWN, TABLE_DROP, TABLE_RESERVE,
- * TICKET_FREE, PUSH, CHECKPOINT_DELETE.  The decoder checks
+ * TICKET_FREE, PUSH, PUSH_WEIGHTED, CHECKPOINT_DELETE.  The decoder checks
  * that the opcode has an empty body in that direction and body_len is 0. */
 int proto_empty_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, bool response,
 		       size_t *len);
@@ -638,6 +641,42 @@ int proto_push_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_pus
 			  size_t *len);
 int proto_push_req_iov(proto_iov *v, uint64_t id, const proto_push_req *m);
 int proto_push_req_decode(const proto_hdr *h, const uint8_t *body, proto_push_req *m);
+
+/* PULL_WEIGHTED and PUSH_WEIGHTED (version 3): a pooled PULL or PUSH with
+ * per-sample weights (emdb_pull_bags_weighted, emdb_push_bags_weighted):
+ * the body of PULL or PUSH with n_bags >= 1 and n_weights floats after
+ * the offsets, one per ID.  The decoder checks n_bags >= 1 and, for IDs,
+ * n_weights == n_ids; with a ticket only the server knows its count and
+ * MUST check n_weights against it.  A PULL_WEIGHTED response is PULL's
+ * body; PUSH_WEIGHTED's is empty. */
+typedef struct proto_pull_weighted_req {
+	proto_pull_req pull;   /* n_bags >= 1 */
+	uint32_t n_weights;
+	const float *weights;
+} proto_pull_weighted_req;
+typedef proto_pull_resp proto_pull_weighted_resp;
+typedef struct proto_push_weighted_req {
+	proto_push_req push;   /* n_bags >= 1 */
+	uint32_t n_weights;
+	const float *weights;
+} proto_push_weighted_req;
+
+int proto_pull_weighted_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_pull_weighted_req *m, size_t *len);
+int proto_pull_weighted_req_iov(proto_iov *v, uint64_t id, const proto_pull_weighted_req *m);
+int proto_pull_weighted_req_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_pull_weighted_req *m);
+int proto_pull_weighted_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				    const proto_pull_weighted_resp *m, size_t *len);
+int proto_pull_weighted_resp_begin(uint8_t *buf, size_t cap, uint64_t id, uint32_t n_rows,
+				   uint32_t dim, float **vecs, size_t *len);
+int proto_pull_weighted_resp_decode(const proto_hdr *h, const uint8_t *body,
+				    proto_pull_weighted_resp *m);
+int proto_push_weighted_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_push_weighted_req *m, size_t *len);
+int proto_push_weighted_req_iov(proto_iov *v, uint64_t id, const proto_push_weighted_req *m);
+int proto_push_weighted_req_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_push_weighted_req *m);
 
 /* UPDATE: table id, or 0 for every table -> rows updated.  workers 0 or
  * 1: applied at once; n >= 2: a synchronous step, applied once n UPDATEs

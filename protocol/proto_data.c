@@ -1,7 +1,7 @@
 /*
  * protocol/proto_data.c - bodies of the data-plane opcodes: PREFETCH,
- * TICKET_FREE, PULL, PUSH, UPDATE, LOOKUP, READ_STATE, PUSH_UPDATE
- * (docs/protocol.md, "Data plane").
+ * TICKET_FREE, PULL, PUSH, UPDATE, LOOKUP, READ_STATE, PUSH_UPDATE,
+ * PULL_WEIGHTED, PUSH_WEIGHTED (docs/protocol.md, "Data plane").
  *
  * Invariants:
  *   1. Each body is a fixed part whose size is a multiple of 8, then its
@@ -19,7 +19,10 @@
  *      scatter-gather one, so the two cannot disagree; the *_resp_begin
  *      functions share their layout with the matching encoder the same way.
  *      PUSH_UPDATE shares PUSH's writer and reader and UPDATE's response
- *      code, parameterized by opcode.
+ *      code, parameterized by opcode; PULL_WEIGHTED and PUSH_WEIGHTED
+ *      share PULL's and PUSH's the same way (their weights after the
+ *      offsets, their count in PULL's reserved word or after PUSH's
+ *      n_rows).
  */
 #include "base/error_int.h"
 #include "protocol/proto_int.h"
@@ -135,9 +138,39 @@ static void sel_check_rd(proto_rd *r, uint64_t ticket, uint32_t n_ids, uint32_t 
 		proto__rd_fail(r, "pool %u with n_bags 0: must be 0", pool);
 }
 
-static void pull_req_body(proto_wr *w, const proto_pull_req *m)
+/* The weights of PULL_WEIGHTED and PUSH_WEIGHTED (none elsewhere: wt
+ * NULL): bags required, and one weight per ID where the frame knows the
+ * IDs. */
+typedef struct weights_in {
+	uint32_t n;
+	const float *w;
+} weights_in;
+
+static bool weights_check_wr(proto_wr *w, uint16_t op, const weights_in *wt, uint64_t ticket,
+			     uint32_t n_ids, uint32_t n_bags)
 {
-	if (!sel_check_wr(w, m->ticket, m->n_ids, m->n_bags, m->pool))
+	if (wt && !n_bags)
+		proto__wr_fail(w, "%s without bags", proto_op_name(op));
+	if (wt && !ticket && wt->n != n_ids)
+		proto__wr_fail(w, "%u weights for %u ids", wt->n, n_ids);
+	return !w->err;
+}
+
+static void weights_check_rd(proto_rd *r, uint64_t ticket, uint32_t n_ids, uint32_t n_bags,
+			     uint32_t n_weights)
+{
+	if (!r->err && !n_bags)
+		proto__rd_fail(r, "n_bags 0: per-sample weights need bags");
+	if (!r->err && !ticket && n_weights != n_ids)
+		proto__rd_fail(r, "n_weights %u for n_ids %u: must be equal", n_weights, n_ids);
+}
+
+/* PULL and PULL_WEIGHTED: the same body, PULL_WEIGHTED's reserved word
+ * being n_weights and its weights following the offsets. */
+static void pull_req_body(proto_wr *w, uint16_t op, const proto_pull_req *m, const weights_in *wt)
+{
+	if (!sel_check_wr(w, m->ticket, m->n_ids, m->n_bags, m->pool) ||
+	    !weights_check_wr(w, op, wt, m->ticket, m->n_ids, m->n_bags))
 		return;
 	wr_u32(w, m->table);
 	wr_u32(w, m->dim);
@@ -145,33 +178,40 @@ static void pull_req_body(proto_wr *w, const proto_pull_req *m)
 	wr_u32(w, m->n_ids);
 	wr_u32(w, m->n_bags);
 	wr_u32(w, m->pool);
-	wr_zero(w, 4);
+	wr_u32(w, wt ? wt->n : 0);
 	wr_array(w, m->ids, m->n_ids, 8, "ids");
 	if (m->n_bags)
 		wr_array(w, m->offsets, (uint64_t)m->n_bags + 1, 8, "offsets");
+	if (wt) {
+		wr_array(w, wt->w, wt->n, 4, "weights");
+		wr_pad(w);
+	}
 }
 
-int proto_pull_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_pull_req *m,
-			  size_t *len)
+static int pull_req_encode(uint16_t op, uint8_t *buf, size_t cap, uint64_t id, const proto_pull_req *m,
+			   const weights_in *wt, size_t *len)
 {
 	proto_wr w;
 	wr_begin(&w, buf, cap);
-	pull_req_body(&w, m);
-	return wr_end(&w, PROTO_OP_PULL, false, 0, id, len);
+	pull_req_body(&w, op, m, wt);
+	return wr_end(&w, op, false, 0, id, len);
 }
 
-int proto_pull_req_iov(proto_iov *v, uint64_t id, const proto_pull_req *m)
+static int pull_req_iov(uint16_t op, proto_iov *v, uint64_t id, const proto_pull_req *m,
+			const weights_in *wt)
 {
 	proto_wr w;
 	wr_begin_iov(&w, v);
-	pull_req_body(&w, m);
-	return wr_end(&w, PROTO_OP_PULL, false, 0, id, NULL);
+	pull_req_body(&w, op, m, wt);
+	return wr_end(&w, op, false, 0, id, NULL);
 }
 
-int proto_pull_req_decode(const proto_hdr *h, const uint8_t *body, proto_pull_req *m)
+/* wt NULL for PULL; PULL_WEIGHTED's weights into *wt. */
+static int pull_req_decode(uint16_t op, const proto_hdr *h, const uint8_t *body, proto_pull_req *m,
+			   weights_in *wt)
 {
 	proto_rd r;
-	int rc = proto__rd_begin(&r, h, body, PROTO_OP_PULL, false);
+	int rc = proto__rd_begin(&r, h, body, op, false);
 	if (rc)
 		return rc;
 	m->table = rd_u32(&r, "table");
@@ -180,11 +220,59 @@ int proto_pull_req_decode(const proto_hdr *h, const uint8_t *body, proto_pull_re
 	m->n_ids = rd_u32(&r, "n_ids");
 	m->n_bags = rd_u32(&r, "n_bags");
 	m->pool = rd_u32(&r, "pool");
-	rd_zero(&r, 4, "reserved");
+	if (wt)
+		wt->n = rd_u32(&r, "n_weights");
+	else
+		rd_zero(&r, 4, "reserved");
 	sel_check_rd(&r, m->ticket, m->n_ids, m->n_bags, m->pool);
+	if (wt)
+		weights_check_rd(&r, m->ticket, m->n_ids, m->n_bags, wt->n);
 	m->ids = rd_array(&r, m->n_ids, 8, "ids");
 	m->offsets = m->n_bags ? rd_array(&r, (uint64_t)m->n_bags + 1, 8, "offsets") : NULL;
+	if (wt) {
+		wt->w = rd_array(&r, wt->n, 4, "weights");
+		rd_pad(&r);
+	}
 	return rd_end(&r);
+}
+
+int proto_pull_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_pull_req *m,
+			  size_t *len)
+{
+	return pull_req_encode(PROTO_OP_PULL, buf, cap, id, m, NULL, len);
+}
+
+int proto_pull_req_iov(proto_iov *v, uint64_t id, const proto_pull_req *m)
+{
+	return pull_req_iov(PROTO_OP_PULL, v, id, m, NULL);
+}
+
+int proto_pull_req_decode(const proto_hdr *h, const uint8_t *body, proto_pull_req *m)
+{
+	return pull_req_decode(PROTO_OP_PULL, h, body, m, NULL);
+}
+
+int proto_pull_weighted_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_pull_weighted_req *m, size_t *len)
+{
+	weights_in wt = { m->n_weights, m->weights };
+	return pull_req_encode(PROTO_OP_PULL_WEIGHTED, buf, cap, id, &m->pull, &wt, len);
+}
+
+int proto_pull_weighted_req_iov(proto_iov *v, uint64_t id, const proto_pull_weighted_req *m)
+{
+	weights_in wt = { m->n_weights, m->weights };
+	return pull_req_iov(PROTO_OP_PULL_WEIGHTED, v, id, &m->pull, &wt);
+}
+
+int proto_pull_weighted_req_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_pull_weighted_req *m)
+{
+	weights_in wt = { 0, NULL };
+	int rc = pull_req_decode(PROTO_OP_PULL_WEIGHTED, h, body, &m->pull, &wt);
+	m->n_weights = wt.n;
+	m->weights = wt.w;
+	return rc;
 }
 
 /* PULL response: n_rows, dim, floats, padding. */
@@ -211,32 +299,32 @@ static bool begin_aligned(proto_wr *w, const uint8_t *buf)
 	return true;
 }
 
-int proto_pull_resp_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_pull_resp *m,
-			   size_t *len)
+static int pull_resp_encode(uint16_t op, uint8_t *buf, size_t cap, uint64_t id, const proto_pull_resp *m,
+			    size_t *len)
 {
 	proto_wr w;
 	wr_begin(&w, buf, cap);
 	pull_resp_body(&w, m->n_rows, m->dim, m->vecs, false);
-	return wr_end(&w, PROTO_OP_PULL, true, 0, id, len);
+	return wr_end(&w, op, true, 0, id, len);
 }
 
-int proto_pull_resp_begin(uint8_t *buf, size_t cap, uint64_t id, uint32_t n_rows,
-			  uint32_t dim, float **vecs, size_t *len)
+static int pull_resp_begin(uint16_t op, uint8_t *buf, size_t cap, uint64_t id, uint32_t n_rows,
+			   uint32_t dim, float **vecs, size_t *len)
 {
 	proto_wr w;
 	wr_begin(&w, buf, cap);
 	begin_aligned(&w, buf);
 	float *v = pull_resp_body(&w, n_rows, dim, NULL, true);
-	int rc = wr_end(&w, PROTO_OP_PULL, true, 0, id, len);
+	int rc = wr_end(&w, op, true, 0, id, len);
 	if (rc == EMDB_OK)
 		*vecs = v;
 	return rc;
 }
 
-int proto_pull_resp_decode(const proto_hdr *h, const uint8_t *body, proto_pull_resp *m)
+static int pull_resp_decode(uint16_t op, const proto_hdr *h, const uint8_t *body, proto_pull_resp *m)
 {
 	proto_rd r;
-	int rc = proto__rd_begin(&r, h, body, PROTO_OP_PULL, true);
+	int rc = proto__rd_begin(&r, h, body, op, true);
 	if (rc)
 		return rc;
 	m->n_rows = rd_u32(&r, "n_rows");
@@ -244,6 +332,41 @@ int proto_pull_resp_decode(const proto_hdr *h, const uint8_t *body, proto_pull_r
 	m->vecs = rd_array(&r, (uint64_t)m->n_rows * m->dim, 4, "vecs");
 	rd_pad(&r);
 	return rd_end(&r);
+}
+
+int proto_pull_resp_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_pull_resp *m,
+			   size_t *len)
+{
+	return pull_resp_encode(PROTO_OP_PULL, buf, cap, id, m, len);
+}
+
+int proto_pull_resp_begin(uint8_t *buf, size_t cap, uint64_t id, uint32_t n_rows,
+			  uint32_t dim, float **vecs, size_t *len)
+{
+	return pull_resp_begin(PROTO_OP_PULL, buf, cap, id, n_rows, dim, vecs, len);
+}
+
+int proto_pull_resp_decode(const proto_hdr *h, const uint8_t *body, proto_pull_resp *m)
+{
+	return pull_resp_decode(PROTO_OP_PULL, h, body, m);
+}
+
+int proto_pull_weighted_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				    const proto_pull_weighted_resp *m, size_t *len)
+{
+	return pull_resp_encode(PROTO_OP_PULL_WEIGHTED, buf, cap, id, m, len);
+}
+
+int proto_pull_weighted_resp_begin(uint8_t *buf, size_t cap, uint64_t id, uint32_t n_rows,
+				   uint32_t dim, float **vecs, size_t *len)
+{
+	return pull_resp_begin(PROTO_OP_PULL_WEIGHTED, buf, cap, id, n_rows, dim, vecs, len);
+}
+
+int proto_pull_weighted_resp_decode(const proto_hdr *h, const uint8_t *body,
+				    proto_pull_weighted_resp *m)
+{
+	return pull_resp_decode(PROTO_OP_PULL_WEIGHTED, h, body, m);
 }
 
 /* ---- PUSH, PUSH_UPDATE and UPDATE ---------------------------------- */
@@ -259,9 +382,10 @@ static bool push_no_bags_wr(proto_wr *w, uint16_t op, const proto_push_req *m)
 	return !w->err;
 }
 
-static void push_req_body(proto_wr *w, uint16_t op, const proto_push_req *m)
+static void push_req_body(proto_wr *w, uint16_t op, const proto_push_req *m, const weights_in *wt)
 {
-	if (!push_no_bags_wr(w, op, m) || !sel_check_wr(w, m->ticket, m->n_ids, m->n_bags, m->pool))
+	if (!push_no_bags_wr(w, op, m) || !sel_check_wr(w, m->ticket, m->n_ids, m->n_bags, m->pool) ||
+	    !weights_check_wr(w, op, wt, m->ticket, m->n_ids, m->n_bags))
 		return;
 	if (m->n_bags && m->n_rows != m->n_bags)
 		proto__wr_fail(w, "%u gradient rows for %u bags", m->n_rows, m->n_bags);
@@ -274,32 +398,42 @@ static void push_req_body(proto_wr *w, uint16_t op, const proto_push_req *m)
 	wr_u32(w, m->n_bags);
 	wr_u32(w, m->pool);
 	wr_u32(w, m->n_rows);
+	if (wt) {
+		wr_u32(w, wt->n);
+		wr_zero(w, 4);
+	}
 	wr_array(w, m->ids, m->n_ids, 8, "ids");
 	if (m->n_bags)
 		wr_array(w, m->offsets, (uint64_t)m->n_bags + 1, 8, "offsets");
+	if (wt) {
+		wr_array(w, wt->w, wt->n, 4, "weights");
+		wr_pad(w);
+	}
 	wr_array(w, m->grads, (uint64_t)m->n_rows * m->dim, 4, "grads");
 	wr_pad(w);
 }
 
 static int push_req_encode(uint16_t op, uint8_t *buf, size_t cap, uint64_t id,
-			   const proto_push_req *m, size_t *len)
+			   const proto_push_req *m, const weights_in *wt, size_t *len)
 {
 	proto_wr w;
 	wr_begin(&w, buf, cap);
-	push_req_body(&w, op, m);
+	push_req_body(&w, op, m, wt);
 	return wr_end(&w, op, false, 0, id, len);
 }
 
-static int push_req_iov(uint16_t op, proto_iov *v, uint64_t id, const proto_push_req *m)
+static int push_req_iov(uint16_t op, proto_iov *v, uint64_t id, const proto_push_req *m,
+			const weights_in *wt)
 {
 	proto_wr w;
 	wr_begin_iov(&w, v);
-	push_req_body(&w, op, m);
+	push_req_body(&w, op, m, wt);
 	return wr_end(&w, op, false, 0, id, NULL);
 }
 
+/* wt NULL for PUSH and PUSH_UPDATE; PUSH_WEIGHTED's weights into *wt. */
 static int push_req_decode(uint16_t op, const proto_hdr *h, const uint8_t *body,
-			   proto_push_req *m)
+			   proto_push_req *m, weights_in *wt)
 {
 	proto_rd r;
 	int rc = proto__rd_begin(&r, h, body, op, false);
@@ -312,16 +446,26 @@ static int push_req_decode(uint16_t op, const proto_hdr *h, const uint8_t *body,
 	m->n_bags = rd_u32(&r, "n_bags");
 	m->pool = rd_u32(&r, "pool");
 	m->n_rows = rd_u32(&r, "n_rows");
+	if (wt) {
+		wt->n = rd_u32(&r, "n_weights");
+		rd_zero(&r, 4, "reserved");
+	}
 	if (!r.err && op == PROTO_OP_PUSH_UPDATE && (m->n_bags || m->pool))
 		proto__rd_fail(&r, "n_bags %u, pool %u: no bags in a PUSH_UPDATE, both must be 0",
 			       m->n_bags, m->pool);
 	sel_check_rd(&r, m->ticket, m->n_ids, m->n_bags, m->pool);
+	if (wt)
+		weights_check_rd(&r, m->ticket, m->n_ids, m->n_bags, wt->n);
 	if (!r.err && m->n_bags && m->n_rows != m->n_bags)
 		proto__rd_fail(&r, "n_rows %u for n_bags %u: must be equal", m->n_rows, m->n_bags);
 	if (!r.err && !m->n_bags && !m->ticket && m->n_rows != m->n_ids)
 		proto__rd_fail(&r, "n_rows %u for n_ids %u: must be equal", m->n_rows, m->n_ids);
 	m->ids = rd_array(&r, m->n_ids, 8, "ids");
 	m->offsets = m->n_bags ? rd_array(&r, (uint64_t)m->n_bags + 1, 8, "offsets") : NULL;
+	if (wt) {
+		wt->w = rd_array(&r, wt->n, 4, "weights");
+		rd_pad(&r);
+	}
 	m->grads = rd_array(&r, (uint64_t)m->n_rows * m->dim, 4, "grads");
 	rd_pad(&r);
 	return rd_end(&r);
@@ -330,34 +474,57 @@ static int push_req_decode(uint16_t op, const proto_hdr *h, const uint8_t *body,
 int proto_push_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_push_req *m,
 			  size_t *len)
 {
-	return push_req_encode(PROTO_OP_PUSH, buf, cap, id, m, len);
+	return push_req_encode(PROTO_OP_PUSH, buf, cap, id, m, NULL, len);
 }
 
 int proto_push_req_iov(proto_iov *v, uint64_t id, const proto_push_req *m)
 {
-	return push_req_iov(PROTO_OP_PUSH, v, id, m);
+	return push_req_iov(PROTO_OP_PUSH, v, id, m, NULL);
 }
 
 int proto_push_req_decode(const proto_hdr *h, const uint8_t *body, proto_push_req *m)
 {
-	return push_req_decode(PROTO_OP_PUSH, h, body, m);
+	return push_req_decode(PROTO_OP_PUSH, h, body, m, NULL);
+}
+
+int proto_push_weighted_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				   const proto_push_weighted_req *m, size_t *len)
+{
+	weights_in wt = { m->n_weights, m->weights };
+	return push_req_encode(PROTO_OP_PUSH_WEIGHTED, buf, cap, id, &m->push, &wt, len);
+}
+
+int proto_push_weighted_req_iov(proto_iov *v, uint64_t id, const proto_push_weighted_req *m)
+{
+	weights_in wt = { m->n_weights, m->weights };
+	return push_req_iov(PROTO_OP_PUSH_WEIGHTED, v, id, &m->push, &wt);
+}
+
+int proto_push_weighted_req_decode(const proto_hdr *h, const uint8_t *body,
+				   proto_push_weighted_req *m)
+{
+	weights_in wt = { 0, NULL };
+	int rc = push_req_decode(PROTO_OP_PUSH_WEIGHTED, h, body, &m->push, &wt);
+	m->n_weights = wt.n;
+	m->weights = wt.w;
+	return rc;
 }
 
 int proto_push_update_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 				 const proto_push_update_req *m, size_t *len)
 {
-	return push_req_encode(PROTO_OP_PUSH_UPDATE, buf, cap, id, m, len);
+	return push_req_encode(PROTO_OP_PUSH_UPDATE, buf, cap, id, m, NULL, len);
 }
 
 int proto_push_update_req_iov(proto_iov *v, uint64_t id, const proto_push_update_req *m)
 {
-	return push_req_iov(PROTO_OP_PUSH_UPDATE, v, id, m);
+	return push_req_iov(PROTO_OP_PUSH_UPDATE, v, id, m, NULL);
 }
 
 int proto_push_update_req_decode(const proto_hdr *h, const uint8_t *body,
 				 proto_push_update_req *m)
 {
-	return push_req_decode(PROTO_OP_PUSH_UPDATE, h, body, m);
+	return push_req_decode(PROTO_OP_PUSH_UPDATE, h, body, m, NULL);
 }
 
 int proto_update_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_update_req *m,

@@ -137,8 +137,9 @@
  *                        that has no meaning on this transport, or one
  *                        newer than the server (emdb_client_push_update
  *                        or emdb_client_table_reserve on a
- *                        protocol-version-1 server): refused before
- *                        sending, the handle stays usable;
+ *                        protocol-version-1 server, the _weighted calls
+ *                        on a server older than version 3): refused
+ *                        before sending, the handle stays usable;
  *     EMDB_ERR_IO        a socket call failed (message has errno's text);
  *     EMDB_ERR_LIMIT     a request larger than the server accepts.
  *   With the code comes a message, the server's own when the server
@@ -535,6 +536,38 @@ int emdb_client_push_bags_ticket(emdb_client *c, uint32_t table,
 				 emdb_pool pool, uint32_t dim,
 				 const float *grads);
 
+/* Pooled Pull and its backward with per-sample weights, as
+ * emdb_pull_bags_weighted and emdb_push_bags_weighted of emdb/db.h
+ * (torch.nn.EmbeddingBag's per_sample_weights): weights holds one float
+ * per ID (n, or the ticket's count), pooling must be EMDB_POOL_SUM
+ * (INVALID otherwise, as torch).  weights is borrowed like ids.  Over a
+ * socket they are protocol version 3's (PULL_WEIGHTED, PUSH_WEIGHTED):
+ * to a server that speaks an older version (emdb_client_protocol_version
+ * below 3) they fail at once with UNSUPPORTED, nothing is sent, and the
+ * handle stays usable.  Role: trainer. */
+int emdb_client_pull_bags_weighted(emdb_client *c, uint32_t table,
+				   const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags,
+				   emdb_pool pool, const float *weights,
+				   uint32_t dim, float *out);
+int emdb_client_pull_bags_weighted_ticket(emdb_client *c, uint32_t table,
+					  const emdb_client_ticket *t,
+					  const uint64_t *offsets,
+					  size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim,
+					  float *out);
+int emdb_client_push_bags_weighted(emdb_client *c, uint32_t table,
+				   const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags,
+				   emdb_pool pool, const float *weights,
+				   uint32_t dim, const float *grads);
+int emdb_client_push_bags_weighted_ticket(emdb_client *c, uint32_t table,
+					  const emdb_client_ticket *t,
+					  const uint64_t *offsets,
+					  size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim,
+					  const float *grads);
+
 /* *rows_out (may be NULL) gets the rows updated. */
 int emdb_client_update(emdb_client *c, uint32_t table, uint64_t *rows_out);
 int emdb_client_update_all(emdb_client *c, uint64_t *rows_out);
@@ -663,6 +696,26 @@ emdb_future *emdb_client_push_bags_ticket_async(emdb_client *c, uint32_t table,
 						const uint64_t *offsets,
 						size_t n_bags, emdb_pool pool,
 						uint32_t dim, const float *grads);
+emdb_future *emdb_client_pull_bags_weighted_async(emdb_client *c, uint32_t table,
+						  const uint64_t *ids, size_t n,
+						  const uint64_t *offsets,
+						  size_t n_bags, emdb_pool pool,
+						  const float *weights, uint32_t dim,
+						  float *out);
+emdb_future *emdb_client_pull_bags_weighted_ticket_async(
+	emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+	const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+	const float *weights, uint32_t dim, float *out);
+emdb_future *emdb_client_push_bags_weighted_async(emdb_client *c, uint32_t table,
+						  const uint64_t *ids, size_t n,
+						  const uint64_t *offsets,
+						  size_t n_bags, emdb_pool pool,
+						  const float *weights, uint32_t dim,
+						  const float *grads);
+emdb_future *emdb_client_push_bags_weighted_ticket_async(
+	emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+	const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+	const float *weights, uint32_t dim, const float *grads);
 emdb_future *emdb_client_push_update_async(emdb_client *c, uint32_t table,
 					   const uint64_t *ids, size_t n,
 					   uint32_t dim, const float *grads,

@@ -310,6 +310,22 @@ int emdb_pull_bags_ticket(emdb_db *db, uint32_t table, const emdb_ticket *t,
 			  const uint64_t *offsets, size_t n_bags,
 			  emdb_pool pool, uint32_t dim, float *out);
 
+/* Pooled Pull with per-sample weights, as torch.nn.EmbeddingBag's
+ * per_sample_weights: weights holds one float per ID of the batch (n, or
+ * the ticket's count) and bag b is the sum of weights[i] * row(ids[i])
+ * over its positions, added in request order in float32.  Like torch,
+ * weights are defined only with EMDB_POOL_SUM: MEAN is refused with
+ * INVALID.  Errors: as emdb_pull_bags, INVALID for NULL weights. */
+int emdb_pull_bags_weighted(emdb_db *db, uint32_t table, const uint64_t *ids,
+			    size_t n, const uint64_t *offsets, size_t n_bags,
+			    emdb_pool pool, const float *weights, uint32_t dim,
+			    float *out);
+int emdb_pull_bags_weighted_ticket(emdb_db *db, uint32_t table,
+				   const emdb_ticket *t,
+				   const uint64_t *offsets, size_t n_bags,
+				   emdb_pool pool, const float *weights,
+				   uint32_t dim, float *out);
+
 /* Accumulate grads[n*dim] into the rows of ids (inserting unseen ones).
  * Duplicates, in this batch or across pushes, are summed until the next
  * Update.  Errors: NO_TABLE, BATCH, DIM, INVALID, NOMEM. */
@@ -327,6 +343,21 @@ int emdb_push_bags(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
 int emdb_push_bags_ticket(emdb_db *db, uint32_t table, const emdb_ticket *t,
 			  const uint64_t *offsets, size_t n_bags,
 			  emdb_pool pool, uint32_t dim, const float *grads);
+
+/* The backward of emdb_pull_bags_weighted: the ID at position i of bag b
+ * receives weights[i] * grads[b] (SUM only, as there).  The gradient of
+ * the weights themselves (the dot product of grads[b] and the row) is
+ * not computed: pull the rows to get it.  Errors: as
+ * emdb_pull_bags_weighted. */
+int emdb_push_bags_weighted(emdb_db *db, uint32_t table, const uint64_t *ids,
+			    size_t n, const uint64_t *offsets, size_t n_bags,
+			    emdb_pool pool, const float *weights, uint32_t dim,
+			    const float *grads);
+int emdb_push_bags_weighted_ticket(emdb_db *db, uint32_t table,
+				   const emdb_ticket *t,
+				   const uint64_t *offsets, size_t n_bags,
+				   emdb_pool pool, const float *weights,
+				   uint32_t dim, const float *grads);
 
 /* Advance the table's step and apply its optimizer to every row holding an
  * accumulated gradient, then clear the accumulators.  Rows without a

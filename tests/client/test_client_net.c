@@ -8,7 +8,9 @@
  * two data-parallel workers whose steps meet (one Update a step); busy
  * polling (busy_poll_us) finds requests without the I/O thread sleeping;
  * PUSH_UPDATE and TABLE_RESERVE (protocol version 2) are refused unsent
- * by a handle whose server speaks only version 1 (a stand-in server here).
+ * by a handle whose server speaks only version 1, and the weighted Pull
+ * and Push (version 3) by one whose server speaks only 2 (stand-in
+ * servers here).
  *
  * Every server is started on loopback with an ephemeral port and a Unix
  * socket in a temporary directory, and is killed in the test's .fini.
@@ -369,11 +371,14 @@ Test(client_net, peer_not_speaking_the_protocol, .timeout = 60)
  * frame, PUSH_UPDATE and TABLE_RESERVE above all, it refuses as such a
  * server would
  * (PROTOCOL, opcode NONE, then it hangs up).  Its reader is pinned at
- * version 1.  It records what it saw; the test asserts on the main thread. */
+ * version 1.  It records what it saw; the test asserts on the main thread.
+ * Started with version 2 (old_start) it stands for a server built before
+ * version 3 the same way: HELLO says 2, the reader is pinned at 2. */
 typedef struct v1_server {
 	int lfd;
 	char path[108];
 	pthread_t th;
+	uint16_t version;                  /* the version its HELLO chooses */
 	uint16_t offered_min, offered_max; /* the client's HELLO */
 	int hellos, pings, prefetches, ticket_frees, refused;
 	char why[256];                     /* what it refused */
@@ -405,7 +410,7 @@ static bool v1_answer(v1_server *vs, int fd, const proto_frame *f)
 		vs->hellos++;
 		vs->offered_min = m.hello_req.ver_min;
 		vs->offered_max = m.hello_req.ver_max;
-		proto_hello_resp r = { 1, 0, 1u << 20, 1u << 16, proto_cstr("emdb-v1-fake") };
+		proto_hello_resp r = { vs->version, 0, 1u << 20, 1u << 16, proto_cstr("emdb-v1-fake") };
 		proto_hello_resp_encode(buf, sizeof(out), f->hdr.id, &r, &len);
 		break;
 	}
@@ -440,7 +445,7 @@ static void *v1_main(void *arg)
 		close(fd);
 		return NULL;
 	}
-	proto_reader_set_version(&r, 1);
+	proto_reader_set_version(&r, (uint8_t)vs->version);
 	for (bool open = true; open;) {
 		uint8_t *p;
 		size_t n;
@@ -481,9 +486,10 @@ static void *v1_main(void *arg)
 	return NULL;
 }
 
-static void v1_start(v1_server *vs)
+static void old_start(v1_server *vs, uint16_t version)
 {
 	memset(vs, 0, sizeof(*vs));
+	vs->version = version;
 	vs->lfd = unix_listener(vs->path, "v1");
 	cr_assert_eq(pthread_create(&vs->th, NULL, v1_main, vs), 0);
 }
@@ -506,16 +512,21 @@ static void v1_stop(v1_server *vs)
 
 /* Start the fake version-1 server and connect to it over its Unix socket:
  * HELLO settles on version 1. */
-static emdb_client *v1_connect(v1_server *vs)
+static emdb_client *old_connect(v1_server *vs, uint16_t version)
 {
 	char uri[160];
 	emdb_client *c;
-	v1_start(vs);
+	old_start(vs, version);
 	snprintf(uri, sizeof(uri), "unix://%s", vs->path);
 	int rc = emdb_client_connect(uri, NULL, &c);
 	cr_assert_eq(rc, EMDB_OK, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
-	cr_assert_eq(emdb_client_protocol_version(c), 1);
+	cr_assert_eq(emdb_client_protocol_version(c), version);
 	return c;
+}
+
+static emdb_client *v1_connect(v1_server *vs)
+{
+	return old_connect(vs, 1);
 }
 
 /* PUSH_UPDATE is protocol version 2's.  Against a server that speaks only
@@ -550,7 +561,7 @@ Test(client_net, push_update_against_a_version_1_server_is_refused_unsent, .time
 
 	cr_assert_eq(vs.hellos, 1);
 	cr_assert_eq(vs.offered_min, 1);
-	cr_assert_eq(vs.offered_max, 2, "the client offers versions 1..2");
+	cr_assert_eq(vs.offered_max, 3, "the client offers versions 1..3");
 	cr_assert_eq(vs.refused, 0, "the server refused a frame: %s", vs.why);
 	cr_assert_eq(vs.pings, 2);
 	cr_assert_eq(vs.prefetches, 1);
@@ -579,21 +590,64 @@ Test(client_net, table_reserve_against_a_version_1_server_is_refused_unsent, .ti
 	cr_assert_eq(vs.pings, 2, "a frame other than the two PINGs reached the server");
 }
 
-/* A server of this build and mem:// both give version 2, and PUSH_UPDATE
- * and TABLE_RESERVE go through. */
-Test(client_net, protocol_version_2_with_a_server_of_this_build, .init = srv_start,
+/* The per-sample weights are protocol version 3's (PULL_WEIGHTED,
+ * PUSH_WEIGHTED).  Against a server that speaks only version 2, every
+ * form of the weighted calls fails at once with UNSUPPORTED, nothing
+ * reaches the server, and the handle goes on working. */
+Test(client_net, weighted_calls_against_a_version_2_server_are_refused_unsent, .timeout = 60)
+{
+	v1_server vs;
+	emdb_client *c = old_connect(&vs, 2);
+	OK(emdb_client_ping(c));
+	uint64_t ids[3] = { 1, 2, 3 }, offs[3] = { 0, 1, 3 };
+	float w[3] = { 1, 2, 3 }, out[8], g[8] = { 0 };
+	const char *want = "the server speaks protocol version 2; PULL_WEIGHTED needs version 3";
+	int rc = emdb_client_pull_bags_weighted(c, 1, ids, 3, offs, 2, EMDB_POOL_SUM, w, 4, out);
+	cr_assert_eq(rc, EMDB_ERR_UNSUPPORTED, "%s", emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), want), "%s", emdb_client_last_error());
+	rc = emdb_client_push_bags_weighted(c, 1, ids, 3, offs, 2, EMDB_POOL_SUM, w, 4, g);
+	cr_assert_eq(rc, EMDB_ERR_UNSUPPORTED);
+	cr_assert(strstr(emdb_client_last_error(), "PUSH_WEIGHTED needs version 3"), "%s",
+		  emdb_client_last_error());
+	emdb_future *f = emdb_client_push_bags_weighted_async(c, 1, ids, 3, offs, 2, EMDB_POOL_SUM, w, 4, g);
+	cr_assert_eq(emdb_future_wait(f, 5000), EMDB_ERR_UNSUPPORTED);
+	emdb_future_free(f);
+	emdb_client_ticket *tk = NULL;
+	OK(emdb_client_prefetch(c, 1, ids, 3, &tk));
+	rc = emdb_client_pull_bags_weighted_ticket(c, 1, tk, offs, 2, EMDB_POOL_SUM, w, 4, out);
+	cr_assert_eq(rc, EMDB_ERR_UNSUPPORTED);
+	f = emdb_client_pull_bags_weighted_ticket_async(c, 1, tk, offs, 2, EMDB_POOL_SUM, w, 4, out);
+	cr_assert_eq(emdb_future_wait(f, 5000), EMDB_ERR_UNSUPPORTED);
+	emdb_future_free(f);
+	emdb_client_ticket_free(tk);
+	OK(emdb_client_ping(c)); /* still connected, still in step */
+	emdb_client_close(c);
+	v1_stop(&vs);
+
+	cr_assert_eq(vs.hellos, 1);
+	cr_assert_eq(vs.refused, 0, "the server refused a frame: %s", vs.why);
+	cr_assert_eq(vs.pings, 2);
+	cr_assert_eq(vs.prefetches, 1);
+	cr_assert_eq(vs.ticket_frees, 1);
+}
+
+/* A server of this build and mem:// both give version 3, and PUSH_UPDATE
+ * and TABLE_RESERVE (version 2's) and the weighted Pull (version 3's) go
+ * through. */
+Test(client_net, protocol_version_3_with_a_server_of_this_build, .init = srv_start,
      .fini = srv_stop, .timeout = 60)
 {
 	const char *uris[] = { srv.tcp_uri, srv.unix_uri, "mem://" };
 	for (size_t i = 0; i < 3; i++) {
 		emdb_client *c = test_client_open(uris[i], 30000);
-		cr_assert_eq(emdb_client_protocol_version(c), 2, "%s", uris[i]);
-		uint32_t t = create_table(c, "v2", 4);
-		uint64_t ids[3] = { 1, 2, 1 }, rows = 0;
-		float g[12] = { 0 };
+		cr_assert_eq(emdb_client_protocol_version(c), 3, "%s", uris[i]);
+		uint32_t t = create_table(c, "v3", 4);
+		uint64_t ids[3] = { 1, 2, 1 }, rows = 0, offs[2] = { 0, 3 };
+		float g[12] = { 0 }, w[3] = { 1, 1, 1 }, out[4];
 		OK(emdb_client_push_update(c, t, ids, 3, 4, g, &rows));
 		cr_assert_eq(rows, 2, "%s", uris[i]);
 		OK(emdb_client_table_reserve(c, t, 1000));
+		OK(emdb_client_pull_bags_weighted(c, t, ids, 3, offs, 1, EMDB_POOL_SUM, w, 4, out));
 		OK(emdb_client_table_drop(c, t));
 		emdb_client_close(c);
 	}

@@ -227,9 +227,9 @@ static void stream(const uint8_t *p, size_t size, bool responses)
 	uint32_t seed = (uint32_t)size * 2654435761u ^ (size ? p[size - 1] : 0);
 	if (proto_reader_init(&r, responses, 1u << 20))
 		abort();
-	/* Pinned at the newest version, so that the frames of version 2
-	 * (PUSH_UPDATE, TABLE_RESERVE) are decoded too, and frames of version
-	 * 1 pass under it. */
+	/* Pinned at the newest version, so that the frames of versions 2
+	 * and 3 (PUSH_UPDATE, TABLE_RESERVE, the weighted and table
+	 * opcodes) are decoded too, and frames of version 1 pass under it. */
 	if (size && (p[0] & 1))
 		proto_reader_set_version(&r, PROTO_VERSION_MAX);
 	size_t off = 0;

@@ -10,7 +10,7 @@
 
 #include "protocol/proto.h"
 
-#define PROTO_SAMPLES_MAX 96 /* room for every sample below */
+#define PROTO_SAMPLES_MAX 128 /* room for every sample below */
 
 typedef struct proto_sample {
 	const char *name; /* file-name friendly */
@@ -20,6 +20,7 @@ typedef struct proto_sample {
 
 static const uint64_t sample_ids[5] = { 1, 0xFFFFFFFFFFFFFFFFull, 42, 7, 1ull << 40 };
 static const uint64_t sample_offsets[3] = { 0, 2, 5 };
+static const float sample_weights[5] = { 0.5f, 2, -1, 0, 0.25f };
 static const float sample_vecs[15] = { 0.5f, -1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, -0.0f };
 static const uint8_t sample_found[5] = { 1, 0, 1, 1, 0 };
 static const proto_kv sample_kv[3] = {
@@ -221,6 +222,26 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = RESP_("error_table_reserve", TABLE_RESERVE);
 	s[n - 1].h.status = EMDB_ERR_NOMEM;
 	m->err = (proto_str){ "table 'ads': room for 40000000000 rows needs about 1200000 MB more", 66 };
+	m = REQ_("pull_weighted_req_ids", PULL_WEIGHTED);
+	m->pull_weighted_req = (proto_pull_weighted_req){
+		{ 1, 3, 0, 5, sample_ids, 2, EMDB_POOL_SUM, sample_offsets }, 5, sample_weights };
+	m = REQ_("pull_weighted_req_ticket", PULL_WEIGHTED);
+	m->pull_weighted_req = (proto_pull_weighted_req){
+		{ 1, 3, 0xabcdef, 0, NULL, 2, EMDB_POOL_SUM, sample_offsets }, 5, sample_weights };
+	m = RESP_("pull_weighted_resp", PULL_WEIGHTED);
+	m->pull_weighted_resp = (proto_pull_weighted_resp){ 2, 3, sample_vecs };
+	m = REQ_("push_weighted_req_ids", PUSH_WEIGHTED);
+	m->push_weighted_req = (proto_push_weighted_req){
+		{ 1, 3, 0, 5, sample_ids, 2, EMDB_POOL_SUM, sample_offsets, 2, sample_vecs }, 5,
+		sample_weights };
+	m = REQ_("push_weighted_req_ticket", PUSH_WEIGHTED);
+	m->push_weighted_req = (proto_push_weighted_req){
+		{ 1, 3, 0xabcdef, 0, NULL, 2, EMDB_POOL_SUM, sample_offsets, 2, sample_vecs }, 3,
+		sample_weights };
+	m = RESP_("push_weighted_resp", PUSH_WEIGHTED);
+	m = RESP_("error_pull_weighted", PULL_WEIGHTED);
+	s[n - 1].h.status = EMDB_ERR_INVALID;
+	m->err = (proto_str){ "per-sample weights need pooling SUM", 35 };
 #undef REQ_
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {

@@ -6,7 +6,9 @@
  * version 1 has no PUSH_UPDATE and no TABLE_RESERVE (version 2's), so one
  * sent there, or before HELLO, is answered PROTOCOL with opcode NONE and
  * the connection is closed with nothing applied, while a version-2
- * connection is served.
+ * connection is served; and the same one version up for the per-sample
+ * weights of version 3 (PULL_WEIGHTED, PUSH_WEIGHTED) on a version-2
+ * connection.
  */
 #include "tests/lib/server_util.h"
 
@@ -24,7 +26,7 @@ Test(versions, hello_settles_on_the_highest_common_version)
 	srv_start(&S, NULL);
 	static const struct {
 		uint16_t lo, hi, want;
-	} cases[] = { { 1, 1, 1 }, { 1, 2, 2 }, { 2, 2, 2 }, { 1, 9, 2 }, { 2, 9, 2 } };
+	} cases[] = { { 1, 1, 1 }, { 1, 2, 2 }, { 2, 2, 2 }, { 1, 3, 3 }, { 1, 9, 3 }, { 2, 9, 3 } };
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cli c;
 		cli_tcp(&c, &S);
@@ -41,7 +43,7 @@ Test(versions, hello_settles_on_the_highest_common_version)
 	cli w;
 	cli_ready(&w, &S);
 	char *info = cli_info(&w, "server");
-	cr_assert(strstr(info, "protocol_versions: 1..2\n"), "%s", info);
+	cr_assert(strstr(info, "protocol_versions: 1..3\n"), "%s", info);
 	free(info);
 	srv_shutdown_clean(&S, &w);
 	cli_close(&w);
@@ -215,6 +217,88 @@ Test(versions, table_reserve_on_a_version_1_connection_is_refused_and_closed)
 	cr_assert_gt(now.stats.bytes_index, before.stats.bytes_index, "no index room was made");
 	cr_assert_eq(now.stats.rows, 0, "a reservation inserts no row");
 	cr_assert(strstr(srv_log(&S), "table 1 reserved room for 100000 rows in "), "%s", srv_log(&S));
+
+	srv_shutdown_clean(&S, &w);
+	cli_close(&w);
+}
+
+/* PULL_WEIGHTED and PUSH_WEIGHTED are version 3's: on a connection whose
+ * HELLO chose 2 they are refused and the connection closed, nothing
+ * applied; on a version-3 connection they are served with version-3
+ * answers, and with a ticket the weights must be one per ID (BATCH). */
+Test(versions, weighted_frames_on_a_version_2_connection_are_refused_and_closed)
+{
+	srv_start(&S, NULL);
+	cli w;
+	cli_ready(&w, &S);
+	uint32_t t = cli_create_table(&w, "v", 4);
+	uint64_t ids[3] = { 5, 6, 5 }, offs[3] = { 0, 2, 3 };
+	float wt[3] = { 0.5f, 2, -1 }, g[8];
+	for (int i = 0; i < 8; i++)
+		g[i] = (float)(i + 1) / 8.0f;
+	proto_push_weighted_req pw = { .push = { .table = t, .dim = 4, .n_ids = 3, .ids = ids, .n_bags = 2,
+						 .pool = EMDB_POOL_SUM, .offsets = offs, .n_rows = 2,
+						 .grads = g },
+				       .n_weights = 3, .weights = wt };
+	uint8_t frame[512] __attribute__((aligned(8)));
+	size_t len;
+	cr_assert_eq(proto_push_weighted_req_encode(frame, sizeof(frame), 7, &pw, &len), EMDB_OK);
+	cr_assert_eq(frame[4], 3);
+	cli c;
+	cli_tcp(&c, &S);
+	cr_assert_eq(cli_hello_versions(&c, 1, 2, NULL), 2);
+	cli_ping(&c);
+	cr_assert_eq(cli_send_raw(&c, frame, len), 0);
+	expect_refused_and_closed(&c, "PUSH_WEIGHTED frame of version 3 on a version 2 connection");
+	emdb_table_info ti = cli_describe(&w, t);
+	cr_assert_eq(ti.stats.rows, 0);
+	cr_assert_eq(ti.stats.calls_push, 0);
+
+	/* Version 3: served. */
+	cli d;
+	cli_tcp(&d, &S);
+	cr_assert_eq(cli_hello_versions(&d, 1, 3, NULL), 3);
+	uint64_t id = CLI_SEND(&d, proto_push_weighted_req_encode, &pw);
+	proto_frame *f = cli_ok(&d, id);
+	cr_assert_eq(f->hdr.opcode, PROTO_OP_PUSH_WEIGHTED);
+	cr_assert_eq(f->hdr.version, 3);
+	proto_frame_free(f);
+	proto_pull_weighted_req pl = { .pull = { .table = t, .dim = 4, .n_ids = 3, .ids = ids, .n_bags = 2,
+						 .pool = EMDB_POOL_SUM, .offsets = offs },
+				       .n_weights = 3, .weights = wt };
+	id = CLI_SEND(&d, proto_pull_weighted_req_encode, &pl);
+	f = cli_ok(&d, id);
+	cr_assert_eq(f->hdr.version, 3);
+	proto_pull_weighted_resp r;
+	cr_assert_eq(proto_pull_weighted_resp_decode(&f->hdr, f->body, &r), EMDB_OK);
+	cr_assert_eq(r.n_rows, 2);
+	cr_assert_eq(r.dim, 4);
+	proto_frame_free(f);
+
+	/* By ticket: the weights must be the ticket's count. */
+	proto_prefetch_req pq = { t, 3, ids };
+	id = CLI_SEND(&d, proto_prefetch_req_encode, &pq);
+	f = cli_ok(&d, id);
+	proto_prefetch_resp pr;
+	cr_assert_eq(proto_prefetch_resp_decode(&f->hdr, f->body, &pr), EMDB_OK);
+	proto_frame_free(f);
+	pl.pull.ids = NULL;
+	pl.pull.n_ids = 0;
+	pl.pull.ticket = pr.ticket;
+	pl.n_weights = 2;
+	id = CLI_SEND(&d, proto_pull_weighted_req_encode, &pl);
+	char msg[256];
+	cli_err(&d, id, EMDB_ERR_BATCH, msg, sizeof(msg));
+	cr_assert(strstr(msg, "2 weights for a ticket of 3 IDs"), "%s", msg);
+	pl.n_weights = 3;
+	id = CLI_SEND(&d, proto_pull_weighted_req_encode, &pl);
+	f = cli_ok(&d, id);
+	proto_frame_free(f);
+	cli_ping(&d);
+	cli_close(&d);
+	ti = cli_describe(&w, t);
+	cr_assert_eq(ti.stats.rows, 2);
+	cr_assert_eq(ti.stats.pending_rows, 2);
 
 	srv_shutdown_clean(&S, &w);
 	cli_close(&w);

@@ -57,10 +57,14 @@ static bool str_eq(proto_str a, proto_str b)
 	return a.len == b.len && (a.len == 0 || !memcmp(a.p, b.p, a.len));
 }
 
-/* The opcodes version 2 added (docs/protocol.md, "Versions"). */
-static bool of_version_2(uint16_t op)
+/* The version that added each opcode (docs/protocol.md, "Versions"). */
+static uint8_t version_of(uint16_t op)
 {
-	return op == PROTO_OP_PUSH_UPDATE || op == PROTO_OP_TABLE_RESERVE;
+	if (op == PROTO_OP_PUSH_UPDATE || op == PROTO_OP_TABLE_RESERVE)
+		return 2;
+	if (op == PROTO_OP_PULL_WEIGHTED || op == PROTO_OP_PUSH_WEIGHTED)
+		return 3;
+	return 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -103,7 +107,7 @@ Test(proto, every_sample_round_trips_bit_for_bit)
 		cr_assert_eq(h.flags, s->h.flags);
 		cr_assert_eq(h.status, s->h.status);
 		cr_assert_eq(h.id, s->h.id);
-		cr_assert_eq(h.version, of_version_2(s->h.opcode) ? 2 : 1, "%s", s->name);
+		cr_assert_eq(h.version, version_of(s->h.opcode), "%s", s->name);
 		/* Re-encoding the decoded message gives the same bytes. */
 		size_t len2 = 0;
 		cr_assert_eq(proto_msg_encode(buf2, sizeof(bufmem2), &h, &m, &len2), EMDB_OK,
@@ -294,9 +298,9 @@ Test(proto, frames_carry_the_version_of_their_opcode)
 {
 	SAMPLES();
 	cr_assert_eq(PROTO_VERSION_MIN, 1);
-	cr_assert_eq(PROTO_VERSION_MAX, 2);
+	cr_assert_eq(PROTO_VERSION_MAX, 3);
 #define OP_VER_(NAME, name, value, ver, role, rq, rs) \
-	cr_assert_eq(proto_op_version(value), of_version_2(value) ? 2 : 1, #NAME);
+	cr_assert_eq(proto_op_version(value), version_of(value), #NAME);
 	PROTO_OP_MAP(OP_VER_)
 #undef OP_VER_
 	cr_assert_eq(proto_op_version(PROTO_OP_NONE), 1);
@@ -519,8 +523,8 @@ Test(proto, malformed_headers_are_refused_with_the_right_code)
 	cr_assert_eq(hdr_with(0x42444D46, 1, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
 	cr_assert(strstr(emdb_last_error(), "magic"), "%s", emdb_last_error());
 	cr_assert_eq(hdr_with(PROTO_MAGIC, 0, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
-	cr_assert_eq(hdr_with(PROTO_MAGIC, 3, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
-	cr_assert(strstr(emdb_last_error(), "version 3, this build speaks 1..2"), "%s",
+	cr_assert_eq(hdr_with(PROTO_MAGIC, 4, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
+	cr_assert(strstr(emdb_last_error(), "version 4, this build speaks 1..3"), "%s",
 		  emdb_last_error());
 	/* A version this build speaks, but not the opcode's. */
 	cr_assert_eq(hdr_with(PROTO_MAGIC, 2, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
@@ -1211,8 +1215,13 @@ Test(proto, roles_nest_as_the_issue_says)
 	cr_assert_eq(n_reader, 10);
 	for (size_t i = 0; i < 10; i++)
 		cr_assert(proto_op_allowed(PROTO_ROLE_READER, reader_ops[i]));
-	cr_assert_eq(n_admin, 26);
-	cr_assert_eq(n_trainer, 18);
+	int n_ops = 0;
+#define COUNT_OP_(NAME, name, value, ver, role, rq, rs) n_ops++;
+	PROTO_OP_MAP(COUNT_OP_)
+#undef COUNT_OP_
+	cr_assert_eq(n_admin, n_ops, "an admin may send every opcode");
+	cr_assert_eq(n_trainer, n_ops - (int)(sizeof(admin_ops) / sizeof(admin_ops[0])),
+		     "a trainer may send all but the admin's opcodes");
 	for (size_t i = 0; i < sizeof(admin_ops) / sizeof(admin_ops[0]); i++) {
 		cr_assert(!proto_op_allowed(PROTO_ROLE_TRAINER, admin_ops[i]));
 		cr_assert(proto_op_allowed(PROTO_ROLE_ADMIN, admin_ops[i]));
@@ -1423,6 +1432,7 @@ Test(proto, opcode_table_agrees_with_the_spec)
 	cr_assert_eq(!strcmp(cells[3], "empty"), IS_EMPTY_##rq, #NAME ": request body");              \
 	cr_assert_eq(!strcmp(cells[4], "empty"), IS_EMPTY_##rs, #NAME ": response body");             \
 	cr_assert_eq(strstr(cells[3], "version 2") != NULL, (ver) == 2, #NAME ": version");           \
+	cr_assert_eq(strstr(cells[3], "version 3") != NULL, (ver) == 3, #NAME ": version");           \
 	cr_assert_eq(proto_op_version(value), (ver), #NAME);                                           \
 	cr_assert_eq(proto_empty_encode(NULL, 0, 1, value, false, &len),                               \
 		     IS_EMPTY_##rq ? EMDB_ERR_LIMIT : EMDB_ERR_INVALID, #NAME ": empty request");     \
@@ -1432,4 +1442,65 @@ Test(proto, opcode_table_agrees_with_the_spec)
 #undef OP_SPEC_
 #undef IS_EMPTY_EMPTY
 #undef IS_EMPTY_BODY
+}
+
+/* PULL_WEIGHTED and PUSH_WEIGHTED (version 3): the weights' count must be
+ * the IDs' where the frame carries IDs, bags are required, PUSH_WEIGHTED's
+ * reserved word is zero; and no encoder puts weights in a plain PULL or
+ * PUSH, where a peer would not read them. */
+Test(proto, weighted_bodies_are_checked)
+{
+	SAMPLES();
+	uint8_t *b = buf + PROTO_HDR_SIZE;
+	size_t len = ENC("pull_weighted_req_ids");
+	cr_assert_eq(buf[4], 3);
+	put32(b + 28, 4); /* n_weights */
+	cr_assert_eq(body_rc(buf, len), EMDB_ERR_PROTOCOL);
+	cr_assert(strstr(emdb_last_error(), "n_weights 4 for n_ids 5"), "%s", emdb_last_error());
+	len = ENC("pull_weighted_req_ids");
+	put32(b + 20, 0); /* n_bags */
+	put32(b + 24, 0); /* pool */
+	cr_assert_eq(body_rc(buf, len), EMDB_ERR_PROTOCOL);
+	cr_assert(strstr(emdb_last_error(), "weights need bags"), "%s", emdb_last_error());
+
+	len = ENC("push_weighted_req_ids");
+	cr_assert_eq(buf[4], 3);
+	put32(b + 36, 1); /* reserved */
+	cr_assert_eq(body_rc(buf, len), EMDB_ERR_PROTOCOL);
+	len = ENC("push_weighted_req_ids");
+	put32(b + 32, 6); /* n_weights */
+	cr_assert_eq(body_rc(buf, len), EMDB_ERR_PROTOCOL);
+	cr_assert(strstr(emdb_last_error(), "n_weights 6 for n_ids 5"), "%s", emdb_last_error());
+	len = ENC("push_weighted_req_ids");
+	cr_assert_eq(body_rc(buf, len - 8), 1, "a truncated frame is incomplete");
+	uint32_t body_len;
+	memcpy(&body_len, buf + 20, 4);
+	put32(buf + 20, body_len - 8); /* the grads' last bytes missing */
+	cr_assert_eq(body_rc(buf, len - 8), EMDB_ERR_PROTOCOL);
+
+	const proto_sample *pw = find_sample(all, n_all, "pull_weighted_req_ids");
+	proto_pull_weighted_req p = pw->m.pull_weighted_req;
+	p.pull.n_bags = 0;
+	p.pull.pool = 0;
+	p.pull.offsets = NULL;
+	cr_assert_eq(proto_pull_weighted_req_encode(buf, sizeof(bufmem), 1, &p, &len), EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_last_error(), "PULL_WEIGHTED without bags"), "%s", emdb_last_error());
+	p = pw->m.pull_weighted_req;
+	p.n_weights = 4;
+	cr_assert_eq(proto_pull_weighted_req_encode(buf, sizeof(bufmem), 1, &p, &len), EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_last_error(), "4 weights for 5 ids"), "%s", emdb_last_error());
+	const proto_sample *sw = find_sample(all, n_all, "push_weighted_req_ids");
+	proto_push_weighted_req q = sw->m.push_weighted_req;
+	/* The scatter-gather form writes the flat form's bytes. */
+	proto_iov v;
+	cr_assert_eq(proto_push_weighted_req_iov(&v, 7, &q), EMDB_OK);
+	uint8_t *flat = (uint8_t *)bufmem2;
+	cr_assert_eq(proto_push_weighted_req_encode(flat, sizeof(bufmem2), 7, &q, &len), EMDB_OK);
+	cr_assert_eq(v.len, len);
+	size_t off = 0;
+	for (int i = 0; i < v.n; i++) {
+		cr_assert_eq(memcmp(flat + off, v.iov[i].iov_base, v.iov[i].iov_len), 0, "iov %d", i);
+		off += v.iov[i].iov_len;
+	}
+	cr_assert_eq(off, len);
 }
