@@ -160,6 +160,18 @@ int emdb_client_pull_bags(emdb_client *c, uint32_t table, const uint64_t *ids, s
 int emdb_client_pull_bags_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
 				 const uint64_t *offsets, size_t n_bags, emdb_pool pool, uint32_t dim,
 				 float *out);
+int emdb_client_pull_bags_weighted(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+				   const float *weights, uint32_t dim, float *out);
+int emdb_client_pull_bags_weighted_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+					  const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim, float *out);
+int emdb_client_push_bags_weighted(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+				   const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+				   const float *weights, uint32_t dim, const float *grads);
+int emdb_client_push_bags_weighted_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t,
+					  const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+					  const float *weights, uint32_t dim, const float *grads);
 int emdb_client_push(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n, uint32_t dim,
 		     const float *grads);
 int emdb_client_push_ticket(emdb_client *c, uint32_t table, const emdb_client_ticket *t, uint32_t dim,

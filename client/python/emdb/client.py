@@ -435,85 +435,98 @@ class Client:
 
     def pull(self, table: TableRef, ids: Union[Ticket, arrays.ArrayLike],
              out: Optional[np.ndarray] = None, *, offsets: Optional[arrays.ArrayLike] = None,
-             mode: str = "sum") -> np.ndarray:
+             mode: str = "sum", weights: Optional[arrays.ArrayLike] = None) -> np.ndarray:
         """The rows of `ids` (or of a Ticket), inserting unseen IDs.
 
         Plain: an (n, dim) float32 array, row i for ids[i].  Pooled (with
         `offsets`): an (n_bags, dim) array, bag b the sum (mode "sum") or
         mean ("mean") of rows offsets[b] .. offsets[b+1]-1; offsets has
         n_bags + 1 entries from 0 to n (torch's include_last_offset=True).
+        `weights` (pooled, mode "sum" only: torch's per_sample_weights)
+        holds one float per ID, multiplying its row in its bag's sum.
         `out`, when given, is written in place and returned.
         """
         ffi, lib = self._native
         tid, dim = self._table_dim(table)
         c = self._h()
-        if isinstance(ids, Ticket):
-            t = self._ticket(ids)
-            n = ids.count
-            if offsets is None:
-                o = arrays.out(out, n, dim)
-                rc = lib.emdb_client_pull_ticket(c, tid, t, dim, ffi.from_buffer("float[]", o, True))
+        ticket, t, a, n = self._batch(ids, offsets, weights)
+        if offsets is None:
+            o = arrays.out(out, n, dim)
+            op = ffi.from_buffer("float[]", o, True)
+            if ticket:
+                rc = lib.emdb_client_pull_ticket(c, tid, t, dim, op)
             else:
-                off = arrays.offsets(offsets)
-                o = arrays.out(out, max(off.size - 1, 0), dim)
-                rc = lib.emdb_client_pull_bags_ticket(
-                    c, tid, t, ffi.from_buffer("uint64_t[]", off), max(off.size - 1, 0),
-                    schema.pool_value(self._native, mode), dim, ffi.from_buffer("float[]", o, True))
+                rc = lib.emdb_client_pull(c, tid, ffi.from_buffer("uint64_t[]", a), n, dim, op)
+            self._check(rc)
+            return o
+        off = arrays.offsets(offsets)
+        nb = max(off.size - 1, 0)
+        o = arrays.out(out, nb, dim)
+        args = self._bag_args(off, nb, mode, weights, n)
+        args += (dim, ffi.from_buffer("float[]", o, True))
+        if ticket:
+            fn = lib.emdb_client_pull_bags_weighted_ticket if weights is not None \
+                else lib.emdb_client_pull_bags_ticket
+            rc = fn(c, tid, t, *args)
         else:
-            a = arrays.ids(ids)
-            if offsets is None:
-                o = arrays.out(out, a.size, dim)
-                rc = lib.emdb_client_pull(c, tid, ffi.from_buffer("uint64_t[]", a), a.size, dim,
-                                          ffi.from_buffer("float[]", o, True))
-            else:
-                off = arrays.offsets(offsets)
-                o = arrays.out(out, max(off.size - 1, 0), dim)
-                rc = lib.emdb_client_pull_bags(
-                    c, tid, ffi.from_buffer("uint64_t[]", a), a.size,
-                    ffi.from_buffer("uint64_t[]", off), max(off.size - 1, 0),
-                    schema.pool_value(self._native, mode), dim, ffi.from_buffer("float[]", o, True))
+            fn = lib.emdb_client_pull_bags_weighted if weights is not None \
+                else lib.emdb_client_pull_bags
+            rc = fn(c, tid, ffi.from_buffer("uint64_t[]", a), n, *args)
         self._check(rc)
         return o
 
+    def _batch(self, ids: Any, offsets: Any, weights: Any) -> tuple:
+        """(is a ticket, the C ticket or None, the uint64 IDs or None, n)."""
+        if weights is not None and offsets is None:
+            raise ValueError("weights need offsets (they weight rows in their bags)")
+        if isinstance(ids, Ticket):
+            return True, self._ticket(ids), None, ids.count
+        a = arrays.ids(ids)
+        return False, None, a, a.size
+
+    def _bag_args(self, off: np.ndarray, nb: int, mode: str, weights: Any, n: int) -> tuple:
+        """offsets, n_bags, pool[, weights] of a pooled call."""
+        ffi = self._native.ffi
+        args: tuple = (ffi.from_buffer("uint64_t[]", off), nb, schema.pool_value(self._native, mode))
+        if weights is not None:
+            args += (ffi.from_buffer("float[]", arrays.floats(weights, n, 1, "weights")),)
+        return args
+
     def push(self, table: TableRef, ids: Union[Ticket, arrays.ArrayLike],
              grads: arrays.ArrayLike, *, offsets: Optional[arrays.ArrayLike] = None,
-             mode: str = "sum") -> None:
+             mode: str = "sum", weights: Optional[arrays.ArrayLike] = None) -> None:
         """Accumulate gradients until the next update (duplicates summed).
 
         Plain: grads has n x dim values, row i for ids[i].  Pooled (with
         `offsets`, as in pull): one gradient per bag, n_bags x dim, which
         every ID of the bag receives (divided by the bag's size under
-        "mean"): the backward of a pooled pull.
+        "mean", multiplied by the ID's weight with `weights`): the backward
+        of a pooled pull.
         """
         ffi, lib = self._native
         tid, dim = self._table_dim(table)
         c = self._h()
-        if isinstance(ids, Ticket):
-            t = self._ticket(ids)
-            if offsets is None:
-                g = arrays.floats(grads, ids.count, dim)
-                rc = lib.emdb_client_push_ticket(c, tid, t, dim, ffi.from_buffer("float[]", g))
+        ticket, t, a, n = self._batch(ids, offsets, weights)
+        if offsets is None:
+            gp = ffi.from_buffer("float[]", arrays.floats(grads, n, dim))
+            if ticket:
+                rc = lib.emdb_client_push_ticket(c, tid, t, dim, gp)
             else:
-                off = arrays.offsets(offsets)
-                nb = max(off.size - 1, 0)
-                g = arrays.floats(grads, nb, dim)
-                rc = lib.emdb_client_push_bags_ticket(
-                    c, tid, t, ffi.from_buffer("uint64_t[]", off), nb,
-                    schema.pool_value(self._native, mode), dim, ffi.from_buffer("float[]", g))
+                rc = lib.emdb_client_push(c, tid, ffi.from_buffer("uint64_t[]", a), n, dim, gp)
+            self._check(rc)
+            return
+        off = arrays.offsets(offsets)
+        nb = max(off.size - 1, 0)
+        args = self._bag_args(off, nb, mode, weights, n)
+        args += (dim, ffi.from_buffer("float[]", arrays.floats(grads, nb, dim)))
+        if ticket:
+            fn = lib.emdb_client_push_bags_weighted_ticket if weights is not None \
+                else lib.emdb_client_push_bags_ticket
+            rc = fn(c, tid, t, *args)
         else:
-            a = arrays.ids(ids)
-            if offsets is None:
-                g = arrays.floats(grads, a.size, dim)
-                rc = lib.emdb_client_push(c, tid, ffi.from_buffer("uint64_t[]", a), a.size, dim,
-                                          ffi.from_buffer("float[]", g))
-            else:
-                off = arrays.offsets(offsets)
-                nb = max(off.size - 1, 0)
-                g = arrays.floats(grads, nb, dim)
-                rc = lib.emdb_client_push_bags(
-                    c, tid, ffi.from_buffer("uint64_t[]", a), a.size,
-                    ffi.from_buffer("uint64_t[]", off), nb,
-                    schema.pool_value(self._native, mode), dim, ffi.from_buffer("float[]", g))
+            fn = lib.emdb_client_push_bags_weighted if weights is not None \
+                else lib.emdb_client_push_bags
+            rc = fn(c, tid, ffi.from_buffer("uint64_t[]", a), n, *args)
         self._check(rc)
 
     def push_update(self, table: TableRef, ids: Union[Ticket, arrays.ArrayLike],

@@ -65,13 +65,17 @@ class _Batch:
                                     np.diff(self.offsets).astype(np.int64))
         return self.bag_of
 
-    def call(self, fn: Any, rows: torch.Tensor) -> None:
-        """fn(handle, table, ids, n, offsets, n_bags, pool, dim, rows): the
-        pooled Pull or Push, rows a C-contiguous float32 CPU tensor."""
+    def call(self, fn: Any, rows: torch.Tensor, weights: Optional[torch.Tensor] = None) -> None:
+        """fn(handle, table, ids, n, offsets, n_bags, pool, [weights,] dim,
+        rows): the pooled Pull or Push, weighted when weights are given;
+        rows and weights C-contiguous float32 CPU tensors."""
         client = self.table.client
         ffi = client._native.ffi
-        rc = fn(client._h(), self.table.id, self.ids_p, self.ids.size, self.off_p, self.n_bags,
-                self.pool, self.dim, ffi.cast("float *", rows.data_ptr()))
+        args = (client._h(), self.table.id, self.ids_p, self.ids.size, self.off_p, self.n_bags,
+                self.pool)
+        if weights is not None:
+            args += (ffi.cast("float *", weights.data_ptr()),)
+        rc = fn(*args, self.dim, ffi.cast("float *", rows.data_ptr()))
         if rc:
             errors.check(client._native, rc)
 
@@ -99,36 +103,38 @@ class _PooledPull(torch.autograd.Function):
 
 
 class _WeightedPull(torch.autograd.Function):
-    """Bags with per-sample weights: the rows are pulled and weighted here;
-    backward pushes grad_bag * w_i to each ID and gives the weights their
-    gradient, the dot product of grad_bag and the ID's row."""
+    """Bags with per-sample weights: the engine's weighted pooled Pull, and
+    its weighted pooled Push (each ID receives w_i * grad_bag) backward.
+    When the weights need a gradient (the dot product of grad_bag and the
+    ID's row, which the engine does not compute), forward also pulls the
+    rows, as they are at forward time."""
 
     @staticmethod
     def forward(ctx: Any, anchor: torch.Tensor, weights: torch.Tensor,  # type: ignore[override]
                 b: _Batch) -> torch.Tensor:
-        out = torch.zeros((b.n_bags, b.dim), dtype=torch.float32)
-        rows = torch.empty((b.ids.size, b.dim), dtype=torch.float32)
+        lib = b.table.client._native.lib
+        w = weights.detach().contiguous()
+        out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
+        rows = None
         if b.ids.size:
-            b.table.client.pull(b.table, b.ids, rows.numpy())
-            bag_of = torch.from_numpy(b.bags())
-            out.index_add_(0, bag_of, rows * weights.unsqueeze(1))
-        ctx.b = b
-        ctx.rows = rows
-        ctx.save_for_backward(weights)
+            b.call(lib.emdb_client_pull_bags_weighted, out, w)
+            if ctx.needs_input_grad[1]:
+                rows = torch.empty((b.ids.size, b.dim), dtype=torch.float32)
+                b.table.client.pull(b.table, b.ids, rows.numpy())
+        else:
+            out.zero_()
+        ctx.b, ctx.w, ctx.rows = b, w, rows
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
         b: _Batch = ctx.b
-        weights, = ctx.saved_tensors
-        rows = ctx.rows
-        if not b.ids.size:
-            return None, torch.zeros_like(weights) if ctx.needs_input_grad[1] else None, None
-        g_bags = grad.detach().to(device="cpu", dtype=torch.float32)
-        per_id = g_bags.index_select(0, torch.from_numpy(b.bags()))
-        g = (per_id * weights.unsqueeze(1)).contiguous()
-        b.table.client.push(b.table, b.ids, g.numpy())
-        gw = (per_id * rows).sum(1) if ctx.needs_input_grad[1] else None
+        gw = torch.zeros_like(ctx.w) if ctx.needs_input_grad[1] else None
+        if b.ids.size:
+            g = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
+            b.call(b.table.client._native.lib.emdb_client_push_bags_weighted, g, ctx.w)
+            if gw is not None:
+                gw = (g.index_select(0, torch.from_numpy(b.bags())) * ctx.rows).sum(1)
         return None, gw, None
 
 
@@ -158,7 +164,8 @@ class EmbeddingBag(nn.Module):
     (bags, dim) tensor (on input's device).  input is a 1-D tensor of IDs
     with offsets, or a 2-D (bags, ids per bag) tensor without; IDs are
     torch's int64, read as the uint64 IDs of the same 64 bits.
-    per_sample_weights (mode "sum" only, as torch) scales each ID's row.
+    per_sample_weights (mode "sum" only, as torch) scales each ID's row,
+    through the engine's weighted pooled Pull and Push (protocol version 3).
     """
 
     def __init__(self, client: Client, table: TableRef, dim: Optional[int] = None,

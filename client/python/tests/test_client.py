@@ -152,3 +152,25 @@ def test_mem_shared_by_name() -> None:
     with emdb.connect("mem://py-shared") as a, emdb.connect("mem://py-shared") as b:
         a.create_table("s", 2)
         assert b.find_table("s") == a.find_table("s")
+
+
+def test_weighted_bags(db: emdb.Client) -> None:
+    t = db.create_table("wb", 2, "sgd", lr=1.0, init=("uniform", -1, 1))
+    ids = np.array([1, 2, 1], np.uint64)
+    off = [0, 2, 3]
+    w = np.array([0.5, 2.0, -1.0], np.float32)
+    rows = t.pull(ids)
+    got = t.pull(ids, offsets=off, weights=w)
+    np.testing.assert_allclose(got, [0.5 * rows[0] + 2 * rows[1], -rows[2]], rtol=1e-6)
+    with t.prefetch(ids) as tk:
+        np.testing.assert_array_equal(t.pull(tk, offsets=off, weights=w), got)
+        t.push(tk, np.ones((2, 2), np.float32), offsets=off, weights=w)
+    t.update()
+    # ID 1 gets 0.5 * 1 + (-1) * 1, ID 2 gets 2 * 1; sgd lr 1 subtracts them
+    np.testing.assert_allclose(t.pull([1, 2]), [rows[0] + 0.5, rows[1] - 2], rtol=1e-6)
+    with pytest.raises(emdb.InvalidError):
+        t.pull(ids, offsets=off, mode="mean", weights=w)       # as torch: sum only
+    with pytest.raises(ValueError):
+        t.pull(ids, weights=w)                                  # weights need bags
+    with pytest.raises(ValueError):
+        t.push(ids, np.ones((2, 2), np.float32), offsets=off, weights=w[:2])
