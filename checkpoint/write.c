@@ -58,6 +58,7 @@ typedef struct wtable {
 	ckpt_cow *cow;
 	uint64_t snap_rows;
 	uint64_t step;
+	emdb_table_config cfg; /* at the switch: hyperparameters in force at step */
 	bool delta;            /* only changed rows, relative to the parent */
 	uint64_t *ids;         /* [snap_rows] by row number (mapped lazily)  */
 	uint64_t wanted;       /* rows the scan found to write              */
@@ -94,6 +95,7 @@ static void do_switch(wctx *c, uint64_t parent)
 		wtable *w = &c->w[i];
 		tbl *t = w->t;
 		w->step = t->step;
+		w->cfg = t->cfg; /* emdb_table_alter needs rows_lock: stable here */
 		w->snap_rows = chunk_rows(&t->rows);
 		w->delta = parent && t->ck.base_ckpt == parent;
 		w->cow->snap_rows = w->snap_rows;
@@ -388,7 +390,7 @@ static void fill_record(wtable *w)
 	rec->step = w->step;
 	rec->rows_total = w->snap_rows; /* invariant 1: rows are dense */
 	rec->state_floats = w->t->state_floats;
-	rec->cfg = w->t->cfg;
+	rec->cfg = w->cfg;
 }
 
 int ckpt_write_run(emdb_job *job, emdb_ckpt_info *info)

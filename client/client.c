@@ -297,6 +297,14 @@ int emdb_client_table_describe(emdb_client *c, uint32_t table, emdb_table_info *
 	return cl_call(c, &a);
 }
 
+int emdb_client_table_alter(emdb_client *c, uint32_t table, const emdb_optimizer *opt)
+{
+	CL_ARGS(CL_TABLE_ALTER, "emdb_client_table_alter");
+	a.table = table;
+	a.opt = opt;
+	return cl_call(c, &a);
+}
+
 int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap, size_t *n_out)
 {
 	CL_ARGS(CL_TABLE_LIST, "emdb_client_table_list");

@@ -48,6 +48,8 @@
 	X(TABLE_DROP, TABLE_DROP, chk_none, ENC_FLAT(enc_table_drop), RX_BODY(NULL), mem_table_drop)   \
 	X(TABLE_RESERVE, TABLE_RESERVE, chk_none, ENC_FLAT(enc_table_reserve), RX_BODY(NULL),          \
 	  mem_table_reserve)                                                                           \
+	X(TABLE_ALTER, TABLE_ALTER, chk_table_alter, ENC_FLAT(enc_table_alter), RX_BODY(NULL),         \
+	  mem_table_alter)                                                                             \
 	X(TABLE_FIND, TABLE_DESCRIBE, chk_table_find, ENC_FLAT(enc_table_find),                        \
 	  RX_BODY(dec_table_find), mem_table_find)                                                     \
 	X(TABLE_DESCRIBE, TABLE_DESCRIBE, chk_table_describe, ENC_FLAT(enc_table_describe),            \
@@ -116,6 +118,7 @@ typedef struct cl_args {
 	const char *const *values;
 	size_t n_kv;
 	const emdb_table_config *cfg;
+	const emdb_optimizer *opt;   /* TABLE_ALTER */
 	uint64_t arg;            /* CHECKPOINT kind; RESTORE, CKPT_DELETE checkpoint; JOB_STATUS job;
 				    TABLE_RESERVE rows */
 

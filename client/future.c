@@ -189,6 +189,13 @@ static int chk_table_create(emdb_client *c, const cl_args *a)
 	return EMDB_OK;
 }
 
+static int chk_table_alter(emdb_client *c, const cl_args *a)
+{
+	if (!a->opt)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: opt is NULL", a->what);
+	return EMDB_OK;
+}
+
 static int chk_table_find(emdb_client *c, const cl_args *a)
 {
 	if (!a->s1)

@@ -218,6 +218,12 @@ MEM_OP(table_reserve)
 	return emdb_table_reserve(db, a->table, a->arg);
 }
 
+MEM_OP(table_alter)
+{
+	MEM_ARGS;
+	return emdb_table_alter(db, a->table, a->opt);
+}
+
 MEM_OP(table_find)
 {
 	MEM_ARGS;

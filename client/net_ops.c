@@ -123,6 +123,15 @@ static int no_table_zero(const cl_args *a, char *msg, size_t msglen)
 	return EMDB_ERR_NO_TABLE;
 }
 
+ENC_FLAT_OP(table_alter)
+{
+	int rc = no_table_zero(a, msg, msglen);
+	if (rc != EMDB_OK)
+		return rc;
+	proto_table_alter_req m = { a->table, *a->opt };
+	return proto_table_alter_req_encode(buf, cap, id, &m, len);
+}
+
 ENC_FLAT_OP(table_describe)
 {
 	proto_table_describe_req m;

@@ -344,7 +344,9 @@ int emdb_table_describe(emdb_db *db, uint32_t id, emdb_table_info *out)
 	if (rc != EMDB_OK)
 		return rc;
 	out->id = t->id;
+	pthread_mutex_lock(&t->cfg_mu);
 	out->config = t->cfg;
+	pthread_mutex_unlock(&t->cfg_mu);
 	table_stats(t, &out->stats);
 	table_release(t);
 	return EMDB_OK;
@@ -358,7 +360,9 @@ int emdb_table_get_config(emdb_db *db, uint32_t id, emdb_table_config *out)
 	int rc = db_table_get(db, id, &t);
 	if (rc != EMDB_OK)
 		return rc;
+	pthread_mutex_lock(&t->cfg_mu);
 	*out = t->cfg;
+	pthread_mutex_unlock(&t->cfg_mu);
 	table_release(t);
 	return EMDB_OK;
 }

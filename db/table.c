@@ -65,6 +65,7 @@ int table_create(const emdb_table_config *cfg, uint32_t id, const emdb_db_config
 	/* An Update must get in even while pulls keep arriving. */
 	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_mutex_init(&t->pushes_mu, NULL);
+	pthread_mutex_init(&t->cfg_mu, NULL);
 	pthread_rwlock_init(&t->update_lock, &attr);
 	pthread_rwlock_init(&t->rows_lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
@@ -91,6 +92,7 @@ static void table_free(tbl *t)
 	dit_destroy(t->index);
 	chunk_store_destroy(&t->rows);
 	pthread_mutex_destroy(&t->pushes_mu);
+	pthread_mutex_destroy(&t->cfg_mu);
 	pthread_rwlock_destroy(&t->update_lock);
 	pthread_rwlock_destroy(&t->rows_lock);
 	emdb_free(t);

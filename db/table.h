@@ -83,7 +83,10 @@ typedef struct tbl {
 	uint32_t shards;
 	uint32_t max_batch;
 	int refs;               /* atomic */
-	emdb_table_config cfg;
+	emdb_table_config cfg;  /* optimizer's per-step fields change only in
+				   emdb_table_alter (db/alter.c), under both
+				   locks below and cfg_mu */
+	pthread_mutex_t cfg_mu; /* whole-config copies without a table lock */
 	pthread_rwlock_t update_lock;
 	pthread_rwlock_t rows_lock;
 	uint64_t step;          /* written under update_lock (write) */

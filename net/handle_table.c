@@ -1,7 +1,8 @@
 /*
  * handle_table.c - table administration and statistics: TABLE_CREATE,
- * TABLE_DROP, TABLE_DESCRIBE, TABLE_LIST, STATS (TABLE_RESERVE, which runs
- * on a thread of its own, is in handle_reserve.c).
+ * TABLE_DROP, TABLE_ALTER, TABLE_DESCRIBE, TABLE_LIST, STATS
+ * (TABLE_RESERVE, which runs on a thread of its own, is in
+ * handle_reserve.c).
  *
  * Invariants:
  *   1. CREATE and DROP reserve their reply before calling the engine, so a
@@ -9,7 +10,8 @@
  *   2. Validation of a table configuration is the engine's: its error and
  *      message go back unchanged.
  *
- * State changes: the engine's table registry (CREATE, DROP).
+ * State changes: the engine's table registry (CREATE, DROP), a table's
+ * hyperparameters (ALTER).
  */
 #include <string.h>
 
@@ -64,6 +66,28 @@ int handle_table_drop(conn *c, const proto_hdr *h, const uint8_t *body)
 	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
 	obuf_commit(&c->out, len);
 	log_info("conn %llu (%s): table %u dropped", (unsigned long long)c->id, c->peer, m.table);
+	return HANDLED_OK;
+}
+
+int handle_table_alter(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_table_alter_req m;
+	int rc = proto_table_alter_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
+	if (!p)
+		return EMDB_ERR_NOMEM;
+	rc = emdb_table_alter(c->srv->db, m.table, &m.opt);
+	if (rc) {
+		obuf_cancel(&c->out);
+		return rc;
+	}
+	size_t len;
+	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
+	obuf_commit(&c->out, len);
+	log_info("conn %llu (%s): table %u altered: lr %g", (unsigned long long)c->id, c->peer, m.table,
+		 m.opt.lr);
 	return HANDLED_OK;
 }
 

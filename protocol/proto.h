@@ -78,7 +78,8 @@
  *   (proto_op_version), and every frame carries that version in its
  *   header, whatever the connection's: version 2 added PUSH_UPDATE and
  *   TABLE_RESERVE and nothing else, so on a version-2 connection a PING
- *   still says 1; version 3 added PULL_WEIGHTED and PUSH_WEIGHTED.  A receiver refuses a frame whose version is not its
+ *   still says 1; version 3 added PULL_WEIGHTED, PUSH_WEIGHTED and
+ *   TABLE_ALTER.  A receiver refuses a frame whose version is not its
  *   opcode's (proto_hdr_decode) or is above the connection's
  *   (proto_reader's pin, the server's check): to a version-1 peer a
  *   PUSH_UPDATE or a TABLE_RESERVE does not exist.
@@ -178,6 +179,7 @@ typedef enum proto_role {
 	X(TABLE_LIST, table_list, 0x0103, 1, PROTO_ROLE_READER, EMPTY, BODY)              \
 	X(STATS, stats, 0x0104, 1, PROTO_ROLE_READER, EMPTY, BODY)                        \
 	X(TABLE_RESERVE, table_reserve, 0x0105, 2, PROTO_ROLE_ADMIN, BODY, EMPTY)         \
+	X(TABLE_ALTER, table_alter, 0x0106, 3, PROTO_ROLE_TRAINER, BODY, EMPTY)           \
 	X(PREFETCH, prefetch, 0x0200, 1, PROTO_ROLE_TRAINER, BODY, BODY)                  \
 	X(TICKET_FREE, ticket_free, 0x0201, 1, PROTO_ROLE_TRAINER, BODY, EMPTY)           \
 	X(PULL, pull, 0x0202, 1, PROTO_ROLE_TRAINER, BODY, BODY)                          \
@@ -291,6 +293,7 @@ int proto_err_decode(const proto_hdr *h, const uint8_t *body, proto_str *msg);
 
 /* Empty bodies: requests SHUTDOWN, TABLE_LIST, STATS, CHECKPOINT_LIST;
  * responses (status 0) CONFIG_SET, SHUTDOWN, TABLE_DROP, TABLE_RESERVE,
+ * TABLE_ALTER,
  * TICKET_FREE, PUSH, PUSH_WEIGHTED, CHECKPOINT_DELETE.  The decoder checks
  * that the opcode has an empty body in that direction and body_len is 0. */
 int proto_empty_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, bool response,
@@ -471,6 +474,20 @@ int proto_table_reserve_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 				   const proto_table_reserve_req *m, size_t *len);
 int proto_table_reserve_req_decode(const proto_hdr *h, const uint8_t *body,
 				   proto_table_reserve_req *m);
+
+/* TABLE_ALTER (version 3): table id, optimizer -> empty response
+ * (emdb_table_alter).  The optimizer crosses as its kind (u32, 4
+ * reserved bytes) and its nine hyperparameters as f64 in the config
+ * block's order; values are carried as sent, the engine judges them. */
+typedef struct proto_table_alter_req {
+	uint32_t table;
+	emdb_optimizer opt;
+} proto_table_alter_req;
+
+int proto_table_alter_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_table_alter_req *m, size_t *len);
+int proto_table_alter_req_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_table_alter_req *m);
 
 /* TABLE_DESCRIBE: by id, or by name when table is 0 (a nonzero table with
  * a name is malformed) -> emdb_table_info. */

@@ -1,7 +1,7 @@
 /*
  * protocol/proto_table.c - bodies of the table and statistics opcodes:
- * TABLE_CREATE, TABLE_DROP, TABLE_RESERVE, TABLE_DESCRIBE, TABLE_LIST,
- * STATS (docs/protocol.md, "Tables and statistics").
+ * TABLE_CREATE, TABLE_DROP, TABLE_RESERVE, TABLE_ALTER, TABLE_DESCRIBE,
+ * TABLE_LIST, STATS (docs/protocol.md, "Tables and statistics").
  *
  * Invariants:
  *   1. A table configuration crosses the wire as one "config block" (the
@@ -17,6 +17,34 @@
 #include "base/error_int.h"
 #include "protocol/proto_int.h"
 
+/* The optimizer's hyperparameters in the config block's order (TABLE_ALTER
+ * sends them alone). */
+static void hyper_encode(proto_wr *w, const emdb_optimizer *o)
+{
+	wr_f64(w, o->lr);
+	wr_f64(w, o->eps);
+	wr_f64(w, o->beta1);
+	wr_f64(w, o->beta2);
+	wr_f64(w, o->lr_decay);
+	wr_f64(w, o->initial_accumulator);
+	wr_f64(w, o->beta);
+	wr_f64(w, o->l1);
+	wr_f64(w, o->l2);
+}
+
+static void hyper_decode(proto_rd *r, emdb_optimizer *o)
+{
+	o->lr = rd_f64(r, "lr");
+	o->eps = rd_f64(r, "eps");
+	o->beta1 = rd_f64(r, "beta1");
+	o->beta2 = rd_f64(r, "beta2");
+	o->lr_decay = rd_f64(r, "lr_decay");
+	o->initial_accumulator = rd_f64(r, "initial_accumulator");
+	o->beta = rd_f64(r, "beta");
+	o->l1 = rd_f64(r, "l1");
+	o->l2 = rd_f64(r, "l2");
+}
+
 /* ---- config block: 116 bytes, name, padding ------------------------ */
 
 static void cfg_encode(proto_wr *w, const emdb_table_config *c)
@@ -27,15 +55,7 @@ static void cfg_encode(proto_wr *w, const emdb_table_config *c)
 	wr_u32(w, (uint32_t)c->init.kind);
 	wr_u32(w, (uint32_t)c->lookup_default);
 	wr_u64(w, c->seed);
-	wr_f64(w, c->optimizer.lr);
-	wr_f64(w, c->optimizer.eps);
-	wr_f64(w, c->optimizer.beta1);
-	wr_f64(w, c->optimizer.beta2);
-	wr_f64(w, c->optimizer.lr_decay);
-	wr_f64(w, c->optimizer.initial_accumulator);
-	wr_f64(w, c->optimizer.beta);
-	wr_f64(w, c->optimizer.l1);
-	wr_f64(w, c->optimizer.l2);
+	hyper_encode(w, &c->optimizer);
 	wr_f64(w, c->init.a);
 	wr_f64(w, c->init.b);
 	wr_u32(w, n);
@@ -52,15 +72,7 @@ static void cfg_decode(proto_rd *r, emdb_table_config *c)
 	c->init.kind = (emdb_init_kind)rd_u32(r, "init kind");
 	c->lookup_default = (emdb_default_kind)rd_u32(r, "lookup_default");
 	c->seed = rd_u64(r, "seed");
-	c->optimizer.lr = rd_f64(r, "lr");
-	c->optimizer.eps = rd_f64(r, "eps");
-	c->optimizer.beta1 = rd_f64(r, "beta1");
-	c->optimizer.beta2 = rd_f64(r, "beta2");
-	c->optimizer.lr_decay = rd_f64(r, "lr_decay");
-	c->optimizer.initial_accumulator = rd_f64(r, "initial_accumulator");
-	c->optimizer.beta = rd_f64(r, "beta");
-	c->optimizer.l1 = rd_f64(r, "l1");
-	c->optimizer.l2 = rd_f64(r, "l2");
+	hyper_decode(r, &c->optimizer);
 	c->init.a = rd_f64(r, "init a");
 	c->init.b = rd_f64(r, "init b");
 	uint32_t n = rd_u32(r, "name_len");
@@ -80,6 +92,33 @@ static void stats_decode(proto_rd *r, emdb_table_stats *s)
 #define PROTO_STAT_RD_(f) s->f = rd_u64(r, "stats." #f);
 	PROTO_TABLE_STATS_FIELDS(PROTO_STAT_RD_)
 #undef PROTO_STAT_RD_
+}
+
+/* ---- TABLE_ALTER ---------------------------------------------------- */
+
+int proto_table_alter_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_table_alter_req *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	wr_u32(&w, m->table);
+	wr_u32(&w, (uint32_t)m->opt.kind);
+	hyper_encode(&w, &m->opt);
+	return wr_end(&w, PROTO_OP_TABLE_ALTER, false, 0, id, len);
+}
+
+int proto_table_alter_req_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_table_alter_req *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_ALTER, false);
+	if (rc)
+		return rc;
+	memset(m, 0, sizeof(*m));
+	m->table = rd_u32(&r, "table");
+	m->opt.kind = (emdb_opt_kind)rd_u32(&r, "optimizer kind");
+	hyper_decode(&r, &m->opt);
+	return rd_end(&r);
 }
 
 /* ---- TABLE_CREATE -------------------------------------------------- */

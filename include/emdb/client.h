@@ -369,6 +369,21 @@ int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap,
 			   size_t *n_out);
 int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
 
+/* Change a table's optimizer hyperparameters while it serves, for a
+ * learning-rate schedule: emdb_table_alter of emdb/db.h.  opt is the
+ * table's optimizer as emdb_client_table_describe gives it, with new
+ * values for any of lr, eps, beta1, beta2, lr_decay, beta, l1, l2; kind
+ * and initial_accumulator must stay as they are.  It takes effect at a
+ * step boundary: an Update in progress finishes with the old values, the
+ * next one uses the new; table describe shows them, and a checkpoint
+ * keeps them.  Synchronous only.  Errors: NO_TABLE; INVALID (opt NULL,
+ * another kind or initial_accumulator, a value the engine refuses at
+ * creation, with its message; nothing changes); UNSUPPORTED over a socket
+ * to a server older than protocol version 3 (refused before sending).
+ * Role: trainer (a training script drives its own schedule). */
+int emdb_client_table_alter(emdb_client *c, uint32_t table,
+			    const emdb_optimizer *opt);
+
 /* Make room for `rows` rows in table `table`, the rows it holds included,
  * before training starts: emdb_table_reserve of emdb/db.h (every index
  * shard grown so that its share of that many IDs fits without a resize,

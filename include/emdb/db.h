@@ -244,6 +244,22 @@ int emdb_table_drop(emdb_db *db, uint32_t table);
  * kept, the rows are unchanged). */
 int emdb_table_reserve(emdb_db *db, uint32_t table, uint64_t rows);
 
+/* Change the optimizer's hyperparameters of a table while it serves (a
+ * learning-rate schedule): opt is the table's optimizer (from
+ * emdb_table_get_config) with new values for any of lr, eps, beta1,
+ * beta2, lr_decay, beta, l1 and l2.  The change takes effect at a step
+ * boundary: an Update running meanwhile finishes with the old values (the
+ * call waits for it), the next Update uses the new ones; no Update ever
+ * mixes the two.  Rows and optimizer state are not touched, and Adam's
+ * bias corrections go on from the table's step.  A checkpoint records the
+ * values in force at its step, and a restore brings them back.
+ * kind and initial_accumulator are fixed at creation (the state's layout,
+ * and what a new row's state starts from).
+ * Errors: NO_TABLE; INVALID (opt NULL, another kind, another
+ * initial_accumulator, or a value emdb_table_create would refuse; the
+ * message names it): nothing changes then. */
+int emdb_table_alter(emdb_db *db, uint32_t table, const emdb_optimizer *opt);
+
 /* Find a table's id by name.  Errors: NO_TABLE, INVALID (NULL). */
 int emdb_table_find(emdb_db *db, const char *name, uint32_t *out_id);
 

@@ -620,6 +620,11 @@ Test(client_net, weighted_calls_against_a_version_2_server_are_refused_unsent, .
 	cr_assert_eq(emdb_future_wait(f, 5000), EMDB_ERR_UNSUPPORTED);
 	emdb_future_free(f);
 	emdb_client_ticket_free(tk);
+	emdb_optimizer o;
+	emdb_optimizer_defaults(EMDB_OPT_SGD, &o);
+	cr_assert_eq(emdb_client_table_alter(c, 1, &o), EMDB_ERR_UNSUPPORTED);
+	cr_assert(strstr(emdb_client_last_error(), "TABLE_ALTER needs version 3"), "%s",
+		  emdb_client_last_error());
 	OK(emdb_client_ping(c)); /* still connected, still in step */
 	emdb_client_close(c);
 	v1_stop(&vs);

@@ -242,6 +242,14 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = RESP_("error_pull_weighted", PULL_WEIGHTED);
 	s[n - 1].h.status = EMDB_ERR_INVALID;
 	m->err = (proto_str){ "per-sample weights need pooling SUM", 35 };
+	m = REQ_("table_alter_req", TABLE_ALTER);
+	m->table_alter_req.table = 7;
+	m->table_alter_req.opt = sample_cfg("x").optimizer;
+	m->table_alter_req.opt.lr = 0.0625;
+	m = RESP_("table_alter_resp", TABLE_ALTER);
+	m = RESP_("error_table_alter", TABLE_ALTER);
+	s[n - 1].h.status = EMDB_ERR_INVALID;
+	m->err = (proto_str){ "table 'ads': the optimizer is adam; it cannot become sgd", 56 };
 #undef REQ_
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {

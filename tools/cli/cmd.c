@@ -86,6 +86,17 @@ static const cli_cmd cmds[] = {
 	  "other requests are served meanwhile): reserve before training.  The command waits for it without --timeout's\n"
 	  "limit.  The server needs protocol version 2.",
 	  EMDB_ROLE_ADMIN, 2, 2, cmd_table_reserve, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "table alter", "NAME|ID KEY=VALUE...", "change a table's optimizer hyperparameters now",
+	  "KEY is one of the optimizer's run-time hyperparameters: lr (alpha= for\n"
+	  "ftrl), eps, beta1, beta2, lr_decay, beta, l1, l2, as the optimizer\n"
+	  "takes them (table describe lists them with their values).  The next\n"
+	  "Update uses the new values; an Update running now finishes with the\n"
+	  "old ones.  A checkpoint keeps them.  optimizer, initial_accumulator,\n"
+	  "init, seed and default are fixed at creation.  Prints the table's\n"
+	  "hyperparameters after the change.  The server needs protocol version 3.\n"
+	  "Example: table alter ads lr=0.0005",
+	  EMDB_ROLE_TRAINER, 2, -1, cmd_table_alter,
+	  { CLI_COMP_TABLE, CLI_COMP_TABLE_OPTION, CLI_COMP_TABLE_OPTION } },
 	{ "lookup", "TABLE ID...", "print the vectors of IDs, and whether the table holds them",
 	  "Read-only: an ID the table does not hold is not inserted and shows\n"
 	  "the table's lookup default.  IDs are unsigned 64-bit, decimal or 0x hex.",

@@ -40,6 +40,7 @@ cli_status cmd_table_describe(cli_session *s, emdb_client *c, int argc, char **a
 cli_status cmd_table_list(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_table_drop(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_table_reserve(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_table_alter(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_lookup(cli_session *s, emdb_client *c, int argc, char **argv);
 
 /* cmd_checkpoint.c: checkpoints, restore, jobs. */

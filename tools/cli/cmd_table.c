@@ -1,6 +1,6 @@
 /*
  * cmd_table.c - the commands about tables and their rows: table create,
- * describe, list, drop, reserve, and lookup.
+ * describe, list, drop, reserve, alter, and lookup.
  *
  * Invariants:
  *   1. A table argument is a name first and an id only when no table has
@@ -316,6 +316,45 @@ cli_status cmd_table_reserve(cli_session *s, emdb_client *c, int argc, char **ar
 	} else {
 		printf("reserved room for %llu rows in table '%s' (%.1f s)\n", (unsigned long long)rows,
 		       info.config.name, secs);
+	}
+	return CLI_OK;
+}
+
+cli_status cmd_table_alter(cli_session *s, emdb_client *c, int argc, char **argv)
+{
+	emdb_table_info info;
+	char err[512];
+	if (resolve(s, c, argv[0], &info) != CLI_OK)
+		return CLI_FAIL;
+	emdb_optimizer o = info.config.optimizer;
+	if (topt_alter(argc - 1, argv + 1, &o, err, sizeof(err)) < 0)
+		return cmd_usage(s, "%s", err);
+	int rc = emdb_client_table_alter(c, info.id, &o);
+	if (rc != EMDB_OK)
+		return session_fail(s, rc);
+	const char *names[16];
+	double values[16];
+	char buf[64];
+	size_t np = topt_params(&o, names, values, 16);
+	if (s->json) {
+		jw w;
+		jw_open(&w, stdout);
+		jw_bool(&w, "ok", true);
+		jw_u64(&w, "id", info.id);
+		jw_str(&w, "name", info.config.name);
+		jw_obj(&w, "optimizer");
+		jw_str(&w, "kind", emdb_optimizer_name(o.kind));
+		for (size_t i = 0; i < np; i++)
+			jw_double(&w, names[i], values[i]);
+		jw_obj_end(&w);
+		jw_close(&w);
+	} else {
+		printf("altered table %s (id %u):", info.config.name, info.id);
+		for (size_t i = 0; i < np; i++) {
+			out_double(buf, sizeof(buf), values[i]);
+			printf(" %s=%s", names[i], buf);
+		}
+		printf("\n");
 	}
 	return CLI_OK;
 }

@@ -222,6 +222,62 @@ int topt_parse(int argc, char *const *argv, emdb_table_config *cfg, char *err, s
 	return 0;
 }
 
+int topt_alter(int argc, char *const *argv, emdb_optimizer *o, char *err, size_t errlen)
+{
+	const hyper *seen[N_HYPER];
+	size_t n_seen = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const char *eq = strchr(a, '=');
+		if (!eq || eq == a) {
+			snprintf(err, errlen, "'%s' is not KEY=VALUE", a);
+			return -1;
+		}
+		size_t klen = (size_t)(eq - a);
+		char key[32];
+		snprintf(key, sizeof(key), "%.*s", (int)(klen < sizeof(key) ? klen : sizeof(key) - 1), a);
+		if (!strcmp(key, "alpha"))
+			snprintf(key, sizeof(key), "lr");
+		const hyper *h = NULL;
+		for (size_t j = 0; j < N_HYPER; j++)
+			if (!strcmp(hyper_keys[j].name, key))
+				h = &hyper_keys[j];
+		char used[128];
+		used_keys(o->kind, used, sizeof(used));
+		if (!h || !strcmp(key, "initial_accumulator")) {
+			bool fixed = h || !strcmp(key, "optimizer") || !strcmp(key, "init") ||
+				     !strcmp(key, "seed") || !strcmp(key, "default");
+			if (fixed)
+				snprintf(err, errlen, "%s is fixed when the table is created; alter changes %s",
+					 key, used);
+			else
+				snprintf(err, errlen, "unknown option '%s' (alter changes %s)", key, used);
+			return -1;
+		}
+		if (!(h->kinds & K(o->kind))) {
+			snprintf(err, errlen, "%s is not a parameter of %s (it takes %s)", key,
+				 emdb_optimizer_name(o->kind), used);
+			return -1;
+		}
+		for (size_t j = 0; j < n_seen; j++) {
+			if (seen[j] == h) {
+				snprintf(err, errlen, "option %s given twice", key);
+				return -1;
+			}
+		}
+		seen[n_seen++] = h;
+		if (!parse_double(eq + 1, field(o, h))) {
+			snprintf(err, errlen, "%s: '%s' is not a number", key, eq + 1);
+			return -1;
+		}
+	}
+	if (argc == 0) {
+		snprintf(err, errlen, "nothing to change: give KEY=VALUE");
+		return -1;
+	}
+	return 0;
+}
+
 size_t topt_params(const emdb_optimizer *o, const char **names, double *values, size_t cap)
 {
 	size_t n = 0;

@@ -28,6 +28,14 @@
  * names the field. */
 int topt_parse(int argc, char *const *argv, emdb_table_config *cfg, char *err, size_t errlen);
 
+/* Apply `table alter`'s KEY=VALUE words to *o, the table's optimizer:
+ * only the hyperparameters o's kind uses and that may change at run time
+ * (alpha= is lr).  optimizer=, initial_accumulator=, init=, seed= and
+ * default= are fixed at creation and refused, as are an unknown key, a
+ * key given twice and a value that is not a number: -1 with the reason in
+ * err; 0 on success (with at least one word). */
+int topt_alter(int argc, char *const *argv, emdb_optimizer *o, char *err, size_t errlen);
+
 /* The hyperparameters o's kind uses, in display order: up to cap names
  * (static strings) and values.  Returns how many. */
 size_t topt_params(const emdb_optimizer *o, const char **names, double *values, size_t cap);
