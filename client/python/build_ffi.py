@@ -133,6 +133,7 @@ int emdb_client_table_describe(emdb_client *c, uint32_t table, emdb_table_info *
 int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap, size_t *n_out);
 int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
 int emdb_client_table_reserve(emdb_client *c, uint32_t table, uint64_t rows);
+int emdb_client_table_alter(emdb_client *c, uint32_t table, const emdb_optimizer *opt);
 
 int emdb_client_checkpoint_start(emdb_client *c, emdb_ckpt_kind kind, uint64_t *job);
 int emdb_client_restore_start(emdb_client *c, uint64_t id, uint64_t *job);

@@ -98,6 +98,47 @@ def side_torch_module(args, db: emdb.Client, ids: np.ndarray) -> float:
     return dt / args.steps * 1e6
 
 
+def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
+    """The layer's cost measured step against step, robust to a busy
+    machine: each step of emdb.torch alternates with the same step as three
+    bare C calls through cffi (pointers made beforehand: the C client's
+    cost plus well under a microsecond per call), on two tables of the same
+    shape; the figures are the medians of the per-step times."""
+    ffi, lib = db._native
+    raw_t = db.create_table("bench_raw", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    mod_t = db.create_table("bench_mod", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    insert_all(raw_t, args.vocab)
+    insert_all(mod_t, args.vocab)
+    emb = emdb.torch.EmbeddingBag(db, mod_t, mode="sum", include_last_offset=True)
+    step = emdb.torch.Step(emb)
+    off, g = step_inputs(args)
+    bags = g.shape[0]
+    out = np.empty(g.shape, np.float32)
+    c, pool = db._h(), lib.EMDB_POOL_SUM
+    off_p, g_p, out_p = (ffi.from_buffer("uint64_t[]", off.numpy()), ffi.from_buffer("float[]", g.numpy()),
+                         ffi.from_buffer("float[]", out))
+    u = np.ascontiguousarray(ids).view(np.uint64)
+    tids = torch.from_numpy(ids)
+    raw, mod = [], []
+    for s in range(-WARMUP, args.steps):
+        ids_p = ffi.from_buffer("uint64_t[]", u[s])
+        t0 = time.perf_counter()
+        lib.emdb_client_pull_bags(c, raw_t.id, ids_p, args.batch, off_p, bags, pool, args.dim, out_p)
+        lib.emdb_client_push_bags(c, raw_t.id, ids_p, args.batch, off_p, bags, pool, args.dim, g_p)
+        lib.emdb_client_update(c, raw_t.id, ffi.NULL)
+        t1 = time.perf_counter()
+        emb(tids[s], off).backward(g)
+        step.step()
+        t2 = time.perf_counter()
+        if s >= 0:
+            raw.append(t1 - t0)
+            mod.append(t2 - t1)
+    raw_t.drop()
+    mod_t.drop()
+    r, m = float(np.median(raw)) * 1e6, float(np.median(mod)) * 1e6
+    return {"c_calls_us": r, "emdb.torch_us": m, "layer_us": m - r, "layer_pct": (m / r - 1) * 100}
+
+
 def side_torch(args, ids: np.ndarray) -> float:
     emb = torch.nn.EmbeddingBag(args.vocab, args.dim, mode="sum", sparse=True,
                                 include_last_offset=True)
@@ -135,22 +176,27 @@ def main() -> int:
                                  "emdb-step-bench")
     torch.set_num_threads(args.threads)
     ids = batches(args.steps, args.batch, args.vocab)
-    # Rounds alternate the sides, so that a busy moment of the machine
-    # falls on all of them; each side's figure is its median round.
-    runs: dict = {"c": [], "emdb.numpy": [], "emdb.torch": [], "torch": []}
+    # Rounds alternate the sides, each round starting with the next side,
+    # so that neither a busy moment of the machine nor the order favours
+    # one; each side's figure is its median round (and its best).
     with emdb.connect(args.uri) as db:
-        for _ in range(args.rounds):
-            runs["c"].append(side_c(args, exe))
-            runs["emdb.numpy"].append(side_numpy(args, db, ids))
-            runs["emdb.torch"].append(side_torch_module(args, db, ids))
-            runs["torch"].append(side_torch(args, ids))
+        sides = [("c", lambda: side_c(args, exe)),
+                 ("emdb.numpy", lambda: side_numpy(args, db, ids)),
+                 ("emdb.torch", lambda: side_torch_module(args, db, ids)),
+                 ("torch", lambda: side_torch(args, ids))]
+        runs: dict = {name: [] for name, _ in sides}
+        for r in range(args.rounds):
+            for name, fn in sides[r % len(sides):] + sides[:r % len(sides)]:
+                runs[name].append(fn())
+        pair = paired(args, db, ids)
     res = {k: float(np.median(v)) for k, v in runs.items()}
     best = {k: float(np.min(v)) for k, v in runs.items()}
     if args.json:
         print(json.dumps({"uri": args.uri, "steps": args.steps, "batch": args.batch,
                           "bag": args.bag, "dim": args.dim, "vocab": args.vocab,
                           "optimizer": args.optimizer, "rounds": args.rounds, "step_us": res,
-                          "best_us": best, "runs_us": runs}))
+                          "best_us": best, "runs_us": runs,
+                          "paired": pair}))
         return 0
     print(f"{args.uri}: {args.steps} steps of {args.batch} IDs (bags of {args.bag}), dim {args.dim}, "
           f"{args.optimizer}, vocabulary {args.vocab}; median of {args.rounds} rounds")
@@ -158,6 +204,9 @@ def main() -> int:
     for k, v in res.items():
         print(f"{k:<12} {v:10.1f} {v / res['c'] - 1:+8.1%} {best[k]:10.1f} "
               f"{best[k] / best['c'] - 1:+8.1%}")
+    print(f"paired, step against step (medians of {args.steps}): bare C calls "
+          f"{pair['c_calls_us']:.1f} us, emdb.torch {pair['emdb.torch_us']:.1f} us: the layer costs "
+          f"{pair['layer_us']:.1f} us ({pair['layer_pct']:+.1f}%)")
     return 0
 
 

@@ -169,6 +169,9 @@ class Table:
     def reserve(self, rows: int) -> None:
         self.client.reserve(self, rows)
 
+    def alter(self, **hyper: float) -> Optimizer:
+        return self.client.alter_table(self, **hyper)
+
     def drop(self) -> None:
         self.client.drop_table(self)
 
@@ -378,6 +381,18 @@ class Client:
         """Make room for `rows` rows before training (emdb_client_table_reserve)."""
         self._check(self._native.lib.emdb_client_table_reserve(self._h(), self._tid(table),
                                                                 int(rows)))
+
+    def alter_table(self, table: TableRef, **hyper: float) -> Optimizer:
+        """Change the optimizer's hyperparameters while the table serves (a
+        learning-rate schedule): lr, eps, beta1, beta2, lr_decay, beta, l1,
+        l2.  Applied at a step boundary: the next Update uses them, none
+        mixes old and new (emdb_client_table_alter).  Returns the table's
+        optimizer as it now is.  kind and initial_accumulator are fixed."""
+        opt = schema.as_optimizer(self.describe(table).config.optimizer, hyper)
+        c = self._native.ffi.new("emdb_optimizer *")
+        schema.optimizer_to_c(self._native, opt, c)
+        self._check(self._native.lib.emdb_client_table_alter(self._h(), self._tid(table), c))
+        return opt
 
     def _tid(self, table: TableRef) -> int:
         if isinstance(table, Table):

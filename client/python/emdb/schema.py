@@ -195,11 +195,18 @@ def as_optimizer(opt: OptimizerLike, hyper: Dict[str, float]) -> Optimizer:
     raise TypeError(f"optimizer: an emdb.Optimizer or a name, not {opt!r}")
 
 
+def optimizer_to_c(native: _lib.Native, opt: Optimizer, c: Any) -> None:
+    """Fill the emdb_optimizer c from opt."""
+    kinds = _opt_kinds(native)
+    if opt.kind not in kinds:
+        raise ValueError(f"unknown optimizer {opt.kind!r}; known: {', '.join(kinds)}")
+    c.kind = kinds[opt.kind]
+    for f in _OPT_FIELDS:
+        setattr(c, f, getattr(opt, f))
+
+
 def config_to_c(native: _lib.Native, cfg: TableConfig) -> Any:
     ffi, lib = native.ffi, native.lib
-    kinds = _opt_kinds(native)
-    if cfg.optimizer.kind not in kinds:
-        raise ValueError(f"unknown optimizer {cfg.optimizer.kind!r}; known: {', '.join(kinds)}")
     if cfg.init.kind not in _INIT_KINDS:
         raise ValueError(f"unknown init {cfg.init.kind!r}; known: {', '.join(_INIT_KINDS)}")
     if cfg.lookup_default not in _DEFAULT_KINDS:
@@ -211,9 +218,7 @@ def config_to_c(native: _lib.Native, cfg: TableConfig) -> Any:
     c.size = ffi.sizeof("emdb_table_config")
     c.dim = cfg.dim
     c.name = name
-    c.optimizer.kind = kinds[cfg.optimizer.kind]
-    for f in _OPT_FIELDS:
-        setattr(c.optimizer, f, getattr(cfg.optimizer, f))
+    optimizer_to_c(native, cfg.optimizer, c.optimizer)
     c.init.kind = _value(native, "EMDB_INIT_", cfg.init.kind)
     c.init.a = cfg.init.a
     c.init.b = cfg.init.b

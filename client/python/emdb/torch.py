@@ -265,14 +265,21 @@ class EmbeddingBag(nn.Module):
 Stepped = Union[EmbeddingBag, Table]
 
 
-class Step:
-    """The optimizer of emdb tables, with torch.optim's step()/zero_grad().
+class Step(torch.optim.Optimizer):
+    """The optimizer of emdb tables, as a torch.optim.Optimizer.
 
     Each table has its optimizer inside emdb (chosen at create_table);
     step() applies it: an Update of every table of the given modules, or
     with workers > 1 the synchronous step of data-parallel training
     (update_sync: returns once every worker has pushed and the Update was
     applied once).  Call it after loss.backward(), as optimizer.step().
+
+    There is one param group per table, holding its "lr": change it (by
+    hand, or with a torch.optim.lr_scheduler) and the next step() sends the
+    new value to emdb first (Client.alter_table), so the schedule applies
+    at that step boundary.  set_hyperparameters(eps=...) changes the
+    others.  zero_grad() does nothing that matters: gradients live in emdb,
+    and step() applies and clears them (docs/python.md).
     """
 
     def __init__(self, modules: Union[Stepped, Iterable[Stepped]], workers: int = 1) -> None:
@@ -288,22 +295,42 @@ class Step:
             if key not in seen:
                 seen.add(key)
                 self.tables.append(t)
+        if not self.tables:
+            raise ValueError("Step needs at least one table")
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.workers = workers
         self.last_rows = 0
-
-    def step(self, closure: Any = None) -> Any:
-        """Apply every table's optimizer (rows updated in .last_rows);
-        returns closure's loss when a closure is given, as torch.optim."""
-        loss = closure() if closure is not None else None
-        rows = 0
+        # torch.optim wants tensors in its groups: a placeholder per table.
+        self._applied: List[float] = []
+        groups = []
         for t in self.tables:
+            lr = t.describe().config.optimizer.lr
+            self._applied.append(lr)
+            groups.append({"params": [torch.empty(0, requires_grad=True)], "lr": lr})
+        super().__init__(groups, {})
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:
+        """Apply every table's optimizer (rows updated in .last_rows), after
+        sending any changed "lr" of the param groups; returns closure's loss
+        when a closure is given, as torch.optim."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        rows = 0
+        for i, (t, g) in enumerate(zip(self.tables, self.param_groups)):
+            if g["lr"] != self._applied[i]:
+                t.alter(lr=g["lr"])
+                self._applied[i] = g["lr"]
             rows += t.update() if self.workers == 1 else t.update_sync(self.workers)
         self.last_rows = rows
         return loss
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        """Nothing to do: gradients are in emdb, and step() applies and
-        clears them.  Present so that training loops written for
-        torch.optim run unchanged."""
+    def set_hyperparameters(self, **hyper: float) -> None:
+        """Change hyperparameters of every table now (Client.alter_table):
+        lr, eps, beta1, beta2, lr_decay, beta, l1, l2."""
+        for i, t in enumerate(self.tables):
+            opt = t.alter(**hyper)
+            self.param_groups[i]["lr"] = self._applied[i] = opt.lr

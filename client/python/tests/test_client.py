@@ -174,3 +174,16 @@ def test_weighted_bags(db: emdb.Client) -> None:
         t.pull(ids, weights=w)                                  # weights need bags
     with pytest.raises(ValueError):
         t.push(ids, np.ones((2, 2), np.float32), offsets=off, weights=w[:2])
+
+
+def test_alter_table(db: emdb.Client) -> None:
+    t = db.create_table("al", 2, "adam", lr=0.1)
+    opt = t.alter(lr=0.05, beta1=0.8)
+    assert (opt.lr, opt.beta1, opt.beta2) == (0.05, 0.8, pytest.approx(0.999))
+    cfg = t.describe().config.optimizer
+    assert cfg.lr == pytest.approx(0.05) and cfg.beta1 == pytest.approx(0.8)
+    with pytest.raises(emdb.InvalidError):
+        t.alter(lr=-1.0)                      # refused, nothing changes
+    assert t.describe().config.optimizer.lr == pytest.approx(0.05)
+    with pytest.raises(emdb.InvalidError):
+        t.alter(initial_accumulator=1.0)      # fixed at creation

@@ -138,3 +138,23 @@ def test_data_parallel_step(server) -> None:
         info = db.describe("dp")
         assert info.stats["step"] == 3
         np.testing.assert_array_equal(db.table("dp").pull([7]), [[-9, -9]])   # 3 x (1 + 2)
+
+
+def test_lr_schedule(db: emdb.Client) -> None:
+    """A torch lr_scheduler drives the table's lr through Step's param
+    groups; the new lr applies from the next step on."""
+    t, ours, _ = pair(db, "sum")
+    step = emdb.torch.Step(ours)
+    assert isinstance(step, torch.optim.Optimizer)
+    assert step.param_groups[0]["lr"] == pytest.approx(LR)
+    sched = torch.optim.lr_scheduler.StepLR(step, step_size=1, gamma=0.5)
+    start = t.lookup([1])[0]
+    for k in range(3):                       # lr 0.5, then 0.25, then 0.125
+        ours(torch.tensor([1]), torch.tensor([0])).sum().backward()
+        step.step()
+        sched.step()
+    assert t.describe().config.optimizer.lr == pytest.approx(0.125)
+    np.testing.assert_allclose(t.lookup([1])[0], start - (0.5 + 0.25 + 0.125), rtol=1e-6)
+    step.set_hyperparameters(lr=0.01)
+    assert step.param_groups[0]["lr"] == pytest.approx(0.01)
+    assert t.describe().config.optimizer.lr == pytest.approx(0.01)
