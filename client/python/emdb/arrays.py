@@ -21,6 +21,8 @@ ArrayLike = Union[np.ndarray, Sequence[int], Sequence[float], Any]
 
 def ids(a: ArrayLike, what: str = "ids") -> np.ndarray:
     """A 1-D C-contiguous uint64 array of `a`, a view when possible."""
+    if type(a) is np.ndarray and a.dtype == np.int64 and a.ndim == 1 and a.flags.c_contiguous:
+        return a.view(np.uint64)          # torch's IDs: the common case, no checks to make
     arr = np.asarray(a)
     if arr.dtype != np.uint64:
         if arr.dtype.kind not in "iu":

@@ -209,7 +209,8 @@ class EmbeddingBag(nn.Module):
             if offsets is None or offsets.dim() != 1:
                 raise ValueError("offsets (1-D) are needed when input is 1-D")
             ids = arrays.ids(_host(input))
-            off = arrays.offsets(_host(offsets))
+            off = _host(offsets)
+            off = off.view(np.uint64) if off.dtype == np.int64 else arrays.offsets(off)
             if not self.include_last_offset:
                 off = np.append(off, np.uint64(ids.size))
             if off.size < 2 and not self.include_last_offset:
@@ -301,6 +302,7 @@ class Step(torch.optim.Optimizer):
             raise ValueError("workers must be at least 1")
         self.workers = workers
         self.last_rows = 0
+        self._rows = self.tables[0].client._native.ffi.new("uint64_t *")
         # torch.optim wants tensors in its groups: a placeholder per table.
         self._applied: List[float] = []
         groups = []
@@ -310,21 +312,25 @@ class Step(torch.optim.Optimizer):
             groups.append({"params": [torch.empty(0, requires_grad=True)], "lr": lr})
         super().__init__(groups, {})
 
-    @torch.no_grad()
     def step(self, closure: Any = None) -> Any:
         """Apply every table's optimizer (rows updated in .last_rows), after
         sending any changed "lr" of the param groups; returns closure's loss
         when a closure is given, as torch.optim."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure() if closure is not None else None
         rows = 0
         for i, (t, g) in enumerate(zip(self.tables, self.param_groups)):
             if g["lr"] != self._applied[i]:
                 t.alter(lr=g["lr"])
                 self._applied[i] = g["lr"]
-            rows += t.update() if self.workers == 1 else t.update_sync(self.workers)
+            if self.workers == 1:
+                # Client.update without its argument handling: once per step.
+                lib = t.client._native.lib
+                rc = lib.emdb_client_update(t.client._h(), t.id, self._rows)
+                if rc:
+                    errors.check(t.client._native, rc)
+                rows += self._rows[0]
+            else:
+                rows += t.update_sync(self.workers)
         self.last_rows = rows
         return loss
 
