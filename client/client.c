@@ -305,6 +305,39 @@ int emdb_client_table_alter(emdb_client *c, uint32_t table, const emdb_optimizer
 	return cl_call(c, &a);
 }
 
+int emdb_client_table_scan(emdb_client *c, uint32_t table, uint64_t cursor, size_t max_rows, uint32_t dim,
+			   uint32_t per_row, uint64_t *ids, float *vecs, float *state, size_t *n_out,
+			   uint64_t *next_cursor, uint64_t *step_out)
+{
+	CL_ARGS(CL_TABLE_SCAN, "emdb_client_table_scan");
+	a.table = table;
+	a.arg = cursor;
+	a.n = max_rows;
+	a.dim = dim;
+	a.per_row = per_row;
+	a.ids_out = ids;
+	a.out = vecs;
+	a.state_out = state;
+	a.n_out = n_out;
+	a.next_out = next_cursor;
+	a.step_out = step_out;
+	return cl_call(c, &a);
+}
+
+int emdb_client_table_load(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n, uint32_t dim,
+			   const float *vecs, uint32_t per_row, const float *state)
+{
+	CL_ARGS(CL_TABLE_LOAD, "emdb_client_table_load");
+	a.table = table;
+	a.ids = ids;
+	a.n = n;
+	a.dim = dim;
+	a.vecs_in = vecs;
+	a.per_row = per_row;
+	a.state_in = state;
+	return cl_call(c, &a);
+}
+
 int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap, size_t *n_out)
 {
 	CL_ARGS(CL_TABLE_LIST, "emdb_client_table_list");

@@ -50,6 +50,10 @@
 	  mem_table_reserve)                                                                           \
 	X(TABLE_ALTER, TABLE_ALTER, chk_table_alter, ENC_FLAT(enc_table_alter), RX_BODY(NULL),         \
 	  mem_table_alter)                                                                             \
+	X(TABLE_SCAN, TABLE_SCAN, chk_table_scan, ENC_FLAT(enc_table_scan), RX_BODY(dec_table_scan),    \
+	  mem_table_scan)                                                                              \
+	X(TABLE_LOAD, TABLE_LOAD, chk_table_load, ENC_IOV(iov_table_load), RX_BODY(NULL),              \
+	  mem_table_load)                                                                              \
 	X(TABLE_FIND, TABLE_DESCRIBE, chk_table_find, ENC_FLAT(enc_table_find),                        \
 	  RX_BODY(dec_table_find), mem_table_find)                                                     \
 	X(TABLE_DESCRIBE, TABLE_DESCRIBE, chk_table_describe, ENC_FLAT(enc_table_describe),            \
@@ -119,6 +123,8 @@ typedef struct cl_args {
 	size_t n_kv;
 	const emdb_table_config *cfg;
 	const emdb_optimizer *opt;   /* TABLE_ALTER */
+	const float *vecs_in;        /* TABLE_LOAD (ids, n, dim, per_row too) */
+	const float *state_in;       /* TABLE_LOAD, with per_row > 0 */
 	uint64_t arg;            /* CHECKPOINT kind; RESTORE, CKPT_DELETE checkpoint; JOB_STATUS job;
 				    TABLE_RESERVE rows */
 
@@ -137,6 +143,10 @@ typedef struct cl_args {
 	uint64_t *job_out;       /* CHECKPOINT, RESTORE; may be NULL */
 	emdb_job_status *job;    /* JOB_STATUS */
 	emdb_ckpt_info **ckpts;  /* CKPT_LIST (with n_out) */
+	uint64_t *ids_out;       /* TABLE_SCAN: n rows of ids, vecs in out, */
+	float *state_out;        /* state (per_row > 0), count in n_out,    */
+	uint64_t *next_out;      /* the next cursor (arg: this one), and    */
+	uint64_t *step_out;      /* the page's step (may be NULL)           */
 } cl_args;
 
 /* Declare `cl_args a` for operation op_ of public function what_. */

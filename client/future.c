@@ -196,6 +196,28 @@ static int chk_table_alter(emdb_client *c, const cl_args *a)
 	return EMDB_OK;
 }
 
+static int chk_table_scan(emdb_client *c, const cl_args *a)
+{
+	if (!a->ids_out || !a->out || !a->n_out || !a->next_out || (a->per_row && !a->state_out))
+		return cl_seterr(EMDB_ERR_INVALID,
+				 "%s: NULL ids, vecs, n_out or next_cursor, or state with per_row %u", a->what,
+				 a->per_row);
+	if (a->n == 0 || a->n > UINT32_MAX)
+		return cl_seterr(EMDB_ERR_BATCH, "%s: max_rows %zu, allowed 1..max_batch", a->what, a->n);
+	*a->n_out = 0;
+	return EMDB_OK;
+}
+
+static int chk_table_load(emdb_client *c, const cl_args *a)
+{
+	if (!a->ids || !a->vecs_in || (a->per_row && !a->state_in))
+		return cl_seterr(EMDB_ERR_INVALID, "%s: NULL ids or vecs, or state with per_row %u", a->what,
+				 a->per_row);
+	if (a->n > UINT32_MAX)
+		return cl_seterr(EMDB_ERR_BATCH, "%s: %zu IDs is more than a request carries", a->what, a->n);
+	return EMDB_OK;
+}
+
 static int chk_table_find(emdb_client *c, const cl_args *a)
 {
 	if (!a->s1)

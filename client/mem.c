@@ -224,6 +224,42 @@ MEM_OP(table_alter)
 	return emdb_table_alter(db, a->table, a->opt);
 }
 
+/* per_row, given, must be the table's state width (as over a socket). */
+static int mem_per_row(emdb_client *c, const cl_args *a, char *msg, size_t msglen)
+{
+	emdb_table_config cfg;
+	int rc = emdb_table_get_config(((mem_state *)c->priv)->db, a->table, &cfg);
+	if (rc != EMDB_OK || !a->per_row)
+		return rc;
+	uint32_t per = emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim);
+	if (per != a->per_row) {
+		snprintf(msg, msglen, "%s: table %u keeps %u state floats per row, not %u", a->what, a->table,
+			 per, a->per_row);
+		return EMDB_ERR_DIM;
+	}
+	return EMDB_OK;
+}
+
+MEM_OP(table_scan)
+{
+	MEM_ARGS;
+	int rc = mem_per_row(c, a, msg, msglen);
+	if (rc != EMDB_OK)
+		return rc;
+	return emdb_table_scan(db, a->table, a->arg, a->n, a->dim, a->ids_out, a->out,
+			       a->per_row ? a->state_out : NULL, a->n_out, a->next_out, a->step_out);
+}
+
+MEM_OP(table_load)
+{
+	MEM_ARGS;
+	int rc = mem_per_row(c, a, msg, msglen);
+	if (rc != EMDB_OK)
+		return rc;
+	return emdb_table_load(db, a->table, a->ids, a->n, a->dim, a->vecs_in,
+			       a->per_row ? a->state_in : NULL);
+}
+
 MEM_OP(table_find)
 {
 	MEM_ARGS;

@@ -132,6 +132,16 @@ ENC_FLAT_OP(table_alter)
 	return proto_table_alter_req_encode(buf, cap, id, &m, len);
 }
 
+ENC_FLAT_OP(table_scan)
+{
+	int rc = no_table_zero(a, msg, msglen);
+	if (rc != EMDB_OK)
+		return rc;
+	proto_table_scan_req m = { a->table, a->dim, a->arg, (uint32_t)a->n,
+				   a->per_row ? PROTO_SCAN_STATE : 0 };
+	return proto_table_scan_req_encode(buf, cap, id, &m, len);
+}
+
 ENC_FLAT_OP(table_describe)
 {
 	proto_table_describe_req m;
@@ -232,6 +242,13 @@ ENC_IOV_OP(push_update) /* a->bags is false: client.c never pools it */
 	return proto_push_update_req_iov(v, id, &r);
 }
 
+ENC_IOV_OP(table_load)
+{
+	proto_table_load_req r = { a->table, a->dim, (uint32_t)a->n, a->per_row, a->ids, a->vecs_in,
+				   a->per_row ? a->state_in : NULL };
+	return proto_table_load_req_iov(v, id, &r);
+}
+
 ENC_IOV_OP(lookup)
 {
 	proto_lookup_req r = { a->table, a->dim, (uint32_t)a->n, a->found != NULL, a->ids };
@@ -305,6 +322,28 @@ DEC_OP(table_find)
 {
 	if (f->a.id_out)
 		*f->a.id_out = m->table_describe_resp.info.id;
+	return EMDB_OK;
+}
+
+/* A page of a scan into the caller's arrays; a page that is not the
+ * shape asked for (more rows, another dim or state width) is PROTOCOL. */
+DEC_OP(table_scan)
+{
+	const proto_table_scan_resp *r = &m->table_scan_resp;
+	const cl_args *a = &f->a;
+	if (r->n > a->n || r->dim != a->dim || r->per_row != a->per_row)
+		return r->per_row != a->per_row && r->n <= a->n && r->dim == a->dim ? EMDB_ERR_DIM
+										   : EMDB_ERR_PROTOCOL;
+	if (r->n) {
+		memcpy(a->ids_out, r->ids, (size_t)r->n * sizeof(uint64_t));
+		memcpy(a->out, r->vecs, (size_t)r->n * r->dim * sizeof(float));
+		if (r->per_row)
+			memcpy(a->state_out, r->state, (size_t)r->n * r->per_row * sizeof(float));
+	}
+	*a->n_out = r->n;
+	*a->next_out = r->next_cursor;
+	if (a->step_out)
+		*a->step_out = r->step;
 	return EMDB_OK;
 }
 
@@ -475,10 +514,12 @@ int net_decode_resp(emdb_client *c, emdb_future *f, const proto_hdr *h, const ui
 		return EMDB_ERR_PROTOCOL;
 	}
 	dec_fn dec = net_ops[f->a.op].dec;
-	if (dec && dec(c, f, &m) != EMDB_OK) {
+	rc = dec ? dec(c, f, &m) : EMDB_OK;
+	if (rc == EMDB_ERR_NOMEM)
 		snprintf(msg, msglen, "%s: out of memory for the response", f->a.what);
-		return EMDB_ERR_NOMEM;
-	}
-	return EMDB_OK;
+	else if (rc != EMDB_OK)
+		snprintf(msg, msglen, "%s: the response is not the shape asked for (%s)", f->a.what,
+			 emdb_err_name(rc));
+	return rc;
 }
 

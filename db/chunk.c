@@ -27,6 +27,9 @@
  *      beyond the caller's and one per PREPARE_CHUNKS_PER_THREAD chunks at
  *      most; they are joined before it returns, so the engine keeps no
  *      thread of its own.
+ *   7. Beside each chunk's marks lie its rows' IDs (chunk_set_id), in the
+ *      same allocation, zero at birth, counted with the marks wherever
+ *      bytes are counted.
  *
  * State changes: chunk creation and `reserved` under mu (`reserved` stored
  * atomically, chunk_reserve_bytes reads it without); next_row by an
@@ -139,7 +142,7 @@ static int add_chunks_locked(chunk_store *cs, uint64_t count, uint8_t **last)
 			goto fail;
 	}
 	for (uint64_t k = 0; k < count; k++) {
-		if (!(marks[k] = emdb_calloc((size_t)CHUNK_MARKS * cs->mark_words, sizeof(uint64_t))))
+		if (!(marks[k] = emdb_calloc(chunk_meta_words(cs), sizeof(uint64_t))))
 			goto fail;
 		if (!(chunk[k] = emdb_map(cs->chunk_bytes)))
 			goto fail;
@@ -184,7 +187,7 @@ uint64_t chunk_grow_bytes(const chunk_store *cs, uint64_t rows)
 		return 0;
 	uint64_t leaves = (want - 1) / LEAF_SIZE + 1 - (have ? (have - 1) / LEAF_SIZE + 1 : 0);
 	return (want - have) * (emdb__map_bytes(cs->chunk_bytes) +
-				(uint64_t)CHUNK_MARKS * cs->mark_words * sizeof(uint64_t)) +
+				(uint64_t)chunk_meta_words(cs) * sizeof(uint64_t)) +
 	       (want - have) * 2 * sizeof(void *) + leaves * 2 * (LEAF_SIZE * sizeof(void *));
 }
 
@@ -289,6 +292,6 @@ uint64_t chunk_bytes_mapped(const chunk_store *cs)
 	uint64_t n = __atomic_load_n(&cs->n_chunks, __ATOMIC_ACQUIRE);
 	uint64_t leaves = (n + LEAF_SIZE - 1) / LEAF_SIZE;
 	return n * (((cs->chunk_bytes + 4095) & ~(uint64_t)4095) +
-		    (uint64_t)CHUNK_MARKS * cs->mark_words * sizeof(uint64_t)) +
+		    (uint64_t)chunk_meta_words(cs) * sizeof(uint64_t)) +
 	       leaves * LEAF_SIZE * 2 * sizeof(void *);
 }

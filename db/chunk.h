@@ -31,7 +31,8 @@ typedef struct chunk_store {
 	size_t chunk_bytes;      /* bytes mapped per chunk           */
 	uint8_t **dir[1u << CHUNK_DIR_BITS]; /* dir[c >> 12][c & 4095] */
 	uint64_t **mdir[1u << CHUNK_DIR_BITS]; /* marks of chunk c, same shape:
-						  CHUNK_MARKS bitmaps of mark_words */
+						  CHUNK_MARKS bitmaps of mark_words,
+						  then the rows' IDs (chunk_set_id) */
 	uint32_t mark_words;     /* u64 words per bitmap             */
 	pthread_mutex_t mu;      /* guards chunk creation and reservations */
 	uint64_t next_row;       /* atomic: rows handed out          */
@@ -110,6 +111,36 @@ static inline uint64_t *chunk_marks(const chunk_store *cs, uint32_t c, uint32_t 
 	uint64_t **leaf = __atomic_load_n(&cs->mdir[c >> CHUNK_DIR_BITS], __ATOMIC_ACQUIRE);
 	return __atomic_load_n(&leaf[c & ((1u << CHUNK_DIR_BITS) - 1)], __ATOMIC_ACQUIRE) +
 	       (size_t)which * cs->mark_words;
+}
+
+/* The ID a row was handed out for, kept beside the chunk's marks, one
+ * u64 per row: what lets a scan name the rows it walks in row order
+ * (emdb_table_scan).  Set by the caller of chunk_new_row before it
+ * publishes the row; read without a lock (atomic), so a reader must check
+ * the index still maps the ID to the row before trusting it (a row not
+ * yet published reads 0 or a stale value). */
+static inline uint64_t *chunk_id_word(const chunk_store *cs, uint64_t loc)
+{
+	uint32_t c = loc_chunk(loc);
+	uint64_t **leaf = __atomic_load_n(&cs->mdir[c >> CHUNK_DIR_BITS], __ATOMIC_ACQUIRE);
+	uint64_t *m = __atomic_load_n(&leaf[c & ((1u << CHUNK_DIR_BITS) - 1)], __ATOMIC_ACQUIRE);
+	return m + (size_t)CHUNK_MARKS * cs->mark_words + loc_offset(loc);
+}
+
+static inline void chunk_set_id(const chunk_store *cs, uint64_t loc, uint64_t id)
+{
+	__atomic_store_n(chunk_id_word(cs, loc), id, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t chunk_row_id(const chunk_store *cs, uint64_t loc)
+{
+	return __atomic_load_n(chunk_id_word(cs, loc), __ATOMIC_RELAXED);
+}
+
+/* u64 words beside each chunk: its marks and its rows' IDs. */
+static inline size_t chunk_meta_words(const chunk_store *cs)
+{
+	return (size_t)CHUNK_MARKS * cs->mark_words + cs->rows_per_chunk;
 }
 
 /* Row number r (allocation order) <-> location. */

@@ -120,10 +120,14 @@ int table_check_batch(const tbl *t, size_t n, uint32_t dim)
 	return EMDB_OK;
 }
 
+/* A fresh row for id, which it records (for scans) before the index
+ * publishes it. */
 static uint64_t new_row(void *ctx, uint64_t id)
 {
-	(void)id;
-	return chunk_new_row(&((tbl *)ctx)->rows);
+	chunk_store *cs = &((tbl *)ctx)->rows;
+	uint64_t loc = chunk_new_row(cs);
+	chunk_set_id(cs, loc, id);
+	return loc;
 }
 
 static void init_row(void *ctx, uint64_t id, uint64_t loc)

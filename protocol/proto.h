@@ -78,8 +78,8 @@
  *   (proto_op_version), and every frame carries that version in its
  *   header, whatever the connection's: version 2 added PUSH_UPDATE and
  *   TABLE_RESERVE and nothing else, so on a version-2 connection a PING
- *   still says 1; version 3 added PULL_WEIGHTED, PUSH_WEIGHTED and
- *   TABLE_ALTER.  A receiver refuses a frame whose version is not its
+ *   still says 1; version 3 added PULL_WEIGHTED, PUSH_WEIGHTED,
+ *   TABLE_ALTER, TABLE_SCAN and TABLE_LOAD.  A receiver refuses a frame whose version is not its
  *   opcode's (proto_hdr_decode) or is above the connection's
  *   (proto_reader's pin, the server's check): to a version-1 peer a
  *   PUSH_UPDATE or a TABLE_RESERVE does not exist.
@@ -180,6 +180,8 @@ typedef enum proto_role {
 	X(STATS, stats, 0x0104, 1, PROTO_ROLE_READER, EMPTY, BODY)                        \
 	X(TABLE_RESERVE, table_reserve, 0x0105, 2, PROTO_ROLE_ADMIN, BODY, EMPTY)         \
 	X(TABLE_ALTER, table_alter, 0x0106, 3, PROTO_ROLE_TRAINER, BODY, EMPTY)           \
+	X(TABLE_SCAN, table_scan, 0x0107, 3, PROTO_ROLE_TRAINER, BODY, BODY)              \
+	X(TABLE_LOAD, table_load, 0x0108, 3, PROTO_ROLE_TRAINER, BODY, EMPTY)             \
 	X(PREFETCH, prefetch, 0x0200, 1, PROTO_ROLE_TRAINER, BODY, BODY)                  \
 	X(TICKET_FREE, ticket_free, 0x0201, 1, PROTO_ROLE_TRAINER, BODY, EMPTY)           \
 	X(PULL, pull, 0x0202, 1, PROTO_ROLE_TRAINER, BODY, BODY)                          \
@@ -293,7 +295,7 @@ int proto_err_decode(const proto_hdr *h, const uint8_t *body, proto_str *msg);
 
 /* Empty bodies: requests SHUTDOWN, TABLE_LIST, STATS, CHECKPOINT_LIST;
  * responses (status 0) CONFIG_SET, SHUTDOWN, TABLE_DROP, TABLE_RESERVE,
- * TABLE_ALTER,
+ * TABLE_ALTER, TABLE_LOAD,
  * TICKET_FREE, PUSH, PUSH_WEIGHTED, CHECKPOINT_DELETE.  The decoder checks
  * that the opcode has an empty body in that direction and body_len is 0. */
 int proto_empty_encode(uint8_t *buf, size_t cap, uint64_t id, uint16_t op, bool response,
@@ -489,6 +491,59 @@ int proto_table_alter_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 int proto_table_alter_req_decode(const proto_hdr *h, const uint8_t *body,
 				 proto_table_alter_req *m);
 
+/* TABLE_SCAN (version 3): one page of emdb_table_scan: table, dim (the
+ * table's), cursor, max_rows, flags (PROTO_SCAN_STATE: send each row's
+ * optimizer state) -> the next cursor (0: the scan is over), the step the
+ * page is consistent at, and n rows: ids[n], vecs[n*dim], and with state
+ * state[n*per_row] (per_row 0 without).  The response's arrays lie in
+ * place in the body, ids first (invariant 1 of proto_data.c). */
+#define PROTO_SCAN_STATE 0x0001u
+typedef struct proto_table_scan_req {
+	uint32_t table;
+	uint32_t dim;
+	uint64_t cursor;
+	uint32_t max_rows;
+	uint32_t flags;
+} proto_table_scan_req;
+
+typedef struct proto_table_scan_resp {
+	uint64_t next_cursor;
+	uint64_t step;
+	uint32_t n;
+	uint32_t dim;
+	uint32_t per_row;
+	const uint64_t *ids;
+	const float *vecs;   /* n * dim */
+	const float *state;  /* n * per_row; NULL when per_row is 0 */
+} proto_table_scan_resp;
+
+int proto_table_scan_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_table_scan_req *m, size_t *len);
+int proto_table_scan_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_table_scan_req *m);
+int proto_table_scan_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_table_scan_resp *m, size_t *len);
+int proto_table_scan_resp_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_table_scan_resp *m);
+
+/* TABLE_LOAD (version 3): emdb_table_load: table, dim, n, per_row (0:
+ * vectors only; else the table's state floats per row, which the server
+ * checks), ids[n], vecs[n*dim], state[n*per_row] -> empty response. */
+typedef struct proto_table_load_req {
+	uint32_t table;
+	uint32_t dim;
+	uint32_t n;
+	uint32_t per_row;
+	const uint64_t *ids;
+	const float *vecs;
+	const float *state;
+} proto_table_load_req;
+
+int proto_table_load_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_table_load_req *m, size_t *len);
+int proto_table_load_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_table_load_req *m);
+
 /* TABLE_DESCRIBE: by id, or by name when table is 0 (a nonzero table with
  * a name is malformed) -> emdb_table_info. */
 typedef struct proto_table_describe_req {
@@ -561,6 +616,10 @@ typedef struct proto_iov {
 /* After writev() sent `sent` bytes of v, drop them from the front so that
  * the next writev(v->iov, v->n) sends the rest.  Returns the bytes left. */
 size_t proto_iov_advance(proto_iov *v, size_t sent);
+
+/* TABLE_LOAD's scatter-gather encoder (its body is above, with the
+ * tables'): ids, vectors and state referenced where they lie. */
+int proto_table_load_req_iov(proto_iov *v, uint64_t id, const proto_table_load_req *m);
 
 /* Tickets cross the wire as opaque nonzero u64 handles owned by the
  * connection that sent the PREFETCH; 0 in PULL/PUSH means "IDs follow".

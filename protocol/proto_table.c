@@ -1,7 +1,10 @@
 /*
  * protocol/proto_table.c - bodies of the table and statistics opcodes:
- * TABLE_CREATE, TABLE_DROP, TABLE_RESERVE, TABLE_ALTER, TABLE_DESCRIBE,
- * TABLE_LIST, STATS (docs/protocol.md, "Tables and statistics").
+ * TABLE_CREATE, TABLE_DROP, TABLE_RESERVE, TABLE_ALTER, TABLE_SCAN,
+ * TABLE_LOAD, TABLE_DESCRIBE, TABLE_LIST, STATS (docs/protocol.md,
+ * "Tables and statistics").  TABLE_SCAN's response and TABLE_LOAD's
+ * request carry arrays, laid out as the data plane's (proto_data.c,
+ * invariant 1): u64 first, then f32 arrays each padded to 8.
  *
  * Invariants:
  *   1. A table configuration crosses the wire as one "config block" (the
@@ -118,6 +121,129 @@ int proto_table_alter_req_decode(const proto_hdr *h, const uint8_t *body,
 	m->table = rd_u32(&r, "table");
 	m->opt.kind = (emdb_opt_kind)rd_u32(&r, "optimizer kind");
 	hyper_decode(&r, &m->opt);
+	return rd_end(&r);
+}
+
+/* ---- TABLE_SCAN and TABLE_LOAD ------------------------------------- */
+
+int proto_table_scan_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_table_scan_req *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	if (m->flags & ~PROTO_SCAN_STATE)
+		proto__wr_fail(&w, "undefined scan flags 0x%08x", m->flags);
+	wr_u32(&w, m->table);
+	wr_u32(&w, m->dim);
+	wr_u64(&w, m->cursor);
+	wr_u32(&w, m->max_rows);
+	wr_u32(&w, m->flags);
+	return wr_end(&w, PROTO_OP_TABLE_SCAN, false, 0, id, len);
+}
+
+int proto_table_scan_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_table_scan_req *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_SCAN, false);
+	if (rc)
+		return rc;
+	m->table = rd_u32(&r, "table");
+	m->dim = rd_u32(&r, "dim");
+	m->cursor = rd_u64(&r, "cursor");
+	m->max_rows = rd_u32(&r, "max_rows");
+	m->flags = rd_u32(&r, "flags");
+	if (!r.err && (m->flags & ~PROTO_SCAN_STATE))
+		proto__rd_fail(&r, "undefined flags 0x%08x", m->flags);
+	return rd_end(&r);
+}
+
+int proto_table_scan_resp_encode(uint8_t *buf, size_t cap, uint64_t id,
+				 const proto_table_scan_resp *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	wr_u64(&w, m->next_cursor);
+	wr_u64(&w, m->step);
+	wr_u32(&w, m->n);
+	wr_u32(&w, m->dim);
+	wr_u32(&w, m->per_row);
+	wr_zero(&w, 4);
+	wr_array(&w, m->ids, m->n, 8, "ids");
+	wr_array(&w, m->vecs, (uint64_t)m->n * m->dim, 4, "vecs");
+	wr_pad(&w);
+	wr_array(&w, m->state, (uint64_t)m->n * m->per_row, 4, "state");
+	wr_pad(&w);
+	return wr_end(&w, PROTO_OP_TABLE_SCAN, true, 0, id, len);
+}
+
+int proto_table_scan_resp_decode(const proto_hdr *h, const uint8_t *body,
+				 proto_table_scan_resp *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_SCAN, true);
+	if (rc)
+		return rc;
+	m->next_cursor = rd_u64(&r, "next_cursor");
+	m->step = rd_u64(&r, "step");
+	m->n = rd_u32(&r, "n");
+	m->dim = rd_u32(&r, "dim");
+	m->per_row = rd_u32(&r, "per_row");
+	rd_zero(&r, 4, "reserved");
+	m->ids = rd_array(&r, m->n, 8, "ids");
+	m->vecs = rd_array(&r, (uint64_t)m->n * m->dim, 4, "vecs");
+	rd_pad(&r);
+	m->state = rd_array(&r, (uint64_t)m->n * m->per_row, 4, "state");
+	rd_pad(&r);
+	return rd_end(&r);
+}
+
+static void table_load_body(proto_wr *w, const proto_table_load_req *m)
+{
+	wr_u32(w, m->table);
+	wr_u32(w, m->dim);
+	wr_u32(w, m->n);
+	wr_u32(w, m->per_row);
+	wr_array(w, m->ids, m->n, 8, "ids");
+	wr_array(w, m->vecs, (uint64_t)m->n * m->dim, 4, "vecs");
+	wr_pad(w);
+	wr_array(w, m->state, (uint64_t)m->n * m->per_row, 4, "state");
+	wr_pad(w);
+}
+
+int proto_table_load_req_encode(uint8_t *buf, size_t cap, uint64_t id,
+				const proto_table_load_req *m, size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	table_load_body(&w, m);
+	return wr_end(&w, PROTO_OP_TABLE_LOAD, false, 0, id, len);
+}
+
+int proto_table_load_req_iov(proto_iov *v, uint64_t id, const proto_table_load_req *m)
+{
+	proto_wr w;
+	wr_begin_iov(&w, v);
+	table_load_body(&w, m);
+	return wr_end(&w, PROTO_OP_TABLE_LOAD, false, 0, id, NULL);
+}
+
+int proto_table_load_req_decode(const proto_hdr *h, const uint8_t *body,
+				proto_table_load_req *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_TABLE_LOAD, false);
+	if (rc)
+		return rc;
+	m->table = rd_u32(&r, "table");
+	m->dim = rd_u32(&r, "dim");
+	m->n = rd_u32(&r, "n");
+	m->per_row = rd_u32(&r, "per_row");
+	m->ids = rd_array(&r, m->n, 8, "ids");
+	m->vecs = rd_array(&r, (uint64_t)m->n * m->dim, 4, "vecs");
+	rd_pad(&r);
+	m->state = rd_array(&r, (uint64_t)m->n * m->per_row, 4, "state");
+	rd_pad(&r);
 	return rd_end(&r);
 }
 

@@ -384,6 +384,38 @@ int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
 int emdb_client_table_alter(emdb_client *c, uint32_t table,
 			    const emdb_optimizer *opt);
 
+/* Scan and load: a table's rows out and in (emdb_table_scan and
+ * emdb_table_load of emdb/db.h, whose rules hold: read them there).
+ *
+ * emdb_client_table_scan fetches one page: start with cursor 0, pass
+ * *next_cursor back in, stop when it is 0.  Every row the table holds for
+ * the whole scan comes back exactly once; each page is consistent at one
+ * step (*step_out, may be NULL); a page may be short, even empty, before
+ * the end.  The caller provides room for max_rows rows: ids[max_rows],
+ * vecs[max_rows * dim] and, when per_row > 0, state[max_rows * per_row],
+ * per_row being emdb_optimizer_state_floats(kind, dim) of the table (0:
+ * no state; another width fails with DIM); *n_out gets the rows written.
+ * Over a socket a page must fit the server's frame (max_rows * (8 + 4*dim
+ * + 4*per_row) bytes, under max_frame): LIMIT otherwise, ask for fewer.
+ *
+ * emdb_client_table_load writes vecs[n * dim] to ids[n], inserting the
+ * IDs the table lacks, and with per_row > 0 state[n * per_row] as their
+ * optimizer state (per_row must then be the table's width; 0: vectors
+ * only, new rows get the initial state, held rows keep theirs).
+ *
+ * Both are synchronous; the arrays are borrowed during the call.  Errors:
+ * the engine's (NO_TABLE, BATCH, DIM, INVALID, NOMEM) and the
+ * transport's; UNSUPPORTED over a socket to a server older than protocol
+ * version 3 (refused before sending).  Role: trainer. */
+int emdb_client_table_scan(emdb_client *c, uint32_t table, uint64_t cursor,
+			   size_t max_rows, uint32_t dim, uint32_t per_row,
+			   uint64_t *ids, float *vecs, float *state,
+			   size_t *n_out, uint64_t *next_cursor,
+			   uint64_t *step_out);
+int emdb_client_table_load(emdb_client *c, uint32_t table, const uint64_t *ids,
+			   size_t n, uint32_t dim, const float *vecs,
+			   uint32_t per_row, const float *state);
+
 /* Make room for `rows` rows in table `table`, the rows it holds included,
  * before training starts: emdb_table_reserve of emdb/db.h (every index
  * shard grown so that its share of that many IDs fits without a resize,

@@ -420,6 +420,53 @@ int emdb_read_state(emdb_db *db, uint32_t table, const uint64_t *ids,
 		    size_t n, float *state, uint8_t *found);
 
 /* ------------------------------------------------------------------ */
+/* Scan and load: a table's rows out and in                            */
+/* ------------------------------------------------------------------ */
+
+/* One page of a scan of the table's IDs with their rows, Redis SCAN
+ * style: start with cursor 0, pass each *next_cursor back in, stop when
+ * it is 0.  A page examines up to max_rows rows (1..max_batch) and writes
+ * the n it returns (*n_out, at most max_rows) to ids[n], vecs[n*dim] and,
+ * when state is not NULL, state[n * emdb_optimizer_state_floats(kind,
+ * dim)]; *step_out (may be NULL) gets the table's step.
+ *
+ * What a cursor promises: every row the table holds for the whole scan
+ * is returned exactly once, whatever Updates, Pushes and inserts happen
+ * between pages (rows never move and are never removed; the cursor is a
+ * row number, in the order rows were created).  Each page is consistent
+ * at one step: no Update runs while it is copied, and it reports that
+ * step; pages of one scan may come from different steps when Updates run
+ * between them.  A row inserted during the scan is returned at most once
+ * (once when it lands past the cursor).  A page may hold fewer than
+ * max_rows rows, even none, while the scan is not over (rows being
+ * inserted at that moment are skipped: they were not there when the scan
+ * began).  A restore replaces the table's rows: a cursor from before it
+ * means nothing afterwards (INVALID when past the end; scan again).
+ * Read-only: no row is inserted, no counter changes.
+ * Errors: NO_TABLE, BATCH (max_rows), DIM, INVALID (NULL ids, vecs, n_out
+ * or next_cursor; a cursor past the table's rows), NOMEM. */
+int emdb_table_scan(emdb_db *db, uint32_t table, uint64_t cursor,
+		    size_t max_rows, uint32_t dim, uint64_t *ids, float *vecs,
+		    float *state, size_t *n_out, uint64_t *next_cursor,
+		    uint64_t *step_out);
+
+/* Write rows: vecs[n*dim] become the vectors of ids[n], inserting the IDs
+ * the table lacks (pretrained embeddings, or rows a scan took out).  With
+ * state not NULL, state[n * emdb_optimizer_state_floats(kind, dim)]
+ * becomes their optimizer state (in the layout of docs/engine.md, not
+ * checked); with state NULL new rows get the initial state and held rows
+ * keep theirs.  An ID given twice gets its last row.  Like an Update it
+ * waits for a running Update and readers never see a row half-written;
+ * gradients pushed and not yet applied stay, and the next Update applies
+ * them to the loaded rows.  The rows count for the next incremental
+ * checkpoint.  The step does not advance.
+ * Errors: NO_TABLE, BATCH, DIM, INVALID (NULL ids or vecs), NOMEM, LIMIT;
+ * nothing is written then. */
+int emdb_table_load(emdb_db *db, uint32_t table, const uint64_t *ids,
+		    size_t n, uint32_t dim, const float *vecs,
+		    const float *state);
+
+/* ------------------------------------------------------------------ */
 /* Statistics                                                          */
 /* ------------------------------------------------------------------ */
 

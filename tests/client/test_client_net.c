@@ -625,6 +625,14 @@ Test(client_net, weighted_calls_against_a_version_2_server_are_refused_unsent, .
 	cr_assert_eq(emdb_client_table_alter(c, 1, &o), EMDB_ERR_UNSUPPORTED);
 	cr_assert(strstr(emdb_client_last_error(), "TABLE_ALTER needs version 3"), "%s",
 		  emdb_client_last_error());
+	size_t n_rows = 9;
+	uint64_t next = 9;
+	cr_assert_eq(emdb_client_table_scan(c, 1, 0, 3, 4, 0, ids, out, NULL, &n_rows, &next, NULL),
+		     EMDB_ERR_UNSUPPORTED);
+	cr_assert_eq(n_rows, 0);
+	cr_assert_eq(emdb_client_table_load(c, 1, ids, 2, 4, out, 0, NULL), EMDB_ERR_UNSUPPORTED);
+	cr_assert(strstr(emdb_client_last_error(), "TABLE_LOAD needs version 3"), "%s",
+		  emdb_client_last_error());
 	OK(emdb_client_ping(c)); /* still connected, still in step */
 	emdb_client_close(c);
 	v1_stop(&vs);

@@ -250,6 +250,19 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = RESP_("error_table_alter", TABLE_ALTER);
 	s[n - 1].h.status = EMDB_ERR_INVALID;
 	m->err = (proto_str){ "table 'ads': the optimizer is adam; it cannot become sgd", 56 };
+	m = REQ_("table_scan_req", TABLE_SCAN);
+	m->table_scan_req = (proto_table_scan_req){ 7, 3, 12345, 1000, PROTO_SCAN_STATE };
+	m = RESP_("table_scan_resp", TABLE_SCAN);
+	m->table_scan_resp = (proto_table_scan_resp){ 99, 4, 3, 3, 2, sample_ids, sample_vecs,
+						      sample_vecs + 9 };
+	m = RESP_("table_scan_resp_last", TABLE_SCAN);
+	m->table_scan_resp = (proto_table_scan_resp){ 0, 4, 1, 3, 0, sample_ids, sample_vecs, NULL };
+	m = REQ_("table_load_req", TABLE_LOAD);
+	m->table_load_req = (proto_table_load_req){ 7, 3, 3, 2, sample_ids, sample_vecs,
+						    sample_vecs + 9 };
+	m = REQ_("table_load_req_vectors", TABLE_LOAD);
+	m->table_load_req = (proto_table_load_req){ 7, 3, 5, 0, sample_ids, sample_vecs, NULL };
+	m = RESP_("table_load_resp", TABLE_LOAD);
 #undef REQ_
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {

@@ -62,7 +62,8 @@ static uint8_t version_of(uint16_t op)
 {
 	if (op == PROTO_OP_PUSH_UPDATE || op == PROTO_OP_TABLE_RESERVE)
 		return 2;
-	if (op == PROTO_OP_PULL_WEIGHTED || op == PROTO_OP_PUSH_WEIGHTED || op == PROTO_OP_TABLE_ALTER)
+	if (op == PROTO_OP_PULL_WEIGHTED || op == PROTO_OP_PUSH_WEIGHTED || op == PROTO_OP_TABLE_ALTER ||
+	    op == PROTO_OP_TABLE_SCAN || op == PROTO_OP_TABLE_LOAD)
 		return 3;
 	return 1;
 }

@@ -101,6 +101,22 @@ static const cli_cmd cmds[] = {
 	  "Read-only: an ID the table does not hold is not inserted and shows\n"
 	  "the table's lookup default.  IDs are unsigned 64-bit, decimal or 0x hex.",
 	  EMDB_ROLE_READER, 2, -1, cmd_lookup, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "export", "TABLE FILE [--no-state]", "write a table's IDs and rows to a file",
+	  "Scans the table page by page (every row it holds throughout, exactly\n"
+	  "once; training may go on) into FILE: a 64-byte header, then per row\n"
+	  "its ID (u64), vector (dim f32) and optimizer state (f32), little-\n"
+	  "endian (docs/cli.md, \"Row files\"; numpy reads it with one dtype).\n"
+	  "--no-state writes the vectors alone.  Prints the rows and the steps\n"
+	  "the pages saw.  The server needs protocol version 3.",
+	  EMDB_ROLE_TRAINER, 2, 3, cmd_export, { CLI_COMP_TABLE, CLI_COMP_NONE } },
+	{ "import", "TABLE FILE [--no-state]", "write the rows of a file made by export into a table",
+	  "TABLE must exist with the file's dim (create it first: table create);\n"
+	  "IDs it lacks are inserted, held ones overwritten.  With the file's\n"
+	  "state (the default) the table's optimizer must be the file's; with\n"
+	  "--no-state only the vectors are written (new rows start with the\n"
+	  "initial state, held ones keep theirs).  Loaded page by page: after a\n"
+	  "failure the error says how many rows went in.",
+	  EMDB_ROLE_TRAINER, 2, 3, cmd_import, { CLI_COMP_TABLE, CLI_COMP_NONE } },
 	{ "checkpoint", "[full|incremental] [--no-wait]", "write a checkpoint of every table",
 	  "full (the default) writes every row; incremental only the rows created\n"
 	  "or updated since the server's previous checkpoint or restore.  Training\n"

@@ -42,6 +42,14 @@ cli_status cmd_table_drop(cli_session *s, emdb_client *c, int argc, char **argv)
 cli_status cmd_table_reserve(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_table_alter(cli_session *s, emdb_client *c, int argc, char **argv);
 cli_status cmd_lookup(cli_session *s, emdb_client *c, int argc, char **argv);
+/* The table that arg names (a name first, an id when no table has that
+ * name: cmd_table.c's invariant 1), described into *info.  Reports the
+ * failure itself; returns CLI_OK or CLI_FAIL. */
+cli_status cmd_resolve_table(cli_session *s, emdb_client *c, const char *arg, emdb_table_info *info);
+
+/* cmd_rows.c: a table's rows to a file and back. */
+cli_status cmd_export(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_import(cli_session *s, emdb_client *c, int argc, char **argv);
 
 /* cmd_checkpoint.c: checkpoints, restore, jobs. */
 cli_status cmd_checkpoint(cli_session *s, emdb_client *c, int argc, char **argv);

@@ -47,9 +47,7 @@ void cmd_put_table_stats(cli_session *s, jw *w, const emdb_table_stats *st)
 	}
 }
 
-/* The table that arg names (invariant 1), described into *info.  Reports
- * the failure itself; returns CLI_OK or CLI_FAIL. */
-static cli_status resolve(cli_session *s, emdb_client *c, const char *arg, emdb_table_info *info)
+cli_status cmd_resolve_table(cli_session *s, emdb_client *c, const char *arg, emdb_table_info *info)
 {
 	uint32_t id;
 	uint64_t num;
@@ -162,7 +160,7 @@ static void describe_text(cli_session *s, const emdb_table_info *info)
 cli_status cmd_table_describe(cli_session *s, emdb_client *c, int argc, char **argv)
 {
 	emdb_table_info info;
-	if (resolve(s, c, argv[0], &info) != CLI_OK)
+	if (cmd_resolve_table(s, c, argv[0], &info) != CLI_OK)
 		return CLI_FAIL;
 	if (s->json)
 		describe_json(s, &info);
@@ -267,7 +265,7 @@ cli_status cmd_table_list(cli_session *s, emdb_client *c, int argc, char **argv)
 cli_status cmd_table_drop(cli_session *s, emdb_client *c, int argc, char **argv)
 {
 	emdb_table_info info;
-	if (resolve(s, c, argv[0], &info) != CLI_OK)
+	if (cmd_resolve_table(s, c, argv[0], &info) != CLI_OK)
 		return CLI_FAIL;
 	int rc = emdb_client_table_drop(c, info.id);
 	if (rc != EMDB_OK)
@@ -292,7 +290,7 @@ cli_status cmd_table_reserve(cli_session *s, emdb_client *c, int argc, char **ar
 	uint64_t rows;
 	if (!words_count(argv[1], &rows))
 		return cmd_usage(s, "ROWS '%s' is not a whole number (with k, M or G)", argv[1]);
-	if (resolve(s, c, argv[0], &info) != CLI_OK)
+	if (cmd_resolve_table(s, c, argv[0], &info) != CLI_OK)
 		return CLI_FAIL;
 	/* Backing gigabytes takes seconds to minutes, and the server goes on
 	 * whether or not we wait: wait for it, whatever --timeout says. */
@@ -324,7 +322,7 @@ cli_status cmd_table_alter(cli_session *s, emdb_client *c, int argc, char **argv
 {
 	emdb_table_info info;
 	char err[512];
-	if (resolve(s, c, argv[0], &info) != CLI_OK)
+	if (cmd_resolve_table(s, c, argv[0], &info) != CLI_OK)
 		return CLI_FAIL;
 	emdb_optimizer o = info.config.optimizer;
 	if (topt_alter(argc - 1, argv + 1, &o, err, sizeof(err)) < 0)
@@ -414,7 +412,7 @@ cli_status cmd_lookup(cli_session *s, emdb_client *c, int argc, char **argv)
 			goto done;
 		}
 	}
-	if (resolve(s, c, argv[0], &info) != CLI_OK)
+	if (cmd_resolve_table(s, c, argv[0], &info) != CLI_OK)
 		goto done;
 	vec = emdb_malloc(n * info.config.dim * sizeof(float));
 	if (!vec) {
