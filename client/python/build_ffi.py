@@ -134,6 +134,11 @@ int emdb_client_table_list(emdb_client *c, uint32_t *ids, size_t cap, size_t *n_
 int emdb_client_stats(emdb_client *c, emdb_db_stats *out);
 int emdb_client_table_reserve(emdb_client *c, uint32_t table, uint64_t rows);
 int emdb_client_table_alter(emdb_client *c, uint32_t table, const emdb_optimizer *opt);
+int emdb_client_table_scan(emdb_client *c, uint32_t table, uint64_t cursor, size_t max_rows,
+			   uint32_t dim, uint32_t per_row, uint64_t *ids, float *vecs, float *state,
+			   size_t *n_out, uint64_t *next_cursor, uint64_t *step_out);
+int emdb_client_table_load(emdb_client *c, uint32_t table, const uint64_t *ids, size_t n,
+			   uint32_t dim, const float *vecs, uint32_t per_row, const float *state);
 
 int emdb_client_checkpoint_start(emdb_client *c, emdb_ckpt_kind kind, uint64_t *job);
 int emdb_client_restore_start(emdb_client *c, uint64_t id, uint64_t *job);

@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import weakref
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -28,6 +28,15 @@ from .schema import (CheckpointInfo, Init, InitLike, JobStatus, Optimizer, Optim
                      TableConfig, TableInfo)
 
 TableRef = Union["Table", int, str]
+
+
+class ScanPage(NamedTuple):
+    """One page of Client.scan."""
+
+    ids: np.ndarray             # uint64 (n,)
+    rows: np.ndarray            # float32 (n, dim)
+    state: Optional[np.ndarray]  # float32 (n, state floats), when asked
+    step: int                   # the table's step the page is consistent at
 
 
 class Ticket:
@@ -171,6 +180,13 @@ class Table:
 
     def alter(self, **hyper: float) -> Optimizer:
         return self.client.alter_table(self, **hyper)
+
+    def scan(self, page_rows: int = 16384, with_state: bool = False) -> Iterator[ScanPage]:
+        return self.client.scan(self, page_rows, with_state)
+
+    def load(self, ids: arrays.ArrayLike, rows: arrays.ArrayLike,
+             state: Optional[arrays.ArrayLike] = None) -> None:
+        self.client.load(self, ids, rows, state)
 
     def drop(self) -> None:
         self.client.drop_table(self)
@@ -393,6 +409,54 @@ class Client:
         schema.optimizer_to_c(self._native, opt, c)
         self._check(self._native.lib.emdb_client_table_alter(self._h(), self._tid(table), c))
         return opt
+
+    def scan(self, table: TableRef, page_rows: int = 16384,
+             with_state: bool = False) -> Iterator[ScanPage]:
+        """Iterate over every row of the table, a page at a time (Redis
+        SCAN style, emdb_client_table_scan): each page is a ScanPage of
+        `ids` (uint64), `rows` (n, dim) and, with_state, the optimizer
+        `state` (n, state floats), consistent at one step (`step`).  Every
+        row the table holds for the whole scan comes back exactly once;
+        pages may be short.  Over a socket a page must fit the server's
+        max_frame (LimitError: ask for fewer page_rows)."""
+        ffi, lib = self._native
+        t = self.table(table)
+        per_row = Optimizer(kind=t.optimizer).state_floats(t.dim) if with_state else 0
+        n, nxt, step = ffi.new("size_t *"), ffi.new("uint64_t *"), ffi.new("uint64_t *")
+        cursor = 0
+        while True:
+            ids = np.empty(page_rows, np.uint64)
+            rows = np.empty((page_rows, t.dim), np.float32)
+            state = np.empty((page_rows, per_row), np.float32) if per_row else None
+            self._check(lib.emdb_client_table_scan(
+                self._h(), t.id, cursor, page_rows, t.dim, per_row,
+                ffi.from_buffer("uint64_t[]", ids, True), ffi.from_buffer("float[]", rows, True),
+                ffi.from_buffer("float[]", state, True) if per_row else ffi.NULL, n, nxt, step))
+            k = n[0]
+            if k:
+                yield ScanPage(ids[:k], rows[:k], state[:k] if per_row else None, int(step[0]))
+            cursor = nxt[0]
+            if cursor == 0:
+                return
+
+    def load(self, table: TableRef, ids: arrays.ArrayLike, rows: arrays.ArrayLike,
+             state: Optional[arrays.ArrayLike] = None) -> None:
+        """Write rows (n, dim) to ids, inserting the IDs the table lacks
+        (pretrained embeddings coming in), and with `state` their optimizer
+        state (n, state floats); without it, new rows get the initial
+        state and held rows keep theirs (emdb_client_table_load)."""
+        ffi, lib = self._native
+        t = self.table(table)
+        a = arrays.ids(ids)
+        r = arrays.floats(rows, a.size, t.dim, "rows")
+        per_row = 0
+        sp = ffi.NULL
+        if state is not None:
+            per_row = Optimizer(kind=t.optimizer).state_floats(t.dim)
+            sp = ffi.from_buffer("float[]", arrays.floats(state, a.size, per_row, "state"))
+        self._check(lib.emdb_client_table_load(self._h(), t.id, ffi.from_buffer("uint64_t[]", a),
+                                               a.size, t.dim, ffi.from_buffer("float[]", r),
+                                               per_row, sp))
 
     def _tid(self, table: TableRef) -> int:
         if isinstance(table, Table):

@@ -195,6 +195,43 @@ class EmbeddingBag(nn.Module):
             s += f", padding_idx={self.padding_idx}"
         return s
 
+    # ---- state_dict: the table's rows through scan and load ----------
+    #
+    # torch's EmbeddingBag saves "weight" (num_embeddings, dim); an emdb
+    # table has no index range, so this module saves "ids" (int64, the
+    # uint64 IDs' bits) and "weight" (len(ids), dim), row i for ids[i],
+    # every row the table holds, read with Client.scan; loading writes
+    # them with Client.load (inserting IDs the table lacks, keeping the
+    # optimizer state of those it holds).  Optimizer state is not in the
+    # module's state_dict, as it is not in torch's.
+
+    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        ids, rows = [], []
+        for page in self.client.scan(self.table):
+            ids.append(page.ids)
+            rows.append(page.rows)
+        dim = self.table.dim
+        destination[prefix + "ids"] = torch.from_numpy(
+            np.concatenate(ids).view(np.int64) if ids else np.empty(0, np.int64))
+        destination[prefix + "weight"] = torch.from_numpy(
+            np.concatenate(rows) if rows else np.empty((0, dim), np.float32))
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any,
+                              strict: bool, missing_keys: List[str], unexpected_keys: List[str],
+                              error_msgs: List[str]) -> None:
+        keys = (prefix + "ids", prefix + "weight")
+        if not all(k in state_dict for k in keys):
+            missing_keys.extend(k for k in keys if k not in state_dict)
+            return
+        ids = state_dict[keys[0]].detach().cpu().numpy()
+        w = state_dict[keys[1]].detach().to(device="cpu", dtype=torch.float32).numpy()
+        if w.shape != (ids.size, self.table.dim):
+            error_msgs.append(f"{keys[1]}: shape {tuple(w.shape)}, expected "
+                              f"({ids.size}, {self.table.dim})")
+            return
+        for lo in range(0, ids.size, 65536):
+            self.client.load(self.table, ids[lo:lo + 65536], w[lo:lo + 65536])
+
     def _batch(self, input: torch.Tensor, offsets: Optional[torch.Tensor],
                weights: Optional[torch.Tensor]) -> Tuple[_Batch, Optional[torch.Tensor]]:
         if input.dim() == 2:

@@ -187,3 +187,25 @@ def test_alter_table(db: emdb.Client) -> None:
     assert t.describe().config.optimizer.lr == pytest.approx(0.05)
     with pytest.raises(emdb.InvalidError):
         t.alter(initial_accumulator=1.0)      # fixed at creation
+
+
+def test_scan_and_load(db: emdb.Client) -> None:
+    t = db.create_table("sc", 3, "adam", init=("uniform", -1, 1))
+    ids = np.array([0, 5, 2**64 - 1, 77], np.uint64)
+    t.push(ids, np.ones((4, 3), np.float32))
+    t.update()
+    got = {}
+    for page in t.scan(page_rows=3, with_state=True):
+        assert page.step == 1 and page.state.shape == (len(page.ids), 6)
+        for i, r, s in zip(page.ids, page.rows, page.state):
+            assert int(i) not in got
+            got[int(i)] = (r, s)
+    assert sorted(got) == sorted(int(i) for i in ids)
+    np.testing.assert_array_equal(np.stack([got[int(i)][0] for i in ids]), t.lookup(ids))
+    np.testing.assert_array_equal(np.stack([got[int(i)][1] for i in ids]), t.read_state(ids))
+    u = db.create_table("sc2", 3, "adam")
+    u.load(ids, t.lookup(ids), t.read_state(ids))
+    np.testing.assert_array_equal(u.lookup(ids), t.lookup(ids))
+    np.testing.assert_array_equal(u.read_state(ids), t.read_state(ids))
+    with pytest.raises(ValueError):
+        u.load(ids, np.ones((3, 3), np.float32))

@@ -158,3 +158,19 @@ def test_lr_schedule(db: emdb.Client) -> None:
     step.set_hyperparameters(lr=0.01)
     assert step.param_groups[0]["lr"] == pytest.approx(0.01)
     assert t.describe().config.optimizer.lr == pytest.approx(0.01)
+
+
+def test_state_dict_round_trip(db: emdb.Client) -> None:
+    t, ours, _ = pair(db, "sum")
+    ours(torch.tensor([1, 9, 2**40]), torch.tensor([0, 1])).sum().backward()
+    emdb.torch.Step(ours).step()
+    sd = ours.state_dict()
+    assert set(sd) == {"ids", "weight"} and sd["weight"].shape == (3, D)
+    u = db.create_table("copy", D, "sgd")
+    other = emdb.torch.EmbeddingBag(db, u, mode="sum")
+    other.load_state_dict(sd)
+    ids = sd["ids"].numpy()
+    np.testing.assert_array_equal(u.lookup(ids), t.lookup(ids))
+    bad = {"ids": sd["ids"], "weight": sd["weight"][:2]}
+    with pytest.raises(RuntimeError):
+        other.load_state_dict(bad)
