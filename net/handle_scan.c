@@ -46,7 +46,7 @@ int handle_table_scan(conn *c, const proto_hdr *h, const uint8_t *body)
 	int rc = proto_table_scan_req_decode(h, body, &m);
 	if (rc)
 		return rc;
-	uint32_t sf;
+	uint32_t sf = 0;
 	if ((rc = table_widths(c, m.table, m.dim, &sf)))
 		return rc;
 	proto_table_scan_resp r = { .dim = m.dim, .per_row = (m.flags & PROTO_SCAN_STATE) ? sf : 0 };
@@ -87,7 +87,7 @@ int handle_table_load(conn *c, const proto_hdr *h, const uint8_t *body)
 	int rc = proto_table_load_req_decode(h, body, &m);
 	if (rc)
 		return rc;
-	uint32_t sf;
+	uint32_t sf = 0;
 	if ((rc = table_widths(c, m.table, m.dim, &sf)))
 		return rc;
 	if (m.per_row && m.per_row != sf)
