@@ -10,6 +10,7 @@ pkgs=(
 	libcriterion-dev libedit-dev
 	redis-server clang
 	prometheus # only for its promtool: tests/server/test_server_metrics.c checks /metrics with it
+	python3-dev python3-cffi python3-numpy python3-pytest python3-torch
 )
 
 missing=()
@@ -28,3 +29,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# Debian's prometheus package (installed for its promtool) enables a
+# Prometheus server; on a machine run by systemd, stop it: the tests need
+# only the checker.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null &&
+	systemctl is-system-running >/dev/null 2>&1; then
+	$sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi

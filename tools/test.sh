@@ -14,8 +14,17 @@ cmake -S . -B build/asan -DEMDB_SANITIZE=address -DEMDB_WERROR=ON >/dev/null
 cmake --build build/asan -j"$jobs"
 (cd build/asan && ctest --output-on-failure --timeout 900)
 
-# The CUDA backend (where a toolkit is found) is compiled once, by the
-# ASan build above; the ThreadSanitizer and fuzz builds leave it out.
+# The Python package (client/python, docs/python.md) with Debian's pytest:
+# the package is built without sanitizers in build/release (the tree
+# tools/run.sh uses; a sanitized module would need the runtime preloaded
+# into python3), the server it talks to is the ASan one.
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DEMDB_TESTS=OFF >/dev/null
+cmake --build build/release -j"$jobs" --target emdb_python
+EMDB_PYTHON_BUILD="$PWD/build/release" EMDB_TEST_SERVER="$PWD/build/asan/net/emdb-server" \
+	/usr/bin/python3 -m pytest -q -p no:cacheprovider client/python/tests
+
+# The CUDA backend (where a toolkit is found) is compiled by the ASan and
+# release builds above; the ThreadSanitizer and fuzz builds leave it out.
 cmake -S . -B build/tsan -DEMDB_SANITIZE=thread -DEMDB_WERROR=ON -DEMDB_CUDA=OFF >/dev/null
 cmake --build build/tsan -j"$jobs"
 (cd build/tsan && ctest -L concurrency --output-on-failure --timeout 900)

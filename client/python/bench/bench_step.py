@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""bench_step.py - one training step of an embedding table, side by side:
+
+  c            the C client alone (emdb-step-bench): pooled Pull, pooled
+               Push, Update;
+  emdb.numpy   the same calls through emdb.Client (numpy arrays);
+  emdb.torch   the same step through emdb.torch.EmbeddingBag: forward,
+               backward of a given gradient, emdb.torch.Step.step();
+  torch        torch.nn.EmbeddingBag(sparse=True) + torch.optim.SparseAdam
+               on the CPU, the whole table in this process.
+
+    PYTHONPATH=build/release/python client/python/bench/bench_step.py \\
+        --uri unix:///tmp/emdb.sock --steps 2000
+
+Batch 4096 IDs in bags of 16, dim 64, a vocabulary of 100k IDs inserted
+before the clock starts, the optimizer Adam (docs/python.md, "Benchmark",
+has the figures).  The goal: emdb.torch costs at most 10% more than c.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import emdb
+import emdb.torch
+
+
+#: Steps run before the clock starts, as emdb-step-bench's WARMUP: the first
+#: Pushes map the table's gradient accumulators.
+WARMUP = 20
+
+
+def batches(steps: int, batch: int, vocab: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, vocab, (steps, batch), dtype=np.int64)
+
+
+def step_inputs(args):
+    """The offsets (bags of args.bag, with the end) and the gradient of the
+    bags that every side uses, as torch tensors (numpy views of them too)."""
+    bags = args.batch // args.bag
+    off = torch.arange(0, args.batch + 1, args.bag)
+    g = (1e-3 * (torch.arange(bags * args.dim) % 7)).float().reshape(bags, args.dim)
+    return off, g
+
+
+def insert_all(t: emdb.Table, vocab: int) -> None:
+    for lo in range(0, vocab, 65536):
+        t.pull(np.arange(lo, min(vocab, lo + 65536), dtype=np.uint64))
+
+
+def side_c(args, exe: str) -> float:
+    out = subprocess.run([exe, args.uri, str(args.steps), str(args.batch), str(args.dim),
+                          str(args.bag), str(args.vocab), args.optimizer],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["step_us"]
+
+
+def side_numpy(args, db: emdb.Client, ids: np.ndarray) -> float:
+    t = db.create_table("bench_np", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    insert_all(t, args.vocab)
+    toff, tg = step_inputs(args)
+    off, g = toff.numpy(), tg.numpy()
+    out = np.empty(g.shape, np.float32)
+    for s in range(-WARMUP, args.steps):
+        if s == 0:
+            t0 = time.perf_counter()
+        t.pull(ids[s], out, offsets=off)
+        t.push(ids[s], g, offsets=off)
+        t.update()
+    dt = time.perf_counter() - t0
+    t.drop()
+    return dt / args.steps * 1e6
+
+
+def side_torch_module(args, db: emdb.Client, ids: np.ndarray) -> float:
+    t = db.create_table("bench_torch", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    insert_all(t, args.vocab)
+    emb = emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True)
+    step = emdb.torch.Step(emb)
+    off, g = step_inputs(args)
+    tids = torch.from_numpy(ids)
+    for s in range(-WARMUP, args.steps):
+        if s == 0:
+            t0 = time.perf_counter()
+        out = emb(tids[s], off)
+        out.backward(g)
+        step.step()
+    dt = time.perf_counter() - t0
+    t.drop()
+    return dt / args.steps * 1e6
+
+
+def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
+    """The layer's cost measured step against step, robust to a busy
+    machine: each step of emdb.torch alternates with the same step as three
+    bare C calls through cffi (pointers made beforehand: the C client's
+    cost plus well under a microsecond per call), on two tables of the same
+    shape; the figures are the medians of the per-step times."""
+    ffi, lib = db._native
+    raw_t = db.create_table("bench_raw", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    mod_t = db.create_table("bench_mod", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    insert_all(raw_t, args.vocab)
+    insert_all(mod_t, args.vocab)
+    emb = emdb.torch.EmbeddingBag(db, mod_t, mode="sum", include_last_offset=True)
+    step = emdb.torch.Step(emb)
+    off, g = step_inputs(args)
+    bags = g.shape[0]
+    out = np.empty(g.shape, np.float32)
+    c, pool = db._h(), lib.EMDB_POOL_SUM
+    off_p, g_p, out_p = (ffi.from_buffer("uint64_t[]", off.numpy()), ffi.from_buffer("float[]", g.numpy()),
+                         ffi.from_buffer("float[]", out))
+    u = np.ascontiguousarray(ids).view(np.uint64)
+    tids = torch.from_numpy(ids)
+    raw, mod = [], []
+    for s in range(-WARMUP, args.steps):
+        ids_p = ffi.from_buffer("uint64_t[]", u[s])
+        t0 = time.perf_counter()
+        lib.emdb_client_pull_bags(c, raw_t.id, ids_p, args.batch, off_p, bags, pool, args.dim, out_p)
+        lib.emdb_client_push_bags(c, raw_t.id, ids_p, args.batch, off_p, bags, pool, args.dim, g_p)
+        lib.emdb_client_update(c, raw_t.id, ffi.NULL)
+        t1 = time.perf_counter()
+        emb(tids[s], off).backward(g)
+        step.step()
+        t2 = time.perf_counter()
+        if s >= 0:
+            raw.append(t1 - t0)
+            mod.append(t2 - t1)
+    raw_t.drop()
+    mod_t.drop()
+    r, m = float(np.median(raw)) * 1e6, float(np.median(mod)) * 1e6
+    return {"c_calls_us": r, "emdb.torch_us": m, "layer_us": m - r, "layer_pct": (m / r - 1) * 100}
+
+
+def side_torch(args, ids: np.ndarray) -> float:
+    emb = torch.nn.EmbeddingBag(args.vocab, args.dim, mode="sum", sparse=True,
+                                include_last_offset=True)
+    opt = torch.optim.SparseAdam(emb.parameters())
+    off, g = step_inputs(args)
+    tids = torch.from_numpy(ids)
+    for s in range(-WARMUP, args.steps):
+        if s == 0:
+            t0 = time.perf_counter()
+        opt.zero_grad()
+        emb(tids[s], off).backward(g)
+        opt.step()
+    return (time.perf_counter() - t0) / args.steps * 1e6
+
+
+def main() -> int:
+    default_exe = os.environ.get("EMDB_STEP_BENCH", "")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--uri", default="mem://")
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=4096)
+    ap.add_argument("--bag", type=int, default=16)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--vocab", type=int, default=100_000)
+    ap.add_argument("--optimizer", default="adam")
+    ap.add_argument("--step-bench", default=default_exe,
+                    help="emdb-step-bench (default: next to the emdb package's build tree)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of all sides (median)")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.batch % args.bag:
+        ap.error("--bag must divide --batch")
+    exe = args.step_bench or str(Path(emdb.__file__).resolve().parents[2] / "client" / "python" /
+                                 "emdb-step-bench")
+    torch.set_num_threads(args.threads)
+    ids = batches(args.steps, args.batch, args.vocab)
+    # Rounds alternate the sides, each round starting with the next side,
+    # so that neither a busy moment of the machine nor the order favours
+    # one; each side's figure is its median round (and its best).
+    with emdb.connect(args.uri) as db:
+        sides = [("c", lambda: side_c(args, exe)),
+                 ("emdb.numpy", lambda: side_numpy(args, db, ids)),
+                 ("emdb.torch", lambda: side_torch_module(args, db, ids)),
+                 ("torch", lambda: side_torch(args, ids))]
+        runs: dict = {name: [] for name, _ in sides}
+        for r in range(args.rounds):
+            for name, fn in sides[r % len(sides):] + sides[:r % len(sides)]:
+                runs[name].append(fn())
+        pair = paired(args, db, ids)
+    res = {k: float(np.median(v)) for k, v in runs.items()}
+    best = {k: float(np.min(v)) for k, v in runs.items()}
+    if args.json:
+        print(json.dumps({"uri": args.uri, "steps": args.steps, "batch": args.batch,
+                          "bag": args.bag, "dim": args.dim, "vocab": args.vocab,
+                          "optimizer": args.optimizer, "rounds": args.rounds, "step_us": res,
+                          "best_us": best, "runs_us": runs,
+                          "paired": pair}))
+        return 0
+    print(f"{args.uri}: {args.steps} steps of {args.batch} IDs (bags of {args.bag}), dim {args.dim}, "
+          f"{args.optimizer}, vocabulary {args.vocab}; median of {args.rounds} rounds")
+    print(f"{'side':<12} {'median us':>10} {'vs c':>8} {'best us':>10} {'vs c':>8}")
+    for k, v in res.items():
+        print(f"{k:<12} {v:10.1f} {v / res['c'] - 1:+8.1%} {best[k]:10.1f} "
+              f"{best[k] / best['c'] - 1:+8.1%}")
+    print(f"paired, step against step (medians of {args.steps}): bare C calls "
+          f"{pair['c_calls_us']:.1f} us, emdb.torch {pair['emdb.torch_us']:.1f} us: the layer costs "
+          f"{pair['layer_us']:.1f} us ({pair['layer_pct']:+.1f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

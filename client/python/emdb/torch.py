@@ -1,0 +1,379 @@
+"""emdb.torch - embedding tables kept in emdb, as PyTorch modules.
+
+    import emdb, emdb.torch
+    db = emdb.connect("unix:///run/emdb.sock")
+    db.create_table("user", 64, "adam", lr=1e-3, init=("uniform", -0.05, 0.05))
+    emb = emdb.torch.EmbeddingBag(db, "user", mode="sum")
+    step = emdb.torch.Step(emb)                # the optimizer runs in emdb
+    ...
+    loss = f(emb(ids, offsets)); loss.backward()   # backward pushes to emdb
+    step.step()                                # Update (or the synchronous step)
+
+EmbeddingBag follows torch.nn.EmbeddingBag's forward(input, offsets,
+per_sample_weights) with mode "sum" or "mean", include_last_offset and
+padding_idx, and is differentiable through torch.autograd: forward is a
+pooled Pull of the engine (inserting IDs it has not seen), backward a
+pooled Push of the gradient of the bags.  Gradients stay in emdb and are
+applied there by Step.step(); the module has no torch parameters.  Under
+torch.no_grad() (inference) forward uses Lookup: read-only, IDs the table
+does not hold get its lookup default and are not inserted.
+
+Every difference from torch's own EmbeddingBag and optimizers is listed in
+docs/python.md ("Differences from torch").
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import arrays, errors, schema
+from .client import Client, Table, TableRef
+
+
+class _Batch:
+    """One forward's bags, as the arrays the C calls take.
+
+    The pooled Pull of forward and the pooled Push of backward call the C
+    library directly with pointers made once here (and into the tensors'
+    own memory): the per-step cost of this layer is what the benchmark
+    (client/python/bench) holds against the C client."""
+
+    __slots__ = ("table", "ids", "offsets", "n_bags", "mode", "dim", "bag_of", "ids_p", "off_p",
+                 "pool")
+
+    def __init__(self, table: Table, ids: np.ndarray, offsets: np.ndarray, mode: str,
+                 pool: int) -> None:
+        self.table = table
+        self.ids = ids
+        self.offsets = offsets
+        self.n_bags = offsets.size - 1
+        self.mode = mode
+        self.pool = pool
+        self.dim = table.dim
+        self.bag_of: Optional[np.ndarray] = None
+        ffi = table.client._native.ffi
+        self.ids_p = ffi.from_buffer("uint64_t[]", ids)
+        self.off_p = ffi.from_buffer("uint64_t[]", offsets)
+
+    def bags(self) -> np.ndarray:
+        """The bag of every position (int64), made on first use."""
+        if self.bag_of is None:
+            self.bag_of = np.repeat(np.arange(self.n_bags, dtype=np.int64),
+                                    np.diff(self.offsets).astype(np.int64))
+        return self.bag_of
+
+    def call(self, fn: Any, rows: torch.Tensor, weights: Optional[torch.Tensor] = None) -> None:
+        """fn(handle, table, ids, n, offsets, n_bags, pool, [weights,] dim,
+        rows): the pooled Pull or Push, weighted when weights are given;
+        rows and weights C-contiguous float32 CPU tensors."""
+        client = self.table.client
+        ffi = client._native.ffi
+        args = (client._h(), self.table.id, self.ids_p, self.ids.size, self.off_p, self.n_bags,
+                self.pool)
+        if weights is not None:
+            args += (ffi.cast("float *", weights.data_ptr()),)
+        rc = fn(*args, self.dim, ffi.cast("float *", rows.data_ptr()))
+        if rc:
+            errors.check(client._native, rc)
+
+
+class _PooledPull(torch.autograd.Function):
+    """forward: pooled Pull; backward: pooled Push of grad_output."""
+
+    @staticmethod
+    def forward(ctx: Any, anchor: torch.Tensor, b: _Batch) -> torch.Tensor:  # type: ignore[override]
+        ctx.b = b
+        out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
+        if b.ids.size:
+            b.call(b.table.client._native.lib.emdb_client_pull_bags, out)
+        else:
+            out.zero_()
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
+        b: _Batch = ctx.b
+        if b.ids.size:
+            g = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
+            b.call(b.table.client._native.lib.emdb_client_push_bags, g)
+        return None, None
+
+
+class _WeightedPull(torch.autograd.Function):
+    """Bags with per-sample weights: the engine's weighted pooled Pull, and
+    its weighted pooled Push (each ID receives w_i * grad_bag) backward.
+    When the weights need a gradient (the dot product of grad_bag and the
+    ID's row, which the engine does not compute), forward also pulls the
+    rows, as they are at forward time."""
+
+    @staticmethod
+    def forward(ctx: Any, anchor: torch.Tensor, weights: torch.Tensor,  # type: ignore[override]
+                b: _Batch) -> torch.Tensor:
+        lib = b.table.client._native.lib
+        w = weights.detach().contiguous()
+        out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
+        rows = None
+        if b.ids.size:
+            b.call(lib.emdb_client_pull_bags_weighted, out, w)
+            if ctx.needs_input_grad[1]:
+                rows = torch.empty((b.ids.size, b.dim), dtype=torch.float32)
+                b.table.client.pull(b.table, b.ids, rows.numpy())
+        else:
+            out.zero_()
+        ctx.b, ctx.w, ctx.rows = b, w, rows
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
+        b: _Batch = ctx.b
+        gw = torch.zeros_like(ctx.w) if ctx.needs_input_grad[1] else None
+        if b.ids.size:
+            g = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
+            b.call(b.table.client._native.lib.emdb_client_push_bags_weighted, g, ctx.w)
+            if gw is not None:
+                gw = (g.index_select(0, torch.from_numpy(b.bags())) * ctx.rows).sum(1)
+        return None, gw, None
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    """The numpy view of an index tensor (a copy only off the CPU)."""
+    if t.device.type == "cpu" and not t.requires_grad:
+        return t.numpy()
+    return t.detach().cpu().numpy()
+
+
+class EmbeddingBag(nn.Module):
+    """torch.nn.EmbeddingBag over an emdb table.
+
+    Args:
+        client: an emdb.Client.
+        table: the table (an emdb.Table, its name or id); create it first
+            with client.create_table, which also chooses the optimizer.
+        dim: optional check of the table's dim (embedding_dim).
+        mode: "sum" or "mean" (torch's default, "mean"); "max" is not
+            offered.
+        include_last_offset: as torch: offsets has one entry per bag plus
+            the end (True) or one per bag (False).
+        padding_idx: an ID left out of every bag (of the sum and of the
+            mean's count) and never pushed to, as torch.
+
+    forward(input, offsets=None, per_sample_weights=None) returns a float32
+    (bags, dim) tensor (on input's device).  input is a 1-D tensor of IDs
+    with offsets, or a 2-D (bags, ids per bag) tensor without; IDs are
+    torch's int64, read as the uint64 IDs of the same 64 bits.
+    per_sample_weights (mode "sum" only, as torch) scales each ID's row,
+    through the engine's weighted pooled Pull and Push (protocol version 3).
+    """
+
+    def __init__(self, client: Client, table: TableRef, dim: Optional[int] = None,
+                 mode: str = "mean", include_last_offset: bool = False,
+                 padding_idx: Optional[int] = None) -> None:
+        super().__init__()
+        if mode not in ("sum", "mean"):
+            raise ValueError(f"mode must be 'sum' or 'mean', not {mode!r}")
+        self.client = client
+        self.table = client.table(table)
+        if dim is not None and dim != self.table.dim:
+            raise ValueError(f"table {self.table.name!r} has dim {self.table.dim}, not {dim}")
+        self.embedding_dim = self.table.dim
+        self.mode = mode
+        self.include_last_offset = include_last_offset
+        self.padding_idx = padding_idx
+        self._pool = schema.pool_value(client._native, mode)
+        # The leaf autograd hangs the Pull/Push function on: never updated,
+        # not a parameter (torch optimizers over .parameters() ignore it).
+        self._anchor = torch.empty(0, requires_grad=True)
+
+    def extra_repr(self) -> str:
+        s = f"table={self.table.name!r}, dim={self.embedding_dim}, mode={self.mode!r}"
+        if self.include_last_offset:
+            s += ", include_last_offset=True"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+    # ---- state_dict: the table's rows through scan and load ----------
+    #
+    # torch's EmbeddingBag saves "weight" (num_embeddings, dim); an emdb
+    # table has no index range, so this module saves "ids" (int64, the
+    # uint64 IDs' bits) and "weight" (len(ids), dim), row i for ids[i],
+    # every row the table holds, read with Client.scan; loading writes
+    # them with Client.load (inserting IDs the table lacks, keeping the
+    # optimizer state of those it holds).  Optimizer state is not in the
+    # module's state_dict, as it is not in torch's.
+
+    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        ids, rows = [], []
+        for page in self.client.scan(self.table):
+            ids.append(page.ids)
+            rows.append(page.rows)
+        dim = self.table.dim
+        destination[prefix + "ids"] = torch.from_numpy(
+            np.concatenate(ids).view(np.int64) if ids else np.empty(0, np.int64))
+        destination[prefix + "weight"] = torch.from_numpy(
+            np.concatenate(rows) if rows else np.empty((0, dim), np.float32))
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any,
+                              strict: bool, missing_keys: List[str], unexpected_keys: List[str],
+                              error_msgs: List[str]) -> None:
+        keys = (prefix + "ids", prefix + "weight")
+        if not all(k in state_dict for k in keys):
+            missing_keys.extend(k for k in keys if k not in state_dict)
+            return
+        ids = state_dict[keys[0]].detach().cpu().numpy()
+        w = state_dict[keys[1]].detach().to(device="cpu", dtype=torch.float32).numpy()
+        if w.shape != (ids.size, self.table.dim):
+            error_msgs.append(f"{keys[1]}: shape {tuple(w.shape)}, expected "
+                              f"({ids.size}, {self.table.dim})")
+            return
+        for lo in range(0, ids.size, 65536):
+            self.client.load(self.table, ids[lo:lo + 65536], w[lo:lo + 65536])
+
+    def _batch(self, input: torch.Tensor, offsets: Optional[torch.Tensor],
+               weights: Optional[torch.Tensor]) -> Tuple[_Batch, Optional[torch.Tensor]]:
+        if input.dim() == 2:
+            if offsets is not None:
+                raise ValueError("offsets must be None when input is 2-D (bags, ids per bag)")
+            bags, per = input.shape
+            off = np.arange(0, bags * per + 1, max(per, 1), dtype=np.uint64)[:bags + 1]
+            if per == 0:
+                off = np.zeros(bags + 1, dtype=np.uint64)
+            ids = arrays.ids(_host(input).reshape(-1))
+        elif input.dim() == 1:
+            if offsets is None or offsets.dim() != 1:
+                raise ValueError("offsets (1-D) are needed when input is 1-D")
+            ids = arrays.ids(_host(input))
+            off = _host(offsets)
+            off = off.view(np.uint64) if off.dtype == np.int64 else arrays.offsets(off)
+            if not self.include_last_offset:
+                off = np.append(off, np.uint64(ids.size))
+            if off.size < 2 and not self.include_last_offset:
+                raise ValueError("offsets: at least one bag")
+        else:
+            raise ValueError(f"input must be 1-D or 2-D, not {input.dim()}-D")
+        if weights is not None:
+            if self.mode != "sum":
+                raise ValueError("per_sample_weights work only with mode='sum' (as in torch)")
+            weights = weights.to(device="cpu", dtype=torch.float32).reshape(-1)
+            if weights.numel() != ids.size:
+                raise ValueError(f"per_sample_weights: {ids.size} values needed, "
+                                 f"got {weights.numel()}")
+        if self.padding_idx is not None:
+            keep = ids != np.uint64(self.padding_idx & 0xFFFFFFFFFFFFFFFF)
+            if not keep.all():
+                kept = np.concatenate((np.zeros(1, np.uint64), np.cumsum(keep, dtype=np.uint64)))
+                if off.size and (off[-1] > ids.size or np.any(off[1:] < off[:-1])):
+                    raise ValueError("offsets must not decrease and must end at most at len(input)")
+                off = kept[off.astype(np.int64)]
+                ids = ids[keep]
+                if weights is not None:
+                    weights = weights[torch.from_numpy(keep)]
+        return _Batch(self.table, ids, off, self.mode, self._pool), weights
+
+    def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
+                per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+        b, w = self._batch(input, offsets, per_sample_weights)
+        if torch.is_grad_enabled():
+            if w is None:
+                out = _PooledPull.apply(self._anchor, b)
+            else:
+                out = _WeightedPull.apply(self._anchor, w, b)
+        else:
+            out = self._lookup(b, w)
+        return out if input.device.type == "cpu" else out.to(input.device)
+
+    def _lookup(self, b: _Batch, w: Optional[torch.Tensor]) -> torch.Tensor:
+        """Inference: Lookup (never inserts) and pool here."""
+        out = torch.zeros((b.n_bags, b.dim), dtype=torch.float32)
+        if not b.ids.size:
+            return out
+        rows = torch.from_numpy(self.client.lookup(self.table, b.ids))
+        if w is not None:
+            rows = rows * w.unsqueeze(1)
+        out.index_add_(0, torch.from_numpy(b.bags()), rows)
+        if self.mode == "mean":
+            counts = torch.from_numpy(np.diff(b.offsets).astype(np.float32))
+            out /= counts.clamp(min=1).unsqueeze(1)
+        return out
+
+
+Stepped = Union[EmbeddingBag, Table]
+
+
+class Step(torch.optim.Optimizer):
+    """The optimizer of emdb tables, as a torch.optim.Optimizer.
+
+    Each table has its optimizer inside emdb (chosen at create_table);
+    step() applies it: an Update of every table of the given modules, or
+    with workers > 1 the synchronous step of data-parallel training
+    (update_sync: returns once every worker has pushed and the Update was
+    applied once).  Call it after loss.backward(), as optimizer.step().
+
+    There is one param group per table, holding its "lr": change it (by
+    hand, or with a torch.optim.lr_scheduler) and the next step() sends the
+    new value to emdb first (Client.alter_table), so the schedule applies
+    at that step boundary.  set_hyperparameters(eps=...) changes the
+    others.  zero_grad() does nothing that matters: gradients live in emdb,
+    and step() applies and clears them (docs/python.md).
+    """
+
+    def __init__(self, modules: Union[Stepped, Iterable[Stepped]], workers: int = 1) -> None:
+        if isinstance(modules, (EmbeddingBag, Table)):
+            modules = [modules]
+        self.tables: List[Table] = []
+        seen = set()
+        for m in modules:
+            t = m.table if isinstance(m, EmbeddingBag) else m
+            if not isinstance(t, Table):
+                raise TypeError(f"Step takes emdb.torch.EmbeddingBag or emdb.Table, not {m!r}")
+            key = (id(t.client), t.id)
+            if key not in seen:
+                seen.add(key)
+                self.tables.append(t)
+        if not self.tables:
+            raise ValueError("Step needs at least one table")
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.last_rows = 0
+        self._rows = self.tables[0].client._native.ffi.new("uint64_t *")
+        # torch.optim wants tensors in its groups: a placeholder per table.
+        self._applied: List[float] = []
+        groups = []
+        for t in self.tables:
+            lr = t.describe().config.optimizer.lr
+            self._applied.append(lr)
+            groups.append({"params": [torch.empty(0, requires_grad=True)], "lr": lr})
+        super().__init__(groups, {})
+
+    def step(self, closure: Any = None) -> Any:
+        """Apply every table's optimizer (rows updated in .last_rows), after
+        sending any changed "lr" of the param groups; returns closure's loss
+        when a closure is given, as torch.optim."""
+        loss = closure() if closure is not None else None
+        rows = 0
+        for i, (t, g) in enumerate(zip(self.tables, self.param_groups)):
+            if g["lr"] != self._applied[i]:
+                t.alter(lr=g["lr"])
+                self._applied[i] = g["lr"]
+            if self.workers == 1:
+                # Client.update without its argument handling: once per step.
+                lib = t.client._native.lib
+                rc = lib.emdb_client_update(t.client._h(), t.id, self._rows)
+                if rc:
+                    errors.check(t.client._native, rc)
+                rows += self._rows[0]
+            else:
+                rows += t.update_sync(self.workers)
+        self.last_rows = rows
+        return loss
+
+    def set_hyperparameters(self, **hyper: float) -> None:
+        """Change hyperparameters of every table now (Client.alter_table):
+        lr, eps, beta1, beta2, lr_decay, beta, l1, l2."""
+        for i, t in enumerate(self.tables):
+            opt = t.alter(**hyper)
+            self.param_groups[i]["lr"] = self._applied[i] = opt.lr

@@ -1,0 +1,176 @@
+"""emdb.torch.EmbeddingBag against torch.nn.EmbeddingBag: forward, backward
+and one optimizer step, for every option both have."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import emdb
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed")
+import emdb.torch  # noqa: E402
+
+V, D, LR = 40, 6, 0.5
+
+
+def pair(db: emdb.Client, mode: str, include_last_offset: bool = False, padding_idx=None):
+    """An emdb module and a torch module with the same weights."""
+    t = db.create_table(f"e_{mode}_{int(include_last_offset)}_{padding_idx}", D, "sgd", lr=LR,
+                        init=("uniform", -1, 1), seed=5, lookup_default="init")
+    ours = emdb.torch.EmbeddingBag(db, t, D, mode=mode, include_last_offset=include_last_offset,
+                                   padding_idx=padding_idx)
+    theirs = torch.nn.EmbeddingBag(V, D, mode=mode, include_last_offset=include_last_offset,
+                                   padding_idx=padding_idx)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.from_numpy(t.lookup(np.arange(V))))
+    return t, ours, theirs
+
+
+def batch(include_last_offset: bool):
+    ids = torch.tensor([3, 7, 3, 0, 12, 3, 39, 7, 1], dtype=torch.int64)
+    offsets = torch.tensor([0, 2, 2, 6], dtype=torch.int64)       # bags of 2, 0, 4, 3
+    if include_last_offset:
+        offsets = torch.cat([offsets, torch.tensor([ids.numel()])])
+    return ids, offsets
+
+
+CASES = [(m, lo, pad, w) for m, lo, pad, w in itertools.product(
+    ["sum", "mean"], [False, True], [None, 3], [False, True]) if not (w and m == "mean")]
+
+
+@pytest.mark.parametrize("mode,last,pad,weighted", CASES)
+def test_matches_torch(db: emdb.Client, mode: str, last: bool, pad, weighted: bool) -> None:
+    t, ours, theirs = pair(db, mode, last, pad)
+    ids, offsets = batch(last)
+    w1 = torch.linspace(0.5, 2.0, ids.numel()).requires_grad_() if weighted else None
+    w2 = w1.detach().clone().requires_grad_() if weighted else None
+    a = ours(ids, offsets, w1)
+    b = theirs(ids, offsets, w2)
+    torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    r = torch.randn(a.shape, generator=torch.Generator().manual_seed(1))
+    (a * r).sum().backward()
+    (b * r).sum().backward()
+    if weighted:
+        torch.testing.assert_close(w1.grad, w2.grad, rtol=1e-5, atol=1e-6)
+    emdb.torch.Step(ours).step()
+    with torch.no_grad():
+        theirs.weight -= LR * theirs.weight.grad
+    torch.testing.assert_close(torch.from_numpy(t.lookup(np.arange(V))), theirs.weight,
+                               rtol=1e-6, atol=1e-6)
+    if pad is not None:
+        assert not t.lookup([pad], with_found=True)[1][0]           # never pulled nor pushed
+
+
+def test_two_dimensional_input(db: emdb.Client) -> None:
+    t, ours, theirs = pair(db, "mean")
+    ids = torch.tensor([[1, 2, 3], [4, 4, 5]])
+    torch.testing.assert_close(ours(ids), theirs(ids), rtol=1e-6, atol=1e-6)
+
+
+def test_no_grad_uses_lookup(db: emdb.Client) -> None:
+    t, ours, theirs = pair(db, "sum")
+    ids, offsets = batch(False)
+    before = t.describe().stats
+    with torch.no_grad():
+        a = ours(ids, offsets)
+        b = theirs(ids, offsets)
+    torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    st = t.describe().stats
+    assert st["rows"] == 0 and st["calls_pull"] == 0
+    assert st["calls_lookup"] == before["calls_lookup"] + 1
+    assert not a.requires_grad
+
+
+def test_all_padding_and_options(db: emdb.Client) -> None:
+    t, ours, _ = pair(db, "mean", padding_idx=2)
+    out = ours(torch.tensor([2, 2]), torch.tensor([0, 1]))
+    assert torch.equal(out, torch.zeros(2, D))
+    out.sum().backward()                                        # nothing to push
+    assert t.describe().stats["rows"] == 0
+    with pytest.raises(ValueError):
+        ours(torch.tensor([1]), torch.tensor([0]), torch.tensor([1.0]))   # weights need sum
+    with pytest.raises(ValueError):
+        emdb.torch.EmbeddingBag(db, t, D + 1)
+    with pytest.raises(ValueError):
+        ours(torch.tensor([1, 2]))                                # 1-D without offsets
+    assert "mode='mean'" in repr(ours)
+
+
+def test_step_is_an_optimizer(db: emdb.Client) -> None:
+    t, ours, _ = pair(db, "sum")
+    step = emdb.torch.Step([ours, ours, t])
+    assert len(step.tables) == 1
+    step.zero_grad()
+    ours(torch.tensor([1, 2]), torch.tensor([0])).sum().backward()
+    assert step.step() is None and step.last_rows == 2
+    assert step.step(lambda: 7.0) == 7.0 and step.last_rows == 0
+
+
+def test_data_parallel_step(server) -> None:
+    """Two workers, each its own connection, module and Step(workers=2):
+    every step's Update is applied once, with both workers' gradients."""
+    import threading
+
+    with emdb.connect(server.uri) as admin:
+        t = admin.create_table("dp", 2, "sgd", lr=1.0)
+    errors = []
+
+    def worker(rank: int) -> None:
+        try:
+            with emdb.connect(server.uri) as db:
+                emb = emdb.torch.EmbeddingBag(db, "dp", mode="sum")
+                step = emdb.torch.Step(emb, workers=2)
+                for _ in range(3):
+                    emb(torch.tensor([7]), torch.tensor([0])).sum().mul(rank + 1).backward()
+                    step.step()
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not any(th.is_alive() for th in threads) and not errors, errors
+    with emdb.connect(server.uri) as db:
+        info = db.describe("dp")
+        assert info.stats["step"] == 3
+        np.testing.assert_array_equal(db.table("dp").pull([7]), [[-9, -9]])   # 3 x (1 + 2)
+
+
+def test_lr_schedule(db: emdb.Client) -> None:
+    """A torch lr_scheduler drives the table's lr through Step's param
+    groups; the new lr applies from the next step on."""
+    t, ours, _ = pair(db, "sum")
+    step = emdb.torch.Step(ours)
+    assert isinstance(step, torch.optim.Optimizer)
+    assert step.param_groups[0]["lr"] == pytest.approx(LR)
+    sched = torch.optim.lr_scheduler.StepLR(step, step_size=1, gamma=0.5)
+    start = t.lookup([1])[0]
+    for k in range(3):                       # lr 0.5, then 0.25, then 0.125
+        ours(torch.tensor([1]), torch.tensor([0])).sum().backward()
+        step.step()
+        sched.step()
+    assert t.describe().config.optimizer.lr == pytest.approx(0.125)
+    np.testing.assert_allclose(t.lookup([1])[0], start - (0.5 + 0.25 + 0.125), rtol=1e-6)
+    step.set_hyperparameters(lr=0.01)
+    assert step.param_groups[0]["lr"] == pytest.approx(0.01)
+    assert t.describe().config.optimizer.lr == pytest.approx(0.01)
+
+
+def test_state_dict_round_trip(db: emdb.Client) -> None:
+    t, ours, _ = pair(db, "sum")
+    ours(torch.tensor([1, 9, 2**40]), torch.tensor([0, 1])).sum().backward()
+    emdb.torch.Step(ours).step()
+    sd = ours.state_dict()
+    assert set(sd) == {"ids", "weight"} and sd["weight"].shape == (3, D)
+    u = db.create_table("copy", D, "sgd")
+    other = emdb.torch.EmbeddingBag(db, u, mode="sum")
+    other.load_state_dict(sd)
+    ids = sd["ids"].numpy()
+    np.testing.assert_array_equal(u.lookup(ids), t.lookup(ids))
+    bad = {"ids": sd["ids"], "weight": sd["weight"][:2]}
+    with pytest.raises(RuntimeError):
+        other.load_state_dict(bad)
