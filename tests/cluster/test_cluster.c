@@ -126,6 +126,45 @@ Test(cluster, metrics_show_each_peer, .fini = fini, .timeout = 120)
 	cr_assert_eq(v, 0, "peer 1 still up in /metrics 15 s after SIGKILL");
 }
 
+/* The operations not routed across nodes yet (protocol version 3) are
+ * refused on a cluster node with UNSUPPORTED, naming the operation, and
+ * change nothing. */
+Test(cluster, unrouted_operations_are_refused, .fini = fini, .timeout = 120)
+{
+	start_all(2);
+	emdb_client *c = ch_client(0);
+	emdb_table_config tc = EMDB_TABLE_CONFIG_INIT;
+	strcpy(tc.name, "t");
+	tc.dim = 4;
+	uint32_t id;
+	cr_assert_eq(emdb_client_table_create(c, &tc, &id), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_table_info before, after;
+	cr_assert_eq(emdb_client_table_describe(c, id, &before), EMDB_OK);
+
+	emdb_optimizer opt = before.config.optimizer;
+	opt.lr = before.config.optimizer.lr * 2 + 1;
+	cr_assert_eq(emdb_client_table_alter(c, id, &opt), EMDB_ERR_UNSUPPORTED, "%s", emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "not routed across a cluster"), "%s",
+		  emdb_client_last_error());
+	cr_assert_eq(emdb_client_table_describe(c, id, &after), EMDB_OK);
+	cr_assert_eq(after.config.optimizer.lr, before.config.optimizer.lr, "the refused alter changed lr");
+
+	uint64_t ids[4], next = 0, step = 0;
+	float vecs[16];
+	size_t n = 0;
+	cr_assert_eq(emdb_client_table_scan(c, id, 0, 4, 4, 0, ids, vecs, NULL, &n, &next, &step),
+		     EMDB_ERR_UNSUPPORTED, "%s", emdb_client_last_error());
+
+	const uint64_t q[2] = { 1, 2 }, offs[2] = { 0, 2 };
+	const float w[2] = { 1, 1 };
+	float out[4];
+	cr_assert_eq(emdb_client_pull_bags_weighted(c, id, q, 2, offs, 1, EMDB_POOL_SUM, w, 4, out),
+		     EMDB_ERR_UNSUPPORTED, "%s", emdb_client_last_error());
+	/* and the connection goes on */
+	cr_assert_eq(emdb_client_ping(c), EMDB_OK);
+	emdb_client_close(c);
+}
+
 Test(cluster, wrong_secret_stops_the_start_naming_the_node, .fini = fini, .timeout = 120)
 {
 	ch_init(3);

@@ -187,7 +187,7 @@ Test(proto, reader_errors_are_sticky_and_say_what_to_answer)
 
 	/* A version this build does not speak. */
 	len = ENC("ping_req");
-	buf[4] = 3;
+	buf[4] = PROTO_VERSION_MAX + 1;
 	cr_assert_eq(proto_reader_init(&r, false, UINT32_MAX), EMDB_OK);
 	proto_reader_feed(&r, buf, len);
 	cr_assert_eq(proto_reader_next(&r, &f), EMDB_ERR_UNSUPPORTED);
