@@ -21,6 +21,7 @@
 #include <emdb/error.h>
 
 #include "protocol/proto_node.h"
+#include "tests/lib/protocol_spec.h"
 #include "tests/fuzz/node_samples.h"
 #include "tests/lib/cluster_mem.h"
 
@@ -257,17 +258,7 @@ Test(proto_node, an_owner_refuses_bad_frames_and_changes_nothing)
 /* docs/protocol.md's node-to-node section lists every node opcode. */
 Test(proto_node, spec_lists_every_node_opcode)
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s", __FILE__);
-	char *slash = strstr(path, "tests/unit/");
-	cr_assert_not_null(slash);
-	strcpy(slash, "docs/protocol.md");
-	FILE *fp = fopen(path, "rb");
-	cr_assert_not_null(fp, "cannot open %s", path);
-	static char text[1 << 20];
-	size_t n = fread(text, 1, sizeof(text) - 1, fp);
-	fclose(fp);
-	text[n] = 0;
+	const char *text = protocol_spec_text();
 	const char *sec = strstr(text, "## Node-to-node");
 	cr_assert_not_null(sec, "docs/protocol.md has no node-to-node section");
 	char row[128];
