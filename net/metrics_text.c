@@ -446,39 +446,39 @@ static void put_cluster(server *s, mtext *t)
 		  offsetof(node_peer_info, connects) },
 	};
 	uint32_t me = node_link_rank(s->link), n = node_link_nodes(s->link);
-	node_peer_info *info = emdb_calloc(n ? n : 1, sizeof(*info));
-	if (!info) {
+	/* One read of each peer's counters and its labels, for every family. */
+	struct peer_row {
+		node_peer_info info;
+		char lab[LABELS_MAX];
+	} *rows = emdb_calloc(n ? n : 1, sizeof(*rows));
+	if (!rows) {
 		t->err = EMDB_ERR_NOMEM;
 		return;
 	}
-	for (uint32_t r = 0; r < n; r++)
-		if (r != me)
-			node_link_peer(s->link, r, &info[r]);
-	family(t, "emdb_peer_up", "gauge", "1 while the link to a peer node is up, else 0");
 	for (uint32_t r = 0; r < n; r++) {
 		if (r == me)
 			continue;
-		char lab[LABELS_MAX] = "", rank[16];
+		char rank[16];
+		node_link_peer(s->link, r, &rows[r].info);
 		snprintf(rank, sizeof(rank), "%u", r);
-		label(lab, sizeof(lab), "peer", rank);
-		label(lab, sizeof(lab), "address", info[r].addr);
-		sample(t, "emdb_peer_up", lab, info[r].state == NODE_PEER_UP);
+		label(rows[r].lab, sizeof(rows[r].lab), "peer", rank);
+		label(rows[r].lab, sizeof(rows[r].lab), "address", rows[r].info.addr);
 	}
+	family(t, "emdb_peer_up", "gauge", "1 while the link to a peer node is up, else 0");
+	for (uint32_t r = 0; r < n; r++)
+		if (r != me)
+			sample(t, "emdb_peer_up", rows[r].lab, rows[r].info.state == NODE_PEER_UP);
 	for (size_t f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
 		family(t, fams[f].name, fams[f].type, fams[f].help);
 		for (uint32_t r = 0; r < n; r++) {
 			if (r == me)
 				continue;
-			char lab[LABELS_MAX] = "", rank[16];
-			snprintf(rank, sizeof(rank), "%u", r);
-			label(lab, sizeof(lab), "peer", rank);
-			label(lab, sizeof(lab), "address", info[r].addr);
 			uint64_t v;
-			memcpy(&v, (const char *)&info[r] + fams[f].off, sizeof(v));
-			sample(t, fams[f].name, lab, v);
+			memcpy(&v, (const char *)&rows[r].info + fams[f].off, sizeof(v));
+			sample(t, fams[f].name, rows[r].lab, v);
 		}
 	}
-	emdb_free(info);
+	emdb_free(rows);
 }
 
 int metrics_render(server *s, struct evbuffer *b)
