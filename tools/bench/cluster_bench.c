@@ -40,6 +40,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,12 +81,18 @@ typedef struct cl_rec {
 	size_t bare_req[UCX_PAIR_MAX_MSGS], bare_rep[UCX_PAIR_MAX_MSGS];
 	double bare_rounds;    /* per second, best repetition */
 	uint64_t bare_round_bytes;
+	uint64_t single_ops;   /* the single node's operations between its marks */
+	double cpu_single;     /* CPU seconds of the single node between its marks */
+	double cpu_home, cpu_others; /* of the home node, of the other nodes */
 } cl_rec;
 
 typedef struct cl_run {
 	const cluster_bench_opts *o;
 	emdb_client *node[NET_CLUSTER_MAX]; /* one per node, for INFO */
+	pid_t pid[NET_CLUSTER_MAX];         /* the nodes' processes */
+	pid_t single_pid;
 	cl_snap before;
+	double cpu_before[NET_CLUSTER_MAX + 1]; /* the nodes', then the single node's */
 	const uint32_t *cross;  /* per batch: positions owned elsewhere */
 	size_t batches;
 	cl_rec *rec;            /* the record being measured */
@@ -101,6 +108,30 @@ static double load_now(void)
 	double l[1] = { -1 };
 	getloadavg(l, 1);
 	return l[0];
+}
+
+/* CPU seconds a server process used so far, all its threads (its
+ * process CPU clock): what a request costs there, which the load of
+ * other tenants does not inflate as it does wall time. */
+static double cpu_of(pid_t pid)
+{
+	clockid_t id;
+	struct timespec ts;
+	if (clock_getcpuclockid(pid, &id) != 0 || clock_gettime(id, &ts) != 0)
+		return 0;
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void mark_single(void *ctx, int after, uint64_t requests)
+{
+	cl_run *r = ctx;
+	double now = cpu_of(r->single_pid);
+	if (!after) {
+		r->cpu_before[NET_CLUSTER_MAX] = now;
+		return;
+	}
+	r->rec->cpu_single = now - r->cpu_before[NET_CLUSTER_MAX];
+	r->rec->single_ops = requests;
 }
 
 static uint64_t field(const char *line, const char *key)
@@ -174,10 +205,16 @@ static void mark(void *ctx, int after, uint64_t requests)
 
 	if (!after) {
 		snapshot(r, r->before);
+		for (int i = 0; i < r->o->nodes; i++)
+			r->cpu_before[i] = cpu_of(r->pid[i]);
 		return;
 	}
 	/* A ticket free gets no answer: give the last ones time to land. */
 	harness_sleep(0.05);
+	for (int i = 0; i < r->o->nodes; i++) {
+		double cpu = cpu_of(r->pid[i]) - r->cpu_before[i];
+		*(i == (int)CL_HOME ? &x->cpu_home : &x->cpu_others) += cpu;
+	}
 	snapshot(r, now);
 	x->ops = requests;
 	for (int i = 0; i < r->o->nodes; i++)
@@ -241,6 +278,7 @@ typedef struct cl_fig {
 	double msgs_per_req, bytes_per_op, bytes_ratio;
 	double node_goodput, bare_goodput, bare_ratio;
 	uint64_t home_msgs, home_bytes;
+	double cpu_single, cpu_home, cpu_others; /* CPU us per operation */
 	int msgs_ok, bytes_ok, bare_ok; /* 1 met, 0 missed, -1 no goal */
 } cl_fig;
 
@@ -262,6 +300,9 @@ static void figures(const cluster_bench_opts *o, const cl_rec *x, cl_fig *f)
 	f->bare_goodput = (double)x->bare_round_bytes * x->bare_rounds;
 	f->bare_ratio = ratio(f->node_goodput, f->bare_goodput);
 	f->bare_ok = carries_rows(x->op) && f->bare_goodput > 0 ? f->bare_ratio >= CL_GOAL_BARE : -1;
+	f->cpu_single = ratio(x->cpu_single * 1e6, (double)x->single_ops);
+	f->cpu_home = ratio(x->cpu_home * 1e6, (double)x->ops);
+	f->cpu_others = ratio(x->cpu_others * 1e6, (double)x->ops);
 }
 
 static const char *link_name(cluster_link_kind k)
@@ -314,9 +355,11 @@ static void print_json(const cluster_bench_opts *o, const cl_rec *recs, int n)
 			printf("%s%zu", j ? "," : "", x->bare_rep[j]);
 		printf("],\"bare_rounds_per_sec\":%.1f,\"bare_us_per_round\":%.2f,\"bare_goodput_bytes_per_sec\":%.0f,"
 		       "\"ratio_bare\":%.4f,\"goal_ratio_bare\":%.2f,\"bare_ok\":%s,"
+		       "\"cpu_us_per_op_single\":%.1f,\"cpu_us_per_op_home\":%.1f,\"cpu_us_per_op_others\":%.1f,"
 		       "\"load1_single\":%.2f,\"load1\":%.2f,\"load1_bare\":%.2f,\"goals_failed\":[",
 		       x->bare_rounds, ratio(1e6, x->bare_rounds), f.bare_goodput, f.bare_ratio, CL_GOAL_BARE,
-		       tf(f.bare_ok), x->load_single, x->load_cluster, x->load_bare);
+		       tf(f.bare_ok), f.cpu_single, f.cpu_home, f.cpu_others, x->load_single, x->load_cluster,
+		       x->load_bare);
 		const char *sep = "";
 		if (f.msgs_ok == 0)
 			printf("\"msgs_per_request\""), sep = ",";
@@ -371,6 +414,14 @@ static void print_table(const cluster_bench_opts *o, const cl_rec *recs, int n)
 		for (unsigned j = 0; j < x->bare_n; j++)
 			printf(" %zu/%zu", x->bare_req[j], x->bare_rep[j]);
 		printf("  (%.0f rounds/s, %.1f us)\n", x->bare_rounds, ratio(1e6, x->bare_rounds));
+	}
+	printf("server CPU per operation, us (the process CPU clocks, which other tenants inflate\n"
+	       "far less than wall time): single node / home node / the other nodes together\n");
+	for (int i = 0; i < n; i++) {
+		cl_fig f;
+		figures(o, &recs[i], &f);
+		printf("  %-18s %8.1f / %8.1f / %8.1f\n", net_op_name(recs[i].op), f.cpu_single, f.cpu_home,
+		       f.cpu_others);
 	}
 }
 
@@ -447,8 +498,11 @@ void cluster_bench_run(const cluster_bench_opts *opts)
 	const char *const poll_args[] = { "--cluster-busy-poll", "1", NULL };
 	net_server_start_cluster(nodes, o.nodes, o.net.transport, o.busy_poll ? poll_args : NULL);
 	net_server_start_emdb(&single, o.net.transport, "libevent", 0);
-	for (int i = 0; i < o.nodes; i++)
+	for (int i = 0; i < o.nodes; i++) {
 		run.node[i] = connect_to(&nodes[i]);
+		run.pid[i] = nodes[i].pid;
+	}
+	run.single_pid = single.pid;
 	make_table(&wc, connect_to(&nodes[CL_HOME]), &o);
 	make_table(&ws, connect_to(&single), &o);
 	if (ucx_pair_open(&pair, err, sizeof(err)) < 0)
@@ -467,9 +521,9 @@ void cluster_bench_run(const cluster_bench_opts *opts)
 		x->op = ops[i];
 		x->reqs_per_op = x->op == NET_PREFETCH ? 2 : 1;
 		x->load_single = load_now();
-		net_wl_measure(&ws, x->op, &p, &x->single);
-		x->load_cluster = load_now();
 		run.rec = x;
+		net_wl_measure_marked(&ws, x->op, &p, &x->single, mark_single, &run);
+		x->load_cluster = load_now();
 		net_wl_measure_marked(&wc, x->op, &p, &x->cluster, mark, &run);
 		measure_bare(&run, pair, x);
 		harness_log("%s: single %.0f op/s, cluster %.0f op/s, bare %.0f rounds/s (load %.2f)",
