@@ -2,8 +2,8 @@
  * test_cluster_bench.c - emdb-bench --cluster as its user runs it: a tiny
  * configuration (256-ID batches, a few hundred requests in all) runs end
  * to end, exits 0, and prints one JSON line per operation with the link's
- * counters, messages per request within N-1 and the bytes sent at least
- * the bytes that must cross; SIGINT in the middle of a run stops the bench
+ * counters, messages per request within N-1, the bytes sent at least
+ * the bytes that must cross and each server's CPU per request; SIGINT in the middle of a run stops the bench
  * and every emdb-server it started.  No figure of speed is asserted.
  *
  * The bench runs as a child process that dies with the test
@@ -153,6 +153,10 @@ Test(cluster_bench, two_nodes_end_to_end_json_has_the_counters)
 		cr_assert_gt(jnum(v, "bare_rounds_per_sec"), 0, "%s", op);
 		cr_assert_gt(jnum(v, "ratio_bare"), 0, "%s", op);
 		cr_assert_eq(jget(v, "goal_ratio_bare")->t, J_NUM);
+		/* Each server's CPU for its requests (its process CPU clock). */
+		cr_assert_gt(jnum(v, "cpu_us_per_op_home"), 0, "%s", op);
+		cr_assert_gt(jnum(v, "cpu_us_per_op_single"), 0, "%s", op);
+		cr_assert_geq(jnum(v, "cpu_us_per_op_others"), 0, "%s", op);
 		cr_assert(jget(v, "load1")->t == J_NUM);
 		lines++;
 		line = nl + 1;
