@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,6 +103,11 @@ static const char *add_file(const char *name)
 		harness_die("too many server files");
 	snprintf(files[n_files], sizeof(files[0]), "%s/%s", tmpdir, name);
 	return files[n_files++];
+}
+
+const char *net_servers_file(const char *name)
+{
+	return add_file(name);
 }
 
 static pid_t spawn(const char *const *argv, const char *log)
@@ -290,7 +296,7 @@ static void write_file(const char *path, const char *text, mode_t mode)
 
 void net_server_start_cluster(net_server *s, int n, net_transport tr, const char *const *extra)
 {
-	char text[1024], rank[NET_CLUSTER_MAX][8], tag[32], what[64];
+	char text[1024], rank[NET_CLUSTER_MAX][12], tag[32], what[64];
 	const char *file = add_file("cluster"), *secret = add_file("cluster.secret");
 	size_t len;
 
@@ -302,7 +308,13 @@ void net_server_start_cluster(net_server *s, int n, net_transport tr, const char
 		len += (size_t)snprintf(text + len, sizeof(text) - len, "node %d 127.0.0.1:%u\n", i,
 					net_free_port());
 	write_file(file, text, 0644);
-	snprintf(text, sizeof(text), "emdb-bench-secret-%d-%ld\n", (int)getpid(), (long)harness_now());
+	/* A fresh secret per run: 32 random bytes, hex. */
+	uint8_t key[32];
+	if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key))
+		harness_die("getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(key); i++)
+		snprintf(text + 2 * i, 3, "%02x", key[i]);
+	strcat(text, "\n");
 	write_file(secret, text, 0600);
 	/* Every node at once: each waits for the others before it listens. */
 	for (int i = 0; i < n; i++) {

@@ -33,6 +33,11 @@ void net_servers_init(void);
 /* The temporary directory ("/tmp/emdb-bench-XXXXXX"). */
 const char *net_servers_dir(void);
 
+/* The path of file `name` in that directory, registered for removal at
+ * exit (a file written there that is not registered would keep the
+ * directory).  Valid until exit. */
+const char *net_servers_file(const char *name);
+
 /* Start emdb-server (EMDB_SERVER_BIN) with I/O backend `backend`
  * ("libevent" or "uring") on transport tr and wait until it accepts
  * connections.  With tls (TCP only) the server presents the certificate

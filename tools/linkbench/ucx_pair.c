@@ -50,6 +50,8 @@ struct ucx_pair {
 	ucp_ep_h b_ep;       /* B's endpoint of the connection (accepted) */
 	uint8_t *a_buf, *a_rx, *b_rx, *b_tx;
 	size_t a_cap, arx_cap, rx_cap, tx_cap;
+	uint64_t hdr[UCX_PAIR_MAX_MSGS]; /* the AM headers of A's requests: UCX
+				    reads them until a send completes */
 	uint64_t got;        /* replies A received */
 	int failed;          /* a send of B's failed */
 };
@@ -297,6 +299,8 @@ int ucx_pair_exchange(ucx_pair *p, const size_t *req, const size_t *rep, unsigne
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	for (unsigned i = 0; i < n; i++)
+		p->hdr[i] = rep[i];
 	uint64_t sent = 0, base = p->got, t0 = emdb__now_ns(), last = t0, seen = base;
 	for (;;) {
 		uint64_t done = (p->got - base) / n, now = emdb__now_ns();
@@ -306,8 +310,7 @@ int ucx_pair_exchange(ucx_pair *p, const size_t *req, const size_t *rep, unsigne
 			break;
 		while (sent < rounds && sent - done < depth) {
 			for (unsigned i = 0; i < n; i++) {
-				uint64_t want = rep[i];
-				if (am_send(p->a.ep, &want, sizeof(want), p->a_buf, req[i]) < 0) {
+				if (am_send(p->a.ep, &p->hdr[i], sizeof(p->hdr[i]), p->a_buf, req[i]) < 0) {
 					snprintf(err, errlen, "UCX: a send failed");
 					return -1;
 				}
