@@ -109,8 +109,25 @@ typedef enum cluster_op {
 				 worker -> rows, once all workers arrived      */
 	CLUSTER_TABLE_CREATE, /* cfg -> table (the id on every node)            */
 	CLUSTER_TABLE_DROP,   /* table                                          */
-	CLUSTER_TABLE_RESERVE /* table, rows                                    */
+	CLUSTER_TABLE_RESERVE, /* table, rows                                   */
+	CLUSTER_TABLE_ALTER,  /* table, opt: on every node, all or none        */
+	CLUSTER_SCAN,         /* table, cursor, max_rows, dim -> one page      */
+	CLUSTER_LOAD,         /* table, ids, n, dim, vecs (, state) at owners  */
+	CLUSTER_TABLE_STATS   /* table (0: every table) -> per-node stats      */
 } cluster_op;
+
+/* CLUSTER_SCAN's cursor: the node being scanned in the top bits, the row
+ * number at that node (emdb_table_scan's cursor) below.  0 starts at
+ * node 0 row 0; the scan is over when next_cursor is 0. */
+#define CLUSTER_SCAN_NODE_SHIFT 48
+#define CLUSTER_SCAN_ROW_MASK ((1ull << CLUSTER_SCAN_NODE_SHIFT) - 1)
+
+/* CLUSTER_TABLE_STATS's answer for one node. */
+typedef struct cluster_node_stats {
+	int status;            /* EMDB_OK, or why the node did not answer */
+	emdb_table_stats stats; /* the table's (or the node's totals)      */
+	uint64_t alloc_bytes;  /* the node's engine, all tables            */
+} cluster_node_stats;
 
 typedef void (*cluster_done_fn)(cluster_req *req);
 
@@ -138,6 +155,16 @@ struct cluster_req {
 	uint32_t timeout_ms;          /* STEP: 0 = no deadline           */
 	uint64_t rows_in;             /* TABLE_RESERVE                   */
 	const emdb_table_config *cfg; /* TABLE_CREATE                    */
+	const float *weights;         /* pooled PULL/PUSH: [n] per-sample
+					 weights (SUM only), or NULL      */
+	const emdb_optimizer *opt;    /* TABLE_ALTER                     */
+	uint64_t cursor;              /* SCAN                            */
+	uint32_t max_rows;            /* SCAN: 1..max_batch              */
+	uint64_t *ids_out;            /* SCAN [max_rows]                 */
+	float *state;                 /* SCAN out, LOAD in (may be NULL):
+					 [rows][state floats]             */
+	const float *vecs;            /* LOAD [n][dim]                   */
+	cluster_node_stats *per_node; /* TABLE_STATS [nodes]             */
 	cluster_done_fn done;
 	void *arg;                    /* the caller's                    */
 
@@ -147,6 +174,8 @@ struct cluster_req {
 	uint64_t rows;                /* PUSH_UPDATE, UPDATE, STEP       */
 	cluster_ticket *ticket_out;   /* PREFETCH                        */
 	uint32_t table_out;           /* TABLE_CREATE                    */
+	uint64_t next_cursor, step;   /* SCAN (rows: the page's rows;
+					 `out` gets their vectors)        */
 
 	void *priv;                   /* the cluster's, while in flight  */
 };

@@ -58,7 +58,9 @@ bool handle_is_routed(uint16_t op)
 	switch (op) {
 	case PROTO_OP_PREFETCH:
 	case PROTO_OP_PULL:
+	case PROTO_OP_PULL_WEIGHTED:
 	case PROTO_OP_PUSH:
+	case PROTO_OP_PUSH_WEIGHTED:
 	case PROTO_OP_PUSH_UPDATE:
 	case PROTO_OP_UPDATE:
 	case PROTO_OP_LOOKUP:
@@ -114,9 +116,11 @@ static int reply_ok(conn *c, routed *a)
 		}
 		return rc;
 	}
-	case PROTO_OP_PULL: {
+	case PROTO_OP_PULL:
+	case PROTO_OP_PULL_WEIGHTED: {
 		proto_pull_resp m = { a->n_rows, a->width, r->out };
-		return HANDLE_REPLY(c, a->req_id, proto_pull_resp_encode, &m);
+		return a->op == PROTO_OP_PULL ? HANDLE_REPLY(c, a->req_id, proto_pull_resp_encode, &m)
+					      : HANDLE_REPLY(c, a->req_id, proto_pull_weighted_resp_encode, &m);
 	}
 	case PROTO_OP_LOOKUP: {
 		proto_lookup_resp m = { a->n_rows, a->width, r->out, a->want_found ? r->found : NULL };
@@ -137,7 +141,7 @@ static int reply_ok(conn *c, routed *a)
 		proto_table_create_resp m = { r->table_out };
 		return HANDLE_REPLY(c, a->req_id, proto_table_create_resp_encode, &m);
 	}
-	default: { /* PUSH, TABLE_DROP, TABLE_RESERVE: empty */
+	default: { /* PUSH, PUSH_WEIGHTED, TABLE_DROP, TABLE_RESERVE, TABLE_ALTER: empty */
 		uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
 		size_t len;
 		if (!p)
@@ -193,6 +197,18 @@ static int ticket_of(conn *c, uint64_t handle, const cluster_ticket **out)
 	return EMDB_OK;
 }
 
+static const float no_weights[1]; /* a weighted request's, when it has none */
+
+/* With a ticket, a weighted request's weights are one per ID of the
+ * ticket (the decoder checked them against the IDs otherwise). */
+static int check_weights(const cluster_ticket *tk, const float *weights, uint32_t n_weights)
+{
+	if (tk && weights && n_weights != cluster_ticket_count(tk))
+		return handle_fail(EMDB_ERR_BATCH, "%u weights for a ticket of %zu IDs", n_weights,
+				   cluster_ticket_count(tk));
+	return EMDB_OK;
+}
+
 /* The reply's size against max_frame (invariant 3). */
 static int check_rows(conn *c, uint64_t n_rows, uint32_t width, bool found)
 {
@@ -239,13 +255,21 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		break;
 	}
 	case PROTO_OP_PULL:
+	case PROTO_OP_PULL_WEIGHTED:
 	case PROTO_OP_LOOKUP:
 	case PROTO_OP_READ_STATE: {
 		const uint64_t *ids = NULL, *offsets = NULL;
-		uint32_t table, n_ids = 0, n_bags = 0;
-		if (h->opcode == PROTO_OP_PULL) {
-			proto_pull_req *q = &m.pull_req;
+		const float *weights = NULL;
+		uint32_t table, n_ids = 0, n_bags = 0, n_weights = 0;
+		if (h->opcode == PROTO_OP_PULL || h->opcode == PROTO_OP_PULL_WEIGHTED) {
+			proto_pull_req *q = h->opcode == PROTO_OP_PULL ? &m.pull_req : &m.pull_weighted_req.pull;
+			if (h->opcode == PROTO_OP_PULL_WEIGHTED) {
+				n_weights = m.pull_weighted_req.n_weights;
+				weights = m.pull_weighted_req.weights ? m.pull_weighted_req.weights : no_weights;
+			}
 			if (q->ticket && (rc = ticket_of(c, q->ticket, &tk)))
+				break;
+			if ((rc = check_weights(tk, weights, n_weights)))
 				break;
 			table = q->table, ids = q->ids, n_ids = q->n_ids, offsets = q->offsets, n_bags = q->n_bags;
 			*r = (cluster_req){ .op = CLUSTER_PULL, .dim = q->dim, .pool = (emdb_pool)q->pool, .n_bags = n_bags };
@@ -271,37 +295,48 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		if ((rc = check_rows(c, a->n_rows, a->width, a->want_found)))
 			break;
 		r->table = table, r->ticket = tk, r->n = n_ids, r->done = routed_finished, r->arg = a;
-		in = (size_t)n_ids * 8 + (n_bags ? ((size_t)n_bags + 1) * 8 : 0);
+		in = (size_t)n_ids * 8 + (n_bags ? ((size_t)n_bags + 1) * 8 : 0) + (size_t)n_weights * 4;
 		out = (size_t)a->n_rows * a->width * 4 + a->n_rows + 16;
-		if (!(a->mem = emdb_malloc(in + out + 16)))
+		if (!(a->mem = emdb_malloc(in + out + 24)))
 			break;
 		uint8_t *at = a->mem;
 		r->ids = tk ? NULL : take(&at, ids ? ids : (const uint64_t[]){ 0 }, (size_t)n_ids * 8);
 		r->offsets = n_bags ? take(&at, offsets, ((size_t)n_bags + 1) * 8) : NULL;
+		r->weights = weights ? take(&at, weights, (size_t)n_weights * 4) : NULL;
 		r->out = take(&at, NULL, (size_t)a->n_rows * a->width * 4);
 		r->found = a->want_found ? take(&at, NULL, a->n_rows) : NULL;
 		break;
 	}
 	case PROTO_OP_PUSH:
+	case PROTO_OP_PUSH_WEIGHTED:
 	case PROTO_OP_PUSH_UPDATE: {
-		proto_push_req *q = &m.push_req;
+		proto_push_req *q = h->opcode == PROTO_OP_PUSH_WEIGHTED ? &m.push_weighted_req.push : &m.push_req;
+		const float *weights = NULL;
+		uint32_t n_weights = 0;
+		if (h->opcode == PROTO_OP_PUSH_WEIGHTED) {
+			n_weights = m.push_weighted_req.n_weights;
+			weights = m.push_weighted_req.weights ? m.push_weighted_req.weights : no_weights;
+		}
 		if (q->ticket && (rc = ticket_of(c, q->ticket, &tk)))
+			break;
+		if ((rc = check_weights(tk, weights, n_weights)))
 			break;
 		if (tk && !q->n_bags && q->n_rows != cluster_ticket_count(tk)) {
 			rc = handle_fail(EMDB_ERR_BATCH, "%u gradient rows for a ticket of %zu IDs", q->n_rows,
 					 cluster_ticket_count(tk));
 			break;
 		}
-		*r = (cluster_req){ .op = h->opcode == PROTO_OP_PUSH ? CLUSTER_PUSH : CLUSTER_PUSH_UPDATE,
+		*r = (cluster_req){ .op = h->opcode == PROTO_OP_PUSH_UPDATE ? CLUSTER_PUSH_UPDATE : CLUSTER_PUSH,
 				    .table = q->table, .dim = q->dim, .ticket = tk, .n = q->n_ids, .n_bags = q->n_bags,
 				    .pool = (emdb_pool)q->pool, .done = routed_finished, .arg = a };
 		in = (size_t)q->n_ids * 8 + (q->n_bags ? ((size_t)q->n_bags + 1) * 8 : 0) +
-		     (size_t)q->n_rows * q->dim * 4;
-		if (!(a->mem = emdb_malloc(in + 24)))
+		     (size_t)q->n_rows * q->dim * 4 + (size_t)n_weights * 4;
+		if (!(a->mem = emdb_malloc(in + 32)))
 			break;
 		uint8_t *at = a->mem;
 		r->ids = tk ? NULL : take(&at, q->ids ? q->ids : (const uint64_t[]){ 0 }, (size_t)q->n_ids * 8);
 		r->offsets = q->n_bags ? take(&at, q->offsets, ((size_t)q->n_bags + 1) * 8) : NULL;
+		r->weights = weights ? take(&at, weights, (size_t)n_weights * 4) : NULL;
 		r->grads = take(&at, q->grads, (size_t)q->n_rows * q->dim * 4);
 		break;
 	}
