@@ -195,6 +195,16 @@ void cluster_ticket_free(cluster *cl, cluster_ticket *t);
 size_t cluster_ticket_count(const cluster_ticket *t);
 uint32_t cluster_ticket_table(const cluster_ticket *t);
 
+/* The whole table (or database) from CLUSTER_TABLE_STATS's per_node:
+ * every counter summed over the nodes (rows: the table's rows, each
+ * living on one node; call counters count engine calls, so a request
+ * split over k owners counts k), step the largest; *alloc_bytes the sum
+ * of the nodes' engines (may be NULL).  Errors: the first node whose
+ * statistics are unknown (its status; the message names it): a total
+ * missing a node is never given. */
+int cluster_stats_total(const cluster *cl, const cluster_node_stats *per_node, emdb_table_stats *sum,
+			uint64_t *alloc_bytes);
+
 /* Traffic this node's cluster layer started (for INFO and tests):
  * messages and bytes sent per peer rank, counted by the layer itself. */
 typedef struct cluster_counters {

@@ -134,6 +134,32 @@ int stats_submit(cluster *cl, cluster_req *req)
 	return EMDB_OK;
 }
 
+int cluster_stats_total(const cluster *cl, const cluster_node_stats *per_node, emdb_table_stats *sum,
+			uint64_t *alloc_bytes)
+{
+	/* Every field is a uint64_t counter: summed as an array. */
+	_Static_assert(sizeof(emdb_table_stats) % sizeof(uint64_t) == 0, "emdb_table_stats holds uint64_t only");
+	enum { FIELDS = sizeof(emdb_table_stats) / sizeof(uint64_t) };
+	uint64_t acc[FIELDS] = { 0 }, alloc = 0, step = 0;
+	for (uint32_t r = 0; r < cl->nodes; r++) {
+		const cluster_node_stats *ns = &per_node[r];
+		if (ns->status < 0)
+			return emdb__seterr(ns->status, "node %u did not give its statistics (%s): the cluster's total is unknown",
+					    r, emdb_err_name(ns->status));
+		uint64_t f[FIELDS];
+		memcpy(f, &ns->stats, sizeof(f));
+		for (size_t i = 0; i < FIELDS; i++)
+			acc[i] += f[i];
+		alloc += ns->alloc_bytes;
+		step = ns->stats.step > step ? ns->stats.step : step;
+	}
+	memcpy(sum, acc, sizeof(*sum));
+	sum->step = step;
+	if (alloc_bytes)
+		*alloc_bytes = alloc;
+	return EMDB_OK;
+}
+
 void stats_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {
 	proto_node_msg rep = { .hdr = cluster__hdr(cl, m->hdr.opcode, m->hdr.table, true) };
