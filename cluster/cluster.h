@@ -137,7 +137,8 @@ struct cluster_req {
 	/* inputs */
 	cluster_op op;
 	uint32_t table;
-	uint32_t dim;                 /* PULL, PUSH, PUSH_UPDATE, LOOKUP */
+	uint32_t dim;                 /* PULL, PUSH, PUSH_UPDATE, LOOKUP,
+					 SCAN, LOAD                       */
 	const uint64_t *ids;          /* [n], or NULL with ticket        */
 	size_t n;
 	const cluster_ticket *ticket; /* PULL, PUSH, PUSH_UPDATE         */
@@ -181,8 +182,9 @@ struct cluster_req {
 };
 
 /* Start req.  EMDB_OK: done will run once with the result.  An error
- * (INVALID, NO_TABLE, DIM, BATCH, TICKET, NOMEM) refuses the request
- * before anything happened: done never runs, req->msg says why. */
+ * (INVALID, NO_TABLE, DIM, BATCH, TICKET, NOMEM; for a SCAN of this
+ * node's own rows, the engine's) refuses the request before anything
+ * happened: done never runs, req->msg says why. */
 int cluster_submit(cluster *cl, cluster_req *req);
 
 /* The blocking form, for callers that are threads: submit and wait.
