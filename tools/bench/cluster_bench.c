@@ -30,7 +30,9 @@
  * Invariants
  *   1. The counters cover exactly the requests counted: set-up (the
  *      by-ticket ops' Prefetches) and tear-down (their frees) fall outside
- *      the marks (net_wl_measure_marked).  Prefetch's workload frees each
+ *      the marks (net_wl_measure_marked), and what reading the counters
+ *      itself sends (INFO cluster asks every node) is measured once and
+ *      taken off (measure_info_cost).  Prefetch's workload frees each
  *      ticket at once, so it counts two client requests per operation.
  *   2. Every server is killed and the temporary directory removed before
  *      the process exits (net_server's atexit and signal handlers).
@@ -92,6 +94,7 @@ typedef struct cl_run {
 	pid_t pid[NET_CLUSTER_MAX];         /* the nodes' processes */
 	pid_t single_pid;
 	cl_snap before;
+	cl_snap info_cost;      /* what one round of snapshots itself sends */
 	double cpu_before[NET_CLUSTER_MAX + 1]; /* the nodes', then the single node's */
 	const uint32_t *cross;  /* per batch: positions owned elsewhere */
 	size_t batches;
@@ -197,6 +200,42 @@ static int carries_rows(net_op op)
 	return cross_bytes_per_id(op, 1) >= 4 && op != NET_PREFETCH;
 }
 
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+/* now - before - cost, counter by counter. */
+static void delta(const cl_ctr *now, const cl_ctr *before, const cl_ctr *cost, cl_ctr *out)
+{
+	out->bytes_sent = minus(now->bytes_sent - before->bytes_sent, cost->bytes_sent);
+	out->msgs_sent = minus(now->msgs_sent - before->msgs_sent, cost->msgs_sent);
+	out->bytes_received = minus(now->bytes_received - before->bytes_received, cost->bytes_received);
+	out->msgs_received = minus(now->msgs_received - before->msgs_received, cost->msgs_received);
+}
+
+/* INFO cluster asks every node for its table statistics before it
+ * answers, so reading the counters moves them.  Between a node's reading
+ * before and its reading after lies exactly one round of everybody's
+ * reading (the rest of the round before, the start of the round after),
+ * so the cost of one round, measured here twice in a row with nothing
+ * else running, is taken off every measurement. */
+static void measure_info_cost(cl_run *r)
+{
+	cl_snap a, b, zero;
+	memset(zero, 0, sizeof(zero));
+	snapshot(r, a);
+	snapshot(r, b);
+	uint64_t msgs = 0;
+	for (int i = 0; i < r->o->nodes; i++)
+		for (int k = 0; k < r->o->nodes; k++) {
+			delta(&b[i][k], &a[i][k], &zero[i][k], &r->info_cost[i][k]);
+			msgs += r->info_cost[i][k].msgs_sent;
+		}
+	harness_log("reading every node's counters sends %llu messages; taken off each measurement",
+		    (unsigned long long)msgs);
+}
+
 static void mark(void *ctx, int after, uint64_t requests)
 {
 	cl_run *r = ctx;
@@ -219,13 +258,11 @@ static void mark(void *ctx, int after, uint64_t requests)
 	x->ops = requests;
 	for (int i = 0; i < r->o->nodes; i++)
 		for (int k = 0; k < r->o->nodes; k++) {
-			x->all_bytes += now[i][k].bytes_sent - r->before[i][k].bytes_sent;
-			if (i != (int)CL_HOME)
-				continue;
-			x->home[k].bytes_sent = now[i][k].bytes_sent - r->before[i][k].bytes_sent;
-			x->home[k].msgs_sent = now[i][k].msgs_sent - r->before[i][k].msgs_sent;
-			x->home[k].bytes_received = now[i][k].bytes_received - r->before[i][k].bytes_received;
-			x->home[k].msgs_received = now[i][k].msgs_received - r->before[i][k].msgs_received;
+			cl_ctr d;
+			delta(&now[i][k], &r->before[i][k], &r->info_cost[i][k], &d);
+			x->all_bytes += d.bytes_sent;
+			if (i == (int)CL_HOME)
+				x->home[k] = d;
 		}
 	double ids = 0;
 	for (uint64_t i = 0; i < requests; i++)
@@ -508,6 +545,7 @@ void cluster_bench_run(const cluster_bench_opts *opts)
 	if (ucx_pair_open(&pair, err, sizeof(err)) < 0)
 		harness_die("bare UCX exchange: %s", err);
 
+	measure_info_cost(&run);
 	keys_source_init(&src, o.net.dist, o.net.rows);
 	pool_init(&p, &src, 1, o.net.batch, CL_POOL_IDS, 0, 7);
 	uint32_t *cross = owned_elsewhere(&p, o.nodes);
