@@ -45,18 +45,22 @@ class _Batch:
     are int64 CPU tensors or uint64 numpy arrays of the same 64 bits;
     ids_np() and offsets_np() give them as uint64 arrays (views)."""
 
-    __slots__ = ("table", "ids", "offsets", "n", "n_bags", "mode", "dim", "bag_of", "ids_p",
-                 "off_p", "pool")
+    __slots__ = ("table", "client", "tid", "lib", "cast", "ids", "offsets", "n", "n_bags", "mode",
+                 "dim", "bag_of", "ids_p", "off_p", "pool")
 
     def __init__(self, table: Table, ids: Any, offsets: Any, mode: str, pool: int) -> None:
         self.table = table
+        self.client = client = table.client
+        self.tid = table.id
+        self.lib = client._native.lib
+        ffi = client._native.ffi
+        self.cast = ffi.cast
         self.ids = ids
         self.offsets = offsets
         self.mode = mode
         self.pool = pool
         self.dim = table.dim
         self.bag_of: Optional[np.ndarray] = None
-        ffi = table.client._native.ffi
         if isinstance(ids, torch.Tensor):
             self.n = ids.numel()
             self.n_bags = offsets.numel() - 1
@@ -89,17 +93,16 @@ class _Batch:
         """fn(handle, table, ids, n, offsets, n_bags, pool, [weights,] dim,
         rows): the pooled Pull or Push, weighted when weights are given;
         rows and weights C-contiguous float32 CPU tensors."""
-        client = self.table.client
-        ffi = client._native.ffi
+        cast = self.cast
         if weights is None:
-            rc = fn(client._h(), self.table.id, self.ids_p, self.n, self.off_p, self.n_bags,
-                    self.pool, self.dim, ffi.cast("float *", rows.data_ptr()))
+            rc = fn(self.client._h(), self.tid, self.ids_p, self.n, self.off_p, self.n_bags,
+                    self.pool, self.dim, cast("float *", rows.data_ptr()))
         else:
-            rc = fn(client._h(), self.table.id, self.ids_p, self.n, self.off_p, self.n_bags,
-                    self.pool, ffi.cast("float *", weights.data_ptr()), self.dim,
-                    ffi.cast("float *", rows.data_ptr()))
+            rc = fn(self.client._h(), self.tid, self.ids_p, self.n, self.off_p, self.n_bags,
+                    self.pool, cast("float *", weights.data_ptr()), self.dim,
+                    cast("float *", rows.data_ptr()))
         if rc:
-            errors.check(client._native, rc)
+            errors.check(self.client._native, rc)
 
 
 def _grad32(grad: torch.Tensor) -> torch.Tensor:
@@ -119,7 +122,7 @@ class _PooledPull(torch.autograd.Function):
         ctx.b = b
         out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
         if b.n:
-            b.call(b.table.client._native.lib.emdb_client_pull_bags, out)
+            b.call(b.lib.emdb_client_pull_bags, out)
         else:
             out.zero_()
         return out
@@ -128,7 +131,7 @@ class _PooledPull(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
         b: _Batch = ctx.b
         if b.n:
-            b.call(b.table.client._native.lib.emdb_client_push_bags, _grad32(grad))
+            b.call(b.lib.emdb_client_push_bags, _grad32(grad))
         return None, None
 
 
@@ -323,7 +326,7 @@ class EmbeddingBag(nn.Module):
                 out = _WeightedPull.apply(self._anchor, w, b)
         else:
             out = self._lookup(b, w)
-        return out if input.device.type == "cpu" else out.to(input.device)
+        return out if input.is_cpu else out.to(input.device)
 
     def _lookup(self, b: _Batch, w: Optional[torch.Tensor]) -> torch.Tensor:
         """Inference: Lookup (never inserts) and pool here."""
