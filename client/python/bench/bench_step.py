@@ -35,7 +35,8 @@ import emdb.torch
 
 
 #: Steps run before the clock starts, as emdb-step-bench's WARMUP: the first
-#: Pushes map the table's gradient accumulators.
+#: Pushes map the table's gradient accumulators.  Step s < 0 takes batch
+#: s % steps (the last ones), there as here.
 WARMUP = 20
 
 
@@ -74,8 +75,8 @@ def side_numpy(args, db: emdb.Client, ids: np.ndarray) -> Tuple[float, float]:
     for s in range(-WARMUP, args.steps):
         if s == 0:
             t0, c0 = time.perf_counter(), time.thread_time()
-        t.pull(ids[s], out, offsets=off)
-        t.push(ids[s], g, offsets=off)
+        t.pull(ids[s % args.steps], out, offsets=off)
+        t.push(ids[s % args.steps], g, offsets=off)
         t.update()
     dt, dc = time.perf_counter() - t0, time.thread_time() - c0
     t.drop()
@@ -92,7 +93,7 @@ def side_torch_module(args, db: emdb.Client, ids: np.ndarray) -> Tuple[float, fl
     for s in range(-WARMUP, args.steps):
         if s == 0:
             t0, c0 = time.perf_counter(), time.thread_time()
-        out = emb(tids[s], off)
+        out = emb(tids[s % args.steps], off)
         out.backward(g)
         step.step()
     dt, dc = time.perf_counter() - t0, time.thread_time() - c0
@@ -104,14 +105,16 @@ def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
     """The layer's cost measured step against step, robust to a busy
     machine: each step of emdb.torch alternates with the same step as three
     bare C calls through cffi (pointers made beforehand: the C client's
-    cost plus well under a microsecond per call), on two tables of the same
-    shape; the figures are the medians of the per-step times."""
+    cost plus well under a microsecond per call), on one table, each side
+    with its own batch (so that neither finds the other's rows in the
+    cache), the side going first alternating from step to step; the
+    figures are the medians of the per-step times, in wall time and in
+    this thread's CPU time (what a busy machine moves less: time the
+    thread waits for a core is not in it)."""
     ffi, lib = db._native
-    raw_t = db.create_table("bench_raw", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
-    mod_t = db.create_table("bench_mod", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
-    insert_all(raw_t, args.vocab)
-    insert_all(mod_t, args.vocab)
-    emb = emdb.torch.EmbeddingBag(db, mod_t, mode="sum", include_last_offset=True)
+    t = db.create_table("bench_pair", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    insert_all(t, args.vocab)
+    emb = emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True)
     step = emdb.torch.Step(emb)
     off, g = step_inputs(args)
     bags = g.shape[0]
@@ -121,25 +124,35 @@ def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
                          ffi.from_buffer("float[]", out))
     u = np.ascontiguousarray(ids).view(np.uint64)
     tids = list(torch.from_numpy(ids))
+    half = args.steps // 2
     raw, mod, raw_cpu, mod_cpu = [], [], [], []
     clock, cpu = time.perf_counter, time.thread_time
-    for s in range(-WARMUP, args.steps):
-        ids_p, x = ffi.from_buffer("uint64_t[]", u[s]), tids[s]
+
+    def bare(ids_p) -> Tuple[float, float]:
         t0, c0 = clock(), cpu()
-        lib.emdb_client_pull_bags(c, raw_t.id, ids_p, args.batch, off_p, bags, pool, args.dim, out_p)
-        lib.emdb_client_push_bags(c, raw_t.id, ids_p, args.batch, off_p, bags, pool, args.dim, g_p)
-        lib.emdb_client_update(c, raw_t.id, ffi.NULL)
-        t1, c1 = clock(), cpu()
+        lib.emdb_client_pull_bags(c, t.id, ids_p, args.batch, off_p, bags, pool, args.dim, out_p)
+        lib.emdb_client_push_bags(c, t.id, ids_p, args.batch, off_p, bags, pool, args.dim, g_p)
+        lib.emdb_client_update(c, t.id, ffi.NULL)
+        return clock() - t0, cpu() - c0
+
+    def module(x) -> Tuple[float, float]:
+        t0, c0 = clock(), cpu()
         emb(x, off).backward(g)
         step.step()
-        t2, c2 = clock(), cpu()
+        return clock() - t0, cpu() - c0
+
+    for s in range(-WARMUP, args.steps):
+        ids_p, x = ffi.from_buffer("uint64_t[]", u[s % args.steps]), tids[(s + half) % args.steps]
+        if s % 2:
+            r, m = bare(ids_p), module(x)
+        else:
+            m, r = module(x), bare(ids_p)
         if s >= 0:
-            raw.append(t1 - t0)
-            mod.append(t2 - t1)
-            raw_cpu.append(c1 - c0)
-            mod_cpu.append(c2 - c1)
-    raw_t.drop()
-    mod_t.drop()
+            raw.append(r[0])
+            mod.append(m[0])
+            raw_cpu.append(r[1])
+            mod_cpu.append(m[1])
+    t.drop()
     r, m = float(np.median(raw)) * 1e6, float(np.median(mod)) * 1e6
     rc, mc = float(np.median(raw_cpu)) * 1e6, float(np.median(mod_cpu)) * 1e6
     return {"c_calls_us": r, "emdb.torch_us": m, "layer_us": m - r, "layer_pct": (m / r - 1) * 100,
@@ -157,7 +170,7 @@ def side_torch(args, ids: np.ndarray) -> Tuple[float, float]:
         if s == 0:
             t0, c0 = time.perf_counter(), time.thread_time()
         opt.zero_grad()
-        emb(tids[s], off).backward(g)
+        emb(tids[s % args.steps], off).backward(g)
         opt.step()
     dt, dc = time.perf_counter() - t0, time.thread_time() - c0
     return dt / args.steps * 1e6, dc / args.steps * 1e6

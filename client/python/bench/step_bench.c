@@ -117,7 +117,8 @@ int main(int argc, char **argv)
 			t0 = clock_s(CLOCK_MONOTONIC);
 			c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
 		}
-		const uint64_t *b = ids + (size_t)(s < 0 ? s + WARMUP : s) * batch;
+		/* Warm-up steps take the last batches (any STEPS, as bench_step.py). */
+		const uint64_t *b = ids + (size_t)((s % steps + steps) % steps) * batch;
 		if ((rc = emdb_client_pull_bags(c, t, b, batch, offsets, bags, EMDB_POOL_SUM, dim, out)))
 			return fail("pull_bags", rc);
 		if ((rc = emdb_client_push_bags(c, t, b, batch, offsets, bags, EMDB_POOL_SUM, dim, grads)))
