@@ -89,7 +89,7 @@ Test(conc_hot, trainers_and_the_replica)
 
 	hot_use_tier(TIER_TEST, 0, 2);
 	c.shards = 8;
-	c.gpu_memory = 256 * DIM * sizeof(float); /* SGD: 256 rows */
+	c.gpu_memory = 256 * 2 * DIM * sizeof(float); /* SGD: 256 rows and accumulators */
 	cr_assert_eq(emdb_db_open(&c, &s.db), 0, "%s", emdb_last_error());
 	s.t = make_sgd_lr1_table(s.db, DIM);
 	for (int i = 0; i < THREADS; i++) {

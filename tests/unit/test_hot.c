@@ -22,8 +22,9 @@
 
 enum { DIM = 8, HOT_IDS = 32, BATCH = 256 };
 
-/* Row bytes of an Adam row of DIM: weights, m, v. */
-#define ROW_BYTES (3u * DIM * sizeof(float))
+/* Device bytes of an Adam row of DIM: weights, m, v, and its gradient
+ * accumulator (Push scatters into it). */
+#define ROW_BYTES (4u * DIM * sizeof(float))
 
 typedef struct twin {
 	emdb_db *ref, *db;
