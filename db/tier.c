@@ -395,6 +395,15 @@ static uint32_t pend_find(const tier *t, uint64_t s, uint32_t *home)
 	}
 }
 
+/* Undo a scatter's inserts into the pending map, last first, so that no
+ * later key ever probed past an emptied one (invariant 2). */
+static void undo_pending(tier *t, uint32_t npend0, const uint32_t *added)
+{
+	for (uint32_t k = t->npend; k > npend0; k--)
+		t->map_keys[added[k - 1 - npend0]] = TIER_SLOT_NONE;
+	t->npend = npend0;
+}
+
 int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
 		     const float *grads)
 {
@@ -424,14 +433,10 @@ int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
 
 		if (p == UINT32_MAX) {
 			if (t->npend == t->cfg.max_pending) {
-				/* Invariant 2: undo this call's inserts, last first, so
-				 * that no later key ever probed past an emptied one. */
 				rc = emdb__seterr(EMDB_ERR_LIMIT, "%s tier: more than %u rows hold "
 						  "gradients before a step", t->be->name,
 						  t->cfg.max_pending);
-				for (uint32_t k = t->npend; k > npend0; k--)
-					t->map_keys[added[k - 1 - npend0]] = TIER_SLOT_NONE;
-				t->npend = npend0;
+				undo_pending(t, npend0, added);
 				goto out;
 			}
 			p = t->npend++;
@@ -456,6 +461,8 @@ int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
 	rc = tier_result(t, t->be->accumulate(t, replica, pidx, nu, sum));
 	if (!rc)
 		t->st.bytes_h2d += (uint64_t)nu * (dim * sizeof(float) + sizeof(uint32_t));
+	else /* invariant 2: nothing added, no row newly pending */
+		undo_pending(t, npend0, added);
 out:
 	emdb_free(pidx);
 	emdb_free(added);
