@@ -13,6 +13,7 @@
  * stages its batch so that the Pull copies nothing to the device, and
  * device memory passed as Pull output or Push input is used in place.
  */
+#include "tests/lib/hot_batch.h"
 #include "tests/lib/hot_twin.h"
 
 enum { HOT = 32, COLD = 16, N = 2 * HOT + 2 * COLD, BAGS = 8 };
@@ -33,19 +34,14 @@ static tier_stats tstats(twin *w)
 	return ts;
 }
 
-/* A batch: the HOT ids twice, COLD other ids twice, interleaved. */
 static void batch(uint64_t *ids, uint64_t cold_from)
 {
-	uint64_t h = 0, c = 0;
-
-	for (size_t i = 0; i < N; i++)
-		ids[i] = i % 3 ? scramble(h++ % HOT) : scramble(cold_from + c++ % COLD);
+	hot_batch(ids, N, HOT, COLD, cold_from, scramble);
 }
 
 static void grads_for(int s, float *g, size_t rows)
 {
-	for (size_t k = 0; k < rows * DIM; k++)
-		g[k] = (float)((int)((k * 7 + (size_t)s * 5) % 23) - 11) * 0.01f;
+	hot_grads(s, g, rows, DIM);
 }
 
 static void offsets_for(uint64_t *off)
