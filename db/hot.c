@@ -18,7 +18,12 @@
  *      the set (the rows not copied are not members), any other error
  *      closes the tier and empties the set for good (st.failed).
  *   5. Memory is bounded by the budget: counters <= HOT_COUNTERS_PER_ROW
- *      per row of budget (and <= HOT_COUNTERS_MAX), members <= counters.
+ *      per row of budget (and <= HOT_COUNTERS_MAX), members <= counters;
+ *      device memory: members, staged rows and their accumulators, all
+ *      within the budget (a row of it counts its accumulator).
+ *   6. hot_step holds tmu throughout, so the serving paths
+ *      (db/hot_serve.c) never see the membership, the free slots or the
+ *      tier change under them.
  */
 #include <pthread.h>
 #include <stdio.h>

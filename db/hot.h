@@ -8,8 +8,9 @@
  * gradient with the same rule (db/tier.h) at the end of every Update.  So
  * no row is ever lost: a full device (NOMEM) only means fewer hot rows, and
  * a failed device (IO) is dropped whole, with one message, while the host
- * copy goes on.  Readers that want device memory (a GPU trainer in the
- * same process) read the replica; every other reader reads the host.
+ * copy goes on.  Pull reads the replica where it holds the row (equal to
+ * the host: "serving through the tier" below); Lookup, state reads and
+ * checkpoints read the host.
  *
  * Which rows are hot: the most frequently prefetched ones that fit the
  * table's budget of device memory, counted in bounded memory (a table of
@@ -23,7 +24,9 @@
  * is safe from the threads of one Update pass (lock-free append, the
  * membership is read-only during the pass); hot_step, hot_stats and
  * hot_replica_* run with the table's rows_lock held for writing or reading
- * as each says.
+ * as each says.  The serving functions (hot_push, hot_pull_*, hot_stage,
+ * hot_copy_*) are safe from any thread: the tier is used under one mutex,
+ * which hot_step holds throughout.
  */
 #ifndef EMDB_HOT_H
 #define EMDB_HOT_H
