@@ -13,79 +13,7 @@
  * stages its batch so that the Pull copies nothing to the device, and
  * device memory passed as Pull output or Push input is used in place.
  */
-#include "tests/lib/hot_batch.h"
 #include "tests/lib/hot_twin.h"
-
-enum { HOT = 32, COLD = 16, N = 2 * HOT + 2 * COLD, BAGS = 8 };
-
-static hot_stats hstats(twin *w)
-{
-	hot_stats hs;
-
-	hot_get_stats(table_of(w)->hot, &hs);
-	return hs;
-}
-
-static tier_stats tstats(twin *w)
-{
-	tier_stats ts;
-
-	tier_stats_get(hot_tier(table_of(w)->hot), &ts);
-	return ts;
-}
-
-static void batch(uint64_t *ids, uint64_t cold_from)
-{
-	hot_batch(ids, N, HOT, COLD, cold_from, scramble);
-}
-
-static void grads_for(int s, float *g, size_t rows)
-{
-	hot_grads(s, g, rows, DIM);
-}
-
-static void offsets_for(uint64_t *off)
-{
-	for (size_t b = 0; b <= BAGS; b++)
-		off[b] = b * (N / BAGS);
-}
-
-/* Steps until the HOT ids, and only they, are the replica's members
- * (the only rows prefetched), in both twins. */
-static void warm(twin *w)
-{
-	uint64_t ids[N], hot_ids[HOT];
-	float g[N * DIM];
-
-	for (int i = 0; i < HOT; i++)
-		hot_ids[i] = scramble((uint64_t)i);
-	for (int s = 1; s <= HOT_REVISE_STEPS; s++) {
-		batch(ids, 1000 + (uint64_t)s * COLD);
-		grads_for(s, g, N);
-		for (int d = 0; d < 2; d++) {
-			emdb_db *db = d ? w->db : w->ref;
-			emdb_ticket *tk;
-
-			cr_assert_eq(emdb_prefetch(db, w->t, hot_ids, HOT, &tk), 0, "%s", emdb_last_error());
-			emdb_ticket_free(tk);
-			cr_assert_eq(emdb_push(db, w->t, ids, N, DIM, g), 0, "%s", emdb_last_error());
-			cr_assert_eq(emdb_update(db, w->t, NULL), 0);
-		}
-	}
-	cr_assert_eq(check_replica(w), (uint64_t)HOT, "the hot ids are the members");
-}
-
-/* Every id in ids[0..n) reads the same in both twins. */
-static void assert_same(twin *w, const uint64_t *ids, size_t n)
-{
-	float *a = malloc(n * DIM * sizeof(float)), *b = malloc(n * DIM * sizeof(float));
-
-	cr_assert_eq(emdb_lookup(w->ref, w->t, ids, n, DIM, a, NULL), 0);
-	cr_assert_eq(emdb_lookup(w->db, w->t, ids, n, DIM, b, NULL), 0);
-	cr_assert(!memcmp(a, b, n * DIM * sizeof(float)), "a row differs from the twin without GPU");
-	free(a);
-	free(b);
-}
 
 /* The six Pull forms on ids (k = 0..2: plain, pooled MEAN, weighted SUM;
  * by IDs, or by ticket when tk) into out. */
