@@ -367,3 +367,40 @@ Test(hot_serve, device_pointers_as_pull_output_and_push_input)
 	tier_test_free_buffer(tr, dgrad);
 	twin_close(&w);
 }
+
+/* Rows written outside an Update (a load, say): until the next step the
+ * replica is stale, and Pull reads the host. */
+Test(hot_serve, rows_written_outside_an_update_are_read_from_the_host)
+{
+	twin w;
+	uint64_t id = scramble(3);
+	float out[DIM];
+	emdb_ticket *tk;
+	hot_stats h0, h1;
+	tbl *t;
+
+	twin_open(&w, 64, 0, 1);
+	warm(&w);
+	t = table_of(&w);
+	cr_assert_eq(emdb_prefetch(w.db, w.t, &id, 1, &tk), 0);
+	cr_assert(hot_is_member(t->hot, tk->locs[0]));
+	pthread_rwlock_wrlock(&t->rows_lock);
+	for (int k = 0; k < DIM; k++)
+		table_row(t, tk->locs[0])[k] = 42.0f + (float)k;
+	table_rows_written(t);
+	pthread_rwlock_unlock(&t->rows_lock);
+	h0 = hstats(&w);
+	cr_assert_eq(emdb_pull_ticket(w.db, w.t, tk, DIM, out), 0);
+	h1 = hstats(&w);
+	for (int k = 0; k < DIM; k++)
+		cr_assert_eq(out[k], 42.0f + (float)k, "column %d: the host's new value", k);
+	cr_assert_eq(h1.rows_gathered, h0.rows_gathered, "the stale replica served nothing");
+	/* The next step copies it again; the replica serves again. */
+	cr_assert_eq(emdb_update(w.db, w.t, NULL), 0);
+	check_replica(&w);
+	cr_assert_eq(emdb_pull_ticket(w.db, w.t, tk, DIM, out), 0);
+	cr_assert_eq(out[0], 42.0f);
+	cr_assert_eq(hstats(&w).rows_gathered - h1.rows_gathered, 1u);
+	emdb_ticket_free(tk);
+	twin_close(&w);
+}
