@@ -401,11 +401,12 @@ out:
 	return rc;
 }
 
-int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
-		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim, const float *grads)
+static int push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+		       const uint32_t *row_of, const float *scale, const float *weights, size_t n_rows, uint32_t dim,
+		       const float *grads)
 {
 	tbl *t;
-	if (!grads || (!tk && !ids) || !row_of || !scale)
+	if (!grads || (!tk && !ids) || !row_of || (!scale && !weights))
 		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket, rows or gradient buffer");
 	int rc = ops_open(db, id, tk, n, dim, &t);
 	if (rc != EMDB_OK)
@@ -416,11 +417,28 @@ int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, c
 		if (row_of[i] >= n_rows)
 			rc = emdb__seterr(EMDB_ERR_INVALID, "push: position %zu takes gradient row %u of %zu", i,
 					  row_of[i], n_rows);
-	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .dim = dim };
+	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .weights = weights, .dim = dim };
 	if (rc == EMDB_OK)
 		rc = push_rows(t, ids, n, tk, &g);
 	table_release(t);
 	return rc;
+}
+
+int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim, const float *grads)
+{
+	if (!scale)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL scale");
+	return push_mapped(db, id, ids, n, tk, row_of, scale, NULL, n_rows, dim, grads);
+}
+
+int emdb__push_mapped_weighted(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+			       const uint32_t *row_of, const float *weights, size_t n_rows, uint32_t dim,
+			       const float *grads)
+{
+	if (!weights)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL weights");
+	return push_mapped(db, id, ids, n, tk, row_of, NULL, weights, n_rows, dim, grads);
 }
 
 int emdb_push(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim, const float *grads)
