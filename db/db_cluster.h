@@ -22,6 +22,13 @@
 int emdb__push_mapped(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim,
 		      const float *grads);
+/* The same pushed as worker `rank` of a synchronous step (emdb_push_as;
+ * EMDB_WORKER_NONE: none), and with row_of NULL a plain push (position i
+ * takes row i; scale ignored): what an owner runs for a home node's
+ * PUSH_RANKED. */
+int emdb__push_mapped_as(emdb_db *db, uint32_t table, uint32_t rank, const uint64_t *ids, size_t n,
+			 const emdb_ticket *tk, const uint32_t *row_of, const float *scale, size_t n_rows,
+			 uint32_t dim, const float *grads);
 
 /* emdb_table_create giving the table exactly `id`, which must not have
  * been given before (ids are never reused: EXISTS), so that every node of
