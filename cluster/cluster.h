@@ -138,6 +138,9 @@ struct cluster_req {
 	uint32_t timeout_ms;          /* STEP: 0 = no deadline           */
 	uint64_t rows_in;             /* TABLE_RESERVE                   */
 	const emdb_table_config *cfg; /* TABLE_CREATE                    */
+	bool ranked;                  /* PUSH: pushed as worker `rank`   */
+	uint32_t rank;                /* (emdb_push_as), sent to every
+					 owner (PUSH_RANKED)             */
 	cluster_done_fn done;
 	void *arg;                    /* the caller's                    */
 

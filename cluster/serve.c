@@ -73,6 +73,7 @@ typedef struct on_ticket {
 	float *out;
 	const proto_node_grads *g;
 	uint64_t rows;
+	uint32_t rank;  /* push_on: the pushing worker, or EMDB_WORKER_NONE */
 } on_ticket;
 
 static int count_ok(const emdb_ticket *t, uint32_t n)
@@ -97,10 +98,9 @@ static int push_on(const emdb_ticket *t, void *arg)
 	int rc = count_ok(t, g->n);
 	if (rc)
 		return rc;
-	if (g->flags & PROTO_NODE_GRADS_MAPPED)
-		return emdb__push_mapped(a->db, a->table, NULL, g->n, t, g->row_of, g->scale, g->n_rows, g->dim,
-					 g->grads);
-	return emdb_push_ticket(a->db, a->table, t, g->dim, g->grads);
+	return emdb__push_mapped_as(a->db, a->table, a->rank, NULL, g->n, t,
+				    g->flags & PROTO_NODE_GRADS_MAPPED ? g->row_of : NULL, g->scale, g->n_rows, g->dim,
+				    g->grads);
 }
 
 static int push_update_on(const emdb_ticket *t, void *arg)
@@ -150,7 +150,7 @@ static void serve_pull(cluster *cl, uint32_t from, const proto_node_msg *m, clus
 	float *out = at.floats ? at.floats : (float *)no_floats;
 	int rc;
 	if (s->ticket) {
-		on_ticket a = { cl->db, m->hdr.table, s->dim, s->n, out, NULL, 0 };
+		on_ticket a = { .db = cl->db, .table = m->hdr.table, .dim = s->dim, .n = s->n, .out = out };
 		rc = otickets_use(&cl->tickets, from, s->ticket, pull_on, &a);
 	} else {
 		rc = emdb_pull(cl->db, m->hdr.table, OR_EMPTY(s->ids, no_ids), s->n, s->dim, out);
@@ -158,23 +158,27 @@ static void serve_pull(cluster *cl, uint32_t from, const proto_node_msg *m, clus
 	reply_end(cl, r, m, buf, len, rc);
 }
 
+/* PUSH and PUSH_RANKED (the pushing worker's rank: db/gradrank.h). */
 static void serve_push(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {
 	const proto_node_grads *g = &m->u.grads;
 	const float *grads = OR_EMPTY(g->grads, no_floats);
 	const uint64_t *ids = OR_EMPTY(g->ids, no_ids);
+	uint32_t rank = m->hdr.opcode == PROTO_NODE_PUSH_RANKED ? g->rank : EMDB_WORKER_NONE;
 	int rc;
 	if (g->ticket) {
-		on_ticket a = { .db = cl->db, .table = m->hdr.table, .g = g };
+		on_ticket a = { .db = cl->db, .table = m->hdr.table, .g = g, .rank = rank };
 		rc = otickets_use(&cl->tickets, from, g->ticket, push_on, &a);
-	} else if (g->flags & PROTO_NODE_GRADS_MAPPED) {
-		rc = emdb__push_mapped(cl->db, m->hdr.table, ids, g->n, NULL, OR_EMPTY(g->row_of, (const uint32_t *)no_ids),
-				       OR_EMPTY(g->scale, no_floats), g->n_rows, g->dim, grads);
 	} else {
-		rc = emdb_push(cl->db, m->hdr.table, ids, g->n, g->dim, grads);
+		bool mapped = g->flags & PROTO_NODE_GRADS_MAPPED;
+		rc = emdb__push_mapped_as(cl->db, m->hdr.table, rank, ids, g->n, NULL,
+					  mapped ? OR_EMPTY(g->row_of, (const uint32_t *)no_ids) : NULL,
+					  OR_EMPTY(g->scale, no_floats), g->n_rows, g->dim, grads);
 	}
 	reply_simple(cl, r, m, rc, 0);
 }
+
+#define serve_push_ranked serve_push
 
 static void serve_push_update(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {

@@ -90,7 +90,9 @@ enum {
  *   TABLE_ADMIN   a table change asked of the coordinator by any node
  *   TABLE_PREPARE phase 1 of a table change: check, hold -> the node's id
  *   TABLE_COMMIT  phase 2: apply what PREPARE held
- *   TABLE_ABORT   phase 2 after a refusal: forget what PREPARE held */
+ *   TABLE_ABORT   phase 2 after a refusal: forget what PREPARE held
+ *   PUSH_RANKED   PUSH as worker `rank` of a synchronous step: summed in
+ *                 rank order at the owner (db/gradrank.h) */
 #define PROTO_NODE_OP_MAP(X)                                          \
 	X(PREFETCH, prefetch, 0x0600, SEL, TICKET)                    \
 	X(PULL, pull, 0x0601, SEL, VECS)                              \
@@ -105,7 +107,8 @@ enum {
 	X(TABLE_ADMIN, table_admin, 0x0610, ADMIN, ROWS)              \
 	X(TABLE_PREPARE, table_prepare, 0x0611, ADMIN, ROWS)          \
 	X(TABLE_COMMIT, table_commit, 0x0612, ADMIN, EMPTY)           \
-	X(TABLE_ABORT, table_abort, 0x0613, ADMIN, EMPTY)
+	X(TABLE_ABORT, table_abort, 0x0613, ADMIN, EMPTY)             \
+	X(PUSH_RANKED, push_ranked, 0x0630, GRADS, EMPTY)
 
 typedef enum proto_node_op {
 	/* Only in an error response to a frame whose opcode could not be
@@ -146,7 +149,9 @@ typedef struct proto_node_sel {
  * floats.  Plain (flags 0): n_rows == n, position i takes row i.  MAPPED:
  * position i takes row row_of[i] (< n_rows) scaled by scale[row_of[i]]:
  * the backward of a pooled Pull, each bag's gradient sent once.
- * PUSH_UPDATE is plain only. */
+ * PUSH_UPDATE is plain only.  PUSH_RANKED is PUSH from worker `rank`
+ * (< EMDB_WORKERS_MAX) of a synchronous step (emdb_push_as), the only
+ * opcode that carries it. */
 typedef struct proto_node_grads {
 	uint64_t ticket;
 	uint32_t n;
@@ -157,6 +162,7 @@ typedef struct proto_node_grads {
 	const uint32_t *row_of; /* [n] when MAPPED */
 	const float *scale;     /* [n_rows] when MAPPED */
 	const float *grads;     /* [n_rows * dim] */
+	uint32_t rank;          /* PUSH_RANKED only, else 0 */
 } proto_node_grads;
 
 /* STEP: worker `worker` (a key unique in the cluster: its home node's rank

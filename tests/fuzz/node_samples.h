@@ -18,7 +18,7 @@ static const float node_sample_f[5 * 4] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1
 static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 21
+#define NODE_SAMPLES 22
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -47,16 +47,16 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		return true;
 	case 5:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH;
-		m->u.grads = (proto_node_grads){ 0, 5, 4, 5, 0, node_sample_ids, NULL, NULL, node_sample_f };
+		m->u.grads = (proto_node_grads){ 0, 5, 4, 5, 0, node_sample_ids, NULL, NULL, node_sample_f, 0 };
 		return true;
 	case 6:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH;
 		m->u.grads = (proto_node_grads){ 0x200000003ull, 5, 4, 3, PROTO_NODE_GRADS_MAPPED, NULL, node_sample_rows,
-						 node_sample_scale, node_sample_f };
+						 node_sample_scale, node_sample_f, 0 };
 		return true;
 	case 7:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH_UPDATE;
-		m->u.grads = (proto_node_grads){ 0, 0, 4, 0, 0, NULL, NULL, NULL, NULL };
+		m->u.grads = (proto_node_grads){ 0, 0, 4, 0, 0, NULL, NULL, NULL, NULL, 0 };
 		return true;
 	case 8:
 		m->hdr = r, m->hdr.opcode = PROTO_NODE_PUSH_UPDATE;
@@ -112,6 +112,11 @@ static inline bool node_sample(int k, proto_node_msg *m)
 	case 20:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_LEAVE, m->hdr.table = 0;
 		m->u.step = (proto_node_step){ 0, 0, (2ull << 48) | 7 };
+		return true;
+	case 21:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH_RANKED;
+		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED, node_sample_ids, node_sample_rows,
+						 node_sample_scale, node_sample_f, 2 };
 		return true;
 	}
 	return false;
