@@ -223,12 +223,22 @@ typedef struct emdb_client_options {
 	 * sleep at once.  Asynchronous calls always sleep; mem:// ignores
 	 * it. */
 	uint32_t busy_poll_us;
+	/* This handle's pushes are those of worker `worker_rank` (0 ..
+	 * EMDB_WORKERS_MAX - 1) of a data-parallel trainer: the database
+	 * sums the gradients of different workers of a step per row in rank
+	 * order, whatever order their pushes arrive in (emdb_push_as in
+	 * emdb/db.h; docs/cluster.md "Determinism").  Give each worker its
+	 * own handle and a stable rank (torch.distributed's).  Default
+	 * EMDB_WORKER_NONE: pushes summed in arrival order.  mem:// only for
+	 * now: a socket URI with a rank is refused with UNSUPPORTED before
+	 * connecting (the wire does not carry it yet). */
+	uint32_t worker_rank;
 } emdb_client_options;
 
 #define EMDB_CLIENT_BUSY_POLL_MAX_US 10000u
 
 #define EMDB_CLIENT_OPTIONS_INIT \
-	{ sizeof(emdb_client_options), 30000, 10000, 2, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
+	{ sizeof(emdb_client_options), 30000, 10000, 2, NULL, NULL, NULL, NULL, NULL, NULL, 0, EMDB_WORKER_NONE }
 
 /* Connect to the database at `uri` (see the top of this file) and, over a
  * socket, perform HELLO and AUTH.  opts may be NULL for the defaults;
@@ -249,7 +259,8 @@ int emdb_client_connect(const char *uri, const emdb_client_options *opts,
 /* A mem:// handle over a database the caller opened and keeps owning: db
  * must outlive the handle, and emdb_client_close does not close it.  The
  * caller may keep calling the engine on db directly at the same time.
- * opts may be NULL; only size, timeout_ms and mem_threads are read.
+ * opts may be NULL; only size, timeout_ms, mem_threads and worker_rank
+ * are read.
  * Errors: INVALID (db or out NULL, bad option), NOMEM. */
 int emdb_client_wrap(emdb_db *db, const emdb_client_options *opts,
 		     emdb_client **out);
