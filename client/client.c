@@ -111,10 +111,6 @@ int emdb_client_connect(const char *uri, const emdb_client_options *opts, emdb_c
 	}
 	if (u.kind == CL_URI_MEM)
 		rc = mem_open(c, &u, NULL, &o);
-	else if (o.worker_rank != EMDB_WORKER_NONE)
-		rc = cl_seterr(EMDB_ERR_UNSUPPORTED,
-			       "emdb_client_connect: worker_rank is carried by mem:// only for now, not over %s",
-			       uri);
 	else
 		rc = cl_net_open(c, &u, &o);
 	cl_uri_free(&u);

@@ -229,9 +229,10 @@ typedef struct emdb_client_options {
 	 * order, whatever order their pushes arrive in (emdb_push_as in
 	 * emdb/db.h; docs/cluster.md "Determinism").  Give each worker its
 	 * own handle and a stable rank (torch.distributed's).  Default
-	 * EMDB_WORKER_NONE: pushes summed in arrival order.  mem:// only for
-	 * now: a socket URI with a rank is refused with UNSUPPORTED before
-	 * connecting (the wire does not carry it yet). */
+	 * EMDB_WORKER_NONE: pushes summed in arrival order.  Over a socket
+	 * the connection declares it right after the handshake (WORKER,
+	 * protocol version 4); a server that speaks only an older version
+	 * fails the connect with UNSUPPORTED. */
 	uint32_t worker_rank;
 } emdb_client_options;
 
