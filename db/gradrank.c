@@ -4,9 +4,11 @@
  * Invariants:
  *   1. e[0..n) is sorted by rank, each rank at most once; e[n..cap) is
  *      unused memory.
- *   2. After gradrank_fold every map is empty and every entry that no push
- *      used since the fold before is gone: a worker that stopped pushing
- *      to a shard costs it nothing after two Updates.
+ *   2. After gradrank_fold every map is empty, and, when it had anything
+ *      to add, every entry that no push used since the fold before that
+ *      is gone: a worker that stopped pushing to a shard costs it nothing
+ *      after two folds with work in that shard (an emptied map meanwhile,
+ *      whose memory gradmap_clear trims).
  *   3. A refused gradrank_reserve reserves nothing (a new entry may stay,
  *      empty and unused, and goes at the next fold).
  *
@@ -96,6 +98,11 @@ int gradrank_pending(const gradrank *g)
 
 void gradrank_fold(gradrank *g, gradmap *into)
 {
+	/* Nothing to add (no ranked push since the last fold, or a second
+	 * fold in one pass: Push+Update folds before the pass does): leave
+	 * the entries' use marks for the next fold that has work. */
+	if (!gradrank_pending(g))
+		return;
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < g->n; i++) {
 		gradrank_entry *x = &g->e[i];

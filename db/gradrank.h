@@ -14,8 +14,8 @@
  * beside its worker's map (gradmap_keep keeps it once the adds are done).
  *
  * Entries are sorted by rank and made on a worker's first push to the
- * shard; an entry left empty by a whole step is dropped at the fold, so
- * memory follows the workers and rows pushed since the last Update.
+ * shard; an entry left unused between two folds that had work is
+ * dropped, so memory follows the workers and rows pushed lately.
  * Serialized by the owner, as gradmap.
  */
 #ifndef EMDB_GRADRANK_H

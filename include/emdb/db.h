@@ -399,8 +399,8 @@ int emdb_push_bags_weighted_ticket(emdb_db *db, uint32_t table,
  * Update, as the shared ones do, and each ranked row also keeps room for
  * it in the shared accumulators (where the Update adds the workers' sums):
  * at most twice the memory of the same pushes unranked, plus a small
- * entry per worker and index shard; a worker that stops pushing costs
- * nothing after the second Update.  The memory limit counts it all: a
+ * entry per worker and index shard (freed once a worker stops pushing:
+ * docs/engine.md, "Several workers of one step").  The memory limit counts it all: a
  * push that does not fit is refused with NOMEM before anything is
  * added.
  *

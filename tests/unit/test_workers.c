@@ -14,6 +14,7 @@
  */
 #include <stdlib.h>
 
+#include <emdb/alloc.h>
 #include <emdb/db.h>
 
 #include "tests/lib/helpers.h"
@@ -236,4 +237,62 @@ Test(workers, bad_rank_changes_nothing)
 	cr_assert_eq(emdb_update(db, t, &rows), 0);
 	cr_assert_eq(rows, 0);
 	emdb_db_close(db);
+}
+
+/* Memory: a ranked push takes at most twice the accumulator memory of
+ * the same push unranked (its worker's map and room in the shared one,
+ * docs/engine.md), all of it checked against the memory limit first: a
+ * ranked push that does not fit is refused with NOMEM and keeps nothing,
+ * where the unranked one fits. */
+enum { BIG = 40000, BDIM = 32 };
+
+static size_t push_cost(uint32_t rank, size_t limit_over, int *rc)
+{
+	emdb_db *db = open_db(16);
+	uint32_t t = make_table(db, "m", BDIM, EMDB_OPT_SGD, EMDB_INIT_ZEROS, 0, 0);
+	static uint64_t ids[BIG];
+	static float g[BIG * BDIM];
+	for (size_t i = 0; i < BIG; i++)
+		ids[i] = scramble(i);
+	for (size_t i = 0; i < (size_t)BIG * BDIM; i++)
+		g[i] = 1.0f;
+	emdb_ticket *tk;
+	cr_assert_eq(emdb_prefetch(db, t, ids, BIG, &tk), 0);
+	size_t before = emdb_alloc_bytes();
+	if (limit_over)
+		emdb_alloc_set_limit(before + limit_over);
+	emdb_push_batch b = { .ticket = tk, .dim = BDIM, .grads = g };
+	*rc = emdb_push_as(db, t, rank, &b);
+	size_t cost = emdb_alloc_bytes() - before;
+	emdb_alloc_set_limit(0);
+	if (*rc != EMDB_OK) {
+		emdb_table_info x;
+		cr_assert_eq(emdb_table_describe(db, t, &x), 0);
+		cr_assert_eq(x.stats.pending_rows, 0);
+		uint64_t rows = 1;
+		cr_assert_eq(emdb_update(db, t, &rows), 0);
+		cr_assert_eq(rows, 0, "a refused push left gradients");
+	}
+	emdb_ticket_free(tk);
+	emdb_db_close(db);
+	return cost;
+}
+
+Test(workers, memory_is_bounded_and_checked_first)
+{
+	int rc;
+	size_t plain = push_cost(EMDB_WORKER_NONE, 0, &rc);
+	cr_assert_eq(rc, EMDB_OK);
+	size_t ranked = push_cost(1, 0, &rc);
+	cr_assert_eq(rc, EMDB_OK);
+	cr_assert_gt(ranked, plain);
+	cr_assert_leq(ranked, 2 * plain + 16 * 4 * 64, "ranked %zu, plain %zu",
+		      ranked, plain);
+	size_t room = plain + plain / 2;
+	size_t kept = push_cost(1, room, &rc);
+	cr_assert_eq(rc, EMDB_ERR_NOMEM, "a ranked push over the limit: %d", rc);
+	cr_assert(strstr(emdb_last_error(), "memory limit"), "%s", emdb_last_error());
+	cr_assert_eq(kept, 0, "the refused push kept %zu bytes", kept);
+	(void)push_cost(EMDB_WORKER_NONE, room, &rc);
+	cr_assert_eq(rc, EMDB_OK, "the same push unranked fits: %s", emdb_last_error());
 }
