@@ -677,6 +677,12 @@ int emdb_client_push_update_ticket(emdb_client *c, uint32_t table,
  * every worker's gradients are in and applied.  Each worker calls it once
  * per step.  workers 1 is a plain emdb_client_update.
  *
+ * Gradients of one ID pushed by several workers are summed in the order
+ * their pushes arrive unless each worker's handle has its rank
+ * (emdb_client_options.worker_rank, 0 .. workers - 1): then in rank
+ * order, and the step's rows and optimizer state are the same bits
+ * whichever worker pushed first, on one node or a cluster.
+ *
  * Over a socket the server holds the step: the workers may be any
  * processes, on any connections.  With mem:// the workers are threads of
  * this process using this handle, or handles on the same mem://NAME
@@ -692,7 +698,9 @@ int emdb_client_push_update_ticket(emdb_client *c, uint32_t table,
  * server shut down meanwhile), and the errors of emdb_client_update.  A
  * worker whose connection closes leaves the step.  Keep the handle's
  * timeout above update_barrier_timeout_ms: a call the handle gave up on
- * still counts in the server's step until that step ends.  Role: trainer. */
+ * still counts in the server's step until that step ends; a call resent
+ * after the step it belonged to was applied counts in the next step.
+ * Role: trainer. */
 #define EMDB_CLIENT_UPDATE_WORKERS_MAX 65536u
 int emdb_client_update_sync(emdb_client *c, uint32_t table, uint32_t workers,
 			    uint64_t *rows_out);
