@@ -65,6 +65,12 @@ static void reply_simple(cluster *cl, cluster_responder *r, const proto_node_msg
 	cluster__reply_rows(cl, r, req->hdr.opcode, req->hdr.table, rc, rows, NULL);
 }
 
+/* A decoder gives NULL for an empty array; the engine takes NULL for a
+ * caller bug (INVALID) where an empty batch deserves BATCH. */
+static const uint64_t no_ids[1];
+static const float no_floats[1];
+#define OR_EMPTY(p, empty) ((p) ? (p) : (empty))
+
 /* ---- engine calls on an owner ticket (run under the tickets' lock) ---- */
 
 typedef struct on_ticket {
@@ -91,6 +97,24 @@ static int pull_on(const emdb_ticket *t, void *arg)
 	return rc ? rc : emdb_pull_ticket(a->db, a->table, t, a->dim, a->out);
 }
 
+/* What a GRADS body gives emdb__push_mapped_as: row_of NULL when plain;
+ * with MAPPED a scale per row, or with WEIGHTED too a weight per
+ * position. */
+static const uint32_t *node_row_of(const proto_node_grads *g)
+{
+	return g->flags & PROTO_NODE_GRADS_MAPPED ? OR_EMPTY(g->row_of, (const uint32_t *)no_ids) : NULL;
+}
+
+static const float *node_scale(const proto_node_grads *g)
+{
+	return g->flags & PROTO_NODE_GRADS_WEIGHTED ? NULL : OR_EMPTY(g->scale, no_floats);
+}
+
+static const float *node_weights(const proto_node_grads *g)
+{
+	return g->flags & PROTO_NODE_GRADS_WEIGHTED ? OR_EMPTY(g->scale, no_floats) : NULL;
+}
+
 static int push_on(const emdb_ticket *t, void *arg)
 {
 	on_ticket *a = arg;
@@ -98,9 +122,8 @@ static int push_on(const emdb_ticket *t, void *arg)
 	int rc = count_ok(t, g->n);
 	if (rc)
 		return rc;
-	return emdb__push_mapped_as(a->db, a->table, a->rank, NULL, g->n, t,
-				    g->flags & PROTO_NODE_GRADS_MAPPED ? g->row_of : NULL, g->scale, g->n_rows, g->dim,
-				    g->grads);
+	return emdb__push_mapped_as(a->db, a->table, a->rank, NULL, g->n, t, node_row_of(g), node_scale(g),
+				    node_weights(g), g->n_rows, g->dim, g->grads);
 }
 
 static int push_update_on(const emdb_ticket *t, void *arg)
@@ -109,12 +132,6 @@ static int push_update_on(const emdb_ticket *t, void *arg)
 	int rc = count_ok(t, a->g->n);
 	return rc ? rc : emdb_push_update_ticket(a->db, a->table, t, a->g->dim, a->g->grads, &a->rows);
 }
-
-/* A decoder gives NULL for an empty array; the engine takes NULL for a
- * caller bug (INVALID) where an empty batch deserves BATCH. */
-static const uint64_t no_ids[1];
-static const float no_floats[1];
-#define OR_EMPTY(p, empty) ((p) ? (p) : (empty))
 
 /* ---- handlers (invariant 2) ------------------------------------------ */
 
@@ -170,10 +187,8 @@ static void serve_push(cluster *cl, uint32_t from, const proto_node_msg *m, clus
 		on_ticket a = { .db = cl->db, .table = m->hdr.table, .g = g, .rank = rank };
 		rc = otickets_use(&cl->tickets, from, g->ticket, push_on, &a);
 	} else {
-		bool mapped = g->flags & PROTO_NODE_GRADS_MAPPED;
-		rc = emdb__push_mapped_as(cl->db, m->hdr.table, rank, ids, g->n, NULL,
-					  mapped ? OR_EMPTY(g->row_of, (const uint32_t *)no_ids) : NULL,
-					  OR_EMPTY(g->scale, no_floats), g->n_rows, g->dim, grads);
+		rc = emdb__push_mapped_as(cl->db, m->hdr.table, rank, ids, g->n, NULL, node_row_of(g), node_scale(g),
+					  node_weights(g), g->n_rows, g->dim, grads);
 	}
 	reply_simple(cl, r, m, rc, 0);
 }
@@ -264,6 +279,30 @@ static void serve_step_leave(cluster *cl, uint32_t from, const proto_node_msg *m
 static void serve_table_admin(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {
 	admin_serve(cl, from, m, r);
+}
+
+static void serve_scan(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	scan_serve(cl, from, m, r);
+}
+
+static void serve_load(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	const proto_node_load *l = &m->u.load;
+	emdb_table_config cfg;
+	int rc = emdb_table_get_config(cl->db, m->hdr.table, &cfg);
+	if (rc == EMDB_OK && l->per_row && l->per_row != emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim))
+		rc = emdb__seterr(EMDB_ERR_DIM, "table %u keeps %u state floats per row, not %u", m->hdr.table,
+				  emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim), l->per_row);
+	if (rc == EMDB_OK)
+		rc = emdb_table_load(cl->db, m->hdr.table, l->ids, l->n, l->dim, l->vecs,
+				     l->per_row ? OR_EMPTY(l->state, no_floats) : NULL);
+	reply_simple(cl, r, m, rc, 0);
+}
+
+static void serve_table_stats(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	stats_serve(cl, from, m, r);
 }
 
 #define serve_table_prepare serve_table_admin

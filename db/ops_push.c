@@ -327,6 +327,15 @@ static uint64_t push_grads_more(tbl *t, const dit_plan *plan)
 	return ops_grads_bytes_as(t, plan->start, false, push_more_rank);
 }
 
+/* The gradient of position p for the device replica's accumulators
+ * (db/hot.h hot_push): the row and scale gradmap_add takes. */
+static void hot_grad(const void *ctx, uint32_t p, const float **row, float *scale)
+{
+	const grad_src *g = ctx;
+	*row = grad_row(g, p);
+	*scale = grad_scale(g, p);
+}
+
 /* The push proper, on table t (referenced, checked): reserve, insert,
  * add (invariants 1 and 2), and count the call. */
 static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *tk, const grad_src *g)
@@ -357,6 +366,8 @@ static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *t
 		if (rc == EMDB_OK) {
 			if (!tk)
 				ops_rows_commit(t, ids, &r);
+			if (t->hot) /* hot rows' sums to the device too */
+				hot_push(t->hot, gen, r.slocs, r.order, n, hot_grad, g);
 			grads_add(t, &r, g, gen);
 		} else if (!tk) {
 			ops_rows_abort(t, &r);
@@ -377,6 +388,23 @@ static int check_worker(uint32_t rank)
 	return EMDB_OK;
 }
 
+/* Gradients in device memory of the table's replica (a mem:// trainer's)
+ * are copied to host memory first: the host's accumulators are the
+ * authority (db/hot.h).  *copy is that copy, for the caller to free. */
+static int push_host_grads(tbl *t, size_t rows, uint32_t dim, const float **grads, float **copy)
+{
+	int rep = t->hot ? hot_ptr_replica(t->hot, *grads) : -1;
+	size_t bytes = rows * dim * sizeof(float);
+	*copy = NULL;
+	if (rep < 0)
+		return EMDB_OK;
+	if (!(*copy = emdb_malloc(bytes ? bytes : 1)))
+		return EMDB_ERR_NOMEM;
+	int rc = hot_copy_out(t->hot, rep, *copy, *grads, bytes);
+	*grads = *copy;
+	return rc;
+}
+
 static int push_common(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *ids, size_t n,
 		       const emdb_ticket *tk, const uint64_t *offsets, size_t n_bags, emdb_pool pool,
 		       const float *weights, uint32_t dim, const float *grads)
@@ -394,6 +422,10 @@ static int push_common(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *
 
 	grad_src g = { .grads = grads, .dim = dim, .rank = rank };
 	void *bags = NULL;
+	float *host_grads = NULL;
+	rc = push_host_grads(t, offsets ? n_bags : n, dim, &g.grads, &host_grads);
+	if (rc != EMDB_OK)
+		goto out;
 	if (offsets || n_bags) {
 		rc = ops_check_bags(offsets, n_bags, n, pool);
 		if (rc == EMDB_OK && weights)
@@ -420,18 +452,17 @@ static int push_common(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *
 	rc = push_rows(t, ids, n, tk, &g);
 out:
 	emdb_free(bags);
+	emdb_free(host_grads);
 	table_release(t);
 	return rc;
 }
 
-int emdb__push_mapped_as(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *ids, size_t n,
-			 const emdb_ticket *tk, const uint32_t *row_of, const float *scale, size_t n_rows,
-			 uint32_t dim, const float *grads)
+static int push_mapped(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *ids, size_t n,
+		       const emdb_ticket *tk, const uint32_t *row_of, const float *scale, const float *weights,
+		       size_t n_rows, uint32_t dim, const float *grads)
 {
 	tbl *t;
-	if (!row_of)
-		return push_common(db, id, rank, ids, n, tk, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
-	if (!grads || (!tk && !ids) || !scale)
+	if (!grads || (!tk && !ids) || !row_of || (!scale && !weights))
 		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket, rows or gradient buffer");
 	if (check_worker(rank) != EMDB_OK)
 		return EMDB_ERR_INVALID;
@@ -444,19 +475,38 @@ int emdb__push_mapped_as(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t
 		if (row_of[i] >= n_rows)
 			rc = emdb__seterr(EMDB_ERR_INVALID, "push: position %zu takes gradient row %u of %zu", i,
 					  row_of[i], n_rows);
-	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .dim = dim, .rank = rank };
+	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .weights = weights, .dim = dim,
+		       .rank = rank };
 	if (rc == EMDB_OK)
 		rc = push_rows(t, ids, n, tk, &g);
 	table_release(t);
 	return rc;
 }
 
+int emdb__push_mapped_as(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *ids, size_t n,
+			 const emdb_ticket *tk, const uint32_t *row_of, const float *scale, const float *weights,
+			 size_t n_rows, uint32_t dim, const float *grads)
+{
+	if (!row_of)
+		return push_common(db, id, rank, ids, n, tk, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
+	return push_mapped(db, id, rank, ids, n, tk, row_of, scale, weights, n_rows, dim, grads);
+}
+
 int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim, const float *grads)
 {
-	if (!row_of)
-		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket, rows or gradient buffer");
-	return emdb__push_mapped_as(db, id, EMDB_WORKER_NONE, ids, n, tk, row_of, scale, n_rows, dim, grads);
+	if (!scale)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL scale");
+	return push_mapped(db, id, EMDB_WORKER_NONE, ids, n, tk, row_of, scale, NULL, n_rows, dim, grads);
+}
+
+int emdb__push_mapped_weighted(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+			       const uint32_t *row_of, const float *weights, size_t n_rows, uint32_t dim,
+			       const float *grads)
+{
+	if (!weights)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL weights");
+	return push_mapped(db, id, EMDB_WORKER_NONE, ids, n, tk, row_of, NULL, weights, n_rows, dim, grads);
 }
 
 int emdb_push_as(emdb_db *db, uint32_t tid, uint32_t worker, const emdb_push_batch *b)

@@ -16,9 +16,10 @@ static const uint32_t node_sample_rows[5] = { 0, 0, 1, 2, 2 };
 static const float node_sample_scale[3] = { 1.0f, 0.5f, 0.25f };
 static const float node_sample_f[5 * 4] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 };
 static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
+static const float node_sample_w[5] = { 0.5f, -1.0f, 2.0f, 0.0f, 3.0f };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 22
+#define NODE_SAMPLES 29
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -113,10 +114,41 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_LEAVE, m->hdr.table = 0;
 		m->u.step = (proto_node_step){ 0, 0, (2ull << 48) | 7 };
 		return true;
-	case 21:
+	case 21: /* a weighted pooled PUSH by IDs: a weight per position */
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH;
+		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED,
+						 node_sample_ids, node_sample_rows, node_sample_w, node_sample_f, 0 };
+		return true;
+	case 22:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_TABLE_PREPARE;
+		m->u.admin = (proto_node_admin){ .action = PROTO_NODE_ADMIN_ALTER, .txn = 11 };
+		m->u.admin.opt = (emdb_optimizer){ .kind = EMDB_OPT_ADAM, .lr = 0.01, .eps = 1e-8, .beta1 = 0.9,
+						   .beta2 = 0.999 };
+		return true;
+	case 23:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_SCAN;
+		m->u.scan = (proto_node_scan){ 17, 4, 4, PROTO_NODE_SCAN_STATE };
+		return true;
+	case 24:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_SCAN;
+		m->u.page = (proto_node_page){ 2, 4, 2, 19, 7, node_sample_ids, node_sample_f, node_sample_f + 8 };
+		return true;
+	case 25:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_LOAD;
+		m->u.load = (proto_node_load){ 5, 4, 0, node_sample_ids, node_sample_f, NULL };
+		return true;
+	case 26:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_TABLE_STATS;
+		return true;
+	case 27:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_TABLE_STATS;
+		m->u.stats.stats = (emdb_table_stats){ .rows = 5, .step = 2, .bytes_vectors = 80, .bytes_index = 4096 };
+		m->u.stats.alloc_bytes = 1 << 20;
+		return true;
+	case 28: /* a weighted pooled PUSH by IDs of worker 2 */
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH_RANKED;
-		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED, node_sample_ids, node_sample_rows,
-						 node_sample_scale, node_sample_f, 2 };
+		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED,
+						 node_sample_ids, node_sample_rows, node_sample_w, node_sample_f, 2 };
 		return true;
 	}
 	return false;
