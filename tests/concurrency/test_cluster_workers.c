@@ -9,7 +9,8 @@
  *
  * Each step every worker prefetches its batch on its home node, pulls it
  * pooled (MEAN bags), derives its gradients from what it pulled, pushes
- * them as bags by ticket and once more plainly by IDs, as its rank; then
+ * them as bags by ticket, plainly by IDs and as weighted bags (per-sample
+ * weights), as its rank; then
  * the step is applied (an Update, or a synchronous step of the W workers
  * arriving from their threads).  The IDs overlap between workers and
  * repeat inside batches, and the gradients span six orders of magnitude,
@@ -76,6 +77,13 @@ static void grads_of(const float *pooled, uint32_t w, float *g)
 		g[i] = (pooled[i] + 0.01f * (float)(w + 1)) * scale[(i * 5 + w) % 7];
 }
 
+/* Per-sample weights of a worker's weighted pooled push. */
+static void weights_of(uint32_t w, float *wt)
+{
+	for (size_t i = 0; i < N; i++)
+		wt[i] = (float)((i + w) % 5 + 1) * 0.3f;
+}
+
 typedef struct worker {
 	memnet *net;
 	uint32_t nodes, w, W, table;
@@ -118,6 +126,13 @@ static void *worker_step(void *arg)
 			   .ranked = k->ranked, .rank = k->w };
 	if (!k->rc)
 		k->rc = cluster_run(cl, &pi);
+	float wt[N];
+	weights_of(k->w, wt);
+	cluster_req pw = { .op = CLUSTER_PUSH, .table = k->table, .dim = DIM, .ids = ids, .n = N, .offsets = off,
+			   .n_bags = BAGS, .pool = EMDB_POOL_SUM, .weights = wt, .grads = g, .ranked = k->ranked,
+			   .rank = k->w };
+	if (!k->rc)
+		k->rc = cluster_run(cl, &pw);
 	cluster_ticket_free(cl, pf.ticket_out);
 	if (!k->rc && k->sync) {
 		cluster_req st = { .op = CLUSTER_STEP, .table = k->table, .workers = k->W, .worker = k->w + 1,
@@ -197,6 +212,11 @@ static void train_alone(uint32_t W, result *out)
 			cr_assert_eq(emdb_push_as(db, t, w, &pb), 0, "%s", emdb_last_error());
 			emdb_push_batch pi = { .ids = ids, .n = N, .dim = DIM, .grads = gp };
 			cr_assert_eq(emdb_push_as(db, t, w, &pi), 0, "%s", emdb_last_error());
+			float wt[N];
+			weights_of(w, wt);
+			emdb_push_batch pw = { .ids = ids, .n = N, .offsets = off, .n_bags = BAGS, .pool = EMDB_POOL_SUM,
+					       .weights = wt, .dim = DIM, .grads = g };
+			cr_assert_eq(emdb_push_as(db, t, w, &pw), 0, "%s", emdb_last_error());
 			emdb_ticket_free(tk);
 		}
 		cr_assert_eq(emdb_update(db, t, NULL), 0);
