@@ -122,6 +122,14 @@ void gradrank_fold(gradrank *g, gradmap *into)
 	g->n = kept;
 }
 
+uint64_t gradrank_rows(const gradrank *g)
+{
+	uint64_t rows = 0;
+	for (uint32_t i = 0; i < g->n; i++)
+		rows += g->e[i].map.count;
+	return rows;
+}
+
 size_t gradrank_bytes(const gradrank *g)
 {
 	size_t bytes = (size_t)g->cap * sizeof(gradrank_entry);

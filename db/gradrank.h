@@ -58,5 +58,7 @@ int gradrank_pending(const gradrank *g);
 void gradrank_fold(gradrank *g, gradmap *into);
 
 size_t gradrank_bytes(const gradrank *g);
+/* Rows held, summed over the workers (a row of two workers counts twice). */
+uint64_t gradrank_rows(const gradrank *g);
 
 #endif

@@ -223,7 +223,7 @@ void table_stats(tbl *t, emdb_table_stats *out)
 	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
 	for (uint32_t s = 0; s < t->shards; s++) {
 		pthread_mutex_lock(&t->grads[s].mu);
-		out->pending_rows += t->grads[s].acc[gen].count;
+		out->pending_rows += t->grads[s].acc[gen].count + gradrank_rows(&t->grads[s].ranked[gen]);
 		out->bytes_grads += gradmap_bytes(&t->grads[s].acc[0]) + gradmap_bytes(&t->grads[s].acc[1]) +
 				    gradrank_bytes(&t->grads[s].ranked[0]) + gradrank_bytes(&t->grads[s].ranked[1]);
 		pthread_mutex_unlock(&t->grads[s].mu);

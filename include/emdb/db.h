@@ -187,7 +187,8 @@ typedef struct emdb_table_config {
 typedef struct emdb_table_stats {
 	uint64_t rows;            /* IDs held                                 */
 	uint64_t step;            /* Updates applied so far                   */
-	uint64_t pending_rows;    /* rows holding an accumulated gradient     */
+	uint64_t pending_rows;    /* rows holding an accumulated gradient (a
+				     row of k ranked workers counts k times) */
 	uint64_t bytes_vectors;   /* rows * dim * 4                           */
 	uint64_t bytes_optimizer; /* rows * state floats * 4                  */
 	uint64_t bytes_index;     /* index slots of all shards                */

@@ -167,6 +167,9 @@ Test(workers, sum_is_in_rank_order)
 			cr_assert_eq(emdb_push(db, t, &id, 1, 1, &none), 0);
 		}
 	}
+	emdb_table_info x;
+	cr_assert_eq(emdb_table_describe(db, t, &x), 0);
+	cr_assert_eq(x.stats.pending_rows, 4, "the shared row and three workers' rows wait");
 	uint64_t rows = 0;
 	cr_assert_eq(emdb_update(db, t, &rows), 0);
 	cr_assert_eq(rows, 1);
