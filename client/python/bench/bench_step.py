@@ -107,7 +107,10 @@ def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
     batch (so that none finds another's rows in the cache), the one going
     first rotating from step to step; the figures are the medians of the
     per-step times, in wall time and in this thread's CPU time (what a busy
-    machine moves less: time the thread waits for a core is not in it).
+    machine moves less: time the thread waits for a core is not in it),
+    and the medians of the per-step differences of CPU time (two kinds
+    that ran within the same few milliseconds, so that a drift of the
+    machine's speed cancels).
 
       bare     the three C calls made bare through cffi (pointers made
                beforehand): the C client's cost plus well under a
@@ -188,7 +191,14 @@ def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
     med = {k: (float(np.median(w)) * 1e6, float(np.median(cp)) * 1e6) for k, (w, cp) in times.items()}
     (r, rc), (m, mc) = med["bare"], med["module"]
     (tr, trc), (mm, mmc) = med["trainer"], med["model"]
+    def diff(a: str, b: str) -> float:
+        """The median over steps of a's CPU time less b's in the same step
+        (a drift of the machine's speed cancels within a step)."""
+        return float(np.median(np.subtract(times[a][1], times[b][1]))) * 1e6
+
     return {"c_calls_us": r, "emdb.torch_us": m, "layer_us": m - r, "layer_pct": (m / r - 1) * 100,
+            "layer_cpu_step_us": diff("module", "bare"),
+            "layer_model_cpu_step_us": diff("model", "trainer"),
             "c_calls_cpu_us": rc, "emdb.torch_cpu_us": mc, "layer_cpu_us": mc - rc,
             "layer_cpu_pct": (mc / rc - 1) * 100,
             "trainer_us": tr, "model_us": mm, "layer_model_us": mm - tr,
@@ -274,11 +284,13 @@ def main() -> int:
     print(f"  bare C calls {pair['c_calls_us']:.1f} ({pair['c_calls_cpu_us']:.1f}), emdb.torch "
           f"{pair['emdb.torch_us']:.1f} ({pair['emdb.torch_cpu_us']:.1f}): the layer with torch's "
           f"backward() costs {pair['layer_us']:.1f} us ({pair['layer_pct']:+.1f}%), CPU "
-          f"{pair['layer_cpu_us']:.1f} us ({pair['layer_cpu_pct']:+.1f}%)")
+          f"{pair['layer_cpu_us']:.1f} us ({pair['layer_cpu_pct']:+.1f}%), step by step "
+          f"{pair['layer_cpu_step_us']:.1f} us")
     print(f"  under one model: C calls by hand {pair['trainer_us']:.1f} ({pair['trainer_cpu_us']:.1f}), "
           f"emdb.torch {pair['model_us']:.1f} ({pair['model_cpu_us']:.1f}): the layer costs "
           f"{pair['layer_model_us']:.1f} us ({pair['layer_model_pct']:+.1f}%), CPU "
-          f"{pair['layer_model_cpu_us']:.1f} us ({pair['layer_model_cpu_pct']:+.1f}%)")
+          f"{pair['layer_model_cpu_us']:.1f} us ({pair['layer_model_cpu_pct']:+.1f}%), step by step "
+          f"{pair['layer_model_cpu_step_us']:.1f} us")
     return 0
 
 

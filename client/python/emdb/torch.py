@@ -281,8 +281,9 @@ class EmbeddingBag(nn.Module):
 
     def _batch(self, input: torch.Tensor, offsets: Optional[torch.Tensor],
                weights: Optional[torch.Tensor]) -> Tuple[_Batch, Optional[torch.Tensor]]:
-        # Every case but forward's fast path: IDs and offsets made uint64
-        # arrays (views where they already are 64-bit), with the end
+        # Every batch but forward's fast path: the fast path's tensors
+        # themselves under no_grad (Lookup), else IDs and offsets made
+        # uint64 arrays (views where they already are 64-bit) with the end
         # offset, padding removed, weights checked.
         if (offsets is not None and weights is None and self.padding_idx is None
                 and self.include_last_offset and input.dtype is torch.int64
