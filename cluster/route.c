@@ -29,6 +29,9 @@
  *      another order.  Pooled PUSH sends each owner every bag it touches
  *      once, with the engine's scale for it, and the owner adds it with the
  *      same fused multiply-add as emdb_push_bags (emdb__push_mapped).
+ *   6. UPDATE and PUSH_UPDATE pass cluster/ckpt.c's gate first: while a
+ *      cluster checkpoint holds Updates they wait there, and start here
+ *      when it lets them go.
  *
  * State changes: the owners' engines (through their parts), the caller's
  * outputs, req's results.
@@ -566,7 +569,19 @@ static cluster_ticket *ticket_new(cluster *cl, uint32_t table, const uint32_t *p
 	return tk;
 }
 
+static int route_start(cluster *cl, cluster_req *req);
+
 int route_submit(cluster *cl, cluster_req *req)
+{
+	if (ckpt_gate_enter(cl, req)) /* a cluster checkpoint holds Updates */
+		return EMDB_OK;
+	int rc = route_start(cl, req);
+	if (rc)
+		ckpt_gate_cancel(cl, req);
+	return rc;
+}
+
+static int route_start(cluster *cl, cluster_req *req)
 {
 	uint32_t width;
 	int rc = check_req(cl, req, &width);

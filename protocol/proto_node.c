@@ -26,7 +26,7 @@
 #include "protocol/proto_int.h"
 #include "protocol/proto_node.h"
 
-enum node_codec { C_EMPTY, C_SEL, C_GRADS, C_STEP, C_ADMIN, C_TICKET, C_VECS, C_ROWS };
+enum node_codec { C_EMPTY, C_SEL, C_GRADS, C_STEP, C_ADMIN, C_TICKET, C_VECS, C_ROWS, C_CKPT };
 
 bool proto_node_op_known(uint16_t op)
 {
@@ -201,6 +201,41 @@ static void admin_write(proto_wr *w, uint16_t op, const proto_node_admin *m)
 		proto__cfg_encode(w, &m->cfg);
 }
 
+/* What a CKPT body of op may hold (response: CKPT_WRITE's answer); the
+ * writer and the reader share it.  NULL when it is right, else why not. */
+static const char *ckpt_wrong(uint16_t op, bool resp, const proto_node_ckpt *m)
+{
+	if (m->kind != 1 && m->kind != 2)
+		return "kind (1 full, 2 incremental)";
+	if (m->flags & ~(uint32_t)PROTO_NODE_CKPT_COMMIT)
+		return "flags";
+	if (op != PROTO_NODE_CKPT_END && m->flags)
+		return "flags outside CKPT_END";
+	if ((op == PROTO_NODE_CKPT_ASK) != (m->id == 0))
+		return "id (0 in CKPT_ASK only)";
+	if (resp != (m->part != 0))
+		return "part (in CKPT_WRITE's response only)";
+	if (!resp && m->rows)
+		return "rows (in CKPT_WRITE's response only)";
+	if ((op == PROTO_NODE_CKPT_HOLD && !resp) != (m->timeout_ms != 0))
+		return "timeout_ms (in CKPT_HOLD only)";
+	return NULL;
+}
+
+static void ckpt_write(proto_wr *w, uint16_t op, bool resp, const proto_node_ckpt *m)
+{
+	const char *bad = ckpt_wrong(op, resp, m);
+	if (bad)
+		proto__wr_fail(w, "node %s: bad %s", proto_node_op_name(op), bad);
+	wr_u32(w, m->kind);
+	wr_u32(w, m->flags);
+	wr_u64(w, m->id);
+	wr_u64(w, m->part);
+	wr_u64(w, m->rows);
+	wr_u32(w, m->timeout_ms);
+	wr_zero(w, 4);
+}
+
 static void vecs_write(proto_wr *w, const proto_node_vecs *m, proto_node_where *at)
 {
 	if (m->flags & ~(uint32_t)PROTO_NODE_VECS_FOUND)
@@ -308,6 +343,9 @@ int proto_node_encode(uint8_t *buf, size_t cap, const proto_node_msg *m, size_t 
 	case C_ROWS:
 		wr_u64(&w, m->u.rows.rows);
 		break;
+	case C_CKPT:
+		ckpt_write(&w, h->opcode, resp, &m->u.ckpt);
+		break;
 	}
 	return node_wr_end(&w, h, len);
 }
@@ -404,6 +442,20 @@ static void admin_read(proto_rd *r, uint16_t op, proto_node_admin *m)
 		proto__rd_fail(r, "transaction number 0");
 }
 
+static void ckpt_read(proto_rd *r, uint16_t op, bool resp, proto_node_ckpt *m)
+{
+	m->kind = rd_u32(r, "kind");
+	m->flags = rd_u32(r, "flags");
+	m->id = rd_u64(r, "id");
+	m->part = rd_u64(r, "part");
+	m->rows = rd_u64(r, "rows");
+	m->timeout_ms = rd_u32(r, "timeout_ms");
+	rd_zero(r, 4, "reserved");
+	const char *bad = r->err ? NULL : ckpt_wrong(op, resp, m);
+	if (bad)
+		proto__rd_fail(r, "bad %s", bad);
+}
+
 static void vecs_read(proto_rd *r, proto_node_vecs *m)
 {
 	m->n = rd_u32(r, "n");
@@ -472,6 +524,9 @@ int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
 		break;
 	case C_ROWS:
 		m->u.rows.rows = rd_u64(&r, "rows");
+		break;
+	case C_CKPT:
+		ckpt_read(&r, h->opcode, resp, &m->u.ckpt);
 		break;
 	}
 	return rd_end(&r);

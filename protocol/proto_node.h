@@ -23,7 +23,8 @@
  *   ADMIN  one phase of a table change applied on every node (proto_node_admin);
  *   TICKET an owner's ticket handle and count (proto_node_ticket);
  *   VECS   n rows of floats and optionally n found bytes (proto_node_vecs);
- *   ROWS   a count of rows (proto_node_rows).
+ *   ROWS   a count of rows (proto_node_rows);
+ *   CKPT   one phase of a cluster checkpoint (proto_node_ckpt).
  * A response with status < 0 has the error body instead (a message).
  *
  * Encoding (proto_node_encode) follows protocol/proto.h's convention
@@ -90,7 +91,13 @@ enum {
  *   TABLE_ADMIN   a table change asked of the coordinator by any node
  *   TABLE_PREPARE phase 1 of a table change: check, hold -> the node's id
  *   TABLE_COMMIT  phase 2: apply what PREPARE held
- *   TABLE_ABORT   phase 2 after a refusal: forget what PREPARE held */
+ *   TABLE_ABORT   phase 2 after a refusal: forget what PREPARE held
+ *   CKPT_ASK      a cluster checkpoint asked of the coordinator by any
+ *                 node -> the cluster checkpoint's id once its manifest
+ *                 is written
+ *   CKPT_HOLD     phase 1: hold new Updates, drain those in flight
+ *   CKPT_WRITE    phase 2: write this node's part -> its part (id, rows)
+ *   CKPT_END      phase 3: let Updates go; an abort deletes the part */
 #define PROTO_NODE_OP_MAP(X)                                          \
 	X(PREFETCH, prefetch, 0x0600, SEL, TICKET)                    \
 	X(PULL, pull, 0x0601, SEL, VECS)                              \
@@ -105,7 +112,11 @@ enum {
 	X(TABLE_ADMIN, table_admin, 0x0610, ADMIN, ROWS)              \
 	X(TABLE_PREPARE, table_prepare, 0x0611, ADMIN, ROWS)          \
 	X(TABLE_COMMIT, table_commit, 0x0612, ADMIN, EMPTY)           \
-	X(TABLE_ABORT, table_abort, 0x0613, ADMIN, EMPTY)
+	X(TABLE_ABORT, table_abort, 0x0613, ADMIN, EMPTY)             \
+	X(CKPT_ASK, ckpt_ask, 0x0620, CKPT, ROWS)                     \
+	X(CKPT_HOLD, ckpt_hold, 0x0621, CKPT, EMPTY)                  \
+	X(CKPT_WRITE, ckpt_write, 0x0622, CKPT, CKPT)                 \
+	X(CKPT_END, ckpt_end, 0x0623, CKPT, EMPTY)
 
 typedef enum proto_node_op {
 	/* Only in an error response to a frame whose opcode could not be
@@ -181,6 +192,25 @@ typedef struct proto_node_admin {
 	emdb_table_config cfg; /* CREATE only */
 } proto_node_admin;
 
+/* proto_node_ckpt.flags */
+#define PROTO_NODE_CKPT_COMMIT 0x1 /* CKPT_END: the manifest is written; else abort */
+
+/* CKPT: one phase of cluster checkpoint `id` (0 only in CKPT_ASK, whose
+ * coordinator numbers it) of kind 1 (full) or 2 (incremental).
+ * CKPT_HOLD carries timeout_ms (> 0): the node lets Updates go by itself
+ * after it, should the coordinator never end the checkpoint.  The
+ * response of CKPT_WRITE carries the part (this node's checkpoint id in
+ * its store, nonzero) and its rows; every other field that its opcode does
+ * not use is 0. */
+typedef struct proto_node_ckpt {
+	uint32_t kind;
+	uint32_t flags;
+	uint64_t id;
+	uint64_t part;
+	uint64_t rows;
+	uint32_t timeout_ms;
+} proto_node_ckpt;
+
 typedef struct proto_node_ticket {
 	uint64_t handle; /* nonzero */
 	uint32_t count;
@@ -209,6 +239,7 @@ typedef struct proto_node_msg {
 		proto_node_grads grads;
 		proto_node_step step;
 		proto_node_admin admin;
+		proto_node_ckpt ckpt;
 		proto_node_ticket ticket;
 		proto_node_vecs vecs;
 		proto_node_rows rows;

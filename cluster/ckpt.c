@@ -1,0 +1,660 @@
+/*
+ * cluster/ckpt.c - cluster checkpoints: a checkpoint asked of any node
+ * checkpoints every node at the same step boundary, and a manifest
+ * written last names the parts (docs/cluster.md "Cluster checkpoints").
+ *
+ * The coordinator (rank CLUSTER_COORDINATOR) runs one cluster checkpoint
+ * at a time, in phases sent to every node in ring order:
+ *   HOLD   each node stops starting Updates (UPDATE, PUSH_UPDATE, the
+ *          Update of a synchronous step) as a home node: they are deferred,
+ *          not refused; it answers once the Updates it had started have
+ *          ended on every owner (drained).  When every node answered, no
+ *          Update is in flight anywhere, and since every Update reaches
+ *          every node, every table is at the same step on every node.
+ *   WRITE  each node writes its part (the server's checkpoint job, in its
+ *          own store) and answers once the part is durable: its id and
+ *          rows.
+ *   then the coordinator writes the manifest (ops->publish), LAST, and
+ *   END    (commit) lets Updates go again on every node; on any failure
+ *          before the manifest, END (abort) does, and each node deletes the
+ *          part it wrote.
+ * A node other than the coordinator forwards the request (CKPT_ASK) and
+ * answers its client with the coordinator's result.
+ *
+ * Invariants:
+ *   1. A node's gate holds Updates only between a HOLD and its END, or
+ *      until the HOLD's timeout_ms passed (cluster_tick), so a coordinator
+ *      that dies never stops training for longer than that.
+ *   2. A deferred Update is started when the gate opens, exactly once;
+ *      its done runs exactly once (with the error if it cannot start).
+ *   3. The manifest is written only after every node's WRITE answered
+ *      with a durable part; without it the checkpoint is invisible
+ *      (restore and listing read manifests only).
+ *   4. Every run answers its origin exactly once.
+ *
+ * State changes: the gate (under ckpt_state.mu); the nodes' stores and the
+ * manifests, through cluster_ckpt_ops.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/error.h>
+
+#include "base/clock.h"
+#include "base/error_int.h"
+#include "cluster/cluster_int.h"
+
+#define ASK_CALL_MS 3600000u     /* a forwarded checkpoint waits for every part */
+#define WRITE_CALL_MS 3600000ull /* one part's write */
+#define HOLD_MS_DEFAULT 600000u
+
+typedef struct run run;
+
+typedef struct run_call {
+	cluster_call call;
+	run *run;
+	uint32_t rank;
+} run_call;
+
+struct run {
+	cluster *cl;
+	uint32_t kind;
+	uint64_t id;
+	uint16_t phase;            /* PROTO_NODE_CKPT_HOLD, _WRITE, _END */
+	bool commit;               /* END: the manifest is written */
+	_Atomic uint32_t pending;
+	_Atomic int status;
+	char msg[240];
+	cluster_ckpt_part *parts;  /* [nodes] */
+	run_call *calls;           /* [nodes] */
+	cluster_ckpt_done_fn done; /* origin: a local request, or */
+	void *arg;
+	cluster_responder *r;      /* a peer's CKPT_ASK */
+	char final_msg[240];
+	int final_status;
+};
+
+/* What CKPT_WRITE's part is written for: a peer's request, or the
+ * coordinator's own part of run. */
+typedef struct part_token {
+	cluster *cl;
+	cluster_responder *r;
+	run *run;
+	uint32_t kind;
+	uint64_t id;
+} part_token;
+
+struct ckpt_state {
+	pthread_mutex_t mu;
+	/* the gate, under mu */
+	bool held;
+	uint64_t held_id;
+	uint64_t deadline_ns;
+	uint64_t inflight;                 /* Updates started here, not ended */
+	void (*drained)(void *arg);        /* HOLD's answer, once inflight is 0 */
+	void *drained_arg;
+	cluster_req *dhead, *dtail;        /* deferred, linked through priv */
+	uint64_t part_of, part_id;         /* this node's part of checkpoint part_of */
+	bool running;                      /* the coordinator runs one */
+	/* set once, before requests */
+	cluster_ckpt_ops ops;
+	bool have_ops;
+	void *ctx;
+	uint32_t hold_ms;
+};
+
+int ckpt_open(cluster *cl)
+{
+	cl->ckpt = emdb_calloc(1, sizeof(*cl->ckpt));
+	if (!cl->ckpt)
+		return emdb__seterr(EMDB_ERR_NOMEM, "cluster checkpoint state");
+	pthread_mutex_init(&cl->ckpt->mu, NULL);
+	cl->ckpt->hold_ms = HOLD_MS_DEFAULT;
+	return EMDB_OK;
+}
+
+void ckpt_close(cluster *cl)
+{
+	if (!cl->ckpt)
+		return;
+	pthread_mutex_destroy(&cl->ckpt->mu);
+	emdb_free(cl->ckpt);
+	cl->ckpt = NULL;
+}
+
+void cluster_ckpt_set_ops(cluster *cl, const cluster_ckpt_ops *ops, void *ctx, uint32_t hold_ms)
+{
+	ckpt_state *s = cl->ckpt;
+	pthread_mutex_lock(&s->mu);
+	s->have_ops = ops != NULL;
+	if (ops)
+		s->ops = *ops;
+	s->ctx = ctx;
+	s->hold_ms = hold_ms ? hold_ms : HOLD_MS_DEFAULT;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the gate -------------------------------------------------------------- */
+
+static bool gated_op(const cluster_req *req)
+{
+	return req->op == CLUSTER_UPDATE || req->op == CLUSTER_PUSH_UPDATE;
+}
+
+/* req no longer counts as in flight: its own done back in place, and
+ * the HOLD waiting for the drain, if this was the last, returned. */
+static void (*gate_leave(ckpt_state *s, cluster_req *req, void **arg))(void *)
+{
+	req->done = req->gated_done;
+	req->gated_done = NULL;
+	void (*drained)(void *) = NULL;
+	*arg = NULL;
+	pthread_mutex_lock(&s->mu);
+	if (--s->inflight == 0 && s->drained) {
+		drained = s->drained;
+		*arg = s->drained_arg;
+		s->drained = NULL;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return drained;
+}
+
+static void gate_done(cluster_req *req)
+{
+	void *arg;
+	void (*drained)(void *) = gate_leave(req->priv_cluster->ckpt, req, &arg);
+	req->done(req);
+	if (drained)
+		drained(arg);
+}
+
+int ckpt_gate_enter(cluster *cl, cluster_req *req)
+{
+	if (!gated_op(req))
+		return 0;
+	ckpt_state *s = cl->ckpt;
+	pthread_mutex_lock(&s->mu);
+	if (s->held) {
+		req->priv = NULL;
+		if (s->dtail)
+			s->dtail->priv = req;
+		else
+			s->dhead = req;
+		s->dtail = req;
+		pthread_mutex_unlock(&s->mu);
+		return 1;
+	}
+	s->inflight++;
+	pthread_mutex_unlock(&s->mu);
+	req->priv_cluster = cl;
+	req->gated_done = req->done;
+	req->done = gate_done;
+	return 0;
+}
+
+void ckpt_gate_cancel(cluster *cl, cluster_req *req)
+{
+	if (!gated_op(req) || req->done != gate_done)
+		return;
+	void *arg;
+	void (*drained)(void *) = gate_leave(cl->ckpt, req, &arg);
+	if (drained)
+		drained(arg);
+}
+
+/* Hold the gate for checkpoint id; fn(arg) runs once nothing is in flight
+ * (maybe before this returns).  Refused (BUSY) while held for another. */
+static int gate_hold(cluster *cl, uint64_t id, uint32_t timeout_ms, void (*fn)(void *), void *arg)
+{
+	ckpt_state *s = cl->ckpt;
+	pthread_mutex_lock(&s->mu);
+	if (s->held && s->held_id != id) {
+		uint64_t other = s->held_id;
+		pthread_mutex_unlock(&s->mu);
+		return emdb__seterr(EMDB_ERR_BUSY, "node %u is held for cluster checkpoint %llu", cl->rank,
+				    (unsigned long long)other);
+	}
+	if (s->drained) {
+		pthread_mutex_unlock(&s->mu);
+		return emdb__seterr(EMDB_ERR_BUSY, "node %u is already draining for cluster checkpoint %llu",
+				    cl->rank, (unsigned long long)id);
+	}
+	s->held = true;
+	s->held_id = id;
+	s->deadline_ns = emdb__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	bool now = s->inflight == 0;
+	if (!now) {
+		s->drained = fn;
+		s->drained_arg = arg;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (now)
+		fn(arg);
+	return EMDB_OK;
+}
+
+/* Open the gate (id 0: whatever holds it) and start what waited
+ * (invariant 2).  The part of an aborted checkpoint is deleted. */
+static void gate_release(cluster *cl, uint64_t id, bool abort)
+{
+	ckpt_state *s = cl->ckpt;
+	uint64_t drop = 0;
+	pthread_mutex_lock(&s->mu);
+	if (!s->held || (id && s->held_id != id)) {
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	s->held = false;
+	if (abort && s->part_of == s->held_id)
+		drop = s->part_id;
+	s->part_of = s->part_id = 0;
+	cluster_req *q = s->dhead;
+	s->dhead = s->dtail = NULL;
+	bool have_ops = s->have_ops;
+	pthread_mutex_unlock(&s->mu);
+	if (drop && have_ops)
+		s->ops.drop_part(s->ctx, drop);
+	while (q) {
+		cluster_req *next = q->priv;
+		q->priv = NULL;
+		if (route_submit(cl, q) != EMDB_OK) {
+			char why[sizeof(q->msg)];
+			snprintf(why, sizeof(why), "%s", q->msg);
+			cluster__finish(q, q->status ? q->status : EMDB_ERR_INTERNAL, "%s", why);
+		}
+		q = next;
+	}
+}
+
+void ckpt_tick(cluster *cl, uint64_t now_ns)
+{
+	ckpt_state *s = cl->ckpt;
+	pthread_mutex_lock(&s->mu);
+	bool expired = s->held && now_ns >= s->deadline_ns;
+	uint64_t id = s->held_id;
+	pthread_mutex_unlock(&s->mu);
+	if (expired)
+		gate_release(cl, id, true);
+}
+
+/* ---- a node's part of WRITE ------------------------------------------------- */
+
+static void run_part_end(run *ru, uint32_t rank, int status, const char *why);
+static void run_next(run *ru);
+
+static int start_part(cluster *cl, part_token *tk)
+{
+	ckpt_state *s = cl->ckpt;
+	pthread_mutex_lock(&s->mu);
+	bool ok = s->have_ops && s->held && s->held_id == tk->id;
+	bool have_ops = s->have_ops;
+	pthread_mutex_unlock(&s->mu);
+	if (!have_ops)
+		return emdb__seterr(EMDB_ERR_UNSUPPORTED,
+				    "node %u has no cluster checkpoint store (cluster_checkpoint_dir is not set)", cl->rank);
+	if (!ok)
+		return emdb__seterr(EMDB_ERR_INVALID, "node %u does not hold Updates for cluster checkpoint %llu",
+				    cl->rank, (unsigned long long)tk->id);
+	return s->ops.write_part(s->ctx, tk->kind, tk->id, tk);
+}
+
+void cluster_ckpt_part_done(cluster *cl, void *token, int status, uint64_t part, uint64_t rows, const char *msg)
+{
+	part_token *tk = token;
+	ckpt_state *s = cl->ckpt;
+	if (status == EMDB_OK) {
+		pthread_mutex_lock(&s->mu);
+		s->part_of = tk->id;
+		s->part_id = part;
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (tk->run) {
+		if (status == EMDB_OK) {
+			tk->run->parts[cl->rank] = (cluster_ckpt_part){ cl->rank, part, rows };
+			run_part_end(tk->run, cl->rank, EMDB_OK, NULL);
+		} else {
+			run_part_end(tk->run, cl->rank, status, msg);
+		}
+	} else if (status == EMDB_OK) {
+		proto_node_msg rep = { .hdr = cluster__hdr(cl, PROTO_NODE_CKPT_WRITE, 0, true) };
+		rep.u.ckpt = (proto_node_ckpt){ .kind = tk->kind, .id = tk->id, .part = part, .rows = rows };
+		uint8_t *buf = NULL;
+		size_t len = 0;
+		int rc = cluster__encode(&rep, &buf, &len, NULL);
+		cluster__reply(cl, tk->r, PROTO_NODE_CKPT_WRITE, 0, buf, len, rc);
+	} else {
+		emdb__seterr(status, "%s", msg ? msg : emdb_strerror(status));
+		cluster__reply(cl, tk->r, PROTO_NODE_CKPT_WRITE, 0, NULL, 0, status);
+	}
+	emdb_free(tk);
+}
+
+/* ---- the coordinator's run ----------------------------------------------------- */
+
+static void run_fail(run *ru, uint32_t rank, int status, const char *why)
+{
+	int expect = EMDB_OK;
+	if (atomic_compare_exchange_strong(&ru->status, &expect, status))
+		snprintf(ru->msg, sizeof(ru->msg), "cluster checkpoint %llu: node %u: %s", (unsigned long long)ru->id,
+			 rank, why && why[0] ? why : emdb_strerror(status));
+}
+
+static void run_part_end(run *ru, uint32_t rank, int status, const char *why)
+{
+	if (status < 0 && ru->phase != PROTO_NODE_CKPT_END)
+		run_fail(ru, rank, status, why);
+	if (atomic_fetch_sub_explicit(&ru->pending, 1, memory_order_acq_rel) == 1)
+		run_next(ru);
+}
+
+static void run_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
+{
+	run_call *rc_ = call->arg;
+	run *ru = rc_->run;
+	char why[240] = "";
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "%s", emdb_last_error());
+	} else {
+		proto_node_msg m;
+		uint8_t *copy;
+		rc = cluster__decode(frame, len, &m, &copy);
+		if (rc == EMDB_OK && (!(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE) || m.hdr.opcode != ru->phase))
+			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "answered node %s with node %s", proto_node_op_name(ru->phase),
+					  proto_node_op_name(m.hdr.opcode));
+		if (rc)
+			snprintf(why, sizeof(why), "%s", emdb_last_error());
+		else if ((rc = m.hdr.status) < 0)
+			snprintf(why, sizeof(why), "%.*s", (int)m.u.err.len, m.u.err.p ? m.u.err.p : "");
+		else if (ru->phase == PROTO_NODE_CKPT_WRITE)
+			ru->parts[rc_->rank] = (cluster_ckpt_part){ rc_->rank, m.u.ckpt.part, m.u.ckpt.rows };
+		emdb_free(copy);
+	}
+	run_part_end(ru, rc_->rank, rc, why);
+}
+
+static void local_held(void *arg)
+{
+	run *ru = arg;
+	run_part_end(ru, ru->cl->rank, EMDB_OK, NULL);
+}
+
+/* Send phase op to every node in ring order, then run this node's part. */
+static void phase_send(run *ru, uint16_t op)
+{
+	cluster *cl = ru->cl;
+	ckpt_state *s = cl->ckpt;
+	ru->phase = op;
+	atomic_store(&ru->pending, cl->nodes + 1);
+	proto_node_msg m = { .hdr = cluster__hdr(cl, op, 0, false) };
+	m.u.ckpt = (proto_node_ckpt){ .kind = ru->kind, .id = ru->id };
+	if (op == PROTO_NODE_CKPT_HOLD)
+		m.u.ckpt.timeout_ms = s->hold_ms;
+	if (op == PROTO_NODE_CKPT_END && ru->commit)
+		m.u.ckpt.flags = PROTO_NODE_CKPT_COMMIT;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int enc = cluster__encode(&m, &buf, &len, NULL);
+	for (uint32_t k = 1; k < cl->nodes; k++) {
+		uint32_t r = (cl->rank + k) % cl->nodes;
+		run_call *c = &ru->calls[r];
+		memset(c, 0, sizeof(*c));
+		c->run = ru;
+		c->rank = r;
+		c->call.done = run_reply;
+		c->call.arg = c;
+		if (op == PROTO_NODE_CKPT_WRITE)
+			c->call.deadline_ns = emdb__now_ns() + WRITE_CALL_MS * 1000000ull;
+		int rc = enc ? enc : cluster__call(cl, r, buf, len, &c->call);
+		if (rc)
+			run_part_end(ru, r, rc, emdb_last_error());
+	}
+	emdb_free(buf);
+	int rc = EMDB_OK;
+	if (op == PROTO_NODE_CKPT_HOLD) {
+		rc = gate_hold(cl, ru->id, s->hold_ms, local_held, ru);
+	} else if (op == PROTO_NODE_CKPT_WRITE) {
+		part_token *tk = emdb_calloc(1, sizeof(*tk));
+		if (!tk)
+			rc = emdb__seterr(EMDB_ERR_NOMEM, "a checkpoint part");
+		else {
+			*tk = (part_token){ .cl = cl, .run = ru, .kind = ru->kind, .id = ru->id };
+			if ((rc = start_part(cl, tk)))
+				emdb_free(tk);
+		}
+	} else {
+		gate_release(cl, ru->id, !ru->commit);
+		run_part_end(ru, cl->rank, EMDB_OK, NULL);
+	}
+	if (rc)
+		run_part_end(ru, cl->rank, rc, emdb_last_error());
+	run_part_end(ru, cl->rank, EMDB_OK, NULL); /* the sender's own count */
+}
+
+static void run_free(run *ru)
+{
+	emdb_free(ru->parts);
+	emdb_free(ru->calls);
+	emdb_free(ru);
+}
+
+static void run_answer(run *ru)
+{
+	cluster *cl = ru->cl;
+	ckpt_state *s = cl->ckpt;
+	pthread_mutex_lock(&s->mu);
+	s->running = false;
+	pthread_mutex_unlock(&s->mu);
+	if (ru->done)
+		ru->done(ru->arg, ru->final_status, ru->final_status ? 0 : ru->id, ru->final_msg);
+	else
+		cluster__reply_rows(cl, ru->r, PROTO_NODE_CKPT_ASK, 0, ru->final_status, ru->id, ru->final_msg);
+	run_free(ru);
+}
+
+/* A phase is over on every node: the next one (invariant 3). */
+static void run_next(run *ru)
+{
+	cluster *cl = ru->cl;
+	int status = atomic_load(&ru->status);
+	if (ru->phase == PROTO_NODE_CKPT_END) {
+		run_answer(ru);
+		return;
+	}
+	if (status == EMDB_OK && ru->phase == PROTO_NODE_CKPT_HOLD) {
+		phase_send(ru, PROTO_NODE_CKPT_WRITE);
+		return;
+	}
+	if (status == EMDB_OK) { /* every part is durable: the manifest, last */
+		char why[200] = "";
+		int rc = cl->ckpt->ops.publish(cl->ckpt->ctx, ru->id, ru->kind, ru->parts, cl->nodes, why, sizeof(why));
+		if (rc)
+			run_fail(ru, cl->rank, rc, why);
+		else
+			ru->commit = true;
+		status = atomic_load(&ru->status);
+	}
+	ru->final_status = status;
+	snprintf(ru->final_msg, sizeof(ru->final_msg), "%s", status ? ru->msg : "");
+	phase_send(ru, PROTO_NODE_CKPT_END);
+}
+
+static int run_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void *arg, cluster_responder *r)
+{
+	ckpt_state *s = cl->ckpt;
+	if (cl->rank != CLUSTER_COORDINATOR)
+		return emdb__seterr(EMDB_ERR_INVALID, "node %u is not the checkpoint coordinator (node %u is)", cl->rank,
+				    CLUSTER_COORDINATOR);
+	if (kind != 1 && kind != 2)
+		return emdb__seterr(EMDB_ERR_INVALID, "checkpoint kind %u: 1 is full, 2 incremental", kind);
+	run *ru = emdb_calloc(1, sizeof(*ru));
+	if (ru) {
+		ru->parts = emdb_calloc(cl->nodes, sizeof(*ru->parts));
+		ru->calls = emdb_calloc(cl->nodes, sizeof(*ru->calls));
+	}
+	if (!ru || !ru->parts || !ru->calls) {
+		if (ru)
+			run_free(ru);
+		return emdb__seterr(EMDB_ERR_NOMEM, "a cluster checkpoint");
+	}
+	pthread_mutex_lock(&s->mu);
+	int rc = EMDB_OK;
+	if (!s->have_ops)
+		rc = emdb__seterr(EMDB_ERR_UNSUPPORTED,
+				  "node %u (the checkpoint coordinator) has no cluster checkpoint store: set "
+				  "cluster_checkpoint_dir on every node",
+				  cl->rank);
+	else if (s->running)
+		rc = emdb__seterr(EMDB_ERR_BUSY, "a cluster checkpoint is running: wait for it");
+	else
+		s->running = true;
+	pthread_mutex_unlock(&s->mu);
+	if (rc == EMDB_OK && (rc = s->ops.next_id(s->ctx, &ru->id)) != EMDB_OK) {
+		pthread_mutex_lock(&s->mu);
+		s->running = false;
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (rc) {
+		run_free(ru);
+		return rc;
+	}
+	ru->cl = cl;
+	ru->kind = kind;
+	ru->done = done;
+	ru->arg = arg;
+	ru->r = r;
+	atomic_store(&ru->status, EMDB_OK);
+	phase_send(ru, PROTO_NODE_CKPT_HOLD);
+	return EMDB_OK;
+}
+
+/* ---- a node that is not the coordinator ------------------------------------------ */
+
+typedef struct ask_call {
+	cluster_call call;
+	cluster_ckpt_done_fn done;
+	void *arg;
+} ask_call;
+
+static void ask_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
+{
+	ask_call *a = call->arg;
+	char why[256] = "";
+	uint64_t id = 0;
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "node 0 (the checkpoint coordinator): %s", emdb_last_error());
+	} else {
+		proto_node_msg m;
+		uint8_t *copy;
+		rc = cluster__decode(frame, len, &m, &copy);
+		if (rc == EMDB_OK && (m.hdr.opcode != PROTO_NODE_CKPT_ASK || !(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE)))
+			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "answered node CKPT_ASK with node %s",
+					  proto_node_op_name(m.hdr.opcode));
+		if (rc)
+			snprintf(why, sizeof(why), "node 0: %s", emdb_last_error());
+		else if ((rc = m.hdr.status) < 0)
+			snprintf(why, sizeof(why), "%.*s", (int)m.u.err.len, m.u.err.p ? m.u.err.p : "");
+		else
+			id = m.u.rows.rows;
+		emdb_free(copy);
+	}
+	a->done(a->arg, rc, id, why);
+	emdb_free(a);
+}
+
+int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void *arg)
+{
+	if (!done)
+		return emdb__seterr(EMDB_ERR_INVALID, "cluster_ckpt_start: no done callback");
+	if (cl->rank == CLUSTER_COORDINATOR)
+		return run_start(cl, kind, done, arg, NULL);
+	if (kind != 1 && kind != 2)
+		return emdb__seterr(EMDB_ERR_INVALID, "checkpoint kind %u: 1 is full, 2 incremental", kind);
+	ask_call *a = emdb_calloc(1, sizeof(*a));
+	if (!a)
+		return emdb__seterr(EMDB_ERR_NOMEM, "a cluster checkpoint");
+	a->done = done;
+	a->arg = arg;
+	a->call.done = ask_reply;
+	a->call.arg = a;
+	a->call.deadline_ns = emdb__now_ns() + ASK_CALL_MS * 1000000ull;
+	proto_node_msg m = { .hdr = cluster__hdr(cl, PROTO_NODE_CKPT_ASK, 0, false) };
+	m.u.ckpt.kind = kind;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc = cluster__encode(&m, &buf, &len, NULL);
+	if (rc == EMDB_OK)
+		rc = cluster__call(cl, CLUSTER_COORDINATOR, buf, len, &a->call);
+	emdb_free(buf);
+	if (rc)
+		emdb_free(a);
+	return rc;
+}
+
+/* ---- a peer's frames ------------------------------------------------------------- */
+
+typedef struct held_reply {
+	cluster *cl;
+	cluster_responder *r;
+} held_reply;
+
+static void reply_empty(cluster *cl, cluster_responder *r, uint16_t op)
+{
+	proto_node_msg rep = { .hdr = cluster__hdr(cl, op, 0, true) };
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc = cluster__encode(&rep, &buf, &len, NULL);
+	cluster__reply(cl, r, op, 0, buf, len, rc);
+}
+
+static void peer_held_empty(void *arg)
+{
+	held_reply *h = arg;
+	reply_empty(h->cl, h->r, PROTO_NODE_CKPT_HOLD);
+	emdb_free(h);
+}
+
+void ckpt_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	uint16_t op = m->hdr.opcode;
+	const proto_node_ckpt *c = &m->u.ckpt;
+	int rc;
+	if (op == PROTO_NODE_CKPT_ASK) {
+		if ((rc = run_start(cl, c->kind, NULL, NULL, r)) == EMDB_OK)
+			return;
+		cluster__reply(cl, r, op, 0, NULL, 0, rc);
+		return;
+	}
+	if (from != CLUSTER_COORDINATOR) {
+		rc = emdb__seterr(EMDB_ERR_PROTOCOL, "node %u sent node %s: only node %u coordinates checkpoints", from,
+				  proto_node_op_name(op), CLUSTER_COORDINATOR);
+		cluster__reply(cl, r, op, 0, NULL, 0, rc);
+		return;
+	}
+	if (op == PROTO_NODE_CKPT_HOLD) {
+		held_reply *h = emdb_calloc(1, sizeof(*h));
+		rc = h ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "a checkpoint hold");
+		if (h) {
+			*h = (held_reply){ cl, r };
+			if ((rc = gate_hold(cl, c->id, c->timeout_ms, peer_held_empty, h)))
+				emdb_free(h);
+		}
+		if (rc)
+			cluster__reply(cl, r, op, 0, NULL, 0, rc);
+		return;
+	}
+	if (op == PROTO_NODE_CKPT_WRITE) {
+		part_token *tk = emdb_calloc(1, sizeof(*tk));
+		rc = tk ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "a checkpoint part");
+		if (tk) {
+			*tk = (part_token){ .cl = cl, .r = r, .kind = c->kind, .id = c->id };
+			if ((rc = start_part(cl, tk)))
+				emdb_free(tk);
+		}
+		if (rc)
+			cluster__reply(cl, r, op, 0, NULL, 0, rc);
+		return;
+	}
+	gate_release(cl, c->id, !(c->flags & PROTO_NODE_CKPT_COMMIT));
+	reply_empty(cl, r, op);
+}
