@@ -32,7 +32,7 @@
 #include "base/error_int.h"
 #include "checkpoint/cluster_ckpt.h"
 
-#define HEAD 48 /* magic .. cluster id length */
+#define HEAD 56 /* magic .. reserved, before the cluster id */
 #define TABLE_REC 16
 #define PART_REC 32
 

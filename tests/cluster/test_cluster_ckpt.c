@@ -22,7 +22,6 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -37,6 +36,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "tests/lib/cluster_harness.h"
 #pragma GCC diagnostic pop
+#include "tests/lib/tmpdir.h"
 
 #define READY_MS 20000
 #define DIM_A 16
@@ -44,12 +44,6 @@
 #define NIDS 600
 
 static char ckdir[64];
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb, (void)flag, (void)f;
-	return remove(p);
-}
 
 static void init(void)
 {
@@ -60,8 +54,7 @@ static void init(void)
 static void fini(void)
 {
 	ch_stop_all();
-	if (ckdir[0])
-		nftw(ckdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(ckdir);
 	ckdir[0] = 0;
 }
 

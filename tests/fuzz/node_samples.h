@@ -18,7 +18,7 @@ static const float node_sample_f[5 * 4] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1
 static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 21
+#define NODE_SAMPLES 27
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -112,6 +112,30 @@ static inline bool node_sample(int k, proto_node_msg *m)
 	case 20:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_LEAVE, m->hdr.table = 0;
 		m->u.step = (proto_node_step){ 0, 0, (2ull << 48) | 7 };
+		return true;
+	case 21:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_ASK, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 2 };
+		return true;
+	case 22:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_CKPT_ASK, m->hdr.table = 0;
+		m->u.rows.rows = 7;
+		return true;
+	case 23:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_HOLD, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7, .timeout_ms = 600000 };
+		return true;
+	case 24:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_WRITE, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
+		return true;
+	case 25:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_CKPT_WRITE, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7, .part = 12, .rows = 600 };
+		return true;
+	case 26:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_END, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .flags = PROTO_NODE_CKPT_COMMIT, .id = 7 };
 		return true;
 	}
 	return false;

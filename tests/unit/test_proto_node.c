@@ -143,6 +143,19 @@ Test(proto_node, broken_frames_are_refused)
 	refused(16, 32, (uint32_t[]){ 9 }, 4, EMDB_ERR_PROTOCOL, "unknown admin action");
 	refused(17, 32 + 16, &one, 1, EMDB_ERR_PROTOCOL, "rows in a DROP");
 	refused(16, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "a phase of transaction 0");
+	/* CKPT: an unknown kind, an id in an ASK, id 0 in a phase, no
+	 * timeout in a HOLD, a part in a request, an unknown flag, COMMIT
+	 * outside END, reserved bytes */
+	refused(21, 32, (uint32_t[]){ 3 }, 4, EMDB_ERR_PROTOCOL, "checkpoint kind 3");
+	refused(21, 32 + 8, &one, 1, EMDB_ERR_PROTOCOL, "an id in CKPT_ASK");
+	refused(24, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_WRITE of checkpoint 0");
+	refused(23, 32 + 32, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "CKPT_HOLD without a timeout");
+	refused(24, 32 + 32, &one, 1, EMDB_ERR_PROTOCOL, "a timeout outside CKPT_HOLD");
+	refused(24, 32 + 16, &one, 1, EMDB_ERR_PROTOCOL, "a part in a request");
+	refused(25, 32 + 16, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_WRITE answered without its part");
+	refused(26, 32 + 4, &two, 1, EMDB_ERR_PROTOCOL, "unknown CKPT flag");
+	refused(24, 32 + 4, &one, 1, EMDB_ERR_PROTOCOL, "COMMIT outside CKPT_END");
+	refused(24, 32 + 36, &one, 1, EMDB_ERR_PROTOCOL, "reserved CKPT byte");
 	/* TICKET handle 0 */
 	refused(1, 32, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "ticket handle 0");
 	/* An unaligned frame is the caller's bug. */
