@@ -106,4 +106,15 @@ typedef bool (*cman_keep_fn)(void *arg, uint64_t id);
  * LIMIT. */
 int cman_restore(emdb_db *db, const char *dir, const cman *m, cman_keep_fn keep, void *arg, uint64_t *rows_out);
 
+/* cman_restore in two steps, for a restore on every node of a running
+ * cluster, all or none: cman_stage does all the reading and checking and
+ * changes nothing (*out: the tables built, for cman_swap or
+ * cman_discard); cman_swap replaces every table of db at once and frees
+ * st, or fails (LIMIT, NOMEM) leaving db and st as they were. */
+typedef struct cman_staged cman_staged;
+int cman_stage(emdb_db *db, const char *dir, const cman *m, cman_keep_fn keep, void *arg, cman_staged **out,
+	       uint64_t *rows_out);
+int cman_swap(emdb_db *db, cman_staged *st);
+void cman_discard(cman_staged *st); /* NULL is a no-op */
+
 #endif

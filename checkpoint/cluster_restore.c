@@ -216,31 +216,70 @@ static int take_part(stage *s, emdb_db *db, const char *dir, const cman *m, uint
 	return rc;
 }
 
-int cman_restore(emdb_db *db, const char *dir, const cman *m, cman_keep_fn keep, void *arg, uint64_t *rows_out)
-{
+struct cman_staged {
 	stage s;
-	memset(&s, 0, sizeof(s));
-	uint64_t kept = 0;
+	uint64_t rows;
+};
+
+void cman_discard(cman_staged *st)
+{
+	if (!st)
+		return;
+	stage_free(&st->s, true);
+	emdb_free(st);
+}
+
+int cman_stage(emdb_db *db, const char *dir, const cman *m, cman_keep_fn keep, void *arg, cman_staged **out,
+	       uint64_t *rows_out)
+{
+	*out = NULL;
 	if (rows_out)
 		*rows_out = 0;
-	s.n = m->n_tables;
-	s.t = emdb_calloc(s.n ? s.n : 1, sizeof(*s.t));
-	int rc = s.t ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "a cluster restore");
+	cman_staged *st = emdb_calloc(1, sizeof(*st));
+	if (!st)
+		return emdb__seterr(EMDB_ERR_NOMEM, "a cluster restore");
+	stage *s = &st->s;
+	s->n = m->n_tables;
+	s->t = emdb_calloc(s->n ? s->n : 1, sizeof(*s->t));
+	int rc = s->t ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "a cluster restore");
 	for (uint32_t r = 0; rc == EMDB_OK && r < m->nodes; r++)
-		rc = take_part(&s, db, dir, m, r, keep, arg, &kept);
-	for (uint32_t i = 0; rc == EMDB_OK && i < s.n; i++) {
-		if (!s.t[i]) /* with no part naming it: no node held one; cannot be */
+		rc = take_part(s, db, dir, m, r, keep, arg, &st->rows);
+	for (uint32_t i = 0; rc == EMDB_OK && i < s->n; i++) {
+		if (!s->t[i]) /* with no part naming it: no node held one; cannot be */
 			rc = emdb__seterr(EMDB_ERR_CORRUPT, "table %u of the manifest is in no part", m->tables[i].id);
 		else
-			s.t[i]->ck.base_rows = chunk_rows(&s.t[i]->rows);
+			s->t[i]->ck.base_rows = chunk_rows(&s->t[i]->rows);
 	}
-	if (rc == EMDB_OK)
-		rc = db_replace_tables(db, s.t, s.n);
+	if (rc) {
+		cman_discard(st);
+		return rc;
+	}
+	/* The scratch is not needed past here. */
+	emdb_free(s->ids), emdb_free(s->locs), emdb_free(s->hash), emdb_free(s->order), emdb_free(s->start);
+	s->ids = s->locs = s->hash = NULL;
+	s->order = s->start = NULL;
+	if (rows_out)
+		*rows_out = st->rows;
+	*out = st;
+	return EMDB_OK;
+}
+
+int cman_swap(emdb_db *db, cman_staged *st)
+{
+	int rc = db_replace_tables(db, st->s.t, st->s.n);
 	if (rc == EMDB_OK) {
 		db_ckpt(db)->last = 0; /* invariant 4 */
-		if (rows_out)
-			*rows_out = kept;
+		stage_free(&st->s, false);
+		emdb_free(st);
 	}
-	stage_free(&s, rc != EMDB_OK);
+	return rc;
+}
+
+int cman_restore(emdb_db *db, const char *dir, const cman *m, cman_keep_fn keep, void *arg, uint64_t *rows_out)
+{
+	cman_staged *st;
+	int rc = cman_stage(db, dir, m, keep, arg, &st, rows_out);
+	if (rc == EMDB_OK && (rc = cman_swap(db, st)))
+		cman_discard(st);
 	return rc;
 }

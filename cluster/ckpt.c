@@ -18,8 +18,13 @@
  *   END    (commit) lets Updates go again on every node; on any failure
  *          before the manifest, END (abort) does, and each node deletes the
  *          part it wrote.
- * A node other than the coordinator forwards the request (CKPT_ASK) and
- * answers its client with the coordinator's result.
+ * A restore (CKPT_RESTORE) runs HOLD, then LOAD (each node reads every
+ * part and stages the rows it owns; nothing changes yet), then SWAP (each
+ * node replaces its tables at once), then END; a LOAD that fails anywhere
+ * ends it with END (abort), which forgets what was staged everywhere: all
+ * or none.  A node other than the coordinator forwards the request
+ * (CKPT_ASK, CKPT_RESTORE) and answers its client with the coordinator's
+ * result.
  *
  * Invariants:
  *   1. A node's gate holds Updates only between a HOLD and its END, or
@@ -61,8 +66,9 @@ struct run {
 	cluster *cl;
 	uint32_t kind;
 	uint64_t id;
-	uint16_t phase;            /* PROTO_NODE_CKPT_HOLD, _WRITE, _END */
-	bool commit;               /* END: the manifest is written */
+	uint16_t phase;            /* PROTO_NODE_CKPT_HOLD, _WRITE or _LOAD, _SWAP, _END */
+	bool restore;              /* HOLD, LOAD, SWAP, END; else HOLD, WRITE, END */
+	bool commit;               /* END: the manifest is written / the tables swapped */
 	_Atomic uint32_t pending;
 	_Atomic int status;
 	char msg[240];
@@ -81,6 +87,7 @@ typedef struct part_token {
 	cluster *cl;
 	cluster_responder *r;
 	run *run;
+	uint16_t op;               /* PROTO_NODE_CKPT_WRITE or _LOAD */
 	uint32_t kind;
 	uint64_t id;
 } part_token;
@@ -296,14 +303,44 @@ static int start_part(cluster *cl, part_token *tk)
 	if (!ok)
 		return emdb__seterr(EMDB_ERR_INVALID, "node %u does not hold Updates for cluster checkpoint %llu",
 				    cl->rank, (unsigned long long)tk->id);
+	if (tk->op == PROTO_NODE_CKPT_LOAD)
+		return s->ops.load(s->ctx, tk->id, tk);
 	return s->ops.write_part(s->ctx, tk->kind, tk->id, tk);
+}
+
+static void reply_empty(cluster *cl, cluster_responder *r, uint16_t op)
+{
+	proto_node_msg rep = { .hdr = cluster__hdr(cl, op, 0, true) };
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc = cluster__encode(&rep, &buf, &len, NULL);
+	cluster__reply(cl, r, op, 0, buf, len, rc);
+}
+
+/* This node's part of a SWAP; an error names nothing (the caller does). */
+static int swap_here(cluster *cl)
+{
+	ckpt_state *s = cl->ckpt;
+	if (!s->have_ops)
+		return emdb__seterr(EMDB_ERR_UNSUPPORTED, "no cluster checkpoint store here");
+	return s->ops.swap(s->ctx);
+}
+
+/* END: Updates go again; an abort forgets what a LOAD staged (and the
+ * gate deletes a part written). */
+static void end_here(cluster *cl, uint64_t id, bool commit)
+{
+	ckpt_state *s = cl->ckpt;
+	if (!commit && s->have_ops)
+		s->ops.discard(s->ctx);
+	gate_release(cl, id, !commit);
 }
 
 void cluster_ckpt_part_done(cluster *cl, void *token, int status, uint64_t part, uint64_t rows, const char *msg)
 {
 	part_token *tk = token;
 	ckpt_state *s = cl->ckpt;
-	if (status == EMDB_OK) {
+	if (status == EMDB_OK && tk->op == PROTO_NODE_CKPT_WRITE) {
 		pthread_mutex_lock(&s->mu);
 		s->part_of = tk->id;
 		s->part_id = part;
@@ -316,6 +353,8 @@ void cluster_ckpt_part_done(cluster *cl, void *token, int status, uint64_t part,
 		} else {
 			run_part_end(tk->run, cl->rank, status, msg);
 		}
+	} else if (status == EMDB_OK && tk->op == PROTO_NODE_CKPT_LOAD) {
+		reply_empty(cl, tk->r, PROTO_NODE_CKPT_LOAD);
 	} else if (status == EMDB_OK) {
 		proto_node_msg rep = { .hdr = cluster__hdr(cl, PROTO_NODE_CKPT_WRITE, 0, true) };
 		rep.u.ckpt = (proto_node_ckpt){ .kind = tk->kind, .id = tk->id, .part = part, .rows = rows };
@@ -325,7 +364,7 @@ void cluster_ckpt_part_done(cluster *cl, void *token, int status, uint64_t part,
 		cluster__reply(cl, tk->r, PROTO_NODE_CKPT_WRITE, 0, buf, len, rc);
 	} else {
 		emdb__seterr(status, "%s", msg ? msg : emdb_strerror(status));
-		cluster__reply(cl, tk->r, PROTO_NODE_CKPT_WRITE, 0, NULL, 0, status);
+		cluster__reply(cl, tk->r, tk->op, 0, NULL, 0, status);
 	}
 	emdb_free(tk);
 }
@@ -403,7 +442,7 @@ static void phase_send(run *ru, uint16_t op)
 		c->rank = r;
 		c->call.done = run_reply;
 		c->call.arg = c;
-		if (op == PROTO_NODE_CKPT_WRITE)
+		if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD)
 			c->call.deadline_ns = emdb__now_ns() + WRITE_CALL_MS * 1000000ull;
 		int rc = enc ? enc : cluster__call(cl, r, buf, len, &c->call);
 		if (rc)
@@ -413,17 +452,20 @@ static void phase_send(run *ru, uint16_t op)
 	int rc = EMDB_OK;
 	if (op == PROTO_NODE_CKPT_HOLD) {
 		rc = gate_hold(cl, ru->id, s->hold_ms, local_held, ru);
-	} else if (op == PROTO_NODE_CKPT_WRITE) {
+	} else if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD) {
 		part_token *tk = emdb_calloc(1, sizeof(*tk));
 		if (!tk)
 			rc = emdb__seterr(EMDB_ERR_NOMEM, "a checkpoint part");
 		else {
-			*tk = (part_token){ .cl = cl, .run = ru, .kind = ru->kind, .id = ru->id };
+			*tk = (part_token){ .cl = cl, .run = ru, .op = op, .kind = ru->kind, .id = ru->id };
 			if ((rc = start_part(cl, tk)))
 				emdb_free(tk);
 		}
+	} else if (op == PROTO_NODE_CKPT_SWAP) {
+		if ((rc = swap_here(cl)) == EMDB_OK)
+			run_part_end(ru, cl->rank, EMDB_OK, NULL);
 	} else {
-		gate_release(cl, ru->id, !ru->commit);
+		end_here(cl, ru->id, ru->commit);
 		run_part_end(ru, cl->rank, EMDB_OK, NULL);
 	}
 	if (rc)
@@ -448,7 +490,8 @@ static void run_answer(run *ru)
 	if (ru->done)
 		ru->done(ru->arg, ru->final_status, ru->final_status ? 0 : ru->id, ru->final_msg);
 	else
-		cluster__reply_rows(cl, ru->r, PROTO_NODE_CKPT_ASK, 0, ru->final_status, ru->id, ru->final_msg);
+		cluster__reply_rows(cl, ru->r, ru->restore ? PROTO_NODE_CKPT_RESTORE : PROTO_NODE_CKPT_ASK, 0,
+				    ru->final_status, ru->id, ru->final_msg);
 	run_free(ru);
 }
 
@@ -462,10 +505,18 @@ static void run_next(run *ru)
 		return;
 	}
 	if (status == EMDB_OK && ru->phase == PROTO_NODE_CKPT_HOLD) {
-		phase_send(ru, PROTO_NODE_CKPT_WRITE);
+		phase_send(ru, ru->restore ? PROTO_NODE_CKPT_LOAD : PROTO_NODE_CKPT_WRITE);
 		return;
 	}
-	if (status == EMDB_OK) { /* every part is durable: the manifest, last */
+	if (status == EMDB_OK && ru->phase == PROTO_NODE_CKPT_LOAD) { /* staged everywhere */
+		phase_send(ru, PROTO_NODE_CKPT_SWAP);
+		return;
+	}
+	if (ru->phase == PROTO_NODE_CKPT_SWAP) {
+		/* A node that failed its swap (memory) cannot be undone on the
+		 * others: reported, naming it, as a table DROP is. */
+		ru->commit = status == EMDB_OK;
+	} else if (status == EMDB_OK) { /* every part is durable: the manifest, last */
 		char why[200] = "";
 		int rc = cl->ckpt->ops.publish(cl->ckpt->ctx, ru->id, ru->kind, ru->parts, cl->nodes, why, sizeof(why));
 		if (rc)
@@ -479,7 +530,8 @@ static void run_next(run *ru)
 	phase_send(ru, PROTO_NODE_CKPT_END);
 }
 
-static int run_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void *arg, cluster_responder *r)
+static int run_start(cluster *cl, uint32_t kind, bool restore, uint64_t id, cluster_ckpt_done_fn done, void *arg,
+		     cluster_responder *r)
 {
 	ckpt_state *s = cl->ckpt;
 	if (cl->rank != CLUSTER_COORDINATOR)
@@ -509,7 +561,7 @@ static int run_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void
 	else
 		s->running = true;
 	pthread_mutex_unlock(&s->mu);
-	if (rc == EMDB_OK && (rc = s->ops.next_id(s->ctx, &ru->id)) != EMDB_OK) {
+	if (rc == EMDB_OK && (rc = restore ? s->ops.resolve(s->ctx, id, &ru->id) : s->ops.next_id(s->ctx, &ru->id))) {
 		pthread_mutex_lock(&s->mu);
 		s->running = false;
 		pthread_mutex_unlock(&s->mu);
@@ -520,6 +572,7 @@ static int run_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void
 	}
 	ru->cl = cl;
 	ru->kind = kind;
+	ru->restore = restore;
 	ru->done = done;
 	ru->arg = arg;
 	ru->r = r;
@@ -534,6 +587,7 @@ typedef struct ask_call {
 	cluster_call call;
 	cluster_ckpt_done_fn done;
 	void *arg;
+	uint16_t op; /* CKPT_ASK or CKPT_RESTORE */
 } ask_call;
 
 static void ask_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
@@ -547,8 +601,8 @@ static void ask_reply(cluster_call *call, int rc, const uint8_t *frame, size_t l
 		proto_node_msg m;
 		uint8_t *copy;
 		rc = cluster__decode(frame, len, &m, &copy);
-		if (rc == EMDB_OK && (m.hdr.opcode != PROTO_NODE_CKPT_ASK || !(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE)))
-			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "answered node CKPT_ASK with node %s",
+		if (rc == EMDB_OK && (m.hdr.opcode != a->op || !(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE)))
+			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "answered node %s with node %s", proto_node_op_name(a->op),
 					  proto_node_op_name(m.hdr.opcode));
 		if (rc)
 			snprintf(why, sizeof(why), "node 0: %s", emdb_last_error());
@@ -562,12 +616,14 @@ static void ask_reply(cluster_call *call, int rc, const uint8_t *frame, size_t l
 	emdb_free(a);
 }
 
-int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void *arg)
+/* Run on the coordinator, or forward op (CKPT_ASK, CKPT_RESTORE) to it. */
+static int start_or_ask(cluster *cl, uint16_t op, uint32_t kind, uint64_t id, cluster_ckpt_done_fn done, void *arg)
 {
+	bool restore = op == PROTO_NODE_CKPT_RESTORE;
 	if (!done)
-		return emdb__seterr(EMDB_ERR_INVALID, "cluster_ckpt_start: no done callback");
+		return emdb__seterr(EMDB_ERR_INVALID, "cluster checkpoint: no done callback");
 	if (cl->rank == CLUSTER_COORDINATOR)
-		return run_start(cl, kind, done, arg, NULL);
+		return run_start(cl, kind, restore, id, done, arg, NULL);
 	if (kind != 1 && kind != 2)
 		return emdb__seterr(EMDB_ERR_INVALID, "checkpoint kind %u: 1 is full, 2 incremental", kind);
 	ask_call *a = emdb_calloc(1, sizeof(*a));
@@ -575,11 +631,13 @@ int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, vo
 		return emdb__seterr(EMDB_ERR_NOMEM, "a cluster checkpoint");
 	a->done = done;
 	a->arg = arg;
+	a->op = op;
 	a->call.done = ask_reply;
 	a->call.arg = a;
 	a->call.deadline_ns = emdb__now_ns() + ASK_CALL_MS * 1000000ull;
-	proto_node_msg m = { .hdr = cluster__hdr(cl, PROTO_NODE_CKPT_ASK, 0, false) };
+	proto_node_msg m = { .hdr = cluster__hdr(cl, op, 0, false) };
 	m.u.ckpt.kind = kind;
+	m.u.ckpt.id = id;
 	uint8_t *buf = NULL;
 	size_t len = 0;
 	int rc = cluster__encode(&m, &buf, &len, NULL);
@@ -591,21 +649,22 @@ int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, vo
 	return rc;
 }
 
+int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void *arg)
+{
+	return start_or_ask(cl, PROTO_NODE_CKPT_ASK, kind, 0, done, arg);
+}
+
+int cluster_ckpt_restore(cluster *cl, uint64_t id, cluster_ckpt_done_fn done, void *arg)
+{
+	return start_or_ask(cl, PROTO_NODE_CKPT_RESTORE, 1, id, done, arg);
+}
+
 /* ---- a peer's frames ------------------------------------------------------------- */
 
 typedef struct held_reply {
 	cluster *cl;
 	cluster_responder *r;
 } held_reply;
-
-static void reply_empty(cluster *cl, cluster_responder *r, uint16_t op)
-{
-	proto_node_msg rep = { .hdr = cluster__hdr(cl, op, 0, true) };
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	int rc = cluster__encode(&rep, &buf, &len, NULL);
-	cluster__reply(cl, r, op, 0, buf, len, rc);
-}
 
 static void peer_held_empty(void *arg)
 {
@@ -619,8 +678,8 @@ void ckpt_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_res
 	uint16_t op = m->hdr.opcode;
 	const proto_node_ckpt *c = &m->u.ckpt;
 	int rc;
-	if (op == PROTO_NODE_CKPT_ASK) {
-		if ((rc = run_start(cl, c->kind, NULL, NULL, r)) == EMDB_OK)
+	if (op == PROTO_NODE_CKPT_ASK || op == PROTO_NODE_CKPT_RESTORE) {
+		if ((rc = run_start(cl, c->kind, op == PROTO_NODE_CKPT_RESTORE, c->id, NULL, NULL, r)) == EMDB_OK)
 			return;
 		cluster__reply(cl, r, op, 0, NULL, 0, rc);
 		return;
@@ -643,11 +702,18 @@ void ckpt_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_res
 			cluster__reply(cl, r, op, 0, NULL, 0, rc);
 		return;
 	}
-	if (op == PROTO_NODE_CKPT_WRITE) {
+	if (op == PROTO_NODE_CKPT_SWAP) {
+		if ((rc = swap_here(cl)))
+			cluster__reply(cl, r, op, 0, NULL, 0, rc);
+		else
+			reply_empty(cl, r, op);
+		return;
+	}
+	if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD) {
 		part_token *tk = emdb_calloc(1, sizeof(*tk));
 		rc = tk ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "a checkpoint part");
 		if (tk) {
-			*tk = (part_token){ .cl = cl, .r = r, .kind = c->kind, .id = c->id };
+			*tk = (part_token){ .cl = cl, .r = r, .op = op, .kind = c->kind, .id = c->id };
 			if ((rc = start_part(cl, tk)))
 				emdb_free(tk);
 		}
@@ -655,6 +721,6 @@ void ckpt_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_res
 			cluster__reply(cl, r, op, 0, NULL, 0, rc);
 		return;
 	}
-	gate_release(cl, c->id, !(c->flags & PROTO_NODE_CKPT_COMMIT));
+	end_here(cl, c->id, c->flags & PROTO_NODE_CKPT_COMMIT);
 	reply_empty(cl, r, op);
 }

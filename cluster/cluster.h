@@ -208,6 +208,17 @@ typedef struct cluster_ckpt_ops {
 	 * are all durable.  Errors with the reason in why. */
 	int (*publish)(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n, char *why,
 		       size_t whylen);
+	/* Coordinator: the complete cluster checkpoint `id` names (0: the
+	 * newest) into *out.  Errors: INVALID (none such). */
+	int (*resolve)(void *ctx, uint64_t id, uint64_t *out);
+	/* Read every part of cluster checkpoint `id` and stage the rows this
+	 * node owns, changing nothing yet; then, from any thread,
+	 * cluster_ckpt_part_done(cl, token, status, 1, rows, msg). */
+	int (*load)(void *ctx, uint64_t id, void *token);
+	/* Replace every table with what load staged, at once. */
+	int (*swap)(void *ctx);
+	/* Forget what load staged (none: a no-op). */
+	void (*discard)(void *ctx);
 } cluster_ckpt_ops;
 
 /* Install the store's operations (copied; ctx borrowed for the cluster's
@@ -227,7 +238,11 @@ typedef void (*cluster_ckpt_done_fn)(void *arg, int status, uint64_t id, const c
  * UNSUPPORTED (no store), NOMEM, NODE. */
 int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void *arg);
 
-/* What write_part's work ended with: the part's id and rows, or an error
+/* Restore cluster checkpoint `id` (0: the newest) on every node, all or
+ * none: done as cluster_ckpt_start's, with the id restored. */
+int cluster_ckpt_restore(cluster *cl, uint64_t id, cluster_ckpt_done_fn done, void *arg);
+
+/* What write_part's (or load's) work ended with: the part's id and rows, or an error
  * and its message.  Any thread; token is freed here. */
 void cluster_ckpt_part_done(cluster *cl, void *token, int status, uint64_t part, uint64_t rows, const char *msg);
 

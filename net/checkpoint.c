@@ -300,6 +300,14 @@ void ckpts_job_end(ckpts *p, uint64_t job, int rc, const emdb_ckpt_info *info, c
 	pthread_mutex_unlock(&p->lock);
 }
 
+void ckpts_forget_base(ckpts *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->have_base = false;
+	p->chain = 0;
+	pthread_mutex_unlock(&p->lock);
+}
+
 void ckpts_set_auto(ckpts *p, void (*fn)(void *arg, emdb_ckpt_kind kind), void *arg)
 {
 	pthread_mutex_lock(&p->lock);

@@ -166,6 +166,10 @@ void ckpts_job_end(ckpts *p, uint64_t job, int rc, const emdb_ckpt_info *info, c
  * asks its cluster for one.  fn NULL: back to local ones. */
 void ckpts_set_auto(ckpts *p, void (*fn)(void *arg, emdb_ckpt_kind kind), void *arg);
 
+/* The engine's tables were replaced from elsewhere (a cluster's
+ * restore): the next checkpoint of this server is full. */
+void ckpts_forget_base(ckpts *p);
+
 /* Fill *r for INFO.  Never fails; a store that cannot be read shows 0. */
 void ckpts_report_get(ckpts *p, ckpts_report *r);
 

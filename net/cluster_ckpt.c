@@ -45,6 +45,7 @@
 #include "net/log.h"
 #include "net/server.h"
 #include "net/stats.h"
+#include "protocol/proto.h"
 
 struct server_cckpt {
 	server *s;
@@ -52,7 +53,17 @@ struct server_cckpt {
 	char cluster_id[CLUSTER_ID_MAX];
 	uint32_t nodes, rank;
 	char (*addr)[CLUSTER_HOST_MAX + 16]; /* [nodes] */
+	/* a running cluster's restore (CKPT_LOAD, CKPT_SWAP) */
+	pthread_t loader;                    /* reads the parts off the link's thread */
+	bool have_loader;                    /* loader to join */
+	uint64_t load_id;
+	void *load_token;
+	cman_staged *staged;                 /* under glue_mu */
 };
+
+/* Orders a part's end against cckpt_detach at shutdown, and guards the
+ * staged tables (one server per process). */
+static pthread_mutex_t glue_mu = PTHREAD_MUTEX_INITIALIZER;
 
 bool cckpt_store_dir(const net_config *c, char *buf, size_t len)
 {
@@ -134,10 +145,6 @@ typedef struct part_job {
 	server *s;
 	void *token;
 } part_job;
-
-/* Orders a part's end against cckpt_detach at shutdown (one server per
- * process). */
-static pthread_mutex_t glue_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void part_ended(void *arg, int rc, const emdb_ckpt_info *info, const char *msg)
 {
@@ -285,7 +292,98 @@ static int op_publish(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_
 	return rc;
 }
 
-static const cluster_ckpt_ops ops = { op_write_part, op_drop_part, op_next_id, op_publish };
+static int op_resolve(void *ctx, uint64_t id, uint64_t *out)
+{
+	struct server_cckpt *g = ctx;
+	cman m;
+	int rc = cman_read(g->dir, id, &m);
+	if (rc == EMDB_OK)
+		*out = m.id;
+	cman_free(&m);
+	return rc;
+}
+
+typedef struct map_keep {
+	const owner_map *map;
+	uint32_t rank;
+} map_keep;
+
+static bool keep_owned(void *arg, uint64_t id)
+{
+	map_keep *k = arg;
+	return owner_of(k->map, id) == k->rank;
+}
+
+static void *load_main(void *arg)
+{
+	struct server_cckpt *g = arg;
+	server *s = g->s;
+	cman m;
+	cman_staged *st = NULL;
+	uint64_t rows = 0, t0 = stats_now_ns();
+	map_keep k = { cluster_map(s->cluster), g->rank };
+	int rc = cman_read(g->dir, g->load_id, &m);
+	if (rc == EMDB_OK) {
+		rc = cman_stage(s->db, g->dir, &m, keep_owned, &k, &st, &rows);
+		cman_free(&m);
+	}
+	char msg[512] = "";
+	if (rc)
+		snprintf(msg, sizeof(msg), "restore of cluster checkpoint %" PRIu64 ": %s", g->load_id,
+			 emdb_last_error());
+	else
+		log_info("cluster checkpoint %" PRIu64 " staged for the restore: %" PRIu64 " rows kept in %.3f s",
+			 g->load_id, rows, (double)(stats_now_ns() - t0) / 1e9);
+	pthread_mutex_lock(&glue_mu);
+	cman_discard(g->staged);
+	g->staged = st;
+	if (s->cckpt)
+		cluster_ckpt_part_done(s->cluster, g->load_token, rc, 1, rows, msg);
+	pthread_mutex_unlock(&glue_mu);
+	return NULL;
+}
+
+static int op_load(void *ctx, uint64_t id, void *token)
+{
+	struct server_cckpt *g = ctx;
+	if (g->have_loader) /* the previous load ended: it answered */
+		pthread_join(g->loader, NULL);
+	g->have_loader = false;
+	g->load_id = id;
+	g->load_token = token;
+	if (pthread_create(&g->loader, NULL, load_main, g))
+		return emdb__seterr(EMDB_ERR_NOMEM, "no thread for the restore");
+	g->have_loader = true;
+	return EMDB_OK;
+}
+
+static int op_swap(void *ctx)
+{
+	struct server_cckpt *g = ctx;
+	pthread_mutex_lock(&glue_mu);
+	int rc = g->staged ? cman_swap(g->s->db, g->staged)
+			   : emdb__seterr(EMDB_ERR_INVALID, "node %u staged nothing to swap in", g->rank);
+	if (rc == EMDB_OK)
+		g->staged = NULL;
+	pthread_mutex_unlock(&glue_mu);
+	if (rc == EMDB_OK) {
+		ckpts_forget_base(g->s->ckpts); /* the next part is full */
+		log_info("cluster checkpoint restored: every table replaced");
+	}
+	return rc;
+}
+
+static void op_discard(void *ctx)
+{
+	struct server_cckpt *g = ctx;
+	pthread_mutex_lock(&glue_mu);
+	cman_discard(g->staged);
+	g->staged = NULL;
+	pthread_mutex_unlock(&glue_mu);
+}
+
+static const cluster_ckpt_ops ops = { op_write_part, op_drop_part, op_next_id, op_publish,
+				      op_resolve,    op_load,	   op_swap,    op_discard };
 
 /* ---- CHECKPOINT on a cluster node ------------------------------------------- */
 
@@ -294,6 +392,7 @@ typedef struct asked {
 	uint64_t job;
 	uint32_t kind;
 	bool automatic;
+	bool restore;
 } asked;
 
 static int info_of(struct server_cckpt *g, uint64_t id, emdb_ckpt_info *out)
@@ -325,16 +424,18 @@ static void asked_done(void *arg, int status, uint64_t id, const char *msg)
 	memset(&info, 0, sizeof(info));
 	if (status == EMDB_OK && a->s->cckpt && info_of(a->s->cckpt, id, &info) != EMDB_OK)
 		info.id = id;
+	const char *what = a->restore ? "restore of a cluster checkpoint" : "cluster checkpoint";
 	if (status == EMDB_OK)
-		log_info("job %" PRIu64 ": cluster checkpoint %" PRIu64 " done", a->job, id);
+		log_info("job %" PRIu64 ": %s %" PRIu64 " done", a->job, what, id);
 	else
-		log_error("job %" PRIu64 ": cluster checkpoint failed: %s: %s", a->job, emdb_err_name(status), msg);
+		log_error("job %" PRIu64 ": %s failed: %s: %s", a->job, what, emdb_err_name(status), msg);
 	if (a->job)
 		ckpts_job_end(a->s->ckpts, a->job, status, &info, msg);
 	emdb_free(a);
 }
 
-static int ask(server *s, emdb_ckpt_kind kind, bool automatic, uint64_t *job, char *err, size_t errlen)
+static int ask(server *s, emdb_ckpt_kind kind, bool restore, uint64_t id, bool automatic, uint64_t *job, char *err,
+	       size_t errlen)
 {
 	asked *a = emdb_calloc(1, sizeof(*a));
 	if (!a) {
@@ -344,13 +445,15 @@ static int ask(server *s, emdb_ckpt_kind kind, bool automatic, uint64_t *job, ch
 	a->s = s;
 	a->kind = kind;
 	a->automatic = automatic;
-	int rc = ckpts_job_begin(s->ckpts, kind, &a->job, err, errlen);
+	a->restore = restore;
+	int rc = ckpts_job_begin(s->ckpts, restore ? PROTO_JOB_RESTORE : (uint32_t)kind, &a->job, err, errlen);
 	if (rc) {
 		emdb_free(a);
 		return rc;
 	}
 	uint64_t no = a->job;
-	rc = cluster_ckpt_start(s->cluster, kind, asked_done, a);
+	rc = restore ? cluster_ckpt_restore(s->cluster, id, asked_done, a)
+		     : cluster_ckpt_start(s->cluster, kind, asked_done, a);
 	if (rc) {
 		snprintf(err, errlen, "%s", emdb_last_error());
 		ckpts_job_end(s->ckpts, no, rc, NULL, err);
@@ -359,8 +462,11 @@ static int ask(server *s, emdb_ckpt_kind kind, bool automatic, uint64_t *job, ch
 	}
 	if (job)
 		*job = no;
-	log_info("job %" PRIu64 ": cluster checkpoint (%s) started%s", no, emdb_ckpt_kind_name(kind),
-		 automatic ? " (automatic)" : "");
+	if (restore)
+		log_info("job %" PRIu64 ": restore of cluster checkpoint %" PRIu64 " started", no, id);
+	else
+		log_info("job %" PRIu64 ": cluster checkpoint (%s) started%s", no, emdb_ckpt_kind_name(kind),
+			 automatic ? " (automatic)" : "");
 	return EMDB_OK;
 }
 
@@ -370,14 +476,19 @@ int cckpt_checkpoint(server *s, emdb_ckpt_kind kind, uint64_t *job, char *err, s
 		snprintf(err, errlen, "unknown checkpoint kind %u: 1 is full, 2 incremental", (unsigned)kind);
 		return EMDB_ERR_INVALID;
 	}
-	return ask(s, kind, false, job, err, errlen);
+	return ask(s, kind, false, 0, false, job, err, errlen);
+}
+
+int cckpt_restore(server *s, uint64_t id, uint64_t *job, char *err, size_t errlen)
+{
+	return ask(s, EMDB_CKPT_FULL, true, id, false, job, err, errlen);
 }
 
 static void auto_ask(void *arg, emdb_ckpt_kind kind)
 {
 	server *s = arg;
 	char err[CKPTS_MSG_MAX];
-	int rc = ask(s, kind, true, NULL, err, sizeof(err));
+	int rc = ask(s, kind, false, 0, true, NULL, err, sizeof(err));
 	if (rc == EMDB_ERR_BUSY)
 		log_info("automatic cluster checkpoint: one is running already");
 	else if (rc)
@@ -471,6 +582,9 @@ void cckpt_detach(server *s)
 	pthread_mutex_lock(&glue_mu);
 	s->cckpt = NULL;
 	pthread_mutex_unlock(&glue_mu);
+	if (g->have_loader) /* it answers no one now (cckpt is NULL) */
+		pthread_join(g->loader, NULL);
+	cman_discard(g->staged);
 	emdb_free(g->addr);
 	emdb_free(g);
 }

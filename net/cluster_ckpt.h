@@ -48,6 +48,10 @@ void cckpt_detach(server *s);
  * job *job of this server (JOB_STATUS follows it).  Errors: BUSY,
  * UNSUPPORTED, NODE, INVALID, NOMEM. */
 int cckpt_checkpoint(server *s, emdb_ckpt_kind kind, uint64_t *job, char *err, size_t errlen);
+/* RESTORE on a cluster node: cluster checkpoint id (0: the newest)
+ * restored on every node, all or none, as job *job.  Errors: as
+ * cckpt_checkpoint. */
+int cckpt_restore(server *s, uint64_t id, uint64_t *job, char *err, size_t errlen);
 /* CHECKPOINT_LIST: the complete cluster checkpoints, oldest first (id,
  * kind, tables, created_ms, max_step, rows and rows_total summed over the
  * parts); *out emdb_malloc'd.  Errors: IO, CORRUPT, NOMEM. */

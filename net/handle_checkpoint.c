@@ -13,7 +13,6 @@
  *
  * State changes: none here; checkpoint.c's jobs and store.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include <emdb/alloc.h>
@@ -45,11 +44,7 @@ static int start_job(conn *c, const proto_hdr *h, bool restore, uint64_t arg)
 	ckpts *ps = c->srv->ckpts;
 	int rc;
 	if (c->srv->cckpt && restore) { /* a cluster's: docs/cluster.md */
-		snprintf(err, sizeof(err),
-			 "a node of a cluster restores a cluster checkpoint at start: restart every node with "
-			 "--restore %llu (or latest)",
-			 (unsigned long long)arg);
-		rc = EMDB_ERR_UNSUPPORTED;
+		rc = cckpt_restore(c->srv, arg, &r.job, err, sizeof(err));
 	} else if (c->srv->cckpt) {
 		rc = cckpt_checkpoint(c->srv, (emdb_ckpt_kind)arg, &r.job, err, sizeof(err));
 	} else {

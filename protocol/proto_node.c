@@ -211,8 +211,8 @@ static const char *ckpt_wrong(uint16_t op, bool resp, const proto_node_ckpt *m)
 		return "flags";
 	if (op != PROTO_NODE_CKPT_END && m->flags)
 		return "flags outside CKPT_END";
-	if ((op == PROTO_NODE_CKPT_ASK) != (m->id == 0))
-		return "id (0 in CKPT_ASK only)";
+	if (op == PROTO_NODE_CKPT_ASK ? m->id != 0 : op != PROTO_NODE_CKPT_RESTORE && m->id == 0)
+		return "id (0 in CKPT_ASK and CKPT_RESTORE only)";
 	if (resp != (m->part != 0))
 		return "part (in CKPT_WRITE's response only)";
 	if (!resp && m->rows)

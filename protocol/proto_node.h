@@ -97,7 +97,13 @@ enum {
  *                 is written
  *   CKPT_HOLD     phase 1: hold new Updates, drain those in flight
  *   CKPT_WRITE    phase 2: write this node's part -> its part (id, rows)
- *   CKPT_END      phase 3: let Updates go; an abort deletes the part */
+ *   CKPT_END      phase 3: let Updates go; an abort deletes the part (or
+ *                 forgets the rows a LOAD staged)
+ *   CKPT_RESTORE  a restore of cluster checkpoint id (0: the newest) asked
+ *                 of the coordinator by any node -> the id restored
+ *   CKPT_LOAD     restore phase 2 (after HOLD): read every part, stage
+ *                 the rows this node owns
+ *   CKPT_SWAP     restore phase 3: replace every table with the staged */
 #define PROTO_NODE_OP_MAP(X)                                          \
 	X(PREFETCH, prefetch, 0x0600, SEL, TICKET)                    \
 	X(PULL, pull, 0x0601, SEL, VECS)                              \
@@ -116,7 +122,10 @@ enum {
 	X(CKPT_ASK, ckpt_ask, 0x0620, CKPT, ROWS)                     \
 	X(CKPT_HOLD, ckpt_hold, 0x0621, CKPT, EMPTY)                  \
 	X(CKPT_WRITE, ckpt_write, 0x0622, CKPT, CKPT)                 \
-	X(CKPT_END, ckpt_end, 0x0623, CKPT, EMPTY)
+	X(CKPT_END, ckpt_end, 0x0623, CKPT, EMPTY)                    \
+	X(CKPT_RESTORE, ckpt_restore, 0x0624, CKPT, ROWS)             \
+	X(CKPT_LOAD, ckpt_load, 0x0625, CKPT, EMPTY)                  \
+	X(CKPT_SWAP, ckpt_swap, 0x0626, CKPT, EMPTY)
 
 typedef enum proto_node_op {
 	/* Only in an error response to a frame whose opcode could not be
@@ -195,8 +204,9 @@ typedef struct proto_node_admin {
 /* proto_node_ckpt.flags */
 #define PROTO_NODE_CKPT_COMMIT 0x1 /* CKPT_END: the manifest is written; else abort */
 
-/* CKPT: one phase of cluster checkpoint `id` (0 only in CKPT_ASK, whose
- * coordinator numbers it) of kind 1 (full) or 2 (incremental).
+/* CKPT: one phase of cluster checkpoint `id` (0 in CKPT_ASK, whose
+ * coordinator numbers it; CKPT_RESTORE may ask for 0, the newest) of kind
+ * 1 (full) or 2 (incremental; restores send 1).
  * CKPT_HOLD carries timeout_ms (> 0): the node lets Updates go by itself
  * after it, should the coordinator never end the checkpoint.  The
  * response of CKPT_WRITE carries the part (this node's checkpoint id in

@@ -15,7 +15,11 @@
  *     checkpoint fails naming it and is not listed or restorable (no
  *     manifest); once the node is killed and restarted, the next one
  *     works;
- *   - CLI `checkpoint` on a node of a cluster takes a cluster checkpoint.
+ *   - RESTORE asked of a node of a running cluster puts every node back
+ *     at the checkpoint, bit for bit; one of a checkpoint that is not
+ *     there changes nothing;
+ *   - CLI `checkpoint` on a node of a cluster takes a cluster checkpoint,
+ *     and CLI `restore latest` restores it on every node.
  *
  * Every wait is bounded; the fixture kills every node and removes the
  * checkpoint directory, also after a failed assertion.
@@ -244,6 +248,31 @@ Test(cluster_ckpt, three_nodes_to_two_and_two_to_three, .init = init, .fini = fi
 	cr_assert_eq(emdb_client_table_create(c, &cc, &tc), EMDB_OK, "%s", emdb_client_last_error());
 	cr_assert_gt(tc, tb);
 	emdb_client_close(c);
+
+	/* RESTORE on a running cluster, asked of a node that is not the
+	 * coordinator: every node back at the first checkpoint, all at once;
+	 * a checkpoint that is not there changes nothing. */
+	c0 = ch_client(0);
+	cr_assert_eq(train_step(c0, ta, DIM_A, 11), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c0);
+	c = ch_client(1);
+	cr_assert_eq(emdb_client_restore(c, id2 + 5, NULL), EMDB_ERR_INVALID, "%s", emdb_client_last_error());
+	snap a_bad;
+	take(&a_bad, 3, ta, DIM_A, EMDB_OPT_ADAM);
+	cr_assert_eq(a_bad.step, a3.step + 1, "a failed restore changed the step");
+	emdb_ckpt_info ri;
+	cr_assert_eq(emdb_client_restore(c, id, &ri), EMDB_OK, "%s\n%s", emdb_client_last_error(), ch_log(0));
+	cr_assert_eq(ri.id, id);
+	emdb_client_close(c);
+	snap ar, br;
+	take(&ar, 3, ta, DIM_A, EMDB_OPT_ADAM);
+	take(&br, 3, tb, DIM_B, EMDB_OPT_ADAGRAD);
+	same(&a3, &ar, DIM_A, EMDB_OPT_ADAM, "restore on 3 running nodes, table a");
+	same(&b3, &br, DIM_B, EMDB_OPT_ADAGRAD, "restore on 3 running nodes, table b");
+	c0 = ch_client(2); /* training goes on after it */
+	cr_assert_eq(train_step(c0, ta, DIM_A, 12), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c0);
+	snap_free(&a_bad), snap_free(&ar), snap_free(&br);
 	snap_free(&a3), snap_free(&b3), snap_free(&a2), snap_free(&b2), snap_free(&a33), snap_free(&b33);
 }
 
@@ -358,6 +387,11 @@ Test(cluster_ckpt, stopped_node_leaves_no_checkpoint, .init = init, .fini = fini
 Test(cluster_ckpt, cli_checkpoint_on_a_node, .init = init, .fini = fini, .timeout = 120)
 {
 	start(2, false);
+	emdb_client *c = ch_client(0);
+	emdb_table_config ca = cfg_of("a", DIM_A, EMDB_OPT_ADAGRAD);
+	uint32_t ta;
+	cr_assert_eq(emdb_client_table_create(c, &ca, &ta), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(train_step(c, ta, DIM_A, 0), EMDB_OK, "%s", emdb_client_last_error());
 	char uri[200];
 	snprintf(uri, sizeof(uri), "unix://%s", ch.node[1].sock);
 	cli_run r = run_cli_env(NULL, NULL, ARGS("-u", uri, "checkpoint"));
@@ -369,4 +403,17 @@ Test(cluster_ckpt, cli_checkpoint_on_a_node, .init = init, .fini = fini, .timeou
 	uint64_t last;
 	cr_assert_eq(listed(0, &last), 1);
 	cr_assert_eq(last, 1);
+	cr_assert_eq(train_step(c, ta, DIM_A, 1), EMDB_OK, "%s", emdb_client_last_error());
+	r = run_cli_env(NULL, NULL, ARGS("-u", uri, "restore", "latest"));
+	EXPECT(r, 0);
+	run_free(&r);
+	for (int i = 0; i < 2; i++) {
+		emdb_client *ci = ch_client(i);
+		emdb_table_info ti;
+		cr_assert_eq(emdb_client_table_describe(ci, ta, &ti), EMDB_OK, "%s", emdb_client_last_error());
+		cr_assert_eq(ti.stats.step, 1, "node %d at step %llu after the restore", i,
+			     (unsigned long long)ti.stats.step);
+		emdb_client_close(ci);
+	}
+	emdb_client_close(c);
 }

@@ -18,7 +18,7 @@ static const float node_sample_f[5 * 4] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1
 static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 27
+#define NODE_SAMPLES 30
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -136,6 +136,18 @@ static inline bool node_sample(int k, proto_node_msg *m)
 	case 26:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_END, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .flags = PROTO_NODE_CKPT_COMMIT, .id = 7 };
+		return true;
+	case 27:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_RESTORE, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1 };
+		return true;
+	case 28:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_LOAD, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
+		return true;
+	case 29:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_SWAP, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
 		return true;
 	}
 	return false;

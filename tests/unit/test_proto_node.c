@@ -156,6 +156,8 @@ Test(proto_node, broken_frames_are_refused)
 	refused(26, 32 + 4, &two, 1, EMDB_ERR_PROTOCOL, "unknown CKPT flag");
 	refused(24, 32 + 4, &one, 1, EMDB_ERR_PROTOCOL, "COMMIT outside CKPT_END");
 	refused(24, 32 + 36, &one, 1, EMDB_ERR_PROTOCOL, "reserved CKPT byte");
+	refused(28, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_LOAD of checkpoint 0");
+	refused(29, 32 + 24, &one, 1, EMDB_ERR_PROTOCOL, "rows in CKPT_SWAP");
 	/* TICKET handle 0 */
 	refused(1, 32, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "ticket handle 0");
 	/* An unaligned frame is the caller's bug. */
