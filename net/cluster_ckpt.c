@@ -525,6 +525,18 @@ int cckpt_list(server *s, emdb_ckpt_info **out, size_t *n, char *err, size_t err
 	return EMDB_OK;
 }
 
+void cckpt_report_get(server *s, cckpt_report *r)
+{
+	emdb_ckpt_info *v;
+	memset(r, 0, sizeof(*r));
+	snprintf(r->dir, sizeof(r->dir), "%s", s->cckpt->dir);
+	r->error = cckpt_list(s, &v, &r->count, r->err, sizeof(r->err));
+	if (r->error == EMDB_OK && r->count)
+		r->last = v[r->count - 1];
+	if (r->error == EMDB_OK)
+		emdb_free(v);
+}
+
 int cckpt_delete(server *s, uint64_t id, char *err, size_t errlen)
 {
 	struct server_cckpt *g = s->cckpt;

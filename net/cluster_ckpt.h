@@ -56,6 +56,16 @@ int cckpt_restore(server *s, uint64_t id, uint64_t *job, char *err, size_t errle
  * kind, tables, created_ms, max_step, rows and rows_total summed over the
  * parts); *out emdb_malloc'd.  Errors: IO, CORRUPT, NOMEM. */
 int cckpt_list(server *s, emdb_ckpt_info **out, size_t *n, char *err, size_t errlen);
+/* What INFO's persistence section shows on a cluster node (docs/server.md):
+ * the directory, how many cluster checkpoints it holds and the newest. */
+typedef struct cckpt_report {
+	char dir[CONFIG_PATH_MAX];
+	int error;                 /* EMDB_OK, or the listing's error (why in err) */
+	char err[256];
+	size_t count;
+	emdb_ckpt_info last;       /* when count > 0, as cckpt_list gives it */
+} cckpt_report;
+void cckpt_report_get(server *s, cckpt_report *r);
 /* CHECKPOINT_DELETE: remove the manifest of cluster checkpoint id (its
  * parts go with retention).  Errors: INVALID, IO. */
 int cckpt_delete(server *s, uint64_t id, char *err, size_t errlen);

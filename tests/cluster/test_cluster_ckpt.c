@@ -5,8 +5,8 @@
  *   - a checkpoint asked of a node that is not the coordinator, of a
  *     3-node cluster, restored with `--restore latest` on 2 nodes gives
  *     bit-identical rows, optimizer state and steps on every table, and a
- *     checkpoint of those 2 restored on 3 nodes too; the listing on a
- *     node shows the cluster checkpoints;
+ *     checkpoint of those 2 restored on 3 nodes too; the listing and
+ *     INFO on a node show the cluster checkpoints;
  *   - a checkpoint taken while a client trains through a home node
  *     (bounded count and time) holds every table at one step on every
  *     node: restored on 2 nodes, the rows are bit for bit those of the
@@ -241,6 +241,16 @@ Test(cluster_ckpt, three_nodes_to_two_and_two_to_three, .init = init, .fini = fi
 	same(&b3, &b33, DIM_B, EMDB_OPT_ADAGRAD, "2 -> 3, table b");
 	cr_assert_eq(listed(0, &last), 2);
 	cr_assert_eq(last, id2);
+	emdb_client *ci = ch_client(1);
+	char *text = NULL;
+	cr_assert_eq(emdb_client_info(ci, "persistence", &text), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert(strstr(text, "cluster_checkpoints: 2\n"), "%s", text);
+	char want[64];
+	snprintf(want, sizeof(want), "last_cluster_checkpoint_id: %llu\n", (unsigned long long)id2);
+	cr_assert(strstr(text, want), "%s", text);
+	cr_assert(strstr(text, "last_cluster_checkpoint_step: 5\n"), "%s", text);
+	emdb_free(text);
+	emdb_client_close(ci);
 	/* Tables keep their ids: a new one numbers after them everywhere. */
 	emdb_client *c = ch_client(2);
 	emdb_table_config cc = cfg_of("c", DIM_B, EMDB_OPT_SGD);
