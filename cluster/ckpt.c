@@ -29,7 +29,9 @@
  * Invariants:
  *   1. A node's gate holds Updates only between a HOLD and its END, or
  *      until the HOLD's timeout_ms passed (cluster_tick), so a coordinator
- *      that dies never stops training for longer than that.
+ *      that dies never stops training for longer than that; and the
+ *      coordinator waits for a node's part (WRITE, LOAD) that long at
+ *      most, so a node that hangs fails the checkpoint, naming it.
  *   2. A deferred Update is started when the gate opens, exactly once;
  *      its done runs exactly once (with the error if it cannot start).
  *   3. The manifest is written only after every node's WRITE answered
@@ -50,9 +52,7 @@
 #include "base/error_int.h"
 #include "cluster/cluster_int.h"
 
-#define ASK_CALL_MS 3600000u     /* a forwarded checkpoint waits for every part */
-#define WRITE_CALL_MS 3600000ull /* one part's write */
-#define HOLD_MS_DEFAULT 600000u
+#define HOLD_MS_DEFAULT 600000u /* cluster_ckpt_set_ops's hold_ms 0 */
 
 typedef struct run run;
 
@@ -442,8 +442,8 @@ static void phase_send(run *ru, uint16_t op)
 		c->rank = r;
 		c->call.done = run_reply;
 		c->call.arg = c;
-		if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD)
-			c->call.deadline_ns = emdb__now_ns() + WRITE_CALL_MS * 1000000ull;
+		if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD) /* a part: up to hold_ms */
+			c->call.deadline_ns = emdb__now_ns() + (uint64_t)s->hold_ms * 1000000ull;
 		int rc = enc ? enc : cluster__call(cl, r, buf, len, &c->call);
 		if (rc)
 			run_part_end(ru, r, rc, emdb_last_error());
@@ -634,7 +634,9 @@ static int start_or_ask(cluster *cl, uint16_t op, uint32_t kind, uint64_t id, cl
 	a->op = op;
 	a->call.done = ask_reply;
 	a->call.arg = a;
-	a->call.deadline_ns = emdb__now_ns() + ASK_CALL_MS * 1000000ull;
+	/* The coordinator's hold, the parts and the manifest: within about
+	 * two holds (hold_ms is the same on every node). */
+	a->call.deadline_ns = emdb__now_ns() + 3ull * cl->ckpt->hold_ms * 1000000ull;
 	proto_node_msg m = { .hdr = cluster__hdr(cl, op, 0, false) };
 	m.u.ckpt.kind = kind;
 	m.u.ckpt.id = id;

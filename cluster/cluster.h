@@ -222,9 +222,11 @@ typedef struct cluster_ckpt_ops {
 } cluster_ckpt_ops;
 
 /* Install the store's operations (copied; ctx borrowed for the cluster's
- * life) and how long a node holds Updates for a checkpoint at most
- * (hold_ms; 0: 600000).  Without them, a cluster checkpoint involving
- * this node fails with UNSUPPORTED.  Call before requests flow. */
+ * life) and hold_ms (0: 600000): how long a node holds Updates for a
+ * checkpoint at most, and how long the coordinator waits for a node's
+ * part (the same on every node).  Without them, a cluster checkpoint
+ * involving this node fails with UNSUPPORTED.  Call before requests
+ * flow. */
 void cluster_ckpt_set_ops(cluster *cl, const cluster_ckpt_ops *ops, void *ctx, uint32_t hold_ms);
 
 /* The end of a cluster checkpoint: status EMDB_OK and its id, or an

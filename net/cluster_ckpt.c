@@ -58,11 +58,14 @@ struct server_cckpt {
 	bool have_loader;                    /* loader to join */
 	uint64_t load_id;
 	void *load_token;
-	cman_staged *staged;                 /* under glue_mu */
+	pthread_mutex_t stage_mu;
+	cman_staged *staged;                 /* under stage_mu */
 };
 
-/* Orders a part's end against cckpt_detach at shutdown, and guards the
- * staged tables (one server per process). */
+/* Orders a part's end (on the checkpoint job's thread) against
+ * cckpt_detach at shutdown (one server per process).  Nothing called
+ * under it may take it again: cluster_ckpt_part_done may run a whole
+ * phase of the coordinator's (swap and discard take stage_mu only). */
 static pthread_mutex_t glue_mu = PTHREAD_MUTEX_INITIALIZER;
 
 bool cckpt_store_dir(const net_config *c, char *buf, size_t len)
@@ -334,12 +337,13 @@ static void *load_main(void *arg)
 	else
 		log_info("cluster checkpoint %" PRIu64 " staged for the restore: %" PRIu64 " rows kept in %.3f s",
 			 g->load_id, rows, (double)(stats_now_ns() - t0) / 1e9);
-	pthread_mutex_lock(&glue_mu);
+	pthread_mutex_lock(&g->stage_mu);
 	cman_discard(g->staged);
 	g->staged = st;
-	if (s->cckpt)
-		cluster_ckpt_part_done(s->cluster, g->load_token, rc, 1, rows, msg);
-	pthread_mutex_unlock(&glue_mu);
+	pthread_mutex_unlock(&g->stage_mu);
+	/* No lock: cckpt_detach joins this thread before the cluster goes,
+	 * and this may run the coordinator's next phase (SWAP) itself. */
+	cluster_ckpt_part_done(s->cluster, g->load_token, rc, 1, rows, msg);
 	return NULL;
 }
 
@@ -360,12 +364,12 @@ static int op_load(void *ctx, uint64_t id, void *token)
 static int op_swap(void *ctx)
 {
 	struct server_cckpt *g = ctx;
-	pthread_mutex_lock(&glue_mu);
+	pthread_mutex_lock(&g->stage_mu);
 	int rc = g->staged ? cman_swap(g->s->db, g->staged)
 			   : emdb__seterr(EMDB_ERR_INVALID, "node %u staged nothing to swap in", g->rank);
 	if (rc == EMDB_OK)
 		g->staged = NULL;
-	pthread_mutex_unlock(&glue_mu);
+	pthread_mutex_unlock(&g->stage_mu);
 	if (rc == EMDB_OK) {
 		ckpts_forget_base(g->s->ckpts); /* the next part is full */
 		log_info("cluster checkpoint restored: every table replaced");
@@ -376,10 +380,10 @@ static int op_swap(void *ctx)
 static void op_discard(void *ctx)
 {
 	struct server_cckpt *g = ctx;
-	pthread_mutex_lock(&glue_mu);
+	pthread_mutex_lock(&g->stage_mu);
 	cman_discard(g->staged);
 	g->staged = NULL;
-	pthread_mutex_unlock(&glue_mu);
+	pthread_mutex_unlock(&g->stage_mu);
 }
 
 static const cluster_ckpt_ops ops = { op_write_part, op_drop_part, op_next_id, op_publish,
@@ -572,6 +576,7 @@ int cckpt_attach(server *s, const cluster_conf *conf, char *err, size_t errlen)
 		return EMDB_ERR_NOMEM;
 	}
 	g->s = s;
+	pthread_mutex_init(&g->stage_mu, NULL);
 	snprintf(g->dir, sizeof(g->dir), "%s", s->cfg.cluster_checkpoint_dir);
 	snprintf(g->cluster_id, sizeof(g->cluster_id), "%s", conf->id);
 	g->nodes = conf->nodes;
@@ -580,7 +585,7 @@ int cckpt_attach(server *s, const cluster_conf *conf, char *err, size_t errlen)
 		snprintf(g->addr[r], sizeof(g->addr[r]), strchr(conf->node[r].host, ':') ? "[%s]:%u" : "%s:%u",
 			 conf->node[r].host, (unsigned)conf->node[r].port);
 	s->cckpt = g;
-	cluster_ckpt_set_ops(s->cluster, &ops, g, 0);
+	cluster_ckpt_set_ops(s->cluster, &ops, g, s->cfg.cluster_checkpoint_timeout_ms);
 	ckpts_set_auto(s->ckpts, auto_ask, s);
 	return EMDB_OK;
 }
@@ -597,6 +602,7 @@ void cckpt_detach(server *s)
 	if (g->have_loader) /* it answers no one now (cckpt is NULL) */
 		pthread_join(g->loader, NULL);
 	cman_discard(g->staged);
+	pthread_mutex_destroy(&g->stage_mu);
 	emdb_free(g->addr);
 	emdb_free(g);
 }

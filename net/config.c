@@ -105,6 +105,7 @@ static const key_def keys[] = {
 	{ "node_timeout_ms", T_U32, OFF(node_timeout_ms), 10, 3600000, 0, "a request to another node not answered this long fails with NODE naming that node; also how long a handshake may take" },
 	{ "cluster_start_timeout_ms", T_U32, OFF(cluster_start_timeout_ms), 100, 86400000, 0, "at start, how long this node waits for every node of cluster_file to be reachable before it gives up (exit status 1, naming the node)" },
 	{ "cluster_checkpoint_dir", T_STR, OFF(cluster_checkpoint_dir), 0, 0, 0, "cluster checkpoints (docs/cluster.md): a directory every node of the cluster reads and writes (a shared file system; one directory for nodes on one machine), holding each node's checkpoint store (rank-N, in place of data_dir) and the manifests; CHECKPOINT on any node then checkpoints every node, and restore reads it; empty: each node checkpoints only itself in data_dir" },
+	{ "cluster_checkpoint_timeout_ms", T_U32, OFF(cluster_checkpoint_timeout_ms), 1000, 86400000, 0, "how long a cluster checkpoint or restore may hold Updates on a node, and how long its coordinator waits for a node's part (written or loaded) before it fails the checkpoint naming that node; the same on every node" },
 	{ "cluster_busy_poll", T_U32, OFF(cluster_busy_poll), 0, 1, 0, "1: the node link's thread polls UCX without sleeping (lower latency, a core kept busy); 0: it sleeps on UCX's event fd" },
 };
 
@@ -142,6 +143,7 @@ void config_defaults(net_config *c)
 	c->cluster_rank = CONFIG_RANK_UNSET;
 	c->node_timeout_ms = 3000;
 	c->cluster_start_timeout_ms = 30000;
+	c->cluster_checkpoint_timeout_ms = 600000;
 }
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
