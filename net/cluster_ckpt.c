@@ -17,7 +17,9 @@
  *      will) and records its identity checksum: a manifest never names a
  *      part that cannot be read from the shared directory.
  *   2. Table steps in the manifest are read on the coordinator while its
- *      Updates are held (cluster/ckpt.c), so they are the parts' steps.
+ *      Updates are held (cluster/ckpt.c), so they are the parts' steps;
+ *      each part's table count and largest step are checked against them
+ *      before the manifest is written.
  *   3. A restore at start happens before the link exists, so no peer and
  *      no client sees this node half restored.
  *
@@ -225,7 +227,8 @@ static int own_tables(server *s, cman *m)
 }
 
 /* Part r as a restoring node will read it (invariant 1). */
-static int check_part(struct server_cckpt *g, cman_part *p, char *why, size_t len)
+static int check_part(struct server_cckpt *g, cman_part *p, uint32_t tables, uint64_t max_step, char *why,
+		      size_t len)
 {
 	char *pdir = cman_part_dir(g->dir, p->rank);
 	emdb_store_options so = EMDB_STORE_OPTIONS_INIT;
@@ -238,6 +241,11 @@ static int check_part(struct server_cckpt *g, cman_part *p, char *why, size_t le
 	if (rc == EMDB_OK && info.rows_total != p->rows)
 		rc = emdb__seterr(EMDB_ERR_CORRUPT, "it holds %" PRIu64 " rows, the node said %" PRIu64,
 				      info.rows_total, p->rows);
+	if (rc == EMDB_OK && (info.max_step != max_step || info.tables != tables))
+		rc = emdb__seterr(EMDB_ERR_INTERNAL,
+				  "it holds %u tables up to step %" PRIu64 ", the coordinator %u up to step %" PRIu64
+				  ": not one step boundary",
+				  info.tables, info.max_step, tables, max_step);
 	if (rc == EMDB_OK)
 		p->sum = cman_part_sum(&info);
 	else
@@ -268,10 +276,13 @@ static int op_publish(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_
 	int rc = m.parts ? own_tables(s, &m) : emdb__seterr(EMDB_ERR_NOMEM, "a cluster manifest");
 	if (rc)
 		snprintf(why, whylen, "%s", emdb_last_error());
+	uint64_t max_step = 0;
+	for (uint32_t i = 0; rc == EMDB_OK && i < m.n_tables; i++)
+		max_step = m.tables[i].step > max_step ? m.tables[i].step : max_step;
 	for (uint32_t r = 0; rc == EMDB_OK && r < n; r++) {
 		m.parts[r] = (cman_part){ .rank = r, .part = parts[r].part, .rows = parts[r].rows };
 		snprintf(m.parts[r].addr, sizeof(m.parts[r].addr), "%s", g->addr[r]);
-		rc = check_part(g, &m.parts[r], why, whylen);
+		rc = check_part(g, &m.parts[r], m.n_tables, max_step, why, whylen);
 	}
 	if (rc == EMDB_OK && (rc = cman_write(g->dir, &m)))
 		snprintf(why, whylen, "writing its manifest: %s", emdb_last_error());

@@ -7,6 +7,8 @@
  *     bit-identical rows, optimizer state and steps on every table, and a
  *     checkpoint of those 2 restored on 3 nodes too; the listing and
  *     INFO on a node show the cluster checkpoints;
+ *   - an incremental cluster checkpoint (each part extends the node's
+ *     last) of 2 nodes restores on 3 bit for bit;
  *   - a checkpoint taken while a client trains through a home node
  *     (bounded count and time) holds every table at one step on every
  *     node: restored on 2 nodes, the rows are bit for bit those of the
@@ -292,6 +294,32 @@ Test(cluster_ckpt, three_nodes_to_two_and_two_to_three, .init = init, .fini = fi
 	emdb_client_close(c0);
 	snap_free(&a_bad), snap_free(&ar), snap_free(&br);
 	snap_free(&a3), snap_free(&b3), snap_free(&a2), snap_free(&b2), snap_free(&a33), snap_free(&b33);
+}
+
+Test(cluster_ckpt, incremental_restored_on_more_nodes, .init = init, .fini = fini, .timeout = 240)
+{
+	start(2, false);
+	emdb_client *c = ch_client(1);
+	emdb_table_config ca = cfg_of("a", DIM_A, EMDB_OPT_ADAM);
+	uint32_t ta;
+	cr_assert_eq(emdb_client_table_create(c, &ca, &ta), EMDB_OK, "%s", emdb_client_last_error());
+	for (int s = 0; s < 3; s++)
+		cr_assert_eq(train_step(c, ta, DIM_A, s), EMDB_OK, "%s", emdb_client_last_error());
+	checkpoint_on(0);
+	for (int s = 3; s < 5; s++)
+		cr_assert_eq(train_step(c, ta, DIM_A, s), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_ckpt_info info;
+	cr_assert_eq(emdb_client_checkpoint(c, EMDB_CKPT_INCREMENTAL, &info), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(info.kind, EMDB_CKPT_INCREMENTAL);
+	snap want;
+	take(&want, 2, ta, DIM_A, EMDB_OPT_ADAM);
+	cr_assert_eq(train_step(c, ta, DIM_A, 5), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c);
+	start(3, true);
+	snap got;
+	take(&got, 3, ta, DIM_A, EMDB_OPT_ADAM);
+	same(&want, &got, DIM_A, EMDB_OPT_ADAM, "an incremental cluster checkpoint, 2 -> 3");
+	snap_free(&want), snap_free(&got);
 }
 
 typedef struct trainer {
