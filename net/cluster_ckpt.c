@@ -249,7 +249,7 @@ static int check_part(struct server_cckpt *g, cman_part *p, uint32_t tables, uin
 	if (rc == EMDB_OK)
 		p->sum = cman_part_sum(&info);
 	else
-		snprintf(why, len, "its part (checkpoint %" PRIu64 " in %s) cannot be read: %s", p->part,
+		snprintf(why, len, "node %u's part (checkpoint %" PRIu64 " in %s) is refused: %s", p->rank, p->part,
 			 pdir ? pdir : "?", emdb_last_error());
 	emdb_store_close(st);
 	emdb_free(pdir);
