@@ -1,6 +1,7 @@
 /*
- * cluster/admin.c - table changes across nodes: TABLE_CREATE, TABLE_DROP
- * and TABLE_RESERVE asked of any node apply on every node, all or none.
+ * cluster/admin.c - table changes across nodes: TABLE_CREATE, TABLE_DROP,
+ * TABLE_RESERVE and TABLE_ALTER asked of any node apply on every node,
+ * all or none.
  *
  * One node, the coordinator (rank CLUSTER_COORDINATOR), runs every change
  * as a numbered transaction, one at a time in arrival order (a queue), in
@@ -8,7 +9,8 @@
  *   PREPARE  each node checks that it can apply the change (CREATE: the
  *            configuration is valid, the name free, room under
  *            max_tables, and it answers the id it would give next; DROP
- *            and RESERVE: the table exists);
+ *            and RESERVE: the table exists; ALTER: the engine would take
+ *            the new values, emdb__table_check_alter);
  *   COMMIT   when every node said yes: each applies it (CREATE under the
  *            largest id any node would give, so that every node numbers
  *            the table alike and node-to-node frames can name it);
@@ -25,7 +27,15 @@
  *      NOMEM can: PREPARE checked the rest) is undone where it was
  *      applied for CREATE (the table is dropped again) and reported with
  *      the failing node; a DROP or RESERVE cannot be undone and is
- *      reported as applied on the other nodes.
+ *      reported as applied on the other nodes.  ALTER cannot fail at
+ *      COMMIT once PREPARE passed (the table cannot be dropped meanwhile:
+ *      one change runs at a time).
+ *   4. ALTER applies on each node at a step boundary of that node
+ *      (emdb_table_alter waits for a running Update).  Every node
+ *      applies it before the change is answered, so an Update asked after
+ *      the answer uses the new values everywhere; an Update already in
+ *      flight from another home node may meet some nodes before the
+ *      change and others after (docs/cluster.md "Table changes").
  *   3. Every transaction answers its origin exactly once.
  *
  * State changes: the engines' table registries; the queue under mu.
@@ -94,7 +104,16 @@ void admin_close(cluster *cl)
 
 static const char *action_name(uint32_t action)
 {
-	return action == PROTO_NODE_ADMIN_CREATE ? "create" : action == PROTO_NODE_ADMIN_DROP ? "drop" : "reserve";
+	switch (action) {
+	case PROTO_NODE_ADMIN_CREATE:
+		return "create";
+	case PROTO_NODE_ADMIN_DROP:
+		return "drop";
+	case PROTO_NODE_ADMIN_ALTER:
+		return "alter";
+	default:
+		return "reserve";
+	}
 }
 
 /* ---- one node's part of a phase ------------------------------------------- */
@@ -110,6 +129,8 @@ static int local_phase(cluster *cl, uint16_t op, const proto_node_admin *a, uint
 	if (op == PROTO_NODE_TABLE_PREPARE) {
 		if (a->action == PROTO_NODE_ADMIN_CREATE)
 			return emdb__table_check_create(cl->db, &a->cfg, next);
+		if (a->action == PROTO_NODE_ADMIN_ALTER)
+			return emdb__table_check_alter(cl->db, table, &a->opt);
 		return emdb_table_get_config(cl->db, table, &cfg);
 	}
 	switch (a->action) {
@@ -117,6 +138,8 @@ static int local_phase(cluster *cl, uint16_t op, const proto_node_admin *a, uint
 		return emdb__table_create_as(cl->db, &a->cfg, a->id);
 	case PROTO_NODE_ADMIN_DROP:
 		return emdb_table_drop(cl->db, table);
+	case PROTO_NODE_ADMIN_ALTER:
+		return emdb_table_alter(cl->db, table, &a->opt);
 	default:
 		return emdb_table_reserve(cl->db, table, a->rows);
 	}
@@ -378,6 +401,14 @@ int admin_submit(cluster *cl, cluster_req *req)
 	case CLUSTER_TABLE_DROP:
 		a.action = PROTO_NODE_ADMIN_DROP;
 		a.rows = 0;
+		break;
+	case CLUSTER_TABLE_ALTER:
+		a.action = PROTO_NODE_ADMIN_ALTER;
+		a.rows = 0;
+		if (!req->opt)
+			rc = emdb__seterr(EMDB_ERR_INVALID, "table alter: no optimizer");
+		else
+			a.opt = *req->opt;
 		break;
 	default:
 		a.action = PROTO_NODE_ADMIN_RESERVE;

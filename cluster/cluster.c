@@ -119,6 +119,7 @@ int cluster_submit(cluster *cl, cluster_req *req)
 	case CLUSTER_TABLE_CREATE:
 	case CLUSTER_TABLE_DROP:
 	case CLUSTER_TABLE_RESERVE:
+	case CLUSTER_TABLE_ALTER:
 		return admin_submit(cl, req);
 	case CLUSTER_PREFETCH:
 	case CLUSTER_PULL:
@@ -127,7 +128,12 @@ int cluster_submit(cluster *cl, cluster_req *req)
 	case CLUSTER_UPDATE:
 	case CLUSTER_LOOKUP:
 	case CLUSTER_READ_STATE:
+	case CLUSTER_LOAD:
 		return route_submit(cl, req);
+	case CLUSTER_SCAN:
+		return scan_submit(cl, req);
+	case CLUSTER_TABLE_STATS:
+		return stats_submit(cl, req);
 	}
 	cluster__set_msg(req, emdb__seterr(EMDB_ERR_INVALID, "cluster_submit: unknown op %d", (int)req->op), NULL);
 	return EMDB_ERR_INVALID;

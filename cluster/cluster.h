@@ -109,8 +109,25 @@ typedef enum cluster_op {
 				 worker -> rows, once all workers arrived      */
 	CLUSTER_TABLE_CREATE, /* cfg -> table (the id on every node)            */
 	CLUSTER_TABLE_DROP,   /* table                                          */
-	CLUSTER_TABLE_RESERVE /* table, rows                                    */
+	CLUSTER_TABLE_RESERVE, /* table, rows                                   */
+	CLUSTER_TABLE_ALTER,  /* table, opt: on every node, all or none        */
+	CLUSTER_SCAN,         /* table, cursor, max_rows, dim -> one page      */
+	CLUSTER_LOAD,         /* table, ids, n, dim, vecs (, state) at owners  */
+	CLUSTER_TABLE_STATS   /* table (0: every table) -> per-node stats      */
 } cluster_op;
+
+/* CLUSTER_SCAN's cursor: the node being scanned in the top bits, the row
+ * number at that node (emdb_table_scan's cursor) below.  0 starts at
+ * node 0 row 0; the scan is over when next_cursor is 0. */
+#define CLUSTER_SCAN_NODE_SHIFT 48
+#define CLUSTER_SCAN_ROW_MASK ((1ull << CLUSTER_SCAN_NODE_SHIFT) - 1)
+
+/* CLUSTER_TABLE_STATS's answer for one node. */
+typedef struct cluster_node_stats {
+	int status;            /* EMDB_OK, or why the node did not answer */
+	emdb_table_stats stats; /* the table's (or the node's totals)      */
+	uint64_t alloc_bytes;  /* the node's engine, all tables            */
+} cluster_node_stats;
 
 typedef void (*cluster_done_fn)(cluster_req *req);
 
@@ -120,7 +137,8 @@ struct cluster_req {
 	/* inputs */
 	cluster_op op;
 	uint32_t table;
-	uint32_t dim;                 /* PULL, PUSH, PUSH_UPDATE, LOOKUP */
+	uint32_t dim;                 /* PULL, PUSH, PUSH_UPDATE, LOOKUP,
+					 SCAN, LOAD                       */
 	const uint64_t *ids;          /* [n], or NULL with ticket        */
 	size_t n;
 	const cluster_ticket *ticket; /* PULL, PUSH, PUSH_UPDATE         */
@@ -138,6 +156,16 @@ struct cluster_req {
 	uint32_t timeout_ms;          /* STEP: 0 = no deadline           */
 	uint64_t rows_in;             /* TABLE_RESERVE                   */
 	const emdb_table_config *cfg; /* TABLE_CREATE                    */
+	const float *weights;         /* pooled PULL/PUSH: [n] per-sample
+					 weights (SUM only), or NULL      */
+	const emdb_optimizer *opt;    /* TABLE_ALTER                     */
+	uint64_t cursor;              /* SCAN                            */
+	uint32_t max_rows;            /* SCAN: 1..max_batch              */
+	uint64_t *ids_out;            /* SCAN [max_rows]                 */
+	float *state;                 /* SCAN out, LOAD in (may be NULL):
+					 [rows][state floats]             */
+	const float *vecs;            /* LOAD [n][dim]                   */
+	cluster_node_stats *per_node; /* TABLE_STATS [nodes]             */
 	cluster_done_fn done;
 	void *arg;                    /* the caller's                    */
 
@@ -147,6 +175,8 @@ struct cluster_req {
 	uint64_t rows;                /* PUSH_UPDATE, UPDATE, STEP       */
 	cluster_ticket *ticket_out;   /* PREFETCH                        */
 	uint32_t table_out;           /* TABLE_CREATE                    */
+	uint64_t next_cursor, step;   /* SCAN (rows: the page's rows;
+					 `out` gets their vectors)        */
 
 	void *priv;                   /* the cluster's, while in flight  */
 	cluster *priv_cluster;        /* the cluster's (cluster/ckpt.c)  */
@@ -154,8 +184,9 @@ struct cluster_req {
 };
 
 /* Start req.  EMDB_OK: done will run once with the result.  An error
- * (INVALID, NO_TABLE, DIM, BATCH, TICKET, NOMEM) refuses the request
- * before anything happened: done never runs, req->msg says why. */
+ * (INVALID, NO_TABLE, DIM, BATCH, TICKET, NOMEM; for a SCAN of this
+ * node's own rows, the engine's) refuses the request before anything
+ * happened: done never runs, req->msg says why. */
 int cluster_submit(cluster *cl, cluster_req *req);
 
 /* The blocking form, for callers that are threads: submit and wait.
@@ -167,6 +198,16 @@ int cluster_run(cluster *cl, cluster_req *req);
 void cluster_ticket_free(cluster *cl, cluster_ticket *t);
 size_t cluster_ticket_count(const cluster_ticket *t);
 uint32_t cluster_ticket_table(const cluster_ticket *t);
+
+/* The whole table (or database) from CLUSTER_TABLE_STATS's per_node:
+ * every counter summed over the nodes (rows: the table's rows, each
+ * living on one node; call counters count engine calls, so a request
+ * split over k owners counts k), step the largest; *alloc_bytes the sum
+ * of the nodes' engines (may be NULL).  Errors: the first node whose
+ * statistics are unknown (its status; the message names it): a total
+ * missing a node is never given. */
+int cluster_stats_total(const cluster *cl, const cluster_node_stats *per_node, emdb_table_stats *sum,
+			uint64_t *alloc_bytes);
 
 /* Traffic this node's cluster layer started (for INFO and tests):
  * messages and bytes sent per peer rank, counted by the layer itself. */

@@ -120,6 +120,16 @@ void cluster__set_msg(cluster_req *req, int status, const char *prefix);
 
 int route_submit(cluster *cl, cluster_req *req);
 
+/* ---- scan.c: TABLE_SCAN across nodes ------------------------------- */
+
+int scan_submit(cluster *cl, cluster_req *req);
+void scan_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r);
+
+/* ---- stats.c: statistics of every node ----------------------------- */
+
+int stats_submit(cluster *cl, cluster_req *req);
+void stats_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r);
+
 /* ---- otickets.c ---------------------------------------------------- */
 
 int otickets_init(otickets *o);

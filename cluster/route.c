@@ -29,7 +29,17 @@
  *      another order.  Pooled PUSH sends each owner every bag it touches
  *      once, with the engine's scale for it, and the owner adds it with the
  *      same fused multiply-add as emdb_push_bags (emdb__push_mapped).
- *   6. UPDATE and PUSH_UPDATE pass cluster/ckpt.c's gate first: while a
+ *      With per-sample weights (PULL_WEIGHTED, PUSH_WEIGHTED: SUM only)
+ *      the pooling here multiplies each row by its weight as db/ops_pull.c
+ *      does, and the push sends each owner the bags it touches once with
+ *      the weight of each of its positions (PROTO_NODE_GRADS_WEIGHTED),
+ *      added as emdb_push_bags_weighted adds them
+ *      (emdb__push_mapped_weighted).
+ *
+ *   6. LOAD (emdb_table_load across nodes) is split like any batch: each
+ *      owner writes its rows in request order, so an ID given twice gets
+ *      its last row, as on one node.
+ *   7. UPDATE and PUSH_UPDATE pass cluster/ckpt.c's gate first: while a
  *      cluster checkpoint holds Updates they wait there, and start here
  *      when it lets them go.
  *
@@ -90,6 +100,8 @@ static uint16_t node_op_of(cluster_op op)
 		return PROTO_NODE_LOOKUP;
 	case CLUSTER_READ_STATE:
 		return PROTO_NODE_READ_STATE;
+	case CLUSTER_LOAD:
+		return PROTO_NODE_LOAD;
 	default:
 		return 0;
 	}
@@ -113,8 +125,12 @@ static int check_req(cluster *cl, cluster_req *req, uint32_t *width)
 		return emdb__seterr(EMDB_ERR_INVALID, "cluster: NULL output buffer");
 	if ((op == CLUSTER_PUSH || op == CLUSTER_PUSH_UPDATE) && !req->grads)
 		return emdb__seterr(EMDB_ERR_INVALID, "cluster: NULL gradient buffer");
+	if (op == CLUSTER_LOAD && !req->vecs)
+		return emdb__seterr(EMDB_ERR_INVALID, "cluster: NULL vectors to load");
 	if (bags && op != CLUSTER_PULL && op != CLUSTER_PUSH)
 		return emdb__seterr(EMDB_ERR_INVALID, "cluster: bags only in PULL and PUSH");
+	if (req->weights && !bags)
+		return emdb__seterr(EMDB_ERR_INVALID, "cluster: per-sample weights only with bags");
 	if ((rc = emdb_table_get_config(cl->db, req->table, &cfg)))
 		return rc;
 	if (req->ticket && req->ticket->table != req->table)
@@ -129,9 +145,14 @@ static int check_req(cluster *cl, cluster_req *req, uint32_t *width)
 		return emdb__seterr(EMDB_ERR_DIM, "table '%s': dim %u given, table has %u", cfg.name, dim, cfg.dim);
 	if (bags && (rc = ops_check_bags(req->offsets, req->n_bags, n, req->pool)))
 		return rc;
+	if (req->weights && (rc = ops_check_weights(req->weights, req->pool)))
+		return rc;
 	if (bags && n > UINT32_MAX)
 		return emdb__seterr(EMDB_ERR_BATCH, "cluster: %zu IDs in bags", n);
-	*width = op == CLUSTER_READ_STATE ? emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim) : cfg.dim;
+	*width = op == CLUSTER_READ_STATE || op == CLUSTER_LOAD ? emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim)
+								: cfg.dim;
+	if (op == CLUSTER_LOAD && !req->state)
+		*width = 0;
 	return EMDB_OK;
 }
 
@@ -155,8 +176,14 @@ static void pool_assembled(route_op *op)
 			bag++;
 		const float *r = op->assembled + i * dim;
 		float *o = out + bag * dim;
-		for (uint32_t c = 0; c < dim; c++)
-			o[c] += r[c];
+		if (req->weights) { /* the engine's expression, for its bits */
+			float w = req->weights[i];
+			for (uint32_t c = 0; c < dim; c++)
+				o[c] += w * r[c];
+		} else {
+			for (uint32_t c = 0; c < dim; c++)
+				o[c] += r[c];
+		}
 	}
 	if (req->pool != EMDB_POOL_MEAN)
 		return;
@@ -255,7 +282,8 @@ static void scatter_bytes(uint8_t *dst, const uint8_t *src, const uint32_t *pos,
 
 /* Pooled PUSH: the distinct bags of a part's positions (ascending, as
  * positions are), counted, or written: row_of[k] the part-local row of
- * position k's bag, scale[row] its engine scale, grads its gradient. */
+ * position k's bag, scale[row] its engine scale (weighted: scale[k] the
+ * weight of position k), grads its gradient. */
 static uint32_t bag_rows(const route_op *op, const route_part *p)
 {
 	uint32_t rows = 0, last = UINT32_MAX;
@@ -277,9 +305,12 @@ static void bag_fill(const route_op *op, const route_part *p, uint32_t *row_of, 
 			row++;
 			last = b;
 			uint64_t cnt = req->offsets[b + 1] - req->offsets[b];
-			scale[row] = (req->pool == EMDB_POOL_MEAN && cnt > 1) ? 1.0f / (float)cnt : 1.0f;
+			if (!req->weights)
+				scale[row] = (req->pool == EMDB_POOL_MEAN && cnt > 1) ? 1.0f / (float)cnt : 1.0f;
 			memcpy(grads + (size_t)row * req->dim, req->grads + (size_t)b * req->dim, req->dim * sizeof(float));
 		}
+		if (req->weights)
+			scale[k] = req->weights[p->pos[k]];
 		row_of[k] = row;
 	}
 }
@@ -330,8 +361,10 @@ static int run_local(route_op *op, route_part *p)
 	}
 	uint32_t rows = req->op == CLUSTER_PUSH && bags ? bag_rows(op, p) : n;
 	size_t floats = req->op == CLUSTER_PREFETCH ? 0 : (size_t)rows * (req->op == CLUSTER_READ_STATE ? w : dim);
+	if (req->op == CLUSTER_LOAD)
+		floats = (size_t)n * (dim + w);
 	if ((rc = local_alloc(&b, lt ? 0 : n, floats, n, req->op == CLUSTER_PUSH && bags ? n : 0,
-			      req->op == CLUSTER_PUSH && bags ? rows : 0)))
+			      req->op == CLUSTER_PUSH && bags ? (req->weights ? n : rows) : 0)))
 		return rc;
 	if (!lt && req->ids)
 		gather_ids(b.ids, req->ids, p->pos, n);
@@ -352,7 +385,10 @@ static int run_local(route_op *op, route_part *p)
 	case CLUSTER_PUSH:
 		if (bags) {
 			bag_fill(op, p, b.row_of, b.scale, b.f);
-			rc = emdb__push_mapped(db, req->table, lt ? NULL : b.ids, n, lt, b.row_of, b.scale, rows, dim, b.f);
+			rc = req->weights ? emdb__push_mapped_weighted(db, req->table, lt ? NULL : b.ids, n, lt, b.row_of,
+								       b.scale, rows, dim, b.f)
+					  : emdb__push_mapped(db, req->table, lt ? NULL : b.ids, n, lt, b.row_of, b.scale,
+							      rows, dim, b.f);
 		} else {
 			gather_rows(b.f, req->grads, p->pos, n, dim);
 			rc = lt ? emdb_push_ticket(db, req->table, lt, dim, b.f)
@@ -383,6 +419,12 @@ static int run_local(route_op *op, route_part *p)
 			if (req->found)
 				scatter_bytes(req->found, b.found, p->pos, n);
 		}
+		break;
+	case CLUSTER_LOAD:
+		gather_rows(b.f, req->vecs, p->pos, n, dim);
+		if (w)
+			gather_rows(b.f + (size_t)n * dim, req->state, p->pos, n, w);
+		rc = emdb_table_load(db, req->table, b.ids, n, dim, b.f, w ? b.f + (size_t)n * dim : NULL);
 		break;
 	default:
 		rc = emdb__seterr(EMDB_ERR_INTERNAL, "cluster: op %d is not routed", (int)req->op);
@@ -426,6 +468,11 @@ static int build_frame(route_op *op, route_part *p, uint8_t **buf, size_t *len)
 		rows = req->op == CLUSTER_PUSH && bags ? bag_rows(op, p) : p->n;
 		m.u.grads = (proto_node_grads){ .ticket = handle, .n = p->n, .dim = req->dim, .n_rows = rows,
 						.flags = req->op == CLUSTER_PUSH && bags ? PROTO_NODE_GRADS_MAPPED : 0 };
+		if (req->op == CLUSTER_PUSH && bags && req->weights)
+			m.u.grads.flags |= PROTO_NODE_GRADS_WEIGHTED;
+		break;
+	case CLUSTER_LOAD:
+		m.u.load = (proto_node_load){ .n = p->n, .dim = req->dim, .per_row = op->width };
 		break;
 	default:
 		break;
@@ -440,6 +487,10 @@ static int build_frame(route_op *op, route_part *p, uint8_t **buf, size_t *len)
 		bag_fill(op, p, at.row_of, at.scale, at.floats);
 	else if ((req->op == CLUSTER_PUSH || req->op == CLUSTER_PUSH_UPDATE) && at.floats)
 		gather_rows(at.floats, req->grads, p->pos, p->n, req->dim);
+	if (req->op == CLUSTER_LOAD && at.floats)
+		gather_rows(at.floats, req->vecs, p->pos, p->n, req->dim);
+	if (req->op == CLUSTER_LOAD && at.state)
+		gather_rows(at.state, req->state, p->pos, p->n, op->width);
 	return EMDB_OK;
 }
 

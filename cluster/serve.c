@@ -97,6 +97,9 @@ static int push_on(const emdb_ticket *t, void *arg)
 	int rc = count_ok(t, g->n);
 	if (rc)
 		return rc;
+	if (g->flags & PROTO_NODE_GRADS_WEIGHTED)
+		return emdb__push_mapped_weighted(a->db, a->table, NULL, g->n, t, g->row_of, g->scale, g->n_rows,
+						  g->dim, g->grads);
 	if (g->flags & PROTO_NODE_GRADS_MAPPED)
 		return emdb__push_mapped(a->db, a->table, NULL, g->n, t, g->row_of, g->scale, g->n_rows, g->dim,
 					 g->grads);
@@ -167,6 +170,10 @@ static void serve_push(cluster *cl, uint32_t from, const proto_node_msg *m, clus
 	if (g->ticket) {
 		on_ticket a = { .db = cl->db, .table = m->hdr.table, .g = g };
 		rc = otickets_use(&cl->tickets, from, g->ticket, push_on, &a);
+	} else if (g->flags & PROTO_NODE_GRADS_WEIGHTED) {
+		rc = emdb__push_mapped_weighted(cl->db, m->hdr.table, ids, g->n, NULL,
+						OR_EMPTY(g->row_of, (const uint32_t *)no_ids), OR_EMPTY(g->scale, no_floats),
+						g->n_rows, g->dim, grads);
 	} else if (g->flags & PROTO_NODE_GRADS_MAPPED) {
 		rc = emdb__push_mapped(cl->db, m->hdr.table, ids, g->n, NULL, OR_EMPTY(g->row_of, (const uint32_t *)no_ids),
 				       OR_EMPTY(g->scale, no_floats), g->n_rows, g->dim, grads);
@@ -260,6 +267,30 @@ static void serve_step_leave(cluster *cl, uint32_t from, const proto_node_msg *m
 static void serve_table_admin(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {
 	admin_serve(cl, from, m, r);
+}
+
+static void serve_scan(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	scan_serve(cl, from, m, r);
+}
+
+static void serve_load(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	const proto_node_load *l = &m->u.load;
+	emdb_table_config cfg;
+	int rc = emdb_table_get_config(cl->db, m->hdr.table, &cfg);
+	if (rc == EMDB_OK && l->per_row && l->per_row != emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim))
+		rc = emdb__seterr(EMDB_ERR_DIM, "table %u keeps %u state floats per row, not %u", m->hdr.table,
+				  emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim), l->per_row);
+	if (rc == EMDB_OK)
+		rc = emdb_table_load(cl->db, m->hdr.table, l->ids, l->n, l->dim, l->vecs,
+				     l->per_row ? OR_EMPTY(l->state, no_floats) : NULL);
+	reply_simple(cl, r, m, rc, 0);
+}
+
+static void serve_table_stats(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	stats_serve(cl, from, m, r);
 }
 
 static void serve_ckpt_ask(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)

@@ -23,20 +23,18 @@
  * State changes: t->cfg.optimizer's per-step fields (both locks and
  * cfg_mu held).
  */
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "base/error_int.h"
+#include "db/db_cluster.h"
 #include "db/db_int.h"
 #include "db/ops.h"
 
-int emdb_table_alter(emdb_db *db, uint32_t id, const emdb_optimizer *opt)
+/* Invariants 2 and 3: would opt be accepted for t?  Changes nothing. */
+static int check_alter(tbl *t, const emdb_optimizer *opt)
 {
-	tbl *t;
-	if (!opt)
-		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_alter: opt is NULL");
-	int rc = db_table_get(db, id, &t);
-	if (rc != EMDB_OK)
-		return rc;
+	int rc = EMDB_OK;
 	emdb_table_config c;
 	pthread_mutex_lock(&t->cfg_mu);
 	c = t->cfg;
@@ -56,7 +54,19 @@ int emdb_table_alter(emdb_db *db, uint32_t id, const emdb_optimizer *opt)
 		c.optimizer = *opt;
 		rc = db_check_table_config(&c);
 	}
-	if (rc != EMDB_OK) {
+	return rc;
+}
+
+/* Check opt for the table and, when apply, make the change. */
+static int alter(emdb_db *db, uint32_t id, const emdb_optimizer *opt, bool apply)
+{
+	tbl *t;
+	if (!opt)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_alter: opt is NULL");
+	int rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	if ((rc = check_alter(t, opt)) != EMDB_OK || !apply) {
 		table_release(t);
 		return rc;
 	}
@@ -76,4 +86,14 @@ int emdb_table_alter(emdb_db *db, uint32_t id, const emdb_optimizer *opt)
 	ops_update_unlock(t);
 	table_release(t);
 	return EMDB_OK;
+}
+
+int emdb__table_check_alter(emdb_db *db, uint32_t id, const emdb_optimizer *opt)
+{
+	return alter(db, id, opt, false);
+}
+
+int emdb_table_alter(emdb_db *db, uint32_t id, const emdb_optimizer *opt)
+{
+	return alter(db, id, opt, true);
 }

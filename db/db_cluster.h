@@ -23,6 +23,14 @@ int emdb__push_mapped(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n
 		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim,
 		      const float *grads);
 
+/* emdb__push_mapped with a weight per position instead of a scale per
+ * row: position i takes row row_of[i] times weights[i], as
+ * emdb_push_bags_weighted adds it, so an owner given part of a weighted
+ * batch gets the same bits as one node.  Errors: as emdb__push_mapped. */
+int emdb__push_mapped_weighted(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
+			       const emdb_ticket *tk, const uint32_t *row_of, const float *weights,
+			       size_t n_rows, uint32_t dim, const float *grads);
+
 /* emdb_table_create giving the table exactly `id`, which must not have
  * been given before (ids are never reused: EXISTS), so that every node of
  * a cluster numbers a table alike.  Later creates number from id + 1. */
@@ -31,5 +39,9 @@ int emdb__table_create_as(emdb_db *db, const emdb_table_config *cfg, uint32_t id
 /* Would emdb_table_create accept cfg now?  EMDB_OK or its error
  * (INVALID, EXISTS, LIMIT); *next_id gets the id it would give. */
 int emdb__table_check_create(emdb_db *db, const emdb_table_config *cfg, uint32_t *next_id);
+
+/* Would emdb_table_alter accept opt for the table now?  EMDB_OK or its
+ * error (NO_TABLE, INVALID); changes nothing (a cluster's PREPARE). */
+int emdb__table_check_alter(emdb_db *db, uint32_t table, const emdb_optimizer *opt);
 
 #endif

@@ -18,7 +18,12 @@
  *      the set (the rows not copied are not members), any other error
  *      closes the tier and empties the set for good (st.failed).
  *   5. Memory is bounded by the budget: counters <= HOT_COUNTERS_PER_ROW
- *      per row of budget (and <= HOT_COUNTERS_MAX), members <= counters.
+ *      per row of budget (and <= HOT_COUNTERS_MAX), members <= counters;
+ *      device memory: members, staged rows and their accumulators, all
+ *      within the budget (a row of it counts its accumulator).
+ *   6. hot_step holds tmu throughout, so the serving paths
+ *      (db/hot_serve.c) never see the membership, the free slots or the
+ *      tier change under them.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,39 +34,8 @@
 
 #include "base/error_int.h"
 #include "base/loc.h"
-#include "db/hot.h"
+#include "db/hot_int.h"
 
-#define HOT_COUNTERS_MAX (1u << 22)
-#define HOT_ROWS_PER_CHUNK 4096u
-
-struct hot {
-	struct hot_members m;     /* first: hot_is_member reads it (hot.h)   */
-	tier *tier;               /* NULL once the device failed             */
-	hot_config cfg;
-	emdb_optimizer opt;
-	uint32_t dim, rf;
-	uint64_t cap_rows;        /* rows the budget and the counters allow  */
-	uint32_t rpc, max_chunks, chunks;
-	uint32_t *free_slots;     /* [cap_rows] slots free in chunks held    */
-	uint32_t nfree;
-	uint64_t *mloc;           /* [cap_rows] members, dense               */
-	uint32_t *mslot;          /* [cap_rows]                              */
-	uint32_t nmem;
-	/* Counters: open addressing, loc -> count (mu). */
-	pthread_mutex_t mu;
-	uint32_t ccap;            /* power of two                             */
-	uint32_t cn;
-	uint64_t *cloc;
-	uint32_t *ccount;
-	/* This pass's records (hot_record). */
-	uint64_t rcap;
-	uint64_t rn;              /* atomic                                   */
-	int overflow;             /* atomic                                   */
-	uint32_t *rslot;
-	float *rgrad;
-	hot_choose_fn choose;
-	hot_stats st;
-};
 
 static uint32_t pow2_at_least(uint64_t n)
 {
@@ -124,7 +98,8 @@ int hot_create(const hot_config *cfg, uint32_t dim, const emdb_optimizer *opt, h
 	memset(&tc, 0, sizeof(tc));
 	tc.dim = dim;
 	tc.opt = opt->kind;
-	row_bytes = (uint64_t)tier_row_floats(&tc) * sizeof(float);
+	/* A row and its gradient accumulator (Push scatters into it). */
+	row_bytes = ((uint64_t)tier_row_floats(&tc) + dim) * sizeof(float);
 	if (!cfg->budget_bytes || cfg->budget_bytes < row_bytes)
 		return emdb__seterr(EMDB_ERR_INVALID, "gpu_memory %llu bytes holds no row of %llu "
 				    "bytes", (unsigned long long)cfg->budget_bytes,
@@ -154,19 +129,21 @@ int hot_create(const hot_config *cfg, uint32_t dim, const emdb_optimizer *opt, h
 	h->st.replicas = cfg->replicas ? cfg->replicas : 1;
 	h->st.capacity = h->cap_rows;
 	pthread_mutex_init(&h->mu, NULL);
+	pthread_mutex_init(&h->tmu, NULL);
 	h->cloc = emdb_malloc((size_t)h->ccap * sizeof(uint64_t));
 	h->ccount = emdb_malloc((size_t)h->ccap * sizeof(uint32_t));
 	h->free_slots = emdb_malloc((size_t)h->max_chunks * h->rpc * sizeof(uint32_t));
 	h->mloc = emdb_malloc(h->cap_rows * sizeof(uint64_t));
 	h->mslot = emdb_malloc(h->cap_rows * sizeof(uint32_t));
-	if (!h->cloc || !h->ccount || !h->free_slots || !h->mloc || !h->mslot) {
+	if (!h->cloc || !h->ccount || !h->free_slots || !h->mloc || !h->mslot ||
+	    hot_serve_init(h) != EMDB_OK) {
 		hot_destroy(h);
 		return EMDB_ERR_NOMEM;
 	}
 	memset(h->cloc, 0xff, (size_t)h->ccap * sizeof(uint64_t));
 	tc.rows_per_chunk = h->rpc;
 	tc.max_chunks = h->max_chunks;
-	tc.max_pending = 1; /* steps arrive summed: tier_apply */
+	tc.max_pending = (uint32_t)h->cap_rows; /* every member, pushed */
 	tc.replicas = cfg->replicas ? cfg->replicas : 1;
 	tc.test_chunks = cfg->test_chunks;
 	rc = tier_open(cfg->kind, &tc, &h->tier);
@@ -222,7 +199,9 @@ void hot_destroy(hot *h)
 	emdb_free(h->mslot);
 	emdb_free(h->rslot);
 	emdb_free(h->rgrad);
+	hot_serve_free(h);
 	pthread_mutex_destroy(&h->mu);
+	pthread_mutex_destroy(&h->tmu);
 	emdb_free(h);
 }
 
@@ -284,6 +263,8 @@ static void drop_device(hot *h)
 	h->tier = NULL;
 	h->nmem = 0;
 	h->nfree = 0;
+	h->nlent = 0;
+	h->npushed = 0;
 	h->chunks = 0;
 	members_free(&h->m);
 	h->st.failed = true;
@@ -414,7 +395,7 @@ static int cmp_u64(const void *a, const void *b)
 
 /* A free slot, allocating a chunk when none is left; UINT32_MAX when the
  * device is full.  *io set on a device failure. */
-static uint32_t take_slot(hot *h, int *io)
+uint32_t hot_take_slot(hot *h, int *io)
 {
 	if (!h->nfree && h->chunks < h->max_chunks) {
 		int rc = tier_chunk_alloc(h->tier, h->chunks);
@@ -492,7 +473,7 @@ static int revise(hot *h, const chunk_store *rows)
 
 		if (h->m.cap && hot__slot(&h->m, want[k]) != UINT32_MAX)
 			continue; /* stayed */
-		slot = take_slot(h, &io);
+		slot = hot_take_slot(h, &io);
 		if (slot == UINT32_MAX)
 			break; /* the device is full: fewer hot rows */
 		h->mloc[h->nmem] = want[k];
@@ -525,31 +506,47 @@ static void size_records(hot *h)
 	/* rcap 0 with members: every pass overflows, and resyncs. */
 }
 
-void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint64_t step)
+void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint64_t step,
+	      uint32_t gen)
 {
 	uint64_t n = __atomic_load_n(&h->rn, __ATOMIC_RELAXED);
-	/* An exchange: a hot_rows_written meanwhile is not lost. */
-	int overflow = __atomic_exchange_n(&h->overflow, 0, __ATOMIC_RELAXED);
 	uint32_t nmem0 = h->nmem;
 	bool revising = step % HOT_REVISE_STEPS == 0;
-	int rc = EMDB_OK;
+	int overflow, rc = EMDB_OK;
 
-	if (!h->tier)
+	pthread_mutex_lock(&h->tmu);
+	/* An exchange: a hot_rows_written meanwhile is not lost. */
+	overflow = __atomic_exchange_n(&h->overflow, 0, __ATOMIC_RELAXED);
+	if (!h->tier) {
+		__atomic_store_n(&h->rn, 0, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&h->tmu);
 		return;
+	}
+	hot_serve_unlend(h);
 	if (n > h->rcap)
 		n = h->rcap;
-	if (overflow)
-		rc = copy_members(h, rows, 0, h->nmem);
-	else if (n) {
-		rc = replay(h, sc, n);
-		if (rc == EMDB_ERR_NOMEM) /* could not replay: copy instead */
+	if (overflow) {
+		rc = hot_serve_discard(h);
+		if (!rc)
 			rc = copy_members(h, rows, 0, h->nmem);
+	} else {
+		/* From the device's accumulators when exact, else replayed. */
+		rc = hot_serve_step(h, sc, n, gen);
+		if (rc == 1 || (rc == 0 && !n)) {
+			rc = EMDB_OK;
+		} else if (rc == 0) {
+			rc = replay(h, sc, n);
+			if (rc == EMDB_ERR_NOMEM) /* could not replay: copy instead */
+				rc = copy_members(h, rows, 0, h->nmem);
+		}
 	}
 	__atomic_store_n(&h->rn, 0, __ATOMIC_RELAXED);
+	hot_serve_next(h, gen);
 	if (!rc && revising)
 		rc = revise(h, rows);
 	if (rc == EMDB_ERR_IO) {
 		drop_device(h);
+		pthread_mutex_unlock(&h->tmu);
 		return;
 	}
 	if ((revising || h->nmem != nmem0) && members_build(h) != EMDB_OK) {
@@ -570,11 +567,13 @@ void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint6
 		h->st.rows = h->nmem;
 		h->st.bytes_device = ts.bytes_in_use;
 	}
+	pthread_mutex_unlock(&h->tmu);
 }
 
 void hot_rows_written(hot *h)
 {
 	__atomic_store_n(&h->overflow, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&h->epoch, 1, __ATOMIC_RELAXED); /* staged rows stale */
 }
 
 tier *hot_tier(hot *h)
@@ -584,17 +583,24 @@ tier *hot_tier(hot *h)
 
 void hot_get_stats(hot *h, hot_stats *out)
 {
+	pthread_mutex_lock(&h->tmu);
 	*out = h->st;
+	pthread_mutex_unlock(&h->tmu);
 }
 
 int hot_replica_row(hot *h, uint32_t replica, uint64_t loc, float *out)
 {
 	uint64_t slot;
+	int rc;
 
-	if (!h->tier)
-		return emdb__seterr(EMDB_ERR_IO, "the device tier failed; no replica");
+	pthread_mutex_lock(&h->tmu);
 	slot = h->m.cap ? hot__slot(&h->m, loc) : UINT32_MAX;
-	if (slot == UINT32_MAX)
-		return emdb__seterr(EMDB_ERR_INVALID, "row is not hot");
-	return tier_get_rows(h->tier, replica, &slot, 1, out);
+	if (!h->tier)
+		rc = emdb__seterr(EMDB_ERR_IO, "the device tier failed; no replica");
+	else if (slot == UINT32_MAX)
+		rc = emdb__seterr(EMDB_ERR_INVALID, "row is not hot");
+	else
+		rc = tier_get_rows(h->tier, replica, &slot, 1, out);
+	pthread_mutex_unlock(&h->tmu);
+	return rc;
 }

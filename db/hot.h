@@ -8,8 +8,9 @@
  * gradient with the same rule (db/tier.h) at the end of every Update.  So
  * no row is ever lost: a full device (NOMEM) only means fewer hot rows, and
  * a failed device (IO) is dropped whole, with one message, while the host
- * copy goes on.  Readers that want device memory (a GPU trainer in the
- * same process) read the replica; every other reader reads the host.
+ * copy goes on.  Pull reads the replica where it holds the row (equal to
+ * the host: "serving through the tier" below); Lookup, state reads and
+ * checkpoints read the host.
  *
  * Which rows are hot: the most frequently prefetched ones that fit the
  * table's budget of device memory, counted in bounded memory (a table of
@@ -23,7 +24,9 @@
  * is safe from the threads of one Update pass (lock-free append, the
  * membership is read-only during the pass); hot_step, hot_stats and
  * hot_replica_* run with the table's rows_lock held for writing or reading
- * as each says.
+ * as each says.  The serving functions (hot_push, hot_pull_*, hot_stage,
+ * hot_copy_*) are safe from any thread: the tier is used under one mutex,
+ * which hot_step holds throughout.
  */
 #ifndef EMDB_HOT_H
 #define EMDB_HOT_H
@@ -85,7 +88,8 @@ void hot_record(hot *h, uint64_t loc, const float *g);
  * HOT_REVISE_STEPS steps, the hot set is revised (rows leaving freed, rows
  * entering copied from the host).  Never fails: a device error drops the
  * replica (hot_stats says so) and the host goes on. */
-void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint64_t step);
+void hot_step(hot *h, const chunk_store *rows, const emdb_opt_scalars *sc, uint64_t step,
+	      uint32_t gen);
 
 /* Rows changed outside an Update (a load or restore into live rows, say):
  * the next hot_step copies every member again from the host, since no
@@ -101,6 +105,14 @@ typedef struct hot_stats {
 	uint32_t replicas;       /* copies, one per device                   */
 	uint64_t steps_applied;  /* row steps run on the device              */
 	uint64_t rows_resynced;  /* rows copied again from the host          */
+	/* The serving paths (db/hot_serve.c): */
+	uint64_t rows_gathered;  /* Pull rows read from the replica          */
+	uint64_t rows_direct;    /* of them, gathered into device memory     */
+	uint64_t rows_scattered; /* Push rows added to device accumulators   */
+	uint64_t steps_device;   /* Updates stepped from those accumulators  */
+	uint64_t steps_replayed; /* Updates that replayed the host's sums    */
+	uint64_t rows_staged;    /* rows Prefetch copied in for its Pull     */
+	uint64_t fallbacks;      /* serving calls the host took over         */
 } hot_stats;
 
 void hot_get_stats(hot *h, hot_stats *out);
@@ -111,6 +123,64 @@ void hot_get_stats(hot *h, hot_stats *out);
  * EMDB_OK, INVALID when loc is not hot, IO when the device failed.
  * rows_lock held (reading is enough). */
 int hot_replica_row(hot *h, uint32_t replica, uint64_t loc, float *out);
+
+/* ---- serving through the tier (db/hot_serve.c) ----
+ *
+ * Pull: the rows the tier holds (members, and rows a Prefetch staged
+ * since the last step) are gathered from the replica, the others read
+ * from the host; the host copy is never written here, and every path
+ * gives the host's floats bit for bit (invariant 2 of hot.c).
+ * Push: hot rows' gradients go to both: the host's accumulators (the
+ * authority, unchanged) and, summed per row exactly as the host sums
+ * them, the device's (tier_scatter_add), so that the step boundary runs
+ * the optimizer from them with no gradient crossing then; when they
+ * cannot equal the host's sums (a row pushed twice in one step, a sum
+ * with -0 or NaN, a tier error, a push racing the step boundary) the
+ * step replays the host's sums instead.
+ * Device pointers: a caller in this process (mem://) may pass memory of
+ * one of the replica's devices as Pull output or Push input; the tier
+ * tells (cudaPointerGetAttributes), host and test memory is host memory.
+ * Every function here falls back to the host and never fails a call
+ * for the tier's sake (hot_stats.fallbacks counts it). */
+
+/* A ticket's rows staged into the tier by its Prefetch. */
+typedef struct hot_staged hot_staged;
+
+/* Prefetch, rows_lock held for reading: copy the rows of locs[0..n) the
+ * replica does not hold into free device slots (as many as are free),
+ * lent until the next step boundary.  NULL when none was staged. */
+hot_staged *hot_stage(hot *h, const chunk_store *rows, const uint64_t *locs, size_t n);
+void hot_staged_free(hot_staged *s);
+
+/* Pull, rows_lock held for reading.  r->src[i] points into r->buf (rows
+ * gathered from the replica) for the rows the tier holds, NULL for the
+ * others (read the host); r->held 0 when the tier serves none. */
+typedef struct hot_rows {
+	const float **src;
+	float *buf;
+	size_t held;
+} hot_rows;
+void hot_pull_rows(hot *h, const uint64_t *locs, size_t n, const hot_staged *st, hot_rows *r);
+void hot_rows_free(hot_rows *r);
+
+/* The replica whose device memory p is, or -1 (host memory). */
+int hot_ptr_replica(hot *h, const void *p);
+
+/* Pull into device memory of replica rep: when the tier holds every row
+ * of locs[0..n), gathers them straight into out (no row crosses to the
+ * host) and returns true; false otherwise (the caller assembles on the
+ * host and copies with hot_copy_in). */
+bool hot_pull_direct(hot *h, int rep, const uint64_t *locs, size_t n, const hot_staged *st,
+		     float *out);
+int hot_copy_in(hot *h, int rep, void *dst, const void *src, size_t bytes);
+int hot_copy_out(hot *h, int rep, void *dst, const void *src, size_t bytes);
+
+/* Push, after its rows are resolved and its accumulator room reserved in
+ * generation gen, before the host's adds: the batch in shard order
+ * (slocs[j], position order[j]), the gradient of position p from fn. */
+typedef void (*hot_grad_fn)(const void *ctx, uint32_t p, const float **row, float *scale);
+void hot_push(hot *h, uint32_t gen, const uint64_t *slocs, const uint32_t *order, size_t n,
+	      hot_grad_fn fn, const void *ctx);
 
 /* The replica's tier (tests: to inject failures into a TIER_TEST one). */
 tier *hot_tier(hot *h);

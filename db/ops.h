@@ -24,6 +24,7 @@ struct emdb_ticket {
 	uint64_t *slocs;  /* slocs[j] = locs[order[j]]: in shard order, for Push */
 	uint32_t *order;
 	uint32_t *start;
+	hot_staged *staged; /* rows its Prefetch staged in the device replica, or NULL */
 };
 
 /* The resolved rows of one batch: locations in request order and their

@@ -194,8 +194,13 @@ int emdb_prefetch(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, emdb_
 		goto out_release;
 	}
 	ops_shard_order(tk->locs, tk->order, n, tk->slocs);
-	if (t->hot) /* a promise of use: the hot set's statistics */
+	tk->staged = NULL;
+	if (t->hot) { /* a promise of use: counted, and its rows staged */
 		hot_note(t->hot, tk->locs, n);
+		pthread_rwlock_rdlock(&t->rows_lock);
+		tk->staged = hot_stage(t->hot, &t->rows, tk->locs, n);
+		pthread_rwlock_unlock(&t->rows_lock);
+	}
 	TABLE_COUNT(t, calls_prefetch, 1);
 	TABLE_COUNT(t, ids_prefetch, n);
 	*out = tk; /* the ticket keeps our reference on t */
@@ -210,6 +215,7 @@ void emdb_ticket_free(emdb_ticket *tk)
 {
 	if (!tk)
 		return;
+	hot_staged_free(tk->staged);
 	table_release(tk->t);
 	emdb_free(tk);
 }

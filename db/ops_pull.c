@@ -30,20 +30,25 @@
 /* OPS_FOR_ROWS's prefetch here: the row's first `bytes`, for reading. */
 #define PULL_PREFETCH(row, loc) ops_prefetch_row((row), bytes)
 
-static void gather(const tbl *t, const uint64_t *locs, size_t n, float *out)
+/* src[i], where given, is row i read from the device replica instead of
+ * the host (db/hot.h hot_pull_rows: the same floats). */
+#define PULL_ROW(src, i, r) ((src) && (src)[i] ? (src)[i] : (r))
+
+static void gather(const tbl *t, const uint64_t *locs, size_t n, const float *const *src, float *out)
 {
 	size_t bytes = (size_t)t->dim * sizeof(float);
-	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r, memcpy(out + i * t->dim, r, bytes););
+	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r, memcpy(out + i * t->dim, PULL_ROW(src, i, r), bytes););
 }
 
 static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64_t *offsets, size_t n_bags,
-		      emdb_pool pool, const float *weights, float *out)
+		      emdb_pool pool, const float *weights, const float *const *src, float *out)
 {
 	uint32_t dim = t->dim;
 	size_t bytes = (size_t)dim * sizeof(float);
 	size_t bag = 0;
 	memset(out, 0, n_bags * bytes);
-	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r,
+	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, row_,
+		const float *r = PULL_ROW(src, i, row_);
 		while (offsets[bag + 1] <= i) /* offsets end at n: stops */
 			bag++;
 		float *o = out + bag * dim;
@@ -67,6 +72,38 @@ static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64
 				o[c] *= inv;
 		}
 	}
+}
+
+/* The rows of r into out (rows_lock held for reading): the device
+ * replica's rows where it holds them (db/hot.h), the host's elsewhere;
+ * out may be device memory of the replica (a mem:// trainer's), which
+ * a batch the tier holds whole is gathered into directly. */
+static int pull_rows(tbl *t, const ops_rows *r, size_t n, const emdb_ticket *tk, const uint64_t *offsets,
+		     size_t n_bags, emdb_pool pool, const float *weights, float *out)
+{
+	const hot_staged *st = tk ? tk->staged : NULL;
+	int rep = t->hot ? hot_ptr_replica(t->hot, out) : -1;
+	size_t bytes = (offsets ? n_bags : n) * t->dim * sizeof(float);
+	float *dst = out;
+	hot_rows hr = { 0 };
+	int rc = EMDB_OK;
+
+	if (rep >= 0 && !offsets && hot_pull_direct(t->hot, rep, r->locs, n, st, out))
+		return EMDB_OK;
+	if (rep >= 0 && !(dst = emdb_malloc(bytes ? bytes : 1)))
+		return EMDB_ERR_NOMEM;
+	if (t->hot)
+		hot_pull_rows(t->hot, r->locs, n, st, &hr);
+	if (offsets)
+		pool_bags(t, r->locs, n, offsets, n_bags, pool, weights, hr.src, dst);
+	else
+		gather(t, r->locs, n, hr.src, dst);
+	hot_rows_free(&hr);
+	if (rep >= 0) {
+		rc = hot_copy_in(t->hot, rep, out, dst, bytes);
+		emdb_free(dst);
+	}
+	return rc;
 }
 
 static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
@@ -96,10 +133,7 @@ static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 	else
 		rc = ops_rows_resolve(t, ids, n, &r);
 	if (rc == EMDB_OK) {
-		if (offsets)
-			pool_bags(t, r.locs, n, offsets, n_bags, pool, weights, out);
-		else
-			gather(t, r.locs, n, out);
+		rc = pull_rows(t, &r, n, tk, offsets, n_bags, pool, weights, out);
 		ops_rows_done(&r);
 	}
 	pthread_rwlock_unlock(&t->rows_lock);

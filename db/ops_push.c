@@ -283,6 +283,15 @@ static uint64_t push_grads_more(tbl *t, const dit_plan *plan)
 	return ops_grads_bytes(t, plan->start, false);
 }
 
+/* The gradient of position p for the device replica's accumulators
+ * (db/hot.h hot_push): the row and scale gradmap_add takes. */
+static void hot_grad(const void *ctx, uint32_t p, const float **row, float *scale)
+{
+	const grad_src *g = ctx;
+	*row = grad_row(g, p);
+	*scale = grad_scale(g, p);
+}
+
 /* The push proper, on table t (referenced, checked): reserve, insert,
  * add (invariants 1 and 2), and count the call. */
 static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *tk, const grad_src *g)
@@ -310,6 +319,8 @@ static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *t
 		if (rc == EMDB_OK) {
 			if (!tk)
 				ops_rows_commit(t, ids, &r);
+			if (t->hot) /* hot rows' sums to the device too */
+				hot_push(t->hot, gen, r.slocs, r.order, n, hot_grad, g);
 			grads_add(t, &r, g, gen);
 		} else if (!tk) {
 			ops_rows_abort(t, &r);
@@ -320,6 +331,23 @@ static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *t
 		TABLE_COUNT(t, calls_push, 1);
 		TABLE_COUNT(t, ids_push, n);
 	}
+	return rc;
+}
+
+/* Gradients in device memory of the table's replica (a mem:// trainer's)
+ * are copied to host memory first: the host's accumulators are the
+ * authority (db/hot.h).  *copy is that copy, for the caller to free. */
+static int push_host_grads(tbl *t, size_t rows, uint32_t dim, const float **grads, float **copy)
+{
+	int rep = t->hot ? hot_ptr_replica(t->hot, *grads) : -1;
+	size_t bytes = rows * dim * sizeof(float);
+	*copy = NULL;
+	if (rep < 0)
+		return EMDB_OK;
+	if (!(*copy = emdb_malloc(bytes ? bytes : 1)))
+		return EMDB_ERR_NOMEM;
+	int rc = hot_copy_out(t->hot, rep, *copy, *grads, bytes);
+	*grads = *copy;
 	return rc;
 }
 
@@ -338,6 +366,10 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 
 	grad_src g = { .grads = grads, .dim = dim };
 	void *bags = NULL;
+	float *host_grads = NULL;
+	rc = push_host_grads(t, offsets ? n_bags : n, dim, &g.grads, &host_grads);
+	if (rc != EMDB_OK)
+		goto out;
 	if (offsets || n_bags) {
 		rc = ops_check_bags(offsets, n_bags, n, pool);
 		if (rc == EMDB_OK && weights)
@@ -364,15 +396,17 @@ static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 	rc = push_rows(t, ids, n, tk, &g);
 out:
 	emdb_free(bags);
+	emdb_free(host_grads);
 	table_release(t);
 	return rc;
 }
 
-int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
-		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim, const float *grads)
+static int push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+		       const uint32_t *row_of, const float *scale, const float *weights, size_t n_rows, uint32_t dim,
+		       const float *grads)
 {
 	tbl *t;
-	if (!grads || (!tk && !ids) || !row_of || !scale)
+	if (!grads || (!tk && !ids) || !row_of || (!scale && !weights))
 		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket, rows or gradient buffer");
 	int rc = ops_open(db, id, tk, n, dim, &t);
 	if (rc != EMDB_OK)
@@ -383,11 +417,28 @@ int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, c
 		if (row_of[i] >= n_rows)
 			rc = emdb__seterr(EMDB_ERR_INVALID, "push: position %zu takes gradient row %u of %zu", i,
 					  row_of[i], n_rows);
-	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .dim = dim };
+	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .weights = weights, .dim = dim };
 	if (rc == EMDB_OK)
 		rc = push_rows(t, ids, n, tk, &g);
 	table_release(t);
 	return rc;
+}
+
+int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim, const float *grads)
+{
+	if (!scale)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL scale");
+	return push_mapped(db, id, ids, n, tk, row_of, scale, NULL, n_rows, dim, grads);
+}
+
+int emdb__push_mapped_weighted(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+			       const uint32_t *row_of, const float *weights, size_t n_rows, uint32_t dim,
+			       const float *grads)
+{
+	if (!weights)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL weights");
+	return push_mapped(db, id, ids, n, tk, row_of, NULL, weights, n_rows, dim, grads);
 }
 
 int emdb_push(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim, const float *grads)

@@ -439,7 +439,7 @@ uint64_t ops_update_close(tbl *t)
 	uint64_t rows = __atomic_load_n(&a->rows, __ATOMIC_RELAXED);
 	/* The step boundary: no helper is left, rows_lock still held. */
 	if (t->hot)
-		hot_step(t->hot, &t->rows, &a->sc, t->step);
+		hot_step(t->hot, &t->rows, &a->sc, t->step, a->gen);
 	pthread_rwlock_unlock(&t->rows_lock);
 	TABLE_COUNT(t, calls_update, 1);
 	TABLE_COUNT(t, rows_updated, rows);

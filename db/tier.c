@@ -395,6 +395,15 @@ static uint32_t pend_find(const tier *t, uint64_t s, uint32_t *home)
 	}
 }
 
+/* Undo a scatter's inserts into the pending map, last first, so that no
+ * later key ever probed past an emptied one (invariant 2). */
+static void undo_pending(tier *t, uint32_t npend0, const uint32_t *added)
+{
+	for (uint32_t k = t->npend; k > npend0; k--)
+		t->map_keys[added[k - 1 - npend0]] = TIER_SLOT_NONE;
+	t->npend = npend0;
+}
+
 int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
 		     const float *grads)
 {
@@ -424,14 +433,10 @@ int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
 
 		if (p == UINT32_MAX) {
 			if (t->npend == t->cfg.max_pending) {
-				/* Invariant 2: undo this call's inserts, last first, so
-				 * that no later key ever probed past an emptied one. */
 				rc = emdb__seterr(EMDB_ERR_LIMIT, "%s tier: more than %u rows hold "
 						  "gradients before a step", t->be->name,
 						  t->cfg.max_pending);
-				for (uint32_t k = t->npend; k > npend0; k--)
-					t->map_keys[added[k - 1 - npend0]] = TIER_SLOT_NONE;
-				t->npend = npend0;
+				undo_pending(t, npend0, added);
 				goto out;
 			}
 			p = t->npend++;
@@ -456,6 +461,8 @@ int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
 	rc = tier_result(t, t->be->accumulate(t, replica, pidx, nu, sum));
 	if (!rc)
 		t->st.bytes_h2d += (uint64_t)nu * (dim * sizeof(float) + sizeof(uint32_t));
+	else /* invariant 2: nothing added, no row newly pending */
+		undo_pending(t, npend0, added);
 out:
 	emdb_free(pidx);
 	emdb_free(added);
@@ -497,6 +504,65 @@ int64_t tier_step(tier *t, const emdb_opt_scalars *sc)
 		if (t->pend_slots[p] == TIER_SLOT_NONE)
 			stepped--;
 	return stepped;
+}
+
+int tier_discard(tier *t)
+{
+	uint32_t n = t->npend;
+	emdb_opt_scalars sc;
+	int rc = tier_check_live(t);
+
+	if (rc || !n)
+		return rc;
+	/* A step over no row (every slot TIER_SLOT_NONE, which backends
+	 * skip) still empties the accumulators [0, n). */
+	for (uint32_t p = 0; p < n; p++)
+		t->pend_slots[p] = TIER_SLOT_NONE;
+	memset(&sc, 0, sizeof(sc));
+	rc = tier_result(t, t->be->step(t, &sc, t->pend_slots, n, NULL));
+	if (rc)
+		return rc;
+	memset(t->map_keys, 0xff, (size_t)t->map_cap * sizeof(uint64_t));
+	t->npend = 0;
+	return EMDB_OK;
+}
+
+bool tier_ptr_in_tier(const tier *t, uint32_t replica, const void *p)
+{
+	return p && replica < t->cfg.replicas && !t->st.failed && t->be->owns_ptr &&
+	       t->be->owns_ptr(t, replica, p);
+}
+
+static int tier_copy(tier *t, uint32_t replica, void *dst, const void *src, size_t bytes,
+		     bool to_tier)
+{
+	int rc = tier_check_live(t);
+
+	if (!rc)
+		rc = tier_check_replica(t, replica);
+	if (rc)
+		return rc;
+	if (!dst || !src || !tier_ptr_in_tier(t, replica, to_tier ? dst : src))
+		return emdb__seterr(EMDB_ERR_INVALID, "%s tier: copy %s: not memory of replica %u",
+				    t->be->name, to_tier ? "in" : "out", replica);
+	if (!bytes)
+		return EMDB_OK;
+	rc = tier_result(t, t->be->copy(t, replica, dst, src, bytes, to_tier));
+	if (!rc && to_tier)
+		t->st.bytes_h2d += bytes;
+	else if (!rc)
+		t->st.bytes_d2h += bytes;
+	return rc;
+}
+
+int tier_copy_in(tier *t, uint32_t replica, void *dst, const void *src, size_t bytes)
+{
+	return tier_copy(t, replica, dst, src, bytes, true);
+}
+
+int tier_copy_out(tier *t, uint32_t replica, void *dst, const void *src, size_t bytes)
+{
+	return tier_copy(t, replica, dst, src, bytes, false);
 }
 
 static int cmp_u64(const void *a, const void *b)

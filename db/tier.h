@@ -163,6 +163,21 @@ int64_t tier_step(tier *t, const emdb_opt_scalars *sc);
 int tier_apply(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots, size_t n,
 	       const float *grads);
 
+/* Drop every accumulator without stepping (the engine's step takes the
+ * host's sums instead): the accumulators are then empty. */
+int tier_discard(tier *t);
+
+/* Whether p is memory of `replica`'s device (cudaPointerGetAttributes
+ * for CUDA); false for host and test, whose memory is host memory, so a
+ * caller holding a host pointer takes its host path. */
+bool tier_ptr_in_tier(const tier *t, uint32_t replica, const void *p);
+
+/* bytes from host memory into tier memory of `replica` (dst: a pointer
+ * tier_ptr_in_tier accepts), or from tier memory to host memory.
+ * Errors: INVALID (not tier memory), IO. */
+int tier_copy_in(tier *t, uint32_t replica, void *dst, const void *src, size_t bytes);
+int tier_copy_out(tier *t, uint32_t replica, void *dst, const void *src, size_t bytes);
+
 /* Rows holding an accumulator now. */
 uint32_t tier_pending(const tier *t);
 

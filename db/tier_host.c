@@ -229,6 +229,8 @@ const tier_backend tier_host_backend = {
 	.accumulate = host_accumulate,
 	.reduce = host_reduce,
 	.step = host_step,
+	.owns_ptr = NULL,
+	.copy = NULL,
 	.available = NULL,
 	.devices = NULL,
 };

@@ -59,6 +59,12 @@ typedef struct tier_backend {
 	 * (host memory), or with grads NULL, with acc[i], then acc[0..n) = 0. */
 	int (*step)(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots, size_t n,
 		    const float *grads);
+	/* Whether p is memory of replica r's device (NULL: never; the tier's
+	 * memory is host memory). */
+	bool (*owns_ptr)(const tier *t, uint32_t r, const void *p);
+	/* Copy between host memory and replica r's memory, to_tier saying
+	 * which way (called only for pointers owns_ptr accepted). */
+	int (*copy)(tier *t, uint32_t r, void *dst, const void *src, size_t bytes, bool to_tier);
 	/* Whether this backend can open on this machine (NULL: always). */
 	bool (*available)(char *why, size_t why_len);
 	/* Devices present (NULL: one). */

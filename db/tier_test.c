@@ -14,7 +14,12 @@
  *      nothing.  An injected IO leaves the memory as it was, which no
  *      caller may read any more (the tier is failed).
  *   2. Chunks held never exceed the capacity.
+ *   3. "Device" buffers (tier_test_buffer) are host memory the tier
+ *      claims as its own: owns_ptr accepts any pointer inside one, so the
+ *      engine's device-pointer paths run here as on a GPU.
  */
+#include <string.h>
+
 #include <emdb/alloc.h>
 
 #include "base/error_int.h"
@@ -27,6 +32,8 @@ typedef struct test_tier {
 	uint32_t countdown; /* operations before the failure    */
 	int fail_err;       /* 0: no failure armed              */
 	uint64_t calls;
+	void *buf[TIER_TEST_BUFFERS];  /* invariant 3 */
+	size_t buf_len[TIER_TEST_BUFFERS];
 } test_tier;
 
 static test_tier *T(const tier *t)
@@ -43,6 +50,55 @@ void tier_test_fail_after(tier *t, uint32_t after, int err)
 uint64_t tier_test_calls(const tier *t)
 {
 	return T(t)->calls;
+}
+
+static int test_gate(tier *t, const char *op);
+
+void *tier_test_buffer(tier *t, size_t bytes)
+{
+	test_tier *x = T(t);
+
+	for (int k = 0; k < TIER_TEST_BUFFERS; k++)
+		if (!x->buf[k]) {
+			x->buf[k] = emdb_malloc(bytes ? bytes : 1);
+			x->buf_len[k] = bytes;
+			return x->buf[k];
+		}
+	return NULL;
+}
+
+void tier_test_free_buffer(tier *t, void *p)
+{
+	test_tier *x = T(t);
+
+	for (int k = 0; p && k < TIER_TEST_BUFFERS; k++)
+		if (x->buf[k] == p) {
+			emdb_free(p);
+			x->buf[k] = NULL;
+		}
+}
+
+static bool test_owns_ptr(const tier *t, uint32_t r, const void *p)
+{
+	const test_tier *x = T(t);
+	const char *c = p;
+
+	(void)r;
+	for (int k = 0; k < TIER_TEST_BUFFERS; k++)
+		if (x->buf[k] && c >= (const char *)x->buf[k] &&
+		    c < (const char *)x->buf[k] + x->buf_len[k])
+			return true;
+	return false;
+}
+
+static int test_copy(tier *t, uint32_t r, void *dst, const void *src, size_t bytes, bool to_tier)
+{
+	int rc = test_gate(t, to_tier ? "copy in" : "copy out");
+
+	(void)r;
+	if (!rc)
+		memcpy(dst, src, bytes);
+	return rc;
 }
 
 /* EMDB_OK, or the armed failure when its turn has come (invariant 1). */
@@ -81,6 +137,8 @@ static int test_open(tier *t)
 
 static void test_close(tier *t)
 {
+	for (int k = 0; k < TIER_TEST_BUFFERS; k++)
+		emdb_free(T(t)->buf[k]);
 	tier_host_backend.close(t);
 	emdb_free(t->wrap);
 	t->wrap = NULL;
@@ -173,6 +231,8 @@ const tier_backend tier_test_backend = {
 	.accumulate = test_accumulate,
 	.reduce = test_reduce,
 	.step = test_step,
+	.owns_ptr = test_owns_ptr,
+	.copy = test_copy,
 	.available = NULL,
 	.devices = NULL,
 };

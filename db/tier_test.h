@@ -20,4 +20,14 @@ void tier_test_fail_after(tier *t, uint32_t after, int err);
 /* Backend operations run so far, failed ones included. */
 uint64_t tier_test_calls(const tier *t);
 
+/* Memory the test tier calls its own, as a CUDA tier calls device
+ * memory: tier_ptr_in_tier accepts pointers into it, tier_copy_in/out
+ * copy to and from it, tier_gather writes into it with out_in_tier.  The
+ * stand-in for a GPU trainer's buffers (mem:// device pointers).  At most
+ * TIER_TEST_BUFFERS at once; NULL when full or out of memory.  Freed by
+ * tier_test_free_buffer or with the tier. */
+#define TIER_TEST_BUFFERS 8
+void *tier_test_buffer(tier *t, size_t bytes);
+void tier_test_free_buffer(tier *t, void *p);
+
 #endif

@@ -14,7 +14,8 @@
  *     rows in every batch, and through apply, rows and state bit-identical;
  *   - gather into host memory and into device memory (nothing crosses to
  *     the host), and refusal of a host pointer passed as device memory;
- *   - with two or more devices, replicas reduced (NCCL) stay identical.
+ *   - with two or more devices, replicas reduced (NCCL) stay identical;
+ *   - the engine's serving paths through the tier (gpu/gpu_test_serve.c).
  * The normal initializer evaluates log, cos and sin in double: glibc's and
  * CUDA's are both within an ulp of the exact value but not the same
  * functions, so a row may differ in its last float bit; the check allows
@@ -32,11 +33,12 @@
 
 #include "db/init_math.h"
 #include "db/tier.h"
+#include "gpu/gpu_test.h"
 #include "index/hash.h"
 
 static int passed, failed;
 
-static void check(int ok, const char *fmt, const char *what, const char *detail)
+void check(int ok, const char *fmt, const char *what, const char *detail)
 {
 	printf("%s ", ok ? "PASS" : "FAIL");
 	printf(fmt, what, detail);
@@ -315,6 +317,7 @@ int main(void)
 	test_gather(64);
 	test_gather(13);
 	test_normal_init(64);
+	gpu_test_serve();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -632,6 +632,30 @@ static int cuda_step(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots,
 	return EMDB_OK;
 }
 
+/* cudaPointerGetAttributes: device memory of replica r's device. */
+static bool cuda_owns_ptr(const tier *t, uint32_t r, const void *p)
+{
+	cudaPointerAttributes pa;
+
+	if (cudaPointerGetAttributes(&pa, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return false;
+	}
+	return pa.type == cudaMemoryTypeDevice && pa.device == C(t)->rep[r].dev;
+}
+
+static int cuda_copy(tier *t, uint32_t r, void *dst, const void *src, size_t bytes, bool to_tier)
+{
+	int rc = use(t, r);
+
+	if (rc)
+		return rc;
+	if (!to_tier)
+		return d2h(t, r, dst, src, bytes);
+	rc = h2d(t, r, dst, src, bytes);
+	return rc ? rc : finish(t, r, "copy in");
+}
+
 static uint32_t cuda_devices(void)
 {
 	int n = 0;
@@ -657,6 +681,8 @@ extern "C" const tier_backend tier_cuda_backend = {
 	cuda_accumulate,
 	cuda_reduce,
 	cuda_step,
+	cuda_owns_ptr,
+	cuda_copy,
 	cuda_available,
 	cuda_devices,
 };

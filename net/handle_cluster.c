@@ -1,10 +1,13 @@
 /*
- * handle_cluster.c - the data plane and table changes of a node in a
- * cluster: PREFETCH, TICKET_FREE, PULL, PUSH, PUSH_UPDATE, UPDATE, LOOKUP,
- * READ_STATE, TABLE_CREATE, TABLE_DROP and TABLE_RESERVE go through the
- * cluster layer (cluster/cluster.h) instead of the local engine when the
- * server is part of a cluster (s->cluster set).  handle.c sends those
- * opcodes here then; a server alone never comes here.
+ * handle_cluster.c - the data plane, table changes and statistics of a
+ * node in a cluster: PREFETCH, PULL, PULL_WEIGHTED, PUSH, PUSH_WEIGHTED,
+ * PUSH_UPDATE, UPDATE, LOOKUP, READ_STATE, TABLE_CREATE, TABLE_DROP,
+ * TABLE_RESERVE, TABLE_ALTER, TABLE_SCAN, TABLE_LOAD, TABLE_DESCRIBE,
+ * STATS and INFO (its cluster section) go through the cluster layer
+ * (cluster/cluster.h) instead of the local engine when the server is part
+ * of a cluster (s->cluster set).  handle.c sends those opcodes here then;
+ * a server alone never comes here.  TABLE_LIST stays local: every node
+ * holds the same tables (table changes apply on all or none).
  *
  * A request is decoded as handle_data.c decodes it, its arrays copied
  * (the input buffer is reused once the handler returns, the owners answer
@@ -20,12 +23,18 @@
  *      (the connection's ticket table frees it with cluster_ticket_free),
  *      and is resolved only within its connection, as on one node.
  *   3. The reply never exceeds max_frame: checked before submitting.
+ *   4. TABLE_DESCRIBE and STATS answer for the whole cluster (rows and
+ *      bytes summed over the nodes, cluster_stats_total) or fail with the
+ *      node that did not answer: never a total that misses a node.  INFO
+ *      shows every node's rows and bytes, "unknown" for one that did not
+ *      answer.
  *
  * State changes: the cluster's engines (through the cluster layer),
  * c->tickets (PREFETCH, TICKET_FREE), c->answers_owed.
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <emdb/alloc.h>
 #include <emdb/db.h>
@@ -36,6 +45,7 @@
 #include "net/checkpoint.h"
 #include "net/conn.h"
 #include "net/handle_int.h"
+#include "net/info.h"
 #include "net/loop.h"
 #include "net/server.h"
 
@@ -50,6 +60,8 @@ typedef struct routed {
 	bool want_found;
 	cluster_req r;
 	emdb_table_config cfg; /* TABLE_CREATE */
+	emdb_optimizer opt;    /* TABLE_ALTER */
+	char section[PROTO_NAME_MAX + 1]; /* INFO */
 	uint8_t *mem;       /* copies of the request's arrays and the outputs */
 } routed;
 
@@ -58,7 +70,9 @@ bool handle_is_routed(uint16_t op)
 	switch (op) {
 	case PROTO_OP_PREFETCH:
 	case PROTO_OP_PULL:
+	case PROTO_OP_PULL_WEIGHTED:
 	case PROTO_OP_PUSH:
+	case PROTO_OP_PUSH_WEIGHTED:
 	case PROTO_OP_PUSH_UPDATE:
 	case PROTO_OP_UPDATE:
 	case PROTO_OP_LOOKUP:
@@ -66,19 +80,16 @@ bool handle_is_routed(uint16_t op)
 	case PROTO_OP_TABLE_CREATE:
 	case PROTO_OP_TABLE_DROP:
 	case PROTO_OP_TABLE_RESERVE:
+	case PROTO_OP_TABLE_ALTER:
+	case PROTO_OP_TABLE_SCAN:
+	case PROTO_OP_TABLE_LOAD:
+	case PROTO_OP_TABLE_DESCRIBE:
+	case PROTO_OP_STATS:
+	case PROTO_OP_INFO:
 		return true;
 	default:
 		return false; /* TICKET_FREE is local: the ticket table's free frees the owners' parts */
 	}
-}
-
-int handle_local_only(conn *c, const proto_hdr *h)
-{
-	if (!c->srv->cluster)
-		return EMDB_OK;
-	return handle_fail(EMDB_ERR_UNSUPPORTED,
-			   "%s is not routed across a cluster yet: send it to a server that is not a cluster node",
-			   proto_op_name(h->opcode));
 }
 
 void handle_cluster_ticket_free(void *cl, void *t)
@@ -114,9 +125,11 @@ static int reply_ok(conn *c, routed *a)
 		}
 		return rc;
 	}
-	case PROTO_OP_PULL: {
+	case PROTO_OP_PULL:
+	case PROTO_OP_PULL_WEIGHTED: {
 		proto_pull_resp m = { a->n_rows, a->width, r->out };
-		return HANDLE_REPLY(c, a->req_id, proto_pull_resp_encode, &m);
+		return a->op == PROTO_OP_PULL ? HANDLE_REPLY(c, a->req_id, proto_pull_resp_encode, &m)
+					      : HANDLE_REPLY(c, a->req_id, proto_pull_weighted_resp_encode, &m);
 	}
 	case PROTO_OP_LOOKUP: {
 		proto_lookup_resp m = { a->n_rows, a->width, r->out, a->want_found ? r->found : NULL };
@@ -137,7 +150,43 @@ static int reply_ok(conn *c, routed *a)
 		proto_table_create_resp m = { r->table_out };
 		return HANDLE_REPLY(c, a->req_id, proto_table_create_resp_encode, &m);
 	}
-	default: { /* PUSH, TABLE_DROP, TABLE_RESERVE: empty */
+	case PROTO_OP_TABLE_SCAN: {
+		proto_table_scan_resp m = { .next_cursor = r->next_cursor, .step = r->step, .n = (uint32_t)r->rows,
+					    .dim = r->dim, .per_row = a->width, .ids = r->ids_out, .vecs = r->out,
+					    .state = a->width ? r->state : NULL };
+		return HANDLE_REPLY(c, a->req_id, proto_table_scan_resp_encode, &m);
+	}
+	case PROTO_OP_TABLE_DESCRIBE: {
+		proto_table_describe_resp m;
+		int rc = emdb_table_describe(c->srv->db, r->table, &m.info);
+		if (rc == EMDB_OK)
+			rc = cluster_stats_total(a->cl, r->per_node, &m.info.stats, NULL);
+		return rc ? rc : HANDLE_REPLY(c, a->req_id, proto_table_describe_resp_encode, &m);
+	}
+	case PROTO_OP_STATS: {
+		proto_stats_resp m;
+		uint64_t alloc = 0;
+		int rc = emdb_db_get_stats(c->srv->db, &m.stats);
+		if (rc == EMDB_OK)
+			rc = cluster_stats_total(a->cl, r->per_node, &m.stats.total, &alloc);
+		if (rc)
+			return rc;
+		m.stats.alloc_bytes = alloc;
+		m.stats.alloc_peak = 0; /* a peak per node: INFO memory has this node's */
+		return HANDLE_REPLY(c, a->req_id, proto_stats_resp_encode, &m);
+	}
+	case PROTO_OP_INFO: {
+		char *text = NULL;
+		size_t len = 0;
+		int rc = info_build(c->srv, a->section, r->per_node, &text, &len);
+		if (rc)
+			return rc;
+		proto_info_resp m = { .text = { text, (uint32_t)len } };
+		rc = HANDLE_REPLY(c, a->req_id, proto_info_resp_encode, &m);
+		emdb_free(text);
+		return rc;
+	}
+	default: { /* PUSH, PUSH_WEIGHTED, TABLE_DROP, TABLE_RESERVE, TABLE_ALTER: empty */
 		uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
 		size_t len;
 		if (!p)
@@ -193,11 +242,80 @@ static int ticket_of(conn *c, uint64_t handle, const cluster_ticket **out)
 	return EMDB_OK;
 }
 
+static const float no_weights[1]; /* a weighted request's, when it has none */
+
+/* With a ticket, a weighted request's weights are one per ID of the
+ * ticket (the decoder checked them against the IDs otherwise). */
+static int check_weights(const cluster_ticket *tk, const float *weights, uint32_t n_weights)
+{
+	if (tk && weights && n_weights != cluster_ticket_count(tk))
+		return handle_fail(EMDB_ERR_BATCH, "%u weights for a ticket of %zu IDs", n_weights,
+				   cluster_ticket_count(tk));
+	return EMDB_OK;
+}
+
 /* The reply's size against max_frame (invariant 3). */
 static int check_rows(conn *c, uint64_t n_rows, uint32_t width, bool found)
 {
 	uint64_t bytes = PROTO_HDR_SIZE + 16 + n_rows * width * 4 + (found ? n_rows + 8 : 0);
 	return handle_check_reply(c, bytes);
+}
+
+/* TABLE_SCAN: one page of the cluster's cursor; the page's reply checked
+ * against max_frame first, as on one node (net/handle_scan.c). */
+static int scan_begin(conn *c, const proto_table_scan_req *q, routed *a, size_t *bytes)
+{
+	cluster_req *r = &a->r;
+	emdb_table_config cfg;
+	int rc = emdb_table_get_config(c->srv->db, q->table, &cfg);
+	if (rc)
+		return rc;
+	uint32_t sf = (q->flags & PROTO_SCAN_STATE) ? emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim) : 0;
+	uint64_t row_bytes = 8 + 4ull * q->dim + 4ull * sf;
+	if (q->max_rows && handle_check_reply(c, PROTO_HDR_SIZE + 32 + (size_t)q->max_rows * row_bytes + 16))
+		return handle_fail(EMDB_ERR_LIMIT,
+				   "a page of %u rows of %llu bytes would pass the largest frame: ask for fewer rows per page",
+				   q->max_rows, (unsigned long long)row_bytes);
+	*r = (cluster_req){ .op = CLUSTER_SCAN, .table = q->table, .dim = q->dim, .cursor = q->cursor,
+			    .max_rows = q->max_rows, .done = routed_finished, .arg = a };
+	a->width = sf;
+	size_t cap = q->max_rows ? q->max_rows : 1;
+	*bytes = cap * (size_t)row_bytes + 32;
+	if (!(a->mem = emdb_malloc(*bytes)))
+		return EMDB_OK; /* NOMEM, said by the caller */
+	uint8_t *at = a->mem;
+	r->ids_out = take(&at, NULL, cap * 8);
+	r->out = take(&at, NULL, cap * (size_t)q->dim * 4);
+	r->state = sf ? take(&at, NULL, cap * (size_t)sf * 4) : NULL;
+	return EMDB_OK;
+}
+
+/* TABLE_LOAD: the rows copied (the input buffer is reused), per_row
+ * checked against the table's state width (DIM), as on one node. */
+static int load_begin(conn *c, const proto_table_load_req *q, routed *a, size_t *bytes)
+{
+	cluster_req *r = &a->r;
+	emdb_table_config cfg;
+	int rc = emdb_table_get_config(c->srv->db, q->table, &cfg);
+	if (rc)
+		return rc;
+	uint32_t sf = emdb_optimizer_state_floats(cfg.optimizer.kind, cfg.dim);
+	if (q->dim != cfg.dim)
+		return handle_fail(EMDB_ERR_DIM, "table '%s': dim %u given, table has %u", cfg.name, q->dim, cfg.dim);
+	if (q->per_row && q->per_row != sf)
+		return handle_fail(EMDB_ERR_DIM, "table %u keeps %u state floats per row, not %u", q->table, sf,
+				   q->per_row);
+	*r = (cluster_req){ .op = CLUSTER_LOAD, .table = q->table, .dim = q->dim, .n = q->n, .done = routed_finished,
+			    .arg = a };
+	*bytes = (size_t)q->n * (8 + 4 * (size_t)q->dim + 4 * (size_t)q->per_row) + 32;
+	if (!(a->mem = emdb_malloc(*bytes)))
+		return EMDB_OK;
+	uint8_t *at = a->mem;
+	r->ids = take(&at, q->ids ? q->ids : (const uint64_t[]){ 0 }, (size_t)q->n * 8);
+	r->vecs = take(&at, q->vecs ? q->vecs : (const float[]){ 0 }, (size_t)q->n * q->dim * 4);
+	r->state = q->per_row ? take(&at, q->state ? q->state : (const float[]){ 0 }, (size_t)q->n * q->per_row * 4)
+			      : NULL;
+	return EMDB_OK;
 }
 
 int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
@@ -239,13 +357,21 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		break;
 	}
 	case PROTO_OP_PULL:
+	case PROTO_OP_PULL_WEIGHTED:
 	case PROTO_OP_LOOKUP:
 	case PROTO_OP_READ_STATE: {
 		const uint64_t *ids = NULL, *offsets = NULL;
-		uint32_t table, n_ids = 0, n_bags = 0;
-		if (h->opcode == PROTO_OP_PULL) {
-			proto_pull_req *q = &m.pull_req;
+		const float *weights = NULL;
+		uint32_t table, n_ids = 0, n_bags = 0, n_weights = 0;
+		if (h->opcode == PROTO_OP_PULL || h->opcode == PROTO_OP_PULL_WEIGHTED) {
+			proto_pull_req *q = h->opcode == PROTO_OP_PULL ? &m.pull_req : &m.pull_weighted_req.pull;
+			if (h->opcode == PROTO_OP_PULL_WEIGHTED) {
+				n_weights = m.pull_weighted_req.n_weights;
+				weights = m.pull_weighted_req.weights ? m.pull_weighted_req.weights : no_weights;
+			}
 			if (q->ticket && (rc = ticket_of(c, q->ticket, &tk)))
+				break;
+			if ((rc = check_weights(tk, weights, n_weights)))
 				break;
 			table = q->table, ids = q->ids, n_ids = q->n_ids, offsets = q->offsets, n_bags = q->n_bags;
 			*r = (cluster_req){ .op = CLUSTER_PULL, .dim = q->dim, .pool = (emdb_pool)q->pool, .n_bags = n_bags };
@@ -271,37 +397,48 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		if ((rc = check_rows(c, a->n_rows, a->width, a->want_found)))
 			break;
 		r->table = table, r->ticket = tk, r->n = n_ids, r->done = routed_finished, r->arg = a;
-		in = (size_t)n_ids * 8 + (n_bags ? ((size_t)n_bags + 1) * 8 : 0);
+		in = (size_t)n_ids * 8 + (n_bags ? ((size_t)n_bags + 1) * 8 : 0) + (size_t)n_weights * 4;
 		out = (size_t)a->n_rows * a->width * 4 + a->n_rows + 16;
-		if (!(a->mem = emdb_malloc(in + out + 16)))
+		if (!(a->mem = emdb_malloc(in + out + 24)))
 			break;
 		uint8_t *at = a->mem;
 		r->ids = tk ? NULL : take(&at, ids ? ids : (const uint64_t[]){ 0 }, (size_t)n_ids * 8);
 		r->offsets = n_bags ? take(&at, offsets, ((size_t)n_bags + 1) * 8) : NULL;
+		r->weights = weights ? take(&at, weights, (size_t)n_weights * 4) : NULL;
 		r->out = take(&at, NULL, (size_t)a->n_rows * a->width * 4);
 		r->found = a->want_found ? take(&at, NULL, a->n_rows) : NULL;
 		break;
 	}
 	case PROTO_OP_PUSH:
+	case PROTO_OP_PUSH_WEIGHTED:
 	case PROTO_OP_PUSH_UPDATE: {
-		proto_push_req *q = &m.push_req;
+		proto_push_req *q = h->opcode == PROTO_OP_PUSH_WEIGHTED ? &m.push_weighted_req.push : &m.push_req;
+		const float *weights = NULL;
+		uint32_t n_weights = 0;
+		if (h->opcode == PROTO_OP_PUSH_WEIGHTED) {
+			n_weights = m.push_weighted_req.n_weights;
+			weights = m.push_weighted_req.weights ? m.push_weighted_req.weights : no_weights;
+		}
 		if (q->ticket && (rc = ticket_of(c, q->ticket, &tk)))
+			break;
+		if ((rc = check_weights(tk, weights, n_weights)))
 			break;
 		if (tk && !q->n_bags && q->n_rows != cluster_ticket_count(tk)) {
 			rc = handle_fail(EMDB_ERR_BATCH, "%u gradient rows for a ticket of %zu IDs", q->n_rows,
 					 cluster_ticket_count(tk));
 			break;
 		}
-		*r = (cluster_req){ .op = h->opcode == PROTO_OP_PUSH ? CLUSTER_PUSH : CLUSTER_PUSH_UPDATE,
+		*r = (cluster_req){ .op = h->opcode == PROTO_OP_PUSH_UPDATE ? CLUSTER_PUSH_UPDATE : CLUSTER_PUSH,
 				    .table = q->table, .dim = q->dim, .ticket = tk, .n = q->n_ids, .n_bags = q->n_bags,
 				    .pool = (emdb_pool)q->pool, .done = routed_finished, .arg = a };
 		in = (size_t)q->n_ids * 8 + (q->n_bags ? ((size_t)q->n_bags + 1) * 8 : 0) +
-		     (size_t)q->n_rows * q->dim * 4;
-		if (!(a->mem = emdb_malloc(in + 24)))
+		     (size_t)q->n_rows * q->dim * 4 + (size_t)n_weights * 4;
+		if (!(a->mem = emdb_malloc(in + 32)))
 			break;
 		uint8_t *at = a->mem;
 		r->ids = tk ? NULL : take(&at, q->ids ? q->ids : (const uint64_t[]){ 0 }, (size_t)q->n_ids * 8);
 		r->offsets = q->n_bags ? take(&at, q->offsets, ((size_t)q->n_bags + 1) * 8) : NULL;
+		r->weights = weights ? take(&at, weights, (size_t)n_weights * 4) : NULL;
 		r->grads = take(&at, q->grads, (size_t)q->n_rows * q->dim * 4);
 		break;
 	}
@@ -326,6 +463,40 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		*r = (cluster_req){ .op = CLUSTER_TABLE_RESERVE, .table = m.table_reserve_req.table,
 				    .rows_in = m.table_reserve_req.rows, .done = routed_finished, .arg = a };
 		break;
+	case PROTO_OP_TABLE_ALTER:
+		a->opt = m.table_alter_req.opt;
+		*r = (cluster_req){ .op = CLUSTER_TABLE_ALTER, .table = m.table_alter_req.table, .opt = &a->opt,
+				    .done = routed_finished, .arg = a };
+		break;
+	case PROTO_OP_TABLE_SCAN:
+		rc = scan_begin(c, &m.table_scan_req, a, &out);
+		break;
+	case PROTO_OP_TABLE_LOAD:
+		rc = load_begin(c, &m.table_load_req, a, &in);
+		break;
+	case PROTO_OP_TABLE_DESCRIBE:
+	case PROTO_OP_STATS:
+	case PROTO_OP_INFO: {
+		uint32_t table = 0;
+		if (h->opcode == PROTO_OP_TABLE_DESCRIBE) {
+			table = m.table_describe_req.table;
+			if (!table && (rc = emdb_table_find(s->db, m.table_describe_req.name, &table)))
+				break;
+		} else if (h->opcode == PROTO_OP_INFO) {
+			if ((rc = handle_cstr(m.info_req.section, a->section, sizeof(a->section), "INFO section")))
+				break;
+			if (a->section[0] && strcasecmp(a->section, "all") && strcasecmp(a->section, "default") &&
+			    strcasecmp(a->section, "cluster")) {
+				routed_free(a);
+				return handle_info(c, h, body); /* nothing of the other nodes in it */
+			}
+		}
+		*r = (cluster_req){ .op = CLUSTER_TABLE_STATS, .table = table, .done = routed_finished, .arg = a };
+		out = cluster_nodes(s->cluster) * sizeof(cluster_node_stats);
+		if ((a->mem = emdb_malloc(out)))
+			r->per_node = (cluster_node_stats *)a->mem;
+		break;
+	}
 	default:
 		rc = handle_fail(EMDB_ERR_INTERNAL, "%s is not routed", proto_op_name(h->opcode));
 	}

@@ -154,7 +154,7 @@ int handle_info(conn *c, const proto_hdr *h, const uint8_t *body)
 		return rc;
 	char *text = NULL;
 	size_t len = 0;
-	rc = info_build(c->srv, section, &text, &len);
+	rc = info_build(c->srv, section, NULL, &text, &len);
 	if (rc)
 		return rc == EMDB_ERR_INVALID
 			       ? handle_fail(rc, "unknown INFO section '%s' (try server, clients, memory, ops, tables, persistence or all)",

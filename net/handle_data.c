@@ -242,8 +242,6 @@ int handle_pull_weighted(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_pull_weighted_req m;
 	int rc = proto_pull_weighted_req_decode(h, body, &m);
-	if (!rc)
-		rc = handle_local_only(c, h);
 	return rc ? rc : pull_rows(c, h, &m.pull, OR_EMPTY(m.weights, no_f32), m.n_weights);
 }
 
@@ -316,8 +314,6 @@ int handle_push_weighted(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_push_weighted_req m;
 	int rc = proto_push_weighted_req_decode(h, body, &m);
-	if (!rc)
-		rc = handle_local_only(c, h);
 	return rc ? rc : push_rows(c, h, &m.push, OR_EMPTY(m.weights, no_f32), m.n_weights);
 }
 

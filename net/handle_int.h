@@ -46,12 +46,6 @@ PROTO_OP_MAP(HANDLER_)
 bool handle_is_routed(uint16_t op);
 int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body);
 void handle_cluster_ticket_free(void *cl, void *t);
-/* EMDB_OK on a server that is not a cluster node; on one that is,
- * UNSUPPORTED (with handle_fail's message) for an opcode the cluster
- * layer does not route yet (the weighted Pull and Push, TABLE_ALTER,
- * TABLE_SCAN, TABLE_LOAD): applied to this node's rows alone it would be
- * wrong, and a clustered connection's tickets are the cluster's. */
-int handle_local_only(conn *c, const proto_hdr *h);
 
 /* Record the message for the error reply and return status. */
 int handle_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -44,7 +44,7 @@ int handle_table_scan(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_table_scan_req m;
 	int rc = proto_table_scan_req_decode(h, body, &m);
-	if (rc || (rc = handle_local_only(c, h)))
+	if (rc)
 		return rc;
 	uint32_t sf = 0;
 	if ((rc = table_widths(c, m.table, m.dim, &sf)))
@@ -85,7 +85,7 @@ int handle_table_load(conn *c, const proto_hdr *h, const uint8_t *body)
 	static const float no_f32[1];
 	proto_table_load_req m;
 	int rc = proto_table_load_req_decode(h, body, &m);
-	if (rc || (rc = handle_local_only(c, h)))
+	if (rc)
 		return rc;
 	uint32_t sf = 0;
 	if ((rc = table_widths(c, m.table, m.dim, &sf)))

@@ -73,7 +73,7 @@ int handle_table_alter(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_table_alter_req m;
 	int rc = proto_table_alter_req_decode(h, body, &m);
-	if (rc || (rc = handle_local_only(c, h)))
+	if (rc)
 		return rc;
 	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
 	if (!p)

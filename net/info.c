@@ -70,7 +70,7 @@ static void put(sbuf *b, const char *fmt, ...)
 
 #define SUM(s, field) FIGURES_SUM(s, field)
 
-static void sec_server(server *s, sbuf *b)
+static void sec_server(server *s, sbuf *b, const cluster_node_stats *per_node)
 {
 	net_config cfg;
 	server_config_copy(s, &cfg);
@@ -108,7 +108,7 @@ static void auth_lines(server *s, sbuf *b)
 	put(b, "auth_throttled_addresses: %" PRIu64 "\n", addrs);
 }
 
-static void sec_clients(server *s, sbuf *b)
+static void sec_clients(server *s, sbuf *b, const cluster_node_stats *per_node)
 {
 	put(b, "# Clients\n");
 	put(b, "connections: %" PRIu64 "\n", SUM(s, n_open));
@@ -129,7 +129,7 @@ static void sec_clients(server *s, sbuf *b)
 	auth_lines(s, b);
 }
 
-static void sec_memory(server *s, sbuf *b)
+static void sec_memory(server *s, sbuf *b, const cluster_node_stats *per_node)
 {
 	emdb_db_stats st;
 	if (emdb_db_get_stats(s->db, &st) != EMDB_OK)
@@ -152,7 +152,7 @@ static void sec_memory(server *s, sbuf *b)
 	put(b, "huge_pages_pool_total: %ld\n", emdb_alloc_pool_total());
 }
 
-static void sec_ops(server *s, sbuf *b)
+static void sec_ops(server *s, sbuf *b, const cluster_node_stats *per_node)
 {
 	op_summary sum[STATS_OPS];
 	figures_ops(s, sum);
@@ -169,7 +169,7 @@ static void sec_ops(server *s, sbuf *b)
 	}
 }
 
-static void sec_tables(server *s, sbuf *b)
+static void sec_tables(server *s, sbuf *b, const cluster_node_stats *per_node)
 {
 	emdb_table_info *all;
 	size_t got;
@@ -242,7 +242,7 @@ static void put_running_job(sbuf *b, const ckpts_job_status *j)
 	put(b, "job_cow_rows: %" PRIu64 "\n", p->cow_rows);
 }
 
-static void sec_persistence(server *s, sbuf *b)
+static void sec_persistence(server *s, sbuf *b, const cluster_node_stats *per_node)
 {
 	ckpts_report r;
 	ckpts_report_get(s->ckpts, &r);
@@ -307,9 +307,18 @@ static void sec_persistence(server *s, sbuf *b)
 	put(b, "automatic_checkpoints: %" PRIu64 "\n", r.auto_checkpoints);
 }
 
-/* The cluster this node belongs to, and one line per node with the link's
- * own counters of what crossed to and from it (net/node_link.h). */
-static void sec_cluster(server *s, sbuf *b)
+/* The bytes a table (or every table) holds: rows, state, index, gradients,
+ * overhead. */
+static uint64_t stats_bytes(const emdb_table_stats *t)
+{
+	return t->bytes_vectors + t->bytes_optimizer + t->bytes_index + t->bytes_grads + t->bytes_overhead;
+}
+
+/* The cluster this node belongs to, its rows and bytes and the cluster's
+ * (per_node: every node asked, cluster_stats_total; unknown when a node
+ * did not answer), and one line per node with its rows and bytes and the
+ * link's own counters of what crossed to and from it (net/node_link.h). */
+static void sec_cluster(server *s, sbuf *b, const cluster_node_stats *per_node)
 {
 	put(b, "# Cluster\n");
 	if (!s->link) {
@@ -332,12 +341,23 @@ static void sec_cluster(server *s, sbuf *b)
 	server_config_copy(s, &cfg);
 	put(b, "node_timeout_ms: %u\n", cfg.node_timeout_ms);
 	put(b, "rows: %" PRIu64 "\n", st.total.rows);
-	put(b, "bytes: %" PRIu64 "\n", st.total.bytes_vectors + st.total.bytes_optimizer + st.total.bytes_index +
-					     st.total.bytes_grads + st.total.bytes_overhead);
+	put(b, "bytes: %" PRIu64 "\n", stats_bytes(&st.total));
+	emdb_table_stats sum;
+	if (per_node && cluster_stats_total(s->cluster, per_node, &sum, NULL) == EMDB_OK) {
+		put(b, "cluster_rows: %" PRIu64 "\n", sum.rows);
+		put(b, "cluster_bytes: %" PRIu64 "\n", stats_bytes(&sum));
+	} else {
+		put(b, "cluster_rows: unknown\n");
+		put(b, "cluster_bytes: unknown\n");
+	}
 	for (uint32_t r = 0; r < cc->nodes; r++) {
 		node_peer_info p;
 		node_link_peer(l, r, &p);
 		put(b, "node_%u: addr=%s state=%s", r, p.addr, node_peer_state_name(p.state));
+		if (per_node && per_node[r].status == EMDB_OK)
+			put(b, " rows=%" PRIu64 " bytes=%" PRIu64, per_node[r].stats.rows, stats_bytes(&per_node[r].stats));
+		else
+			put(b, " rows=unknown bytes=unknown");
 		if (p.state != NODE_PEER_SELF)
 			put(b, " bytes_sent=%" PRIu64 " msgs_sent=%" PRIu64 " bytes_received=%" PRIu64
 			       " msgs_received=%" PRIu64 " calls=%" PRIu64 " calls_failed=%" PRIu64
@@ -352,14 +372,14 @@ static void sec_cluster(server *s, sbuf *b)
 
 static const struct {
 	const char *name;
-	void (*fn)(server *, sbuf *);
+	void (*fn)(server *, sbuf *, const cluster_node_stats *);
 } sections[] = {
 	{ "server", sec_server }, { "clients", sec_clients }, { "memory", sec_memory },
 	{ "ops", sec_ops },       { "tables", sec_tables },   { "persistence", sec_persistence },
 	{ "cluster", sec_cluster },
 };
 
-int info_build(server *s, const char *section, char **out, size_t *len)
+int info_build(server *s, const char *section, const cluster_node_stats *per_node, char **out, size_t *len)
 {
 	bool all = !section[0] || strcasecmp(section, "all") == 0 || strcasecmp(section, "default") == 0;
 	sbuf b = { emdb_malloc(4096), 0, 4096, 0 };
@@ -372,7 +392,7 @@ int info_build(server *s, const char *section, char **out, size_t *len)
 			continue;
 		if (any)
 			put(&b, "\n");
-		sections[i].fn(s, &b);
+		sections[i].fn(s, &b, per_node);
 		any = true;
 	}
 	if (!any || b.err) {

@@ -8,12 +8,17 @@
 
 #include <stddef.h>
 
+#include "cluster/cluster.h"
+
 typedef struct server server;
 
 /* Build the text of `section` into *out (emdb_malloc'd, NUL-terminated,
- * *len bytes without the NUL; free with emdb_free).  Errors: INVALID
- * (unknown section), NOMEM.  Any thread. */
-int info_build(server *s, const char *section, char **out, size_t *len);
+ * *len bytes without the NUL; free with emdb_free).  per_node: every
+ * node's statistics (CLUSTER_TABLE_STATS of table 0) for the cluster
+ * section's rows and bytes per node, or NULL when they were not asked
+ * (shown as unknown).  Errors: INVALID (unknown section), NOMEM.  Any
+ * thread. */
+int info_build(server *s, const char *section, const cluster_node_stats *per_node, char **out, size_t *len);
 
 
 #endif

@@ -373,5 +373,9 @@ bool proto__body_empty(uint16_t op, bool response);
  * TABLE_CREATE, TABLE_DESCRIBE and the node-to-node TABLE_* frames. */
 void proto__cfg_encode(proto_wr *w, const emdb_table_config *c);
 void proto__cfg_decode(proto_rd *r, emdb_table_config *c);
+/* An optimizer alone: kind, 4 zero bytes, the hyperparameters (72 bytes;
+ * the node-to-node TABLE_ALTER change). */
+void proto__opt_encode(proto_wr *w, const emdb_optimizer *o);
+void proto__opt_decode(proto_rd *r, emdb_optimizer *o);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * protocol/proto_node.c - the node-to-node frames (proto_node.h,
  * docs/protocol.md "Node-to-node"): the header, the opcode table and the
- * eight body codecs.
+ * thirteen body codecs.
  *
  * Invariants:
  *   1. Opcode names, values and codecs come only from PROTO_NODE_OP_MAP:
@@ -26,7 +26,9 @@
 #include "protocol/proto_int.h"
 #include "protocol/proto_node.h"
 
-enum node_codec { C_EMPTY, C_SEL, C_GRADS, C_STEP, C_ADMIN, C_TICKET, C_VECS, C_ROWS, C_CKPT };
+#define GRADS_FLAGS (PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED)
+
+enum node_codec { C_EMPTY, C_SEL, C_GRADS, C_STEP, C_ADMIN, C_TICKET, C_VECS, C_ROWS, C_SCAN, C_PAGE, C_LOAD, C_STATS, C_CKPT };
 
 bool proto_node_op_known(uint16_t op)
 {
@@ -165,7 +167,9 @@ static void sel_write(proto_wr *w, uint16_t op, const proto_node_sel *m, proto_n
 static void grads_write(proto_wr *w, uint16_t op, const proto_node_grads *m, proto_node_where *at)
 {
 	bool mapped = m->flags & PROTO_NODE_GRADS_MAPPED;
-	if ((m->flags & ~(uint32_t)PROTO_NODE_GRADS_MAPPED) || (mapped && op == PROTO_NODE_PUSH_UPDATE) || !m->dim)
+	bool weighted = m->flags & PROTO_NODE_GRADS_WEIGHTED;
+	if ((m->flags & ~(uint32_t)GRADS_FLAGS) || (mapped && op == PROTO_NODE_PUSH_UPDATE) || (weighted && !mapped) ||
+	    !m->dim)
 		proto__wr_fail(w, "node %s with flags 0x%x, dim %u", proto_node_op_name(op), m->flags, m->dim);
 	if (!mapped && m->n_rows != m->n)
 		proto__wr_fail(w, "%u gradient rows for %u positions", m->n_rows, m->n);
@@ -182,14 +186,14 @@ static void grads_write(proto_wr *w, uint16_t op, const proto_node_grads *m, pro
 		wr_arr(w, m->ids, m->n, 8, "ids", (void **)&at->ids);
 	if (mapped) {
 		wr_arr(w, m->row_of, m->n, 4, "row_of", (void **)&at->row_of);
-		wr_arr(w, m->scale, m->n_rows, 4, "scale", (void **)&at->scale);
+		wr_arr(w, m->scale, weighted ? m->n : m->n_rows, 4, "scale", (void **)&at->scale);
 	}
 	wr_arr(w, m->grads, (uint64_t)m->n_rows * m->dim, 4, "grads", (void **)&at->floats);
 }
 
 static void admin_write(proto_wr *w, uint16_t op, const proto_node_admin *m)
 {
-	if (m->action < PROTO_NODE_ADMIN_CREATE || m->action > PROTO_NODE_ADMIN_RESERVE ||
+	if (m->action < PROTO_NODE_ADMIN_CREATE || m->action > PROTO_NODE_ADMIN_ALTER ||
 	    (m->action != PROTO_NODE_ADMIN_RESERVE && m->rows) || (op != PROTO_NODE_TABLE_ADMIN && !m->txn))
 		proto__wr_fail(w, "node %s: action %u, rows %llu, txn %llu", proto_node_op_name(op), m->action,
 			       (unsigned long long)m->rows, (unsigned long long)m->txn);
@@ -199,6 +203,8 @@ static void admin_write(proto_wr *w, uint16_t op, const proto_node_admin *m)
 	wr_u64(w, m->rows);
 	if (m->action == PROTO_NODE_ADMIN_CREATE)
 		proto__cfg_encode(w, &m->cfg);
+	else if (m->action == PROTO_NODE_ADMIN_ALTER)
+		proto__opt_encode(w, &m->opt);
 }
 
 /* What a CKPT body of op may hold (response: CKPT_WRITE's answer); the
@@ -250,6 +256,48 @@ static void vecs_write(proto_wr *w, const proto_node_vecs *m, proto_node_where *
 	wr_arr(w, m->vecs, (uint64_t)m->n * m->width, 4, "vecs", (void **)&at->floats);
 	if (m->flags & PROTO_NODE_VECS_FOUND)
 		wr_arr(w, m->found, m->n, 1, "found", (void **)&at->found);
+}
+
+/* PAGE and LOAD: ids, vecs and state arrays after their counts. */
+static void rows_write(proto_wr *w, uint32_t n, uint32_t dim, uint32_t per_row, const uint64_t *ids,
+		       const float *vecs, const float *state, proto_node_where *at)
+{
+	wr_arr(w, ids, n, 8, "ids", (void **)&at->ids);
+	wr_arr(w, vecs, (uint64_t)n * dim, 4, "vecs", (void **)&at->floats);
+	if (per_row)
+		wr_arr(w, state, (uint64_t)n * per_row, 4, "state", (void **)&at->state);
+}
+
+static void page_write(proto_wr *w, const proto_node_page *m, proto_node_where *at)
+{
+	if (!m->dim)
+		proto__wr_fail(w, "node page of dim 0");
+	wr_u32(w, m->n);
+	wr_u32(w, m->dim);
+	wr_u32(w, m->per_row);
+	wr_zero(w, 4);
+	wr_u64(w, m->next_cursor);
+	wr_u64(w, m->step);
+	rows_write(w, m->n, m->dim, m->per_row, m->ids, m->vecs, m->state, at);
+}
+
+static void load_write(proto_wr *w, const proto_node_load *m, proto_node_where *at)
+{
+	if (!m->dim || !m->n)
+		proto__wr_fail(w, "node LOAD of %u rows of dim %u", m->n, m->dim);
+	wr_u32(w, m->n);
+	wr_u32(w, m->dim);
+	wr_u32(w, m->per_row);
+	wr_zero(w, 4);
+	rows_write(w, m->n, m->dim, m->per_row, m->ids, m->vecs, m->state, at);
+}
+
+static void stats_write(proto_wr *w, const proto_node_stats *m)
+{
+#define NODE_STAT_WR_(f) wr_u64(w, m->stats.f);
+	PROTO_TABLE_STATS_FIELDS(NODE_STAT_WR_)
+#undef NODE_STAT_WR_
+	wr_u64(w, m->alloc_bytes);
 }
 
 static int node_wr_end(proto_wr *w, const proto_node_hdr *h, size_t *len)
@@ -343,6 +391,25 @@ int proto_node_encode(uint8_t *buf, size_t cap, const proto_node_msg *m, size_t 
 	case C_ROWS:
 		wr_u64(&w, m->u.rows.rows);
 		break;
+	case C_SCAN:
+		if (!m->u.scan.max_rows || !m->u.scan.dim || (m->u.scan.flags & ~(uint32_t)PROTO_NODE_SCAN_STATE))
+			proto__wr_fail(&w, "node SCAN of %u rows, dim %u, flags 0x%x", m->u.scan.max_rows, m->u.scan.dim,
+				       m->u.scan.flags);
+		wr_u64(&w, m->u.scan.cursor);
+		wr_u32(&w, m->u.scan.max_rows);
+		wr_u32(&w, m->u.scan.dim);
+		wr_u32(&w, m->u.scan.flags);
+		wr_zero(&w, 4);
+		break;
+	case C_PAGE:
+		page_write(&w, &m->u.page, at);
+		break;
+	case C_LOAD:
+		load_write(&w, &m->u.load, at);
+		break;
+	case C_STATS:
+		stats_write(&w, &m->u.stats);
+		break;
 	case C_CKPT:
 		ckpt_write(&w, h->opcode, resp, &m->u.ckpt);
 		break;
@@ -406,7 +473,8 @@ static void grads_read(proto_rd *r, uint16_t op, proto_node_grads *m)
 	m->n_rows = rd_u32(r, "n_rows");
 	m->flags = rd_u32(r, "flags");
 	bool mapped = m->flags & PROTO_NODE_GRADS_MAPPED;
-	if (!r->err && (m->flags & ~(uint32_t)PROTO_NODE_GRADS_MAPPED))
+	bool weighted = m->flags & PROTO_NODE_GRADS_WEIGHTED;
+	if (!r->err && ((m->flags & ~(uint32_t)GRADS_FLAGS) || (weighted && !mapped)))
 		proto__rd_fail(r, "flags 0x%x", m->flags);
 	if (!r->err && mapped && op == PROTO_NODE_PUSH_UPDATE)
 		proto__rd_fail(r, "gradient rows mapped to positions: PUSH_UPDATE takes one row per position");
@@ -414,7 +482,7 @@ static void grads_read(proto_rd *r, uint16_t op, proto_node_grads *m)
 		proto__rd_fail(r, "n_rows %u for n %u positions", m->n_rows, m->n);
 	m->ids = m->ticket ? NULL : rd_arr(r, m->n, 8, "ids");
 	m->row_of = mapped ? rd_arr(r, m->n, 4, "row_of") : NULL;
-	m->scale = mapped ? rd_arr(r, m->n_rows, 4, "scale") : NULL;
+	m->scale = mapped ? rd_arr(r, weighted ? m->n : m->n_rows, 4, "scale") : NULL;
 	m->grads = rd_arr(r, (uint64_t)m->n_rows * m->dim, 4, "grads");
 	for (uint32_t i = 0; mapped && !r->err && i < m->n; i++)
 		if (m->row_of[i] >= m->n_rows)
@@ -430,12 +498,15 @@ static void admin_read(proto_rd *r, uint16_t op, proto_node_admin *m)
 	m->txn = rd_u64(r, "txn");
 	m->rows = rd_u64(r, "rows");
 	memset(&m->cfg, 0, sizeof(m->cfg));
+	memset(&m->opt, 0, sizeof(m->opt));
 	if (r->err)
 		return;
-	if (m->action < PROTO_NODE_ADMIN_CREATE || m->action > PROTO_NODE_ADMIN_RESERVE)
+	if (m->action < PROTO_NODE_ADMIN_CREATE || m->action > PROTO_NODE_ADMIN_ALTER)
 		proto__rd_fail(r, "unknown action %u", m->action);
 	else if (m->action == PROTO_NODE_ADMIN_CREATE)
 		proto__cfg_decode(r, &m->cfg);
+	else if (m->action == PROTO_NODE_ADMIN_ALTER)
+		proto__opt_decode(r, &m->opt);
 	if (!r->err && m->action != PROTO_NODE_ADMIN_RESERVE && m->rows)
 		proto__rd_fail(r, "rows %llu outside RESERVE", (unsigned long long)m->rows);
 	if (!r->err && op != PROTO_NODE_TABLE_ADMIN && !m->txn)
@@ -469,6 +540,40 @@ static void vecs_read(proto_rd *r, proto_node_vecs *m)
 	for (uint32_t i = 0; m->found && !r->err && i < m->n; i++)
 		if (m->found[i] > 1)
 			proto__rd_fail(r, "found[%u] = %u, not 0 or 1", i, m->found[i]);
+}
+
+static void rows_read(proto_rd *r, uint32_t n, uint32_t dim, uint32_t per_row, const uint64_t **ids,
+		      const float **vecs, const float **state)
+{
+	*ids = rd_arr(r, n, 8, "ids");
+	*vecs = rd_arr(r, (uint64_t)n * dim, 4, "vecs");
+	*state = per_row ? rd_arr(r, (uint64_t)n * per_row, 4, "state") : NULL;
+}
+
+static void page_read(proto_rd *r, proto_node_page *m)
+{
+	m->n = rd_u32(r, "n");
+	m->dim = rd_u32(r, "dim");
+	m->per_row = rd_u32(r, "per_row");
+	rd_zero(r, 4, "reserved");
+	m->next_cursor = rd_u64(r, "next_cursor");
+	m->step = rd_u64(r, "step");
+	if (!r->err && !m->dim)
+		proto__rd_fail(r, "dim 0");
+	if (!r->err)
+		rows_read(r, m->n, m->dim, m->per_row, &m->ids, &m->vecs, &m->state);
+}
+
+static void load_read(proto_rd *r, proto_node_load *m)
+{
+	m->n = rd_u32(r, "n");
+	m->dim = rd_u32(r, "dim");
+	m->per_row = rd_u32(r, "per_row");
+	rd_zero(r, 4, "reserved");
+	if (!r->err && (!m->n || !m->dim))
+		proto__rd_fail(r, "%u rows of dim %u: a load has rows and a dim", m->n, m->dim);
+	if (!r->err)
+		rows_read(r, m->n, m->dim, m->per_row, &m->ids, &m->vecs, &m->state);
 }
 
 int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
@@ -524,6 +629,29 @@ int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
 		break;
 	case C_ROWS:
 		m->u.rows.rows = rd_u64(&r, "rows");
+		break;
+	case C_SCAN:
+		m->u.scan.cursor = rd_u64(&r, "cursor");
+		m->u.scan.max_rows = rd_u32(&r, "max_rows");
+		m->u.scan.dim = rd_u32(&r, "dim");
+		m->u.scan.flags = rd_u32(&r, "flags");
+		rd_zero(&r, 4, "reserved");
+		if (!r.err && (!m->u.scan.max_rows || !m->u.scan.dim))
+			proto__rd_fail(&r, "max_rows %u, dim %u: both at least 1", m->u.scan.max_rows, m->u.scan.dim);
+		else if (!r.err && (m->u.scan.flags & ~(uint32_t)PROTO_NODE_SCAN_STATE))
+			proto__rd_fail(&r, "flags 0x%x", m->u.scan.flags);
+		break;
+	case C_PAGE:
+		page_read(&r, &m->u.page);
+		break;
+	case C_LOAD:
+		load_read(&r, &m->u.load);
+		break;
+	case C_STATS:
+#define NODE_STAT_RD_(f) m->u.stats.stats.f = rd_u64(&r, "stats." #f);
+		PROTO_TABLE_STATS_FIELDS(NODE_STAT_RD_)
+#undef NODE_STAT_RD_
+		m->u.stats.alloc_bytes = rd_u64(&r, "alloc_bytes");
 		break;
 	case C_CKPT:
 		ckpt_read(&r, h->opcode, resp, &m->u.ckpt);

@@ -24,6 +24,10 @@
  *   TICKET an owner's ticket handle and count (proto_node_ticket);
  *   VECS   n rows of floats and optionally n found bytes (proto_node_vecs);
  *   ROWS   a count of rows (proto_node_rows);
+ *   SCAN   one page asked of an owner's rows (proto_node_scan);
+ *   PAGE   that page: IDs, vectors, optionally state (proto_node_page);
+ *   LOAD   rows written at their owner (proto_node_load);
+ *   STATS  a node's statistics of a table or of all (proto_node_stats);
  *   CKPT   one phase of a cluster checkpoint (proto_node_ckpt).
  * A response with status < 0 has the error body instead (a message).
  *
@@ -66,14 +70,18 @@
 #define PROTO_NODE_SEL_FOUND 0x1  /* LOOKUP: send found[] back */
 /* proto_node_grads.flags */
 #define PROTO_NODE_GRADS_MAPPED 0x1 /* row_of[n] and scale[n_rows] follow */
+#define PROTO_NODE_GRADS_WEIGHTED 0x2 /* with MAPPED: scale[n], one weight per position */
 /* proto_node_vecs.flags */
 #define PROTO_NODE_VECS_FOUND 0x1
+/* proto_node_scan.flags */
+#define PROTO_NODE_SCAN_STATE 0x1 /* the page carries optimizer state */
 
 /* proto_node_admin.action */
 enum {
 	PROTO_NODE_ADMIN_CREATE = 1,
 	PROTO_NODE_ADMIN_DROP = 2,
 	PROTO_NODE_ADMIN_RESERVE = 3,
+	PROTO_NODE_ADMIN_ALTER = 4,
 };
 
 /* X(NAME, name, value, request codec, response codec)
@@ -92,6 +100,9 @@ enum {
  *   TABLE_PREPARE phase 1 of a table change: check, hold -> the node's id
  *   TABLE_COMMIT  phase 2: apply what PREPARE held
  *   TABLE_ABORT   phase 2 after a refusal: forget what PREPARE held
+ *   SCAN          one page of the owner's rows of a table (its cursor)
+ *   LOAD          rows (and state) written at their owner
+ *   TABLE_STATS   the owner's statistics of a table (table 0: of all)
  *   CKPT_ASK      a cluster checkpoint asked of the coordinator by any
  *                 node -> the cluster checkpoint's id once its manifest
  *                 is written
@@ -119,6 +130,9 @@ enum {
 	X(TABLE_PREPARE, table_prepare, 0x0611, ADMIN, ROWS)          \
 	X(TABLE_COMMIT, table_commit, 0x0612, ADMIN, EMPTY)           \
 	X(TABLE_ABORT, table_abort, 0x0613, ADMIN, EMPTY)             \
+	X(SCAN, scan, 0x0614, SCAN, PAGE)                             \
+	X(LOAD, load, 0x0615, LOAD, EMPTY)                            \
+	X(TABLE_STATS, table_stats, 0x0616, EMPTY, STATS)             \
 	X(CKPT_ASK, ckpt_ask, 0x0620, CKPT, ROWS)                     \
 	X(CKPT_HOLD, ckpt_hold, 0x0621, CKPT, EMPTY)                  \
 	X(CKPT_WRITE, ckpt_write, 0x0622, CKPT, CKPT)                 \
@@ -165,7 +179,9 @@ typedef struct proto_node_sel {
 /* GRADS: n positions by ticket or IDs, and n_rows rows of dim gradient
  * floats.  Plain (flags 0): n_rows == n, position i takes row i.  MAPPED:
  * position i takes row row_of[i] (< n_rows) scaled by scale[row_of[i]]:
- * the backward of a pooled Pull, each bag's gradient sent once.
+ * the backward of a pooled Pull, each bag's gradient sent once.  MAPPED |
+ * WEIGHTED: scale has n entries and position i takes row row_of[i] times
+ * scale[i], its per-sample weight (the backward of PULL_WEIGHTED).
  * PUSH_UPDATE is plain only. */
 typedef struct proto_node_grads {
 	uint64_t ticket;
@@ -175,7 +191,7 @@ typedef struct proto_node_grads {
 	uint32_t flags;
 	const uint64_t *ids;    /* [n] when ticket is 0 */
 	const uint32_t *row_of; /* [n] when MAPPED */
-	const float *scale;     /* [n_rows] when MAPPED */
+	const float *scale;     /* [n_rows] when MAPPED; [n] with WEIGHTED */
 	const float *grads;     /* [n_rows * dim] */
 } proto_node_grads;
 
@@ -191,14 +207,15 @@ typedef struct proto_node_step {
 
 /* ADMIN: one table change, numbered txn by its coordinator.  CREATE
  * carries the configuration and, from COMMIT on, the id every node gives
- * the table (`id`); DROP and RESERVE name the table in the header and
- * RESERVE carries rows. */
+ * the table (`id`); DROP, RESERVE and ALTER name the table in the header,
+ * RESERVE carries rows and ALTER the new optimizer values. */
 typedef struct proto_node_admin {
 	uint32_t action;
 	uint32_t id;
 	uint64_t txn;
 	uint64_t rows;
 	emdb_table_config cfg; /* CREATE only */
+	emdb_optimizer opt;    /* ALTER only */
 } proto_node_admin;
 
 /* proto_node_ckpt.flags */
@@ -238,6 +255,46 @@ typedef struct proto_node_rows {
 	uint64_t rows;
 } proto_node_rows;
 
+/* SCAN: up to max_rows (>= 1) rows of the table from the owner's row
+ * number `cursor` (emdb_table_scan's cursor there); dim the table's;
+ * flags PROTO_NODE_SCAN_STATE or 0. */
+typedef struct proto_node_scan {
+	uint64_t cursor;
+	uint32_t max_rows;
+	uint32_t dim;
+	uint32_t flags;
+} proto_node_scan;
+
+/* PAGE: n rows of dim floats with per_row state floats each (0: no
+ * state), the owner's next cursor (0: its rows are done) and its step. */
+typedef struct proto_node_page {
+	uint32_t n;
+	uint32_t dim;
+	uint32_t per_row;
+	uint64_t next_cursor;
+	uint64_t step;
+	const uint64_t *ids;  /* [n] */
+	const float *vecs;    /* [n * dim] */
+	const float *state;   /* [n * per_row] */
+} proto_node_page;
+
+/* LOAD: n (>= 1) rows to write at their owner; per_row 0: no state. */
+typedef struct proto_node_load {
+	uint32_t n;
+	uint32_t dim;
+	uint32_t per_row;
+	const uint64_t *ids;  /* [n] */
+	const float *vecs;    /* [n * dim] */
+	const float *state;   /* [n * per_row] */
+} proto_node_load;
+
+/* STATS: the owner's emdb_table_stats of the header's table (of every
+ * table, summed, for table 0) and its engine's allocated bytes. */
+typedef struct proto_node_stats {
+	emdb_table_stats stats;
+	uint64_t alloc_bytes;
+} proto_node_stats;
+
 /* A decoded frame, or one to encode: the header (body_len ignored by the
  * encoder) and the member of its opcode's codec for its direction; err
  * when status < 0. */
@@ -253,6 +310,10 @@ typedef struct proto_node_msg {
 		proto_node_ticket ticket;
 		proto_node_vecs vecs;
 		proto_node_rows rows;
+		proto_node_scan scan;
+		proto_node_page page;
+		proto_node_load load;
+		proto_node_stats stats;
 	} u;
 } proto_node_msg;
 
@@ -262,6 +323,7 @@ typedef struct proto_node_where {
 	uint32_t *row_of;
 	float *scale;
 	float *floats; /* grads or vecs */
+	float *state;  /* PAGE, LOAD */
 	uint8_t *found;
 } proto_node_where;
 

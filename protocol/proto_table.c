@@ -48,6 +48,21 @@ static void hyper_decode(proto_rd *r, emdb_optimizer *o)
 	o->l2 = rd_f64(r, "l2");
 }
 
+void proto__opt_encode(proto_wr *w, const emdb_optimizer *o)
+{
+	wr_u32(w, (uint32_t)o->kind);
+	wr_zero(w, 4);
+	hyper_encode(w, o);
+}
+
+void proto__opt_decode(proto_rd *r, emdb_optimizer *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->kind = (emdb_opt_kind)rd_u32(r, "optimizer kind");
+	rd_zero(r, 4, "reserved");
+	hyper_decode(r, o);
+}
+
 /* ---- config block: 116 bytes, name, padding ------------------------ */
 
 void proto__cfg_encode(proto_wr *w, const emdb_table_config *c)

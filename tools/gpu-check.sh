@@ -42,14 +42,21 @@ say "compiling the CUDA tier (arch $arch)"
 "$nvcc" "${cuflags[@]}" -c gpu/tier_cuda.cu -o "$out/obj/tier_cuda.o"
 say "compiling the host part"
 objs=("$out/obj/tier_cuda.o")
-for src in base/*.c db/tier.c db/tier_host.c db/tier_test.c db/optim.c; do
-  o="$out/obj/$(echo "$src" | tr / _).o"
-  "$cc" "${cflags[@]}" -c "$src" -o "$o"
-  objs+=("$o")
+# The whole engine (emdb-gpu-test drives a database through the tier),
+# one compiler per file at once.
+compile() { "$cc" "${cflags[@]}" -c "$1" -o "$out/obj/$(echo "$1" | tr / _).o"; }
+pids=()
+for src in base/*.c db/*.c index/*.c; do
+  compile "$src" &
+  pids+=($!)
+  objs+=("$out/obj/$(echo "$src" | tr / _).o")
 done
+for p in "${pids[@]}"; do wait "$p"; done
 "$cc" "${cflags[@]}" -c gpu/gpu_test.c -o "$out/obj/gpu_test.o"
+"$cc" "${cflags[@]}" -c gpu/gpu_test_serve.c -o "$out/obj/gpu_test_serve.o"
 say "linking emdb-gpu-test and emdb-gpu-bench (static CUDA runtime)"
-"$nvcc" -cudart static -arch="$arch" "$out/obj/gpu_test.o" "${objs[@]}" "${libs[@]}" -o "$out/emdb-gpu-test"
+"$nvcc" -cudart static -arch="$arch" "$out/obj/gpu_test.o" "$out/obj/gpu_test_serve.o" "${objs[@]}" "${libs[@]}" \
+  -o "$out/emdb-gpu-test"
 "$nvcc" "${cuflags[@]}" -cudart static gpu/gpu_bench.cu "${objs[@]}" "${libs[@]}" -o "$out/emdb-gpu-bench"
 
 say "running emdb-gpu-test"

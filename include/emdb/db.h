@@ -288,7 +288,16 @@ int emdb_table_list(emdb_db *db, uint32_t *ids, size_t cap, size_t *n_out);
 /* ------------------------------------------------------------------ */
 
 /* Every batch call takes 1..max_batch IDs.  Vectors in and out are packed
- * row-major: n * dim floats, row i belonging to ids[i]. */
+ * row-major: n * dim floats, row i belonging to ids[i].
+ * @note Device memory: on a table with a GPU replica (gpu_memory;
+ * emdb_table_tier says "cuda"), the vectors out of a Pull and the
+ * gradients into a Push may be memory of one of the replica's GPUs
+ * (cudaMalloc'ed by a trainer in this process, told apart by
+ * cudaPointerGetAttributes); the call reads or writes it before it
+ * returns and keeps no reference.  A Pull whose rows the GPU holds (hot
+ * rows, and the rows its ticket's Prefetch staged) is gathered there
+ * without crossing to the host; Push copies device gradients to the host
+ * once.  Everything else must be host memory.  docs/gpu.md. */
 
 /* Resolve every ID of the batch, inserting unseen ones with their initial
  * value, and return a ticket holding their locations so that the Pull and

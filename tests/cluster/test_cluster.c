@@ -6,7 +6,10 @@
  * never comes stops the start after cluster_start_timeout_ms, naming it;
  * a node killed with SIGKILL shows down on the others within the node
  * timeout while they keep answering, and rejoins when restarted; a
- * node's /metrics carries each peer's state and traffic.
+ * node's /metrics carries each peer's state and traffic; the version-3
+ * operations (weighted Pull and Push, table alter, export and import)
+ * work across three nodes, and INFO, DESCRIBE and cluster info give the
+ * cluster's rows per node and in total (unknown with a node down).
  *
  * Each test bounds every wait (seconds); the fixture kills every node.
  */
@@ -126,42 +129,153 @@ Test(cluster, metrics_show_each_peer, .fini = fini, .timeout = 120)
 	cr_assert_eq(v, 0, "peer 1 still up in /metrics 15 s after SIGKILL");
 }
 
-/* The operations not routed across nodes yet (protocol version 3) are
- * refused on a cluster node with UNSUPPORTED, naming the operation, and
- * change nothing. */
-Test(cluster, unrouted_operations_are_refused, .fini = fini, .timeout = 120)
+/* INFO's cluster section on every node: rows= of each node, summed. */
+static uint64_t info_rows_sum(int i, int nodes)
 {
-	start_all(2);
-	emdb_client *c = ch_client(0);
+	char *t = ch_info(i);
+	uint64_t sum = 0;
+	for (int r = 0; r < nodes; r++) {
+		char key[32];
+		snprintf(key, sizeof(key), "node_%d: ", r);
+		const char *line = strstr(t, key);
+		cr_assert_not_null(line, "%s", t);
+		const char *rows = strstr(line, " rows=");
+		cr_assert(rows && rows < strchr(line, '\n'), "node %d's line has no rows: %s", r, t);
+		cr_assert(strncmp(rows + 6, "unknown", 7) != 0, "node %d's rows unknown on a healthy cluster:\n%s", r, t);
+		sum += strtoull(rows + 6, NULL, 10);
+	}
+	emdb_free(t);
+	return sum;
+}
+
+/* The version-3 operations on a 3-node cluster, through the client and
+ * emdb-cli, as on one node: weighted pooled Pull, table alter seen from
+ * every node, export of every node's rows and import into another table
+ * (rows at their owners), and the cluster's rows in INFO, DESCRIBE and
+ * cluster info. */
+Test(cluster, v3_operations_work_across_three_nodes, .fini = fini, .timeout = 180)
+{
+	start_all(3);
+	emdb_client *c = ch_client(1);
 	emdb_table_config tc = EMDB_TABLE_CONFIG_INIT;
 	strcpy(tc.name, "t");
 	tc.dim = 4;
+	tc.optimizer.kind = EMDB_OPT_ADAGRAD;
+	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_ADAGRAD, &tc.optimizer), EMDB_OK);
 	uint32_t id;
 	cr_assert_eq(emdb_client_table_create(c, &tc, &id), EMDB_OK, "%s", emdb_client_last_error());
-	emdb_table_info before, after;
-	cr_assert_eq(emdb_client_table_describe(c, id, &before), EMDB_OK);
 
-	emdb_optimizer opt = before.config.optimizer;
-	opt.lr = before.config.optimizer.lr * 2 + 1;
-	cr_assert_eq(emdb_client_table_alter(c, id, &opt), EMDB_ERR_UNSUPPORTED, "%s", emdb_client_last_error());
-	cr_assert(strstr(emdb_client_last_error(), "not routed across a cluster"), "%s",
-		  emdb_client_last_error());
-	cr_assert_eq(emdb_client_table_describe(c, id, &after), EMDB_OK);
-	cr_assert_eq(after.config.optimizer.lr, before.config.optimizer.lr, "the refused alter changed lr");
+	/* Rows on every node, and a weighted pooled Pull equal to the weighted
+	 * sum of the rows pulled one by one. */
+	enum { N = 600 };
+	static uint64_t ids[N];
+	static float rows[N * 4], grads[N * 4];
+	for (size_t i = 0; i < N; i++)
+		ids[i] = i * 7919 + 3;
+	cr_assert_eq(emdb_client_pull(c, id, ids, N, 4, rows), EMDB_OK, "%s", emdb_client_last_error());
+	for (size_t i = 0; i < N * 4; i++)
+		grads[i] = (float)(i % 13) / 13.0f - 0.5f;
+	cr_assert_eq(emdb_client_push(c, id, ids, N, 4, grads), EMDB_OK);
+	uint64_t updated = 0;
+	cr_assert_eq(emdb_client_update(c, id, &updated), EMDB_OK);
+	cr_assert_eq(updated, N);
+	cr_assert_eq(emdb_client_pull(c, id, ids, N, 4, rows), EMDB_OK);
+	const uint64_t offs[3] = { 0, 2, 3 };
+	const float w[3] = { 0.5f, -2.0f, 3.0f };
+	float out[8];
+	cr_assert_eq(emdb_client_pull_bags_weighted(c, id, ids, 3, offs, 2, EMDB_POOL_SUM, w, 4, out), EMDB_OK, "%s",
+		     emdb_client_last_error());
+	for (int k = 0; k < 4; k++) {
+		float b0 = 0.0f, b1 = 0.0f;
+		b0 += w[0] * rows[k];
+		b0 += w[1] * rows[4 + k];
+		b1 += w[2] * rows[8 + k];
+		cr_assert_eq(out[k], b0, "bag 0 column %d: %g, want %g", k, out[k], b0);
+		cr_assert_eq(out[4 + k], b1);
+	}
+	const float g2[8] = { 1, 1, 1, 1, 2, 2, 2, 2 };
+	cr_assert_eq(emdb_client_push_bags_weighted(c, id, ids, 3, offs, 2, EMDB_POOL_SUM, w, 4, g2), EMDB_OK, "%s",
+		     emdb_client_last_error());
 
-	uint64_t ids[4], next = 0, step = 0;
-	float vecs[16];
-	size_t n = 0;
-	cr_assert_eq(emdb_client_table_scan(c, id, 0, 4, 4, 0, ids, vecs, NULL, &n, &next, &step),
-		     EMDB_ERR_UNSUPPORTED, "%s", emdb_client_last_error());
+	/* The cluster's rows: INFO on every node, DESCRIBE and STATS. */
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(info_rows_sum(i, 3), N, "INFO on node %d", i);
+	emdb_table_info info;
+	cr_assert_eq(emdb_client_table_describe(c, id, &info), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(info.stats.rows, N, "DESCRIBE says %llu rows", (unsigned long long)info.stats.rows);
+	cr_assert_eq(info.stats.step, 1);
 
-	const uint64_t q[2] = { 1, 2 }, offs[2] = { 0, 2 };
-	const float w[2] = { 1, 1 };
-	float out[4];
-	cr_assert_eq(emdb_client_pull_bags_weighted(c, id, q, 2, offs, 1, EMDB_POOL_SUM, w, 4, out),
-		     EMDB_ERR_UNSUPPORTED, "%s", emdb_client_last_error());
-	/* and the connection goes on */
-	cr_assert_eq(emdb_client_ping(c), EMDB_OK);
+	/* table alter from node 2 through the CLI: every node has it. */
+	char uri[3][200];
+	for (int i = 0; i < 3; i++)
+		snprintf(uri[i], sizeof(uri[i]), "unix://%s", ch.node[i].sock);
+	cli_run r = run_cli_env(NULL, NULL, ARGS("-u", uri[2], "table", "alter", "t", "lr=0.125"));
+	EXPECT(r, 0);
+	run_free(&r);
+	for (int i = 0; i < 3; i++) {
+		emdb_client *ci = ch_client(i);
+		emdb_table_info ti;
+		cr_assert_eq(emdb_client_table_describe(ci, id, &ti), EMDB_OK);
+		cr_assert_eq(ti.config.optimizer.lr, 0.125, "node %d has lr %g", i, ti.config.optimizer.lr);
+		emdb_client_close(ci);
+	}
+	/* A refused alter (another kind) changes nothing anywhere. */
+	emdb_optimizer bad = info.config.optimizer;
+	bad.kind = EMDB_OPT_SGD;
+	cr_assert_eq(emdb_client_table_alter(c, id, &bad), EMDB_ERR_INVALID);
+
+	/* export from node 0 in small pages, import on node 1 into another
+	 * table: the same rows and state, read through node 2. */
+	char path[200];
+	snprintf(path, sizeof(path), "%s/t.rows", ch.dir);
+	r = run_cli_env(NULL, NULL, ARGS("-u", uri[0], "export", "t", path));
+	EXPECT(r, 0);
+	expect_has(r.out, "exported 600 rows");
+	run_free(&r);
+	strcpy(tc.name, "t2");
+	uint32_t id2;
+	cr_assert_eq(emdb_client_table_create(c, &tc, &id2), EMDB_OK);
+	r = run_cli_env(NULL, NULL, ARGS("-u", uri[1], "import", "t2", path));
+	EXPECT(r, 0);
+	expect_has(r.out, "imported 600 rows");
+	run_free(&r);
+	unlink(path);
+	emdb_client *c2 = ch_client(2);
+	static float a[N * 4], b[N * 4];
+	static uint8_t found[N];
+	cr_assert_eq(emdb_client_lookup(c2, id, ids, N, 4, a, NULL), EMDB_OK);
+	cr_assert_eq(emdb_client_lookup(c2, id2, ids, N, 4, b, found), EMDB_OK);
+	cr_assert(memcmp(a, b, sizeof(a)) == 0, "the imported rows differ from the exported table's");
+	for (size_t i = 0; i < N; i++)
+		cr_assert_eq(found[i], 1, "ID %llu not imported", (unsigned long long)ids[i]);
+	emdb_table_info info2;
+	cr_assert_eq(emdb_client_table_describe(c2, id2, &info2), EMDB_OK);
+	cr_assert_eq(info2.stats.rows, N);
+
+	/* emdb-cli cluster info: each node's rows, summed. */
+	r = run_cli_env(NULL, NULL, ARGS("-u", uri[0], "--json", "cluster", "info"));
+	EXPECT(r, 0);
+	jv *j = json_out(&r);
+	double sum = 0;
+	for (int i = 0; i < 3; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "cluster.nodes.%d.rows", i);
+		cr_assert_gt(jnum(j, key), 0, "node %d holds no row", i);
+		sum += jnum(j, key);
+	}
+	cr_assert_eq(sum, 2 * N, "the nodes' rows sum to %g", sum);
+	cr_assert_eq(jnum(j, "cluster.cluster_rows"), 2 * N);
+	run_free(&r);
+
+	/* A node down: its rows are unknown, not 0, and the total with it. */
+	ch_kill(2);
+	cr_assert(ch_info_until(0, "rows=unknown", 15000), "node 2's rows not unknown after SIGKILL");
+	char *t = ch_info(0);
+	cr_assert(strstr(t, "cluster_rows: unknown\n"), "%s", t);
+	emdb_free(t);
+	cr_assert_eq(emdb_client_table_describe(c, id, &info), EMDB_ERR_NODE, "%s", emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "node 2"), "%s", emdb_client_last_error());
+	emdb_client_close(c2);
 	emdb_client_close(c);
 }
 

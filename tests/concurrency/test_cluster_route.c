@@ -34,72 +34,7 @@
 #include <emdb/error.h>
 
 #include "tests/lib/cluster_mem.h"
-
-#define DIM 8
-
-static emdb_table_config table_cfg(const char *name, emdb_opt_kind opt)
-{
-	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
-	strcpy(c.name, name);
-	c.dim = DIM;
-	cr_assert_eq(emdb_optimizer_defaults(opt, &c.optimizer), 0);
-	c.optimizer.lr = 0.05;
-	c.init = (emdb_init){ EMDB_INIT_UNIFORM, -0.1, 0.1 };
-	c.seed = 77;
-	c.lookup_default = EMDB_DEFAULT_INIT;
-	return c;
-}
-
-/* A cluster request, run to its end; fails the test on error unless
- * want is that error. */
-static int run_req(memnet *net, uint32_t home, cluster_req *r, int want)
-{
-	int rc = cluster_run(memnet_cl(net, home), r);
-	cr_assert_eq(rc, want, "op %d on node %u: %d (%s), wanted %d", (int)r->op, home, rc, r->msg, want);
-	return rc;
-}
-
-static uint32_t cl_create(memnet *net, uint32_t home, const emdb_table_config *cfg)
-{
-	cluster_req r = { .op = CLUSTER_TABLE_CREATE, .cfg = cfg };
-	run_req(net, home, &r, EMDB_OK);
-	return r.table_out;
-}
-
-/* Deterministic batches: a mix of small, repeated and extreme IDs. */
-static uint64_t rng_next(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	return *s >> 11;
-}
-
-static void make_ids(uint64_t *ids, size_t n, uint64_t *seed)
-{
-	for (size_t i = 0; i < n; i++) {
-		uint64_t x = rng_next(seed);
-		ids[i] = x % 7 == 0 ? 0 : x % 7 == 1 ? UINT64_MAX : x % 97; /* duplicates galore */
-		if (x % 11 == 5)
-			ids[i] = x; /* and fresh large ones */
-	}
-}
-
-static void make_grads(float *g, size_t n, uint64_t *seed)
-{
-	for (size_t i = 0; i < n; i++)
-		g[i] = (float)((int64_t)(rng_next(seed) % 2001) - 1000) / 997.0f;
-}
-
-static void make_offsets(uint64_t *off, size_t n_bags, size_t n, uint64_t *seed)
-{
-	off[0] = 0;
-	for (size_t b = 1; b < n_bags; b++) {
-		uint64_t o = off[b - 1] + rng_next(seed) % 5;
-		off[b] = o > n ? n : o;
-	}
-	off[n_bags] = n;
-}
-
-#define SAME(a, b, bytes, what) cr_assert(memcmp((a), (b), (bytes)) == 0, "%s differs from one engine's", what)
+#include "tests/lib/cluster_req.h"
 
 /* ---- the mixed workload against one engine --------------------------- */
 

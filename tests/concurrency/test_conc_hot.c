@@ -2,7 +2,9 @@
  * test_conc_hot.c - a table with a device replica of its hot rows (the
  * test tier standing in for the GPU, db/tier_test.h) under trainers that
  * prefetch, push and update at once, so that the threads of one Update
- * pass record hot rows' gradients together (db/hot.h).  Afterwards every
+ * pass record hot rows' gradients together (db/hot.h), while Pulls read
+ * the replica, Prefetches stage rows into it and Pushes scatter into its
+ * accumulators (db/hot_serve.c).  Afterwards every
  * row holds exactly what was pushed to it and the replica equals the
  * host bit for bit.  Runs under ThreadSanitizer too
  * (tests/lib/plain_runner.h).
@@ -50,7 +52,7 @@ static void *train(void *arg)
 {
 	worker *w = arg;
 	uint64_t ids[BATCH];
-	float *g = malloc(BATCH * DIM * sizeof(float));
+	float *g = malloc(BATCH * DIM * sizeof(float)), *out = malloc(BATCH * DIM * sizeof(float));
 
 	for (int k = 0; k < BATCH * DIM; k++)
 		g[k] = 1.0f;
@@ -62,6 +64,15 @@ static void *train(void *arg)
 		for (int i = 0; i < BATCH; i++)
 			ids[i] = scramble(ids[i]);
 		rc = emdb_prefetch(w->s->db, w->s->t, ids, BATCH, &tk);
+		/* A Pull meanwhile reads hot and staged rows from the replica:
+		 * every row is minus a whole count of pushes, in every column
+		 * alike (no torn or stale row). */
+		if (!rc)
+			rc = emdb_pull_ticket(w->s->db, w->s->t, tk, DIM, out);
+		for (int i = 0; !rc && i < BATCH; i++)
+			for (int k = 0; k < DIM; k++)
+				if (out[i * DIM + k] != out[i * DIM] || out[i * DIM] != (float)(int)out[i * DIM])
+					__atomic_store_n(&w->s->failed, 2, __ATOMIC_RELAXED);
 		if (!rc) {
 			rc = b % 3 == 2 ? emdb_push_update(w->s->db, w->s->t, ids, BATCH, DIM, g, NULL)
 					: emdb_push_ticket(w->s->db, w->s->t, tk, DIM, g);
@@ -73,6 +84,7 @@ static void *train(void *arg)
 			__atomic_store_n(&w->s->failed, 1, __ATOMIC_RELAXED);
 	}
 	free(g);
+	free(out);
 	return NULL;
 }
 
@@ -89,7 +101,7 @@ Test(conc_hot, trainers_and_the_replica)
 
 	hot_use_tier(TIER_TEST, 0, 2);
 	c.shards = 8;
-	c.gpu_memory = 256 * DIM * sizeof(float); /* SGD: 256 rows */
+	c.gpu_memory = 256 * 2 * DIM * sizeof(float); /* SGD: 256 rows and accumulators */
 	cr_assert_eq(emdb_db_open(&c, &s.db), 0, "%s", emdb_last_error());
 	s.t = make_sgd_lr1_table(s.db, DIM);
 	for (int i = 0; i < THREADS; i++) {

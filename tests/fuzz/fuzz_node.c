@@ -69,10 +69,22 @@ static void one(const uint8_t *f, size_t len)
 		if (!(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE)) {
 			inside(g->ids, (size_t)g->n * 8, f, len, &m);
 			inside(g->row_of, (size_t)g->n * 4, f, len, &m);
-			inside(g->scale, (size_t)g->n_rows * 4, f, len, &m);
+			inside(g->scale, (size_t)((g->flags & PROTO_NODE_GRADS_WEIGHTED) ? g->n : g->n_rows) * 4, f, len, &m);
 			inside(g->grads, (size_t)g->n_rows * g->dim * 4, f, len, &m);
 		}
 		break;
+	case PROTO_NODE_SCAN:
+	case PROTO_NODE_LOAD: {
+		bool page = m.hdr.opcode == PROTO_NODE_SCAN;
+		if (page != !!(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE) || m.hdr.status < 0)
+			break;
+		uint32_t n = page ? m.u.page.n : m.u.load.n, dim = page ? m.u.page.dim : m.u.load.dim;
+		uint32_t per_row = page ? m.u.page.per_row : m.u.load.per_row;
+		inside(page ? m.u.page.ids : m.u.load.ids, (size_t)n * 8, f, len, &m);
+		inside(page ? m.u.page.vecs : m.u.load.vecs, (size_t)n * dim * 4, f, len, &m);
+		inside(page ? m.u.page.state : m.u.load.state, (size_t)n * per_row * 4, f, len, &m);
+		break;
+	}
 	default:
 		break;
 	}

@@ -16,9 +16,10 @@ static const uint32_t node_sample_rows[5] = { 0, 0, 1, 2, 2 };
 static const float node_sample_scale[3] = { 1.0f, 0.5f, 0.25f };
 static const float node_sample_f[5 * 4] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 };
 static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
+static const float node_sample_w[5] = { 0.5f, -1.0f, 2.0f, 0.0f, 3.0f };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 30
+#define NODE_SAMPLES 37
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -113,39 +114,70 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_LEAVE, m->hdr.table = 0;
 		m->u.step = (proto_node_step){ 0, 0, (2ull << 48) | 7 };
 		return true;
-	case 21:
+	case 21: /* a weighted pooled PUSH by IDs: a weight per position */
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH;
+		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED,
+						 node_sample_ids, node_sample_rows, node_sample_w, node_sample_f };
+		return true;
+	case 22:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_TABLE_PREPARE;
+		m->u.admin = (proto_node_admin){ .action = PROTO_NODE_ADMIN_ALTER, .txn = 11 };
+		m->u.admin.opt = (emdb_optimizer){ .kind = EMDB_OPT_ADAM, .lr = 0.01, .eps = 1e-8, .beta1 = 0.9,
+						   .beta2 = 0.999 };
+		return true;
+	case 23:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_SCAN;
+		m->u.scan = (proto_node_scan){ 17, 4, 4, PROTO_NODE_SCAN_STATE };
+		return true;
+	case 24:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_SCAN;
+		m->u.page = (proto_node_page){ 2, 4, 2, 19, 7, node_sample_ids, node_sample_f, node_sample_f + 8 };
+		return true;
+	case 25:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_LOAD;
+		m->u.load = (proto_node_load){ 5, 4, 0, node_sample_ids, node_sample_f, NULL };
+		return true;
+	case 26:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_TABLE_STATS;
+		return true;
+	case 27:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_TABLE_STATS;
+		m->u.stats.stats = (emdb_table_stats){ .rows = 5, .step = 2, .bytes_vectors = 80, .bytes_index = 4096 };
+		m->u.stats.alloc_bytes = 1 << 20;
+		return true;
+	case 28:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_ASK, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 2 };
 		return true;
-	case 22:
+	case 29:
 		m->hdr = r, m->hdr.opcode = PROTO_NODE_CKPT_ASK, m->hdr.table = 0;
 		m->u.rows.rows = 7;
 		return true;
-	case 23:
+	case 30:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_HOLD, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7, .timeout_ms = 600000 };
 		return true;
-	case 24:
+	case 31:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_WRITE, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
 		return true;
-	case 25:
+	case 32:
 		m->hdr = r, m->hdr.opcode = PROTO_NODE_CKPT_WRITE, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7, .part = 12, .rows = 600 };
 		return true;
-	case 26:
+	case 33:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_END, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .flags = PROTO_NODE_CKPT_COMMIT, .id = 7 };
 		return true;
-	case 27:
+	case 34:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_RESTORE, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 1 };
 		return true;
-	case 28:
+	case 35:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_LOAD, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
 		return true;
-	case 29:
+	case 36:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_SWAP, m->hdr.table = 0;
 		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
 		return true;

@@ -12,84 +12,9 @@
  */
 #include <stdlib.h>
 
-#include <emdb/alloc.h>
-#include <emdb/db.h>
+#include "tests/lib/hot_twin.h"
 
-#include "db/db_int.h"
-#include "db/ops.h"
-#include "db/tier_test.h"
-#include "tests/lib/helpers.h"
-
-enum { DIM = 8, HOT_IDS = 32, BATCH = 256 };
-
-/* Row bytes of an Adam row of DIM: weights, m, v. */
-#define ROW_BYTES (3u * DIM * sizeof(float))
-
-typedef struct twin {
-	emdb_db *ref, *db;
-	uint32_t t;
-} twin;
-
-static void twin_open(twin *w, uint64_t gpu_rows, uint32_t test_chunks, uint32_t replicas)
-{
-	emdb_db_config c = EMDB_DB_CONFIG_INIT;
-
-	hot_use_tier(TIER_TEST, test_chunks, replicas);
-	w->ref = open_db(8);
-	c.shards = 8;
-	c.gpu_memory = gpu_rows * ROW_BYTES;
-	cr_assert_eq(emdb_db_open(&c, &w->db), 0, "%s", emdb_last_error());
-	cr_assert_eq(make_table(w->ref, "t", DIM, EMDB_OPT_ADAM, EMDB_INIT_UNIFORM, -0.5, 0.5),
-		     make_table(w->db, "t", DIM, EMDB_OPT_ADAM, EMDB_INIT_UNIFORM, -0.5, 0.5));
-	w->t = 1;
-}
-
-static void twin_close(twin *w)
-{
-	emdb_db_close(w->ref);
-	emdb_db_close(w->db);
-	hot_use_tier(TIER_CUDA, 0, 0);
-}
-
-static tbl *table_of(twin *w)
-{
-	tbl *t;
-
-	cr_assert_eq(db_table_get(w->db, w->t, &t), 0);
-	table_release(t); /* the registry keeps it alive */
-	return t;
-}
-
-/* Every member equals its host row bit for bit on every replica; returns
- * how many members there are. */
-static uint64_t check_replica(twin *w)
-{
-	tbl *t = table_of(w);
-	uint32_t rf = t->dim + t->state_floats;
-	uint64_t members = 0;
-	float dev[3 * DIM];
-
-	hot_stats hs;
-
-	if (!t->hot)
-		return 0;
-	pthread_rwlock_rdlock(&t->rows_lock);
-	hot_get_stats(t->hot, &hs);
-	for (uint64_t r = 0; r < chunk_rows(&t->rows); r++) {
-		uint64_t loc = chunk_loc_of(&t->rows, r);
-
-		if (!hot_is_member(t->hot, loc))
-			continue;
-		for (uint32_t k = 0; k < hs.replicas; k++) {
-			cr_assert_eq(hot_replica_row(t->hot, k, loc, dev), 0, "%s", emdb_last_error());
-			cr_assert(!memcmp(dev, table_row(t, loc), rf * sizeof(float)),
-				  "row %llu: replica %u differs from the host", (unsigned long long)r, k);
-		}
-		members++;
-	}
-	pthread_rwlock_unlock(&t->rows_lock);
-	return members;
-}
+enum { HOT_IDS = 32, BATCH = 256 };
 
 /* Step s: a batch with HOT_IDS ids four times each, the rest spread over
  * a wide universe; prefetched, then pushed and updated (or, on odd

@@ -146,18 +146,18 @@ Test(proto_node, broken_frames_are_refused)
 	/* CKPT: an unknown kind, an id in an ASK, id 0 in a phase, no
 	 * timeout in a HOLD, a part in a request, an unknown flag, COMMIT
 	 * outside END, reserved bytes */
-	refused(21, 32, (uint32_t[]){ 3 }, 4, EMDB_ERR_PROTOCOL, "checkpoint kind 3");
-	refused(21, 32 + 8, &one, 1, EMDB_ERR_PROTOCOL, "an id in CKPT_ASK");
-	refused(24, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_WRITE of checkpoint 0");
-	refused(23, 32 + 32, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "CKPT_HOLD without a timeout");
-	refused(24, 32 + 32, &one, 1, EMDB_ERR_PROTOCOL, "a timeout outside CKPT_HOLD");
-	refused(24, 32 + 16, &one, 1, EMDB_ERR_PROTOCOL, "a part in a request");
-	refused(25, 32 + 16, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_WRITE answered without its part");
-	refused(26, 32 + 4, &two, 1, EMDB_ERR_PROTOCOL, "unknown CKPT flag");
-	refused(24, 32 + 4, &one, 1, EMDB_ERR_PROTOCOL, "COMMIT outside CKPT_END");
-	refused(24, 32 + 36, &one, 1, EMDB_ERR_PROTOCOL, "reserved CKPT byte");
-	refused(28, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_LOAD of checkpoint 0");
-	refused(29, 32 + 24, &one, 1, EMDB_ERR_PROTOCOL, "rows in CKPT_SWAP");
+	refused(28, 32, (uint32_t[]){ 3 }, 4, EMDB_ERR_PROTOCOL, "checkpoint kind 3");
+	refused(28, 32 + 8, &one, 1, EMDB_ERR_PROTOCOL, "an id in CKPT_ASK");
+	refused(31, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_WRITE of checkpoint 0");
+	refused(30, 32 + 32, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "CKPT_HOLD without a timeout");
+	refused(31, 32 + 32, &one, 1, EMDB_ERR_PROTOCOL, "a timeout outside CKPT_HOLD");
+	refused(31, 32 + 16, &one, 1, EMDB_ERR_PROTOCOL, "a part in a request");
+	refused(32, 32 + 16, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_WRITE answered without its part");
+	refused(33, 32 + 4, &two, 1, EMDB_ERR_PROTOCOL, "unknown CKPT flag");
+	refused(31, 32 + 4, &one, 1, EMDB_ERR_PROTOCOL, "COMMIT outside CKPT_END");
+	refused(31, 32 + 36, &one, 1, EMDB_ERR_PROTOCOL, "reserved CKPT byte");
+	refused(35, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_LOAD of checkpoint 0");
+	refused(36, 32 + 24, &one, 1, EMDB_ERR_PROTOCOL, "rows in CKPT_SWAP");
 	/* TICKET handle 0 */
 	refused(1, 32, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "ticket handle 0");
 	/* An unaligned frame is the caller's bug. */
@@ -267,6 +267,120 @@ Test(proto_node, an_owner_refuses_bad_frames_and_changes_nothing)
 	m.u.sel.ticket = 0x700000009ull;
 	len = encode(&m);
 	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_TICKET);
+	memnet_close(net);
+}
+
+/* The frames of the version-3 operations: weighted gradients, ALTER,
+ * SCAN and its page, LOAD, TABLE_STATS. */
+Test(proto_node, v3_frames_carry_their_fields_and_are_checked)
+{
+	proto_node_msg m, d;
+	cr_assert(node_sample(21, &m)); /* weighted PUSH */
+	size_t len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	cr_assert(memcmp(d.u.grads.scale, node_sample_w, sizeof(node_sample_w)) == 0, "a weight per position");
+	cr_assert_eq(d.u.grads.n_rows, 3);
+	cr_assert(node_sample(22, &m)); /* ALTER */
+	len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	cr_assert_eq(d.u.admin.action, PROTO_NODE_ADMIN_ALTER);
+	cr_assert_eq(d.u.admin.opt.kind, EMDB_OPT_ADAM);
+	cr_assert_eq(d.u.admin.opt.lr, 0.01);
+	cr_assert_eq(d.u.admin.opt.beta2, 0.999);
+	cr_assert(node_sample(24, &m)); /* a page */
+	len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	cr_assert_eq(d.u.page.next_cursor, 19);
+	cr_assert_eq(d.u.page.step, 7);
+	cr_assert(memcmp(d.u.page.state, node_sample_f + 8, 4 * 4) == 0);
+	cr_assert(node_sample(27, &m)); /* statistics */
+	len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	cr_assert_eq(d.u.stats.stats.rows, 5);
+	cr_assert_eq(d.u.stats.stats.bytes_index, 4096);
+	cr_assert_eq(d.u.stats.alloc_bytes, 1 << 20);
+
+	uint8_t one = 1, two = 2;
+	/* weights without MAPPED */
+	refused(21, 32 + 20, &two, 1, EMDB_ERR_PROTOCOL, "WEIGHTED without MAPPED");
+	/* an ALTER of action 5, reserved bytes after the kind */
+	refused(22, 32, (uint32_t[]){ 5 }, 4, EMDB_ERR_PROTOCOL, "unknown admin action");
+	refused(22, 32 + 24 + 4, &one, 1, EMDB_ERR_PROTOCOL, "reserved ALTER byte");
+	/* SCAN: no rows, dim 0, unknown flag, reserved byte */
+	refused(23, 32 + 8, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "a page of 0 rows");
+	refused(23, 32 + 12, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "a scan of dim 0");
+	refused(23, 32 + 16, &two, 1, EMDB_ERR_PROTOCOL, "unknown SCAN flag");
+	refused(23, 32 + 20, &one, 1, EMDB_ERR_PROTOCOL, "reserved SCAN byte");
+	/* PAGE: more rows than sent, dim 0 */
+	refused(24, 32, (uint32_t[]){ 3 }, 4, EMDB_ERR_PROTOCOL, "more page rows than sent");
+	refused(24, 32 + 4, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "a page of dim 0");
+	/* LOAD: no rows, state announced and absent */
+	refused(25, 32, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "a load of 0 rows");
+	refused(25, 32 + 8, (uint32_t[]){ 2 }, 4, EMDB_ERR_PROTOCOL, "state floats that are not there");
+	/* TABLE_STATS: a request with a body */
+	cr_assert(node_sample(26, &m));
+	len = encode(&m);
+	cr_assert_eq(len, 32);
+
+	/* The encoder refuses what the decoder would. */
+	cr_assert(node_sample(21, &m));
+	m.u.grads.flags = PROTO_NODE_GRADS_WEIGHTED;
+	m.u.grads.n_rows = 5;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(23, &m));
+	m.u.scan.max_rows = 0;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(25, &m));
+	m.u.load.n = 0;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+}
+
+/* An owner refuses SCAN and LOAD it cannot serve, and writes nothing. */
+Test(proto_node, an_owner_refuses_bad_scans_and_loads)
+{
+	memnet *net = memnet_open(2, 0);
+	cr_assert_not_null(net);
+	emdb_table_config c = EMDB_TABLE_CONFIG_INIT;
+	strcpy(c.name, "t");
+	c.dim = 4;
+	cluster_req cr = { .op = CLUSTER_TABLE_CREATE, .cfg = &c };
+	cr_assert_eq(cluster_run(memnet_cl(net, 0), &cr), EMDB_OK, "%s", cr.msg);
+	uint32_t t = cr.table_out;
+	char msg[1100];
+	proto_node_msg m;
+
+	cr_assert(node_sample(25, &m)); /* a good LOAD: the baseline */
+	m.hdr.table = t;
+	size_t len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_OK, "%s", msg);
+	cr_assert_eq(rows_of(net, t), 5);
+	m.u.load.ids = (const uint64_t[]){ 100, 101, 102, 103, 104 };
+	m.u.load.dim = 2; /* another dim */
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_DIM);
+	m.u.load.dim = 4, m.u.load.per_row = 1, m.u.load.state = node_sample_f; /* SGD keeps no state */
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_DIM, "%s", msg);
+	m.u.load.per_row = 0, m.hdr.table = 77;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_NO_TABLE);
+	cr_assert_eq(rows_of(net, t), 5, "a refused LOAD wrote rows");
+
+	cr_assert(node_sample(23, &m)); /* SCAN: a cursor past the rows, another dim */
+	m.hdr.table = t;
+	m.u.scan.flags = 0;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_INVALID, "%s", msg);
+	m.u.scan.cursor = 0, m.u.scan.dim = 8;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_DIM);
+	m.u.scan.dim = 4, m.u.scan.max_rows = 1u << 30;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_BATCH);
+	cr_assert(node_sample(26, &m)); /* statistics of a table it lacks */
+	m.hdr.table = 77;
+	len = encode(&m);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_NO_TABLE);
 	memnet_close(net);
 }
 

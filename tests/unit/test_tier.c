@@ -425,6 +425,89 @@ TIER_CASE(apply_direct_and_freed_chunks)
 }
 
 /* The test backend only: capacity, byte counters, injected failures. */
+TIER_CASE(discard_empties_accumulators_without_a_step)
+{
+	tier_config c = cfg_for(EMDB_OPT_SGD, 1);
+	tier *t = open_or_skip(kind, &c);
+	uint64_t s[3] = { 1, 4, 1 };
+	float rows[2 * DIM], g[3 * DIM], out[2 * DIM], want[2 * DIM];
+	emdb_opt_scalars sc;
+	emdb_optimizer opt;
+
+	cr_assert_eq(tier_chunk_alloc(t, 0), EMDB_OK);
+	for (int k = 0; k < 2 * DIM; k++)
+		rows[k] = val(21, k);
+	for (int k = 0; k < 3 * DIM; k++)
+		g[k] = val(22, k);
+	cr_assert_eq(tier_put_rows(t, s, 2, rows), EMDB_OK);
+	cr_assert_eq(tier_scatter_add(t, 0, s, 3, g), EMDB_OK);
+	cr_assert_eq(tier_pending(t), 2u);
+	cr_assert_eq(tier_discard(t), EMDB_OK);
+	cr_assert_eq(tier_pending(t), 0u);
+	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_SGD, &opt), EMDB_OK);
+	emdb_opt_scalars_for_step(&opt, 1, DIM, &sc);
+	cr_assert_eq(tier_step(t, &sc), 0, "nothing left to step");
+	cr_assert_eq(tier_get_rows(t, 0, s, 2, out), EMDB_OK);
+	cr_assert(!memcmp(out, rows, sizeof(out)), "discarded gradients changed no row");
+	/* Only what is scattered after the discard is stepped. */
+	cr_assert_eq(tier_scatter_add(t, 0, s + 1, 1, g + DIM), EMDB_OK);
+	cr_assert_eq(tier_step(t, &sc), 1);
+	memcpy(want, rows, sizeof(want));
+	ref_step(EMDB_OPT_SGD, &sc, want + DIM, g + DIM);
+	cr_assert_eq(tier_get_rows(t, 0, s, 2, out), EMDB_OK);
+	cr_assert(!memcmp(out, want, sizeof(out)));
+	tier_close(t);
+}
+
+TIER_CASE(host_memory_is_not_the_tiers)
+{
+	tier_config c = cfg_for(EMDB_OPT_SGD, 1);
+	tier *t = open_or_skip(kind, &c);
+	float host[DIM] = { 1.0f }, back[DIM];
+
+	cr_assert(!tier_ptr_in_tier(t, 0, host), "a host array");
+	cr_assert(!tier_ptr_in_tier(t, 0, NULL));
+	cr_assert_eq(tier_copy_in(t, 0, back, host, sizeof(host)), EMDB_ERR_INVALID,
+		     "copy into host memory as if it were the tier's");
+	cr_assert_eq(tier_copy_out(t, 0, back, host, sizeof(host)), EMDB_ERR_INVALID);
+	tier_close(t);
+}
+
+/* The test tier's buffers stand in for a trainer's device memory. */
+Test(tier_test, buffers_are_the_tiers_memory)
+{
+	tier_config c = cfg_for(EMDB_OPT_SGD, 2);
+	tier *t = NULL;
+	tier_stats st;
+	uint64_t s[2] = { 3, 1 };
+	float rows[2 * DIM], host[2 * DIM], *buf[TIER_TEST_BUFFERS + 1];
+
+	cr_assert_eq(tier_open(TIER_TEST, &c, &t), EMDB_OK);
+	for (int k = 0; k < TIER_TEST_BUFFERS; k++)
+		cr_assert_not_null(buf[k] = tier_test_buffer(t, sizeof(rows)));
+	cr_assert_null(tier_test_buffer(t, 8), "at most TIER_TEST_BUFFERS");
+	cr_assert(tier_ptr_in_tier(t, 1, buf[0] + 2 * DIM - 1) && !tier_ptr_in_tier(t, 0, buf[0] + 2 * DIM),
+		  "inside the buffer, not past it");
+	cr_assert(!tier_ptr_in_tier(t, 2, buf[0]), "replica 2 of 2");
+	cr_assert_eq(tier_chunk_alloc(t, 0), EMDB_OK);
+	for (int k = 0; k < 2 * DIM; k++)
+		rows[k] = val(31, k);
+	cr_assert_eq(tier_put_rows(t, s, 2, rows), EMDB_OK);
+	cr_assert_eq(tier_gather(t, 1, s, 2, buf[1], true), EMDB_OK);
+	cr_assert_eq(tier_copy_out(t, 0, host, buf[1], sizeof(host)), EMDB_OK);
+	cr_assert(!memcmp(host, rows, sizeof(host)));
+	cr_assert_eq(tier_copy_in(t, 0, buf[2], host, sizeof(host)), EMDB_OK);
+	cr_assert(!memcmp(buf[2], rows, sizeof(rows)));
+	tier_stats_get(t, &st);
+	cr_assert_eq(st.bytes_d2d, sizeof(rows), "the gather stayed in the tier");
+	cr_assert_eq(st.bytes_d2h, sizeof(rows));
+	tier_test_free_buffer(t, buf[3]);
+	cr_assert(!tier_ptr_in_tier(t, 0, buf[3]), "freed");
+	tier_test_fail_after(t, 0, EMDB_ERR_NOMEM);
+	cr_assert_eq(tier_copy_in(t, 0, buf[2], host, sizeof(host)), EMDB_ERR_NOMEM);
+	tier_close(t); /* frees the others */
+}
+
 Test(tier_test, capacity_counters_and_failures)
 {
 	tier_config c = cfg_for(EMDB_OPT_SGD, 1);
@@ -460,6 +543,9 @@ Test(tier_test, capacity_counters_and_failures)
 	cr_assert_eq(tier_scatter_add(t, 0, s, 2, rows), EMDB_OK, "the first op passes");
 	cr_assert_eq(tier_scatter_add(t, 0, s, 2, rows), EMDB_ERR_NOMEM, "the second fails");
 	cr_assert_eq(tier_pending(t), 2u);
+	tier_test_fail_after(t, 0, EMDB_ERR_NOMEM);
+	cr_assert_eq(tier_scatter_add(t, 0, (uint64_t[]){ 9 }, 1, rows), EMDB_ERR_NOMEM);
+	cr_assert_eq(tier_pending(t), 2u, "a refused scatter leaves no row pending");
 
 	/* An injected IO fails the tier for good. */
 	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_SGD, &opt), EMDB_OK);

@@ -1,7 +1,10 @@
 /*
  * cmd_cluster.c - `cluster info`: the cluster this server belongs to, one
- * row per node with the link's own counters (the server's INFO cluster
- * section, docs/server.md), as a table or as JSON.
+ * row per node with its rows and bytes (asked of every node by the
+ * server) and the link's own counters (the server's INFO cluster
+ * section, docs/server.md), as a table or as JSON.  A node whose rows are
+ * unknown (it did not answer) prints "unknown" (no rows and bytes keys in
+ * JSON), never 0.
  *
  * Invariants:
  *   1. The figures are the server's, read from INFO's text as it sent them:
@@ -28,9 +31,26 @@ static const char *const node_fields[] = { "bytes_sent", "msgs_sent", "bytes_rec
 					   "calls_failed", "calls_timed_out", "requests_served", "connects" };
 #define N_FIELDS (sizeof(node_fields) / sizeof(node_fields[0]))
 
+/* A count that may be unknown ("unknown" in INFO). */
+typedef struct count {
+	uint64_t v;
+	int known;
+} count;
+
+static count count_of(const char *v)
+{
+	count c = { 0, 0 };
+	if (strcmp(v, "unknown") != 0) {
+		c.v = strtoull(v, NULL, 10);
+		c.known = 1;
+	}
+	return c;
+}
+
 typedef struct node_row {
 	char addr[280];
 	char state[16];
+	count rows, bytes;
 	uint64_t v[N_FIELDS];
 	char last_error[200];
 	int seen;
@@ -39,6 +59,7 @@ typedef struct node_row {
 typedef struct cluster_view {
 	char id[80], state[16];
 	uint64_t rank, nodes, partitions, epoch, rows, bytes;
+	count cluster_rows, cluster_bytes;
 	int enabled;
 	node_row *row; /* [MAX_NODES] */
 } cluster_view;
@@ -71,6 +92,10 @@ static void parse_node(cluster_view *cv, const char *key, const char *val)
 			snprintf(n->addr, sizeof(n->addr), "%s", v);
 		else if (!strcmp(tok, "state"))
 			snprintf(n->state, sizeof(n->state), "%s", v);
+		else if (!strcmp(tok, "rows"))
+			n->rows = count_of(v);
+		else if (!strcmp(tok, "bytes"))
+			n->bytes = count_of(v);
 		else
 			for (size_t i = 0; i < N_FIELDS; i++)
 				if (!strcmp(tok, node_fields[i]))
@@ -105,6 +130,10 @@ static void parse(cluster_view *cv, char *text)
 			cv->rows = strtoull(v, NULL, 10);
 		else if (!strcmp(k, "bytes"))
 			cv->bytes = strtoull(v, NULL, 10);
+		else if (!strcmp(k, "cluster_rows"))
+			cv->cluster_rows = count_of(v);
+		else if (!strcmp(k, "cluster_bytes"))
+			cv->cluster_bytes = count_of(v);
 		else if (!strncmp(k, "node_", 5))
 			parse_node(cv, k, v);
 	}
@@ -125,6 +154,10 @@ static void print_json(const cluster_view *cv)
 		jw_u64(&w, "epoch", cv->epoch);
 		jw_u64(&w, "rows", cv->rows);
 		jw_u64(&w, "bytes", cv->bytes);
+		if (cv->cluster_rows.known && cv->cluster_bytes.known) {
+			jw_u64(&w, "cluster_rows", cv->cluster_rows.v);
+			jw_u64(&w, "cluster_bytes", cv->cluster_bytes.v);
+		}
 		jw_arr(&w, "nodes");
 		for (uint64_t r = 0; r < cv->nodes && r < MAX_NODES; r++) {
 			const node_row *n = &cv->row[r];
@@ -132,6 +165,10 @@ static void print_json(const cluster_view *cv)
 			jw_u64(&w, "rank", r);
 			jw_str(&w, "addr", n->addr);
 			jw_str(&w, "state", n->state);
+			if (n->rows.known && n->bytes.known) {
+				jw_u64(&w, "rows", n->rows.v);
+				jw_u64(&w, "bytes", n->bytes.v);
+			}
 			if (strcmp(n->state, "self") != 0)
 				for (size_t i = 0; i < N_FIELDS; i++)
 					jw_u64(&w, node_fields[i], n->v[i]);
@@ -154,17 +191,27 @@ static void print_table(const cluster_view *cv)
 	printf("cluster %s: rank %" PRIu64 " of %" PRIu64 ", %s, %" PRIu64 " partitions, epoch %" PRIu64 "\n", cv->id,
 	       cv->rank, cv->nodes, cv->state, cv->partitions, cv->epoch);
 	printf("this node: %" PRIu64 " rows, %" PRIu64 " bytes\n", cv->rows, cv->bytes);
-	printf("%-4s %-22s %-10s %14s %10s %14s %10s %8s %7s %9s %8s\n", "NODE", "ADDRESS", "STATE", "BYTES_SENT",
-	       "MSGS_SENT", "BYTES_RECV", "MSGS_RECV", "CALLS", "FAILED", "TIMED_OUT", "SERVED");
+	if (cv->cluster_rows.known && cv->cluster_bytes.known)
+		printf("cluster: %" PRIu64 " rows, %" PRIu64 " bytes\n", cv->cluster_rows.v, cv->cluster_bytes.v);
+	else
+		printf("cluster: rows and bytes unknown (a node did not answer)\n");
+	printf("%-4s %-22s %-10s %12s %14s %14s %10s %14s %10s %8s %7s %9s %8s\n", "NODE", "ADDRESS", "STATE", "ROWS",
+	       "BYTES", "BYTES_SENT", "MSGS_SENT", "BYTES_RECV", "MSGS_RECV", "CALLS", "FAILED", "TIMED_OUT", "SERVED");
 	for (uint64_t r = 0; r < cv->nodes && r < MAX_NODES; r++) {
 		const node_row *n = &cv->row[r];
+		char rows[24] = "unknown", bytes[24] = "unknown";
+		if (n->rows.known)
+			snprintf(rows, sizeof(rows), "%" PRIu64, n->rows.v);
+		if (n->bytes.known)
+			snprintf(bytes, sizeof(bytes), "%" PRIu64, n->bytes.v);
 		if (!strcmp(n->state, "self")) {
-			printf("%-4" PRIu64 " %-22s %-10s\n", r, n->addr, "self");
+			printf("%-4" PRIu64 " %-22s %-10s %12s %14s\n", r, n->addr, "self", rows, bytes);
 			continue;
 		}
-		printf("%-4" PRIu64 " %-22s %-10s %14" PRIu64 " %10" PRIu64 " %14" PRIu64 " %10" PRIu64 " %8" PRIu64
-		       " %7" PRIu64 " %9" PRIu64 " %8" PRIu64 "\n",
-		       r, n->addr, n->state, n->v[0], n->v[1], n->v[2], n->v[3], n->v[4], n->v[5], n->v[6], n->v[7]);
+		printf("%-4" PRIu64 " %-22s %-10s %12s %14s %14" PRIu64 " %10" PRIu64 " %14" PRIu64 " %10" PRIu64
+		       " %8" PRIu64 " %7" PRIu64 " %9" PRIu64 " %8" PRIu64 "\n",
+		       r, n->addr, n->state, rows, bytes, n->v[0], n->v[1], n->v[2], n->v[3], n->v[4], n->v[5], n->v[6],
+		       n->v[7]);
 	}
 	for (uint64_t r = 0; r < cv->nodes && r < MAX_NODES; r++)
 		if (cv->row[r].last_error[0])

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Tuple
 
 import numpy as np
 import torch
@@ -34,7 +35,8 @@ import emdb.torch
 
 
 #: Steps run before the clock starts, as emdb-step-bench's WARMUP: the first
-#: Pushes map the table's gradient accumulators.
+#: Pushes map the table's gradient accumulators.  Step s < 0 takes batch
+#: s % steps (the last ones), there as here.
 WARMUP = 20
 
 
@@ -56,14 +58,15 @@ def insert_all(t: emdb.Table, vocab: int) -> None:
         t.pull(np.arange(lo, min(vocab, lo + 65536), dtype=np.uint64))
 
 
-def side_c(args, exe: str) -> float:
+def side_c(args, exe: str) -> Tuple[float, float]:
     out = subprocess.run([exe, args.uri, str(args.steps), str(args.batch), str(args.dim),
                           str(args.bag), str(args.vocab), args.optimizer],
                          check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["step_us"]
+    res = json.loads(out.strip().splitlines()[-1])
+    return res["step_us"], res["cpu_us"]
 
 
-def side_numpy(args, db: emdb.Client, ids: np.ndarray) -> float:
+def side_numpy(args, db: emdb.Client, ids: np.ndarray) -> Tuple[float, float]:
     t = db.create_table("bench_np", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
     insert_all(t, args.vocab)
     toff, tg = step_inputs(args)
@@ -71,45 +74,47 @@ def side_numpy(args, db: emdb.Client, ids: np.ndarray) -> float:
     out = np.empty(g.shape, np.float32)
     for s in range(-WARMUP, args.steps):
         if s == 0:
-            t0 = time.perf_counter()
-        t.pull(ids[s], out, offsets=off)
-        t.push(ids[s], g, offsets=off)
+            t0, c0 = time.perf_counter(), time.thread_time()
+        t.pull(ids[s % args.steps], out, offsets=off)
+        t.push(ids[s % args.steps], g, offsets=off)
         t.update()
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, time.thread_time() - c0
     t.drop()
-    return dt / args.steps * 1e6
+    return dt / args.steps * 1e6, dc / args.steps * 1e6
 
 
-def side_torch_module(args, db: emdb.Client, ids: np.ndarray) -> float:
+def side_torch_module(args, db: emdb.Client, ids: np.ndarray) -> Tuple[float, float]:
     t = db.create_table("bench_torch", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
     insert_all(t, args.vocab)
     emb = emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True)
     step = emdb.torch.Step(emb)
     off, g = step_inputs(args)
-    tids = torch.from_numpy(ids)
+    tids = list(torch.from_numpy(ids))       # one tensor per batch, as a data loader gives
     for s in range(-WARMUP, args.steps):
         if s == 0:
-            t0 = time.perf_counter()
-        out = emb(tids[s], off)
+            t0, c0 = time.perf_counter(), time.thread_time()
+        out = emb(tids[s % args.steps], off)
         out.backward(g)
         step.step()
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, time.thread_time() - c0
     t.drop()
-    return dt / args.steps * 1e6
+    return dt / args.steps * 1e6, dc / args.steps * 1e6
 
 
 def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
     """The layer's cost measured step against step, robust to a busy
     machine: each step of emdb.torch alternates with the same step as three
     bare C calls through cffi (pointers made beforehand: the C client's
-    cost plus well under a microsecond per call), on two tables of the same
-    shape; the figures are the medians of the per-step times."""
+    cost plus well under a microsecond per call), on one table, each side
+    with its own batch (so that neither finds the other's rows in the
+    cache), the side going first alternating from step to step; the
+    figures are the medians of the per-step times, in wall time and in
+    this thread's CPU time (what a busy machine moves less: time the
+    thread waits for a core is not in it)."""
     ffi, lib = db._native
-    raw_t = db.create_table("bench_raw", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
-    mod_t = db.create_table("bench_mod", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
-    insert_all(raw_t, args.vocab)
-    insert_all(mod_t, args.vocab)
-    emb = emdb.torch.EmbeddingBag(db, mod_t, mode="sum", include_last_offset=True)
+    t = db.create_table("bench_pair", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
+    insert_all(t, args.vocab)
+    emb = emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True)
     step = emdb.torch.Step(emb)
     off, g = step_inputs(args)
     bags = g.shape[0]
@@ -118,40 +123,57 @@ def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
     off_p, g_p, out_p = (ffi.from_buffer("uint64_t[]", off.numpy()), ffi.from_buffer("float[]", g.numpy()),
                          ffi.from_buffer("float[]", out))
     u = np.ascontiguousarray(ids).view(np.uint64)
-    tids = torch.from_numpy(ids)
-    raw, mod = [], []
-    for s in range(-WARMUP, args.steps):
-        ids_p = ffi.from_buffer("uint64_t[]", u[s])
-        t0 = time.perf_counter()
-        lib.emdb_client_pull_bags(c, raw_t.id, ids_p, args.batch, off_p, bags, pool, args.dim, out_p)
-        lib.emdb_client_push_bags(c, raw_t.id, ids_p, args.batch, off_p, bags, pool, args.dim, g_p)
-        lib.emdb_client_update(c, raw_t.id, ffi.NULL)
-        t1 = time.perf_counter()
-        emb(tids[s], off).backward(g)
+    tids = list(torch.from_numpy(ids))
+    half = args.steps // 2
+    raw, mod, raw_cpu, mod_cpu = [], [], [], []
+    clock, cpu = time.perf_counter, time.thread_time
+
+    def bare(ids_p) -> Tuple[float, float]:
+        t0, c0 = clock(), cpu()
+        lib.emdb_client_pull_bags(c, t.id, ids_p, args.batch, off_p, bags, pool, args.dim, out_p)
+        lib.emdb_client_push_bags(c, t.id, ids_p, args.batch, off_p, bags, pool, args.dim, g_p)
+        lib.emdb_client_update(c, t.id, ffi.NULL)
+        return clock() - t0, cpu() - c0
+
+    def module(x) -> Tuple[float, float]:
+        t0, c0 = clock(), cpu()
+        emb(x, off).backward(g)
         step.step()
-        t2 = time.perf_counter()
+        return clock() - t0, cpu() - c0
+
+    for s in range(-WARMUP, args.steps):
+        ids_p, x = ffi.from_buffer("uint64_t[]", u[s % args.steps]), tids[(s + half) % args.steps]
+        if s % 2:
+            r, m = bare(ids_p), module(x)
+        else:
+            m, r = module(x), bare(ids_p)
         if s >= 0:
-            raw.append(t1 - t0)
-            mod.append(t2 - t1)
-    raw_t.drop()
-    mod_t.drop()
+            raw.append(r[0])
+            mod.append(m[0])
+            raw_cpu.append(r[1])
+            mod_cpu.append(m[1])
+    t.drop()
     r, m = float(np.median(raw)) * 1e6, float(np.median(mod)) * 1e6
-    return {"c_calls_us": r, "emdb.torch_us": m, "layer_us": m - r, "layer_pct": (m / r - 1) * 100}
+    rc, mc = float(np.median(raw_cpu)) * 1e6, float(np.median(mod_cpu)) * 1e6
+    return {"c_calls_us": r, "emdb.torch_us": m, "layer_us": m - r, "layer_pct": (m / r - 1) * 100,
+            "c_calls_cpu_us": rc, "emdb.torch_cpu_us": mc, "layer_cpu_us": mc - rc,
+            "layer_cpu_pct": (mc / rc - 1) * 100}
 
 
-def side_torch(args, ids: np.ndarray) -> float:
+def side_torch(args, ids: np.ndarray) -> Tuple[float, float]:
     emb = torch.nn.EmbeddingBag(args.vocab, args.dim, mode="sum", sparse=True,
                                 include_last_offset=True)
     opt = torch.optim.SparseAdam(emb.parameters())
     off, g = step_inputs(args)
-    tids = torch.from_numpy(ids)
+    tids = list(torch.from_numpy(ids))
     for s in range(-WARMUP, args.steps):
         if s == 0:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
         opt.zero_grad()
-        emb(tids[s], off).backward(g)
+        emb(tids[s % args.steps], off).backward(g)
         opt.step()
-    return (time.perf_counter() - t0) / args.steps * 1e6
+    dt, dc = time.perf_counter() - t0, time.thread_time() - c0
+    return dt / args.steps * 1e6, dc / args.steps * 1e6
 
 
 def main() -> int:
@@ -168,6 +190,8 @@ def main() -> int:
                     help="emdb-step-bench (default: next to the emdb package's build tree)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of all sides (median)")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--paired-only", action="store_true",
+                    help="only the paired measurement (no rounds of the four sides)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.batch % args.bag:
@@ -185,28 +209,36 @@ def main() -> int:
                  ("emdb.torch", lambda: side_torch_module(args, db, ids)),
                  ("torch", lambda: side_torch(args, ids))]
         runs: dict = {name: [] for name, _ in sides}
-        for r in range(args.rounds):
+        load = [os.getloadavg()[0]]
+        for r in range(args.rounds if not args.paired_only else 0):
             for name, fn in sides[r % len(sides):] + sides[:r % len(sides)]:
                 runs[name].append(fn())
         pair = paired(args, db, ids)
-    res = {k: float(np.median(v)) for k, v in runs.items()}
-    best = {k: float(np.min(v)) for k, v in runs.items()}
+        load.append(os.getloadavg()[0])
+    res = {k: float(np.median([w for w, _ in v])) for k, v in runs.items() if v}
+    best = {k: float(np.min([w for w, _ in v])) for k, v in runs.items() if v}
+    cpu = {k: float(np.median([c for _, c in v])) for k, v in runs.items() if v}
     if args.json:
         print(json.dumps({"uri": args.uri, "steps": args.steps, "batch": args.batch,
                           "bag": args.bag, "dim": args.dim, "vocab": args.vocab,
                           "optimizer": args.optimizer, "rounds": args.rounds, "step_us": res,
-                          "best_us": best, "runs_us": runs,
-                          "paired": pair}))
+                          "best_us": best, "cpu_us": cpu, "runs_us": runs, "paired": pair,
+                          "loadavg": load}))
         return 0
     print(f"{args.uri}: {args.steps} steps of {args.batch} IDs (bags of {args.bag}), dim {args.dim}, "
-          f"{args.optimizer}, vocabulary {args.vocab}; median of {args.rounds} rounds")
-    print(f"{'side':<12} {'median us':>10} {'vs c':>8} {'best us':>10} {'vs c':>8}")
-    for k, v in res.items():
-        print(f"{k:<12} {v:10.1f} {v / res['c'] - 1:+8.1%} {best[k]:10.1f} "
-              f"{best[k] / best['c'] - 1:+8.1%}")
+          f"{args.optimizer}, vocabulary {args.vocab}; median of {args.rounds} rounds; "
+          f"load average {load[0]:.1f} at the start, {load[1]:.1f} at the end")
+    if res:
+        print(f"{'side':<12} {'median us':>10} {'vs c':>8} {'best us':>10} {'vs c':>8} "
+              f"{'cpu us':>10} {'vs c':>8}")
+        for k, v in res.items():
+            print(f"{k:<12} {v:10.1f} {v / res['c'] - 1:+8.1%} {best[k]:10.1f} "
+                  f"{best[k] / best['c'] - 1:+8.1%} {cpu[k]:10.1f} {cpu[k] / cpu['c'] - 1:+8.1%}")
     print(f"paired, step against step (medians of {args.steps}): bare C calls "
           f"{pair['c_calls_us']:.1f} us, emdb.torch {pair['emdb.torch_us']:.1f} us: the layer costs "
-          f"{pair['layer_us']:.1f} us ({pair['layer_pct']:+.1f}%)")
+          f"{pair['layer_us']:.1f} us ({pair['layer_pct']:+.1f}%); in this thread's CPU time "
+          f"{pair['c_calls_cpu_us']:.1f} and {pair['emdb.torch_cpu_us']:.1f} us: "
+          f"{pair['layer_cpu_us']:.1f} us ({pair['layer_cpu_pct']:+.1f}%)")
     return 0
 
 

@@ -18,11 +18,17 @@ import numpy as np
 
 ArrayLike = Union[np.ndarray, Sequence[int], Sequence[float], Any]
 
+_UINT64, _INT64 = np.dtype(np.uint64), np.dtype(np.int64)
+
 
 def ids(a: ArrayLike, what: str = "ids") -> np.ndarray:
     """A 1-D C-contiguous uint64 array of `a`, a view when possible."""
-    if type(a) is np.ndarray and a.dtype == np.int64 and a.ndim == 1 and a.flags.c_contiguous:
-        return a.view(np.uint64)          # torch's IDs: the common case, no checks to make
+    if type(a) is np.ndarray and a.ndim == 1 and a.flags.c_contiguous:
+        kind = a.dtype
+        if kind == _UINT64:
+            return a                      # already what C takes
+        if kind == _INT64:
+            return a.view(np.uint64)      # torch's IDs: the common case, no checks to make
     arr = np.asarray(a)
     if arr.dtype != np.uint64:
         if arr.dtype.kind not in "iu":

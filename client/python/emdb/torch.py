@@ -23,6 +23,7 @@ docs/python.md ("Differences from torch").
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
@@ -37,47 +38,80 @@ class _Batch:
     """One forward's bags, as the arrays the C calls take.
 
     The pooled Pull of forward and the pooled Push of backward call the C
-    library directly with pointers made once here (and into the tensors'
-    own memory): the per-step cost of this layer is what the benchmark
-    (client/python/bench) holds against the C client."""
+    library directly with pointers made once here, into the memory of the
+    caller's tensors or arrays (kept referenced here while the batch
+    lives): the per-step cost of this layer is what the benchmark
+    (client/python/bench) holds against the C client.  `ids` and `offsets`
+    are int64 CPU tensors or uint64 numpy arrays of the same 64 bits;
+    ids_np() and offsets_np() give them as uint64 arrays (views)."""
 
-    __slots__ = ("table", "ids", "offsets", "n_bags", "mode", "dim", "bag_of", "ids_p", "off_p",
-                 "pool")
+    __slots__ = ("table", "client", "tid", "lib", "cast", "ids", "offsets", "n", "n_bags", "mode",
+                 "dim", "bag_of", "ids_p", "off_p", "pool")
 
-    def __init__(self, table: Table, ids: np.ndarray, offsets: np.ndarray, mode: str,
-                 pool: int) -> None:
+    def __init__(self, table: Table, ids: Any, offsets: Any, mode: str, pool: int) -> None:
         self.table = table
+        self.client = client = table.client
+        self.tid = table.id
+        self.lib = client._native.lib
+        ffi = client._native.ffi
+        self.cast = ffi.cast
         self.ids = ids
         self.offsets = offsets
-        self.n_bags = offsets.size - 1
         self.mode = mode
         self.pool = pool
         self.dim = table.dim
         self.bag_of: Optional[np.ndarray] = None
-        ffi = table.client._native.ffi
-        self.ids_p = ffi.from_buffer("uint64_t[]", ids)
-        self.off_p = ffi.from_buffer("uint64_t[]", offsets)
+        if isinstance(ids, torch.Tensor):
+            self.n = ids.numel()
+            self.n_bags = offsets.numel() - 1
+            self.ids_p = ffi.cast("uint64_t *", ids.data_ptr())
+            self.off_p = ffi.cast("uint64_t *", offsets.data_ptr())
+        else:
+            self.n = ids.size
+            self.n_bags = offsets.size - 1
+            self.ids_p = ffi.from_buffer("uint64_t[]", ids)
+            self.off_p = ffi.from_buffer("uint64_t[]", offsets)
+
+    def ids_np(self) -> np.ndarray:
+        """The IDs as a uint64 array (a view)."""
+        a = self.ids
+        return a.numpy().view(np.uint64) if isinstance(a, torch.Tensor) else a
+
+    def offsets_np(self) -> np.ndarray:
+        """The offsets, with the end, as a uint64 array (a view)."""
+        a = self.offsets
+        return a.numpy().view(np.uint64) if isinstance(a, torch.Tensor) else a
 
     def bags(self) -> np.ndarray:
         """The bag of every position (int64), made on first use."""
         if self.bag_of is None:
             self.bag_of = np.repeat(np.arange(self.n_bags, dtype=np.int64),
-                                    np.diff(self.offsets).astype(np.int64))
+                                    np.diff(self.offsets_np()).astype(np.int64))
         return self.bag_of
 
     def call(self, fn: Any, rows: torch.Tensor, weights: Optional[torch.Tensor] = None) -> None:
         """fn(handle, table, ids, n, offsets, n_bags, pool, [weights,] dim,
         rows): the pooled Pull or Push, weighted when weights are given;
         rows and weights C-contiguous float32 CPU tensors."""
-        client = self.table.client
-        ffi = client._native.ffi
-        args = (client._h(), self.table.id, self.ids_p, self.ids.size, self.off_p, self.n_bags,
-                self.pool)
-        if weights is not None:
-            args += (ffi.cast("float *", weights.data_ptr()),)
-        rc = fn(*args, self.dim, ffi.cast("float *", rows.data_ptr()))
+        cast = self.cast
+        if weights is None:
+            rc = fn(self.client._h(), self.tid, self.ids_p, self.n, self.off_p, self.n_bags,
+                    self.pool, self.dim, cast("float *", rows.data_ptr()))
+        else:
+            rc = fn(self.client._h(), self.tid, self.ids_p, self.n, self.off_p, self.n_bags,
+                    self.pool, cast("float *", weights.data_ptr()), self.dim,
+                    cast("float *", rows.data_ptr()))
         if rc:
-            errors.check(client._native, rc)
+            errors.check(self.client._native, rc)
+
+
+def _grad32(grad: torch.Tensor) -> torch.Tensor:
+    """The gradient of the bags as a C-contiguous float32 CPU tensor: the
+    tensor itself when it already is one (what backward receives from an
+    ordinary float32 loss), else a copy."""
+    if grad.dtype is torch.float32 and grad.is_cpu and grad.is_contiguous():
+        return grad
+    return grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
 
 
 class _PooledPull(torch.autograd.Function):
@@ -87,8 +121,8 @@ class _PooledPull(torch.autograd.Function):
     def forward(ctx: Any, anchor: torch.Tensor, b: _Batch) -> torch.Tensor:  # type: ignore[override]
         ctx.b = b
         out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
-        if b.ids.size:
-            b.call(b.table.client._native.lib.emdb_client_pull_bags, out)
+        if b.n:
+            b.call(b.lib.emdb_client_pull_bags, out)
         else:
             out.zero_()
         return out
@@ -96,9 +130,8 @@ class _PooledPull(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
         b: _Batch = ctx.b
-        if b.ids.size:
-            g = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
-            b.call(b.table.client._native.lib.emdb_client_push_bags, g)
+        if b.n:
+            b.call(b.lib.emdb_client_push_bags, _grad32(grad))
         return None, None
 
 
@@ -116,11 +149,11 @@ class _WeightedPull(torch.autograd.Function):
         w = weights.detach().contiguous()
         out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
         rows = None
-        if b.ids.size:
+        if b.n:
             b.call(lib.emdb_client_pull_bags_weighted, out, w)
             if ctx.needs_input_grad[1]:
-                rows = torch.empty((b.ids.size, b.dim), dtype=torch.float32)
-                b.table.client.pull(b.table, b.ids, rows.numpy())
+                rows = torch.empty((b.n, b.dim), dtype=torch.float32)
+                b.table.client.pull(b.table, b.ids_np(), rows.numpy())
         else:
             out.zero_()
         ctx.b, ctx.w, ctx.rows = b, w, rows
@@ -130,8 +163,8 @@ class _WeightedPull(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
         b: _Batch = ctx.b
         gw = torch.zeros_like(ctx.w) if ctx.needs_input_grad[1] else None
-        if b.ids.size:
-            g = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
+        if b.n:
+            g = _grad32(grad)
             b.call(b.table.client._native.lib.emdb_client_push_bags_weighted, g, ctx.w)
             if gw is not None:
                 gw = (g.index_select(0, torch.from_numpy(b.bags())) * ctx.rows).sum(1)
@@ -234,6 +267,16 @@ class EmbeddingBag(nn.Module):
 
     def _batch(self, input: torch.Tensor, offsets: Optional[torch.Tensor],
                weights: Optional[torch.Tensor]) -> Tuple[_Batch, Optional[torch.Tensor]]:
+        # A training loop's usual batch: 1-D int64 IDs and offsets with the
+        # end, in CPU memory, no padding or weights.  The C calls read the
+        # tensors' own memory; nothing is converted, checked or allocated
+        # (the engine checks the offsets).
+        if (offsets is not None and weights is None and self.padding_idx is None
+                and self.include_last_offset and input.dtype is torch.int64
+                and offsets.dtype is torch.int64 and input.dim() == 1 and offsets.dim() == 1
+                and input.is_cpu and offsets.is_cpu and input.is_contiguous()
+                and offsets.is_contiguous()):
+            return _Batch(self.table, input, offsets, self.mode, self._pool), None
         if input.dim() == 2:
             if offsets is not None:
                 raise ValueError("offsets must be None when input is 2-D (bags, ids per bag)")
@@ -283,24 +326,51 @@ class EmbeddingBag(nn.Module):
                 out = _WeightedPull.apply(self._anchor, w, b)
         else:
             out = self._lookup(b, w)
-        return out if input.device.type == "cpu" else out.to(input.device)
+        return out if input.is_cpu else out.to(input.device)
 
     def _lookup(self, b: _Batch, w: Optional[torch.Tensor]) -> torch.Tensor:
         """Inference: Lookup (never inserts) and pool here."""
         out = torch.zeros((b.n_bags, b.dim), dtype=torch.float32)
-        if not b.ids.size:
+        if not b.n:
             return out
-        rows = torch.from_numpy(self.client.lookup(self.table, b.ids))
+        rows = torch.from_numpy(self.client.lookup(self.table, b.ids_np()))
         if w is not None:
             rows = rows * w.unsqueeze(1)
         out.index_add_(0, torch.from_numpy(b.bags()), rows)
         if self.mode == "mean":
-            counts = torch.from_numpy(np.diff(b.offsets).astype(np.float32))
+            counts = torch.from_numpy(np.diff(b.offsets_np()).astype(np.float32))
             out /= counts.clamp(min=1).unsqueeze(1)
         return out
 
 
 Stepped = Union[EmbeddingBag, Table]
+
+#: torch >= 2.0: the wrapper of Optimizer.step that runs the step hooks and
+#: the profiler's label (torch 1.x has only the label, made by hand below).
+_TORCH_STEP_WRAP = getattr(torch.optim.Optimizer, "profile_hook_step", None)
+_optim_module = importlib.import_module("torch.optim.optimizer")
+
+
+def _profiled(opt: torch.optim.Optimizer) -> bool:
+    """Whether step() must go through torch's wrapper: the autograd
+    profiler records, or a step hook (of this optimizer or global) is
+    registered."""
+    return bool(torch.autograd._profiler_enabled()
+                or getattr(opt, "_optimizer_step_pre_hooks", None)
+                or getattr(opt, "_optimizer_step_post_hooks", None)
+                or getattr(_optim_module, "_global_optimizer_pre_hooks", None)
+                or getattr(_optim_module, "_global_optimizer_post_hooks", None))
+
+
+def _step_profiled(opt: "Step", closure: Any) -> Any:
+    """Step._apply as torch.optim runs an optimizer's step: under the
+    profiler's label "Optimizer.step#<class>.step", with the step hooks."""
+    if _TORCH_STEP_WRAP is not None:
+        return _TORCH_STEP_WRAP(type(opt)._apply)(opt, closure)
+    with torch.autograd.profiler.record_function(f"Optimizer.step#{type(opt).__name__}.step"):
+        out = opt._apply(closure)
+        opt._optimizer_step_code()
+        return out
 
 
 class Step(torch.optim.Optimizer):
@@ -353,6 +423,20 @@ class Step(torch.optim.Optimizer):
         """Apply every table's optimizer (rows updated in .last_rows), after
         sending any changed "lr" of the param groups; returns closure's loss
         when a closure is given, as torch.optim."""
+        if _profiled(self):
+            return _step_profiled(self, closure)
+        return self._apply(closure)
+
+    # torch.optim.Optimizer wraps the step() of each subclass once, at the
+    # first instance, in a profiler label (from torch 2.0 also running the
+    # step hooks): about 10 us a call, where a bare Update costs a few.
+    # This attribute tells it the wrapping is done: step() itself takes
+    # torch's path (_step_profiled) when the profiler is on or a step hook
+    # is registered, and the short one otherwise.
+    step.hooked = True  # type: ignore[attr-defined]
+
+    def _apply(self, closure: Any = None) -> Any:
+        """step() without the profiler's label and torch's step hooks."""
         loss = closure() if closure is not None else None
         rows = 0
         for i, (t, g) in enumerate(zip(self.tables, self.param_groups)):

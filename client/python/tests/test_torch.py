@@ -174,3 +174,54 @@ def test_state_dict_round_trip(db: emdb.Client) -> None:
     bad = {"ids": sd["ids"], "weight": sd["weight"][:2]}
     with pytest.raises(RuntimeError):
         other.load_state_dict(bad)
+
+
+def test_layouts_of_inputs_and_gradients(db: emdb.Client) -> None:
+    """The same bags given as int64 tensors with the end (the form forward
+    passes to the engine as it is), as a strided view, with int32 offsets,
+    and with a gradient that arrives strided or as float64: the same
+    outputs and the same pushed gradients as torch."""
+    t, ours, theirs = pair(db, "sum", include_last_offset=True)
+    ids, offsets = batch(True)
+    spread = torch.zeros(2 * ids.numel(), dtype=torch.int64)
+    spread[::2] = ids
+    r = torch.randn(4, D, generator=torch.Generator().manual_seed(2))
+    forms = [(ids, offsets), (spread[::2], offsets), (ids, offsets.to(torch.int32))]
+    for k, (i, o) in enumerate(forms):
+        assert not i.is_contiguous() if k == 1 else i.is_contiguous()
+        a = ours(i, o)
+        b = theirs(ids, offsets)
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+        if k == 0:
+            (a.t() * r.t()).sum().backward()             # a strided gradient
+        elif k == 1:
+            (a.double() * r.double()).sum().backward()   # float64 on the way back
+        else:
+            (a * r).sum().backward()
+        (b * r).sum().backward()
+        emdb.torch.Step(ours).step()
+        with torch.no_grad():
+            theirs.weight -= LR * theirs.weight.grad
+            theirs.weight.grad = None
+        torch.testing.assert_close(torch.from_numpy(t.lookup(np.arange(V))), theirs.weight,
+                                   rtol=1e-5, atol=1e-6)
+    bad = torch.tensor([0, 5, 3, ids.numel()])                 # offsets going down
+    with pytest.raises(emdb.Error):
+        ours(ids, bad)
+
+
+def test_step_under_the_profiler(db: emdb.Client) -> None:
+    """step() is labelled in torch's profiler as torch.optim's steps are,
+    and applies the Update all the same."""
+    t, ours, _ = pair(db, "sum")
+    step = emdb.torch.Step(ours)
+    start = t.lookup([1])[0]
+    with torch.autograd.profiler.profile() as prof:
+        ours(torch.tensor([1]), torch.tensor([0])).sum().backward()
+        step.step()
+    assert "Optimizer.step#Step.step" in {e.name for e in prof.function_events}
+    assert step.last_rows == 1
+    np.testing.assert_allclose(t.lookup([1])[0], start - LR, rtol=1e-6)
+    ours(torch.tensor([1]), torch.tensor([0])).sum().backward()
+    step.step()                                                 # and without it
+    np.testing.assert_allclose(t.lookup([1])[0], start - 2 * LR, rtol=1e-6)

@@ -1,0 +1,476 @@
+/*
+ * hot_serve.c - Pull, Push and Prefetch through the hot rows' device
+ * replica (db/hot.h, "serving through the tier").
+ *
+ * The host copy stays the authority (hot.c invariant 1): Pull reads the
+ * replica only where it equals the host bit for bit, Push gives the host
+ * every gradient as before and the device a copy, and Update's step of
+ * the replica takes the device's copy only when it is provably the
+ * host's sum.
+ *
+ * Invariants (h->tmu guards all of this state and the tier):
+ *   1. A Pull reads a slot of the tier only if it is a member's (equal to
+ *      the host since the last hot_step: hot.c invariant 2) or a slot a
+ *      Prefetch staged in the current epoch.  The epoch moves at every
+ *      hot_step and hot_rows_written; a replica marked stale (overflow,
+ *      rows written outside an Update) serves no Pull until the next step.
+ *   2. Lent slots (staging) come from the free list and go back to it at
+ *      the next hot_step, before the hot set is revised; they never hold
+ *      a member.
+ *   3. exact[g] is true at the start of generation g (set by the step that
+ *      closed g's last use) and turns false for good within g when a push
+ *      of g cannot give the device the host's sum: a push racing the step
+ *      boundary (g is not dev_gen yet), a hot row in two pushes of one
+ *      step, a sum holding -0 or NaN (the device's accumulator starts at
+ *      +0, so 0 + s is not s there), or a tier error.
+ *   4. psum[slot] is the sum the host's gradmap_add computes for that row
+ *      from the same push (first scale*g, then fmaf in the host's order:
+ *      shard order, position order within a shard); hot_serve_step
+ *      compares it bit for bit with the host's recorded gradient of every
+ *      recorded row and counts them against the rows scattered before it
+ *      steps from the device, so a mismatch of any kind replays instead.
+ *   5. acc_dirty: the tier refused to empty its accumulators (they hold
+ *      sums of a step already taken); no push adds to them and no step
+ *      reads them until a discard succeeds.
+ */
+#include <math.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+
+#include "base/error_int.h"
+#include "db/hot_int.h"
+
+struct hot_staged {
+	uint64_t epoch;
+	size_t n;
+	uint32_t slot[]; /* [n] UINT32_MAX: not staged */
+};
+
+static uint64_t slots_of(const hot *h)
+{
+	return (uint64_t)h->max_chunks * h->rpc;
+}
+
+int hot_serve_init(hot *h)
+{
+	uint64_t ns = slots_of(h);
+
+	h->exact[0] = h->exact[1] = true;
+	h->pround = emdb_calloc(ns ? ns : 1, sizeof(uint64_t));
+	h->pcall = emdb_calloc(ns ? ns : 1, sizeof(uint32_t));
+	h->psum = emdb_malloc((ns ? ns : 1) * h->dim * sizeof(float));
+	h->lent = emdb_malloc((ns ? ns : 1) * sizeof(uint32_t));
+	return h->pround && h->pcall && h->psum && h->lent ? EMDB_OK : EMDB_ERR_NOMEM;
+}
+
+void hot_serve_free(hot *h)
+{
+	emdb_free(h->pround);
+	emdb_free(h->pcall);
+	emdb_free(h->psum);
+	emdb_free(h->lent);
+}
+
+void hot_serve_unlend(hot *h)
+{
+	for (uint32_t k = 0; k < h->nlent; k++)
+		h->free_slots[h->nfree++] = h->lent[k];
+	h->nlent = 0;
+}
+
+void hot_serve_next(hot *h, uint32_t gen)
+{
+	h->exact[gen] = true; /* invariant 3: for g's next turn */
+	h->dev_gen = gen ^ 1;
+	h->round++;
+	h->npushed = 0;
+	__atomic_fetch_add(&h->epoch, 1, __ATOMIC_RELAXED);
+}
+
+/* Empty the device's accumulators; when the tier refuses, they stay
+ * dirty (invariant 5) and the next user tries again.  IO or OK. */
+int hot_serve_discard(hot *h)
+{
+	int rc = tier_pending(h->tier) ? tier_discard(h->tier) : EMDB_OK;
+
+	h->acc_dirty = rc != EMDB_OK;
+	return rc == EMDB_ERR_IO ? rc : EMDB_OK;
+}
+
+int hot_serve_step(hot *h, const emdb_opt_scalars *sc, uint64_t nrec, uint32_t gen)
+{
+	bool ok = h->exact[gen] && gen == h->dev_gen;
+	uint64_t matched = 0;
+	int rc;
+
+	/* Invariant 4: every recorded row scattered once, with its sum. */
+	for (uint64_t i = 0; ok && i < nrec; i++) {
+		uint32_t s = h->rslot[i];
+
+		if (h->pround[s] != h->round + 1 ||
+		    memcmp(h->rgrad + i * h->dim, h->psum + (size_t)s * h->dim,
+			   (size_t)h->dim * sizeof(float)))
+			ok = false;
+		h->pround[s] = 0; /* consumed: a second record of s fails */
+		matched++;
+	}
+	if (ok && (h->acc_dirty || matched != h->npushed || tier_pending(h->tier) != h->npushed))
+		ok = false;
+	if (ok && h->npushed) {
+		int64_t k = tier_step(h->tier, sc);
+
+		if (k == EMDB_ERR_IO)
+			return EMDB_ERR_IO;
+		ok = k >= 0; /* refused (NOMEM): nothing changed; replayed */
+		if (ok) {
+			h->st.steps_device++;
+			h->st.steps_applied += matched;
+		}
+	}
+	if (ok)
+		return 1;
+	rc = hot_serve_discard(h);
+	if (rc == EMDB_ERR_IO)
+		return rc;
+	if (nrec)
+		h->st.steps_replayed++;
+	return 0;
+}
+
+/* A sum the device cannot reproduce from a +0 accumulator (invariant 3). */
+static bool unfaithful(const float *v, uint32_t dim)
+{
+	for (uint32_t c = 0; c < dim; c++)
+		if (v[c] != v[c] || (v[c] == 0.0f && signbit(v[c])))
+			return true;
+	return false;
+}
+
+void hot_push(hot *h, uint32_t gen, const uint64_t *slocs, const uint32_t *order, size_t n,
+	      hot_grad_fn fn, const void *ctx)
+{
+	uint32_t dim = h->dim, m = 0;
+	uint64_t *slots = NULL;
+	float *g = NULL;
+	int rc = EMDB_OK;
+
+	pthread_mutex_lock(&h->tmu);
+	if (!h->tier || !h->nmem || !h->exact[gen])
+		goto out;
+	if (gen != h->dev_gen) { /* the step closing the other one runs */
+		h->exact[gen] = false;
+		goto out;
+	}
+	if (h->acc_dirty && (hot_serve_discard(h) || h->acc_dirty)) {
+		rc = EMDB_ERR_IO;
+		goto out;
+	}
+	if (++h->calls == 0) {
+		memset(h->pcall, 0, slots_of(h) * sizeof(uint32_t));
+		h->calls = 1;
+	}
+	slots = emdb_malloc((n ? n : 1) * sizeof(uint64_t));
+	if (!slots) {
+		rc = EMDB_ERR_NOMEM;
+		goto out;
+	}
+	/* The host's order and arithmetic (gradmap_add): invariant 4. */
+	for (size_t j = 0; j < n; j++) {
+		uint32_t s = hot__slot(&h->m, slocs[j]);
+		float *acc, scale;
+		const float *row;
+
+		if (s == UINT32_MAX)
+			continue;
+		acc = h->psum + (size_t)s * dim;
+		fn(ctx, order[j], &row, &scale);
+		if (h->pcall[s] != h->calls) {
+			if (h->pround[s] == h->round + 1) { /* an earlier push's */
+				rc = EMDB_ERR_LIMIT;
+				goto out;
+			}
+			h->pcall[s] = h->calls;
+			h->pround[s] = h->round + 1;
+			slots[m++] = s;
+			for (uint32_t c = 0; c < dim; c++)
+				acc[c] = scale * row[c];
+		} else {
+			for (uint32_t c = 0; c < dim; c++)
+				acc[c] = fmaf(scale, row[c], acc[c]);
+		}
+	}
+	if (!m)
+		goto out;
+	g = emdb_malloc((size_t)m * dim * sizeof(float));
+	if (!g) {
+		rc = EMDB_ERR_NOMEM;
+		goto out;
+	}
+	for (uint32_t k = 0; k < m; k++) {
+		const float *acc = h->psum + slots[k] * dim;
+
+		if (unfaithful(acc, dim)) {
+			rc = EMDB_ERR_INVALID;
+			goto out;
+		}
+		memcpy(g + (size_t)k * dim, acc, (size_t)dim * sizeof(float));
+	}
+	/* Every replica takes the same sums: no reduce needed. */
+	for (uint32_t r = 0; r < h->st.replicas && !rc; r++)
+		rc = tier_scatter_add(h->tier, r, slots, m, g);
+	if (!rc) {
+		h->npushed += m;
+		h->st.rows_scattered += m;
+	}
+out:
+	if (rc) { /* invariant 3: this step replays the host's sums */
+		h->exact[gen] = false;
+		h->st.fallbacks++;
+	}
+	pthread_mutex_unlock(&h->tmu);
+	emdb_free(slots);
+	emdb_free(g);
+}
+
+/* The slot holding locs[i] now (invariant 1), or UINT32_MAX. */
+static uint32_t held_slot(const hot *h, const hot_staged *st, uint64_t epoch, const uint64_t *locs,
+			  size_t i)
+{
+	uint32_t s = h->m.cap ? hot__slot(&h->m, locs[i]) : UINT32_MAX;
+
+	if (s == UINT32_MAX && st && st->epoch == epoch)
+		s = st->slot[i];
+	return s;
+}
+
+/* Whether the replica may serve reads now (invariant 1). */
+static bool serving(const hot *h)
+{
+	return h->tier && !__atomic_load_n(&h->overflow, __ATOMIC_RELAXED);
+}
+
+void hot_rows_free(hot_rows *r)
+{
+	emdb_free(r->src);
+	emdb_free(r->buf);
+	memset(r, 0, sizeof(*r));
+}
+
+void hot_pull_rows(hot *h, const uint64_t *locs, size_t n, const hot_staged *st, hot_rows *r)
+{
+	uint64_t epoch = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
+	uint64_t *slots = NULL;
+	size_t m = 0;
+	int rc = EMDB_OK;
+
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_lock(&h->tmu);
+	if (!serving(h))
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		m += held_slot(h, st, epoch, locs, i) != UINT32_MAX;
+	if (!m)
+		goto out;
+	slots = emdb_malloc(m * sizeof(uint64_t));
+	r->src = emdb_calloc(n, sizeof(*r->src));
+	r->buf = emdb_malloc(m * h->dim * sizeof(float));
+	if (!slots || !r->src || !r->buf) {
+		rc = EMDB_ERR_NOMEM;
+		goto out;
+	}
+	m = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t s = held_slot(h, st, epoch, locs, i);
+
+		if (s == UINT32_MAX)
+			continue;
+		r->src[i] = r->buf + m * h->dim;
+		slots[m++] = s;
+	}
+	rc = tier_gather(h->tier, 0, slots, m, r->buf, false);
+	if (!rc) {
+		r->held = m;
+		h->st.rows_gathered += m;
+	}
+out:
+	if (rc) { /* the host serves: same floats (a failed tier is dropped
+		   * at the next step) */
+		hot_rows_free(r);
+		h->st.fallbacks++;
+	}
+	pthread_mutex_unlock(&h->tmu);
+	emdb_free(slots);
+}
+
+int hot_ptr_replica(hot *h, const void *p)
+{
+	int rep = -1;
+
+	pthread_mutex_lock(&h->tmu);
+	for (uint32_t r = 0; h->tier && r < h->st.replicas && rep < 0; r++)
+		if (tier_ptr_in_tier(h->tier, r, p))
+			rep = (int)r;
+	pthread_mutex_unlock(&h->tmu);
+	return rep;
+}
+
+bool hot_pull_direct(hot *h, int rep, const uint64_t *locs, size_t n, const hot_staged *st,
+		     float *out)
+{
+	uint64_t epoch = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
+	uint64_t *slots = emdb_malloc((n ? n : 1) * sizeof(uint64_t));
+	bool done = false;
+
+	pthread_mutex_lock(&h->tmu);
+	if (slots && n && serving(h)) {
+		size_t i;
+
+		for (i = 0; i < n; i++) {
+			uint32_t s = held_slot(h, st, epoch, locs, i);
+
+			if (s == UINT32_MAX)
+				break;
+			slots[i] = s;
+		}
+		if (i == n && tier_gather(h->tier, (uint32_t)rep, slots, n, out, true) == EMDB_OK) {
+			done = true;
+			h->st.rows_gathered += n;
+			h->st.rows_direct += n;
+		}
+	}
+	pthread_mutex_unlock(&h->tmu);
+	emdb_free(slots);
+	return done;
+}
+
+static int copy(hot *h, int rep, void *dst, const void *src, size_t bytes, bool in)
+{
+	int rc;
+
+	pthread_mutex_lock(&h->tmu);
+	if (!h->tier)
+		rc = emdb__seterr(EMDB_ERR_IO, "the device tier failed; its memory is gone");
+	else if (in)
+		rc = tier_copy_in(h->tier, (uint32_t)rep, dst, src, bytes);
+	else
+		rc = tier_copy_out(h->tier, (uint32_t)rep, dst, src, bytes);
+	pthread_mutex_unlock(&h->tmu);
+	return rc;
+}
+
+int hot_copy_in(hot *h, int rep, void *dst, const void *src, size_t bytes)
+{
+	return copy(h, rep, dst, src, bytes, true);
+}
+
+int hot_copy_out(hot *h, int rep, void *dst, const void *src, size_t bytes)
+{
+	return copy(h, rep, dst, src, bytes, false);
+}
+
+/* locs[0..n) -> the first position holding each, for the batch's
+ * duplicates: open addressing over 2n entries.  NULL on NOMEM. */
+static uint32_t *first_of(const uint64_t *locs, size_t n, uint32_t *cap_out)
+{
+	uint32_t cap = 16;
+	uint64_t *key;
+	uint32_t *first, *pos;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	key = emdb_malloc((size_t)cap * sizeof(uint64_t));
+	pos = emdb_malloc((size_t)cap * sizeof(uint32_t));
+	first = emdb_malloc((n ? n : 1) * sizeof(uint32_t));
+	if (!key || !pos || !first) {
+		emdb_free(key);
+		emdb_free(pos);
+		emdb_free(first);
+		return NULL;
+	}
+	memset(key, 0xff, (size_t)cap * sizeof(uint64_t));
+	for (size_t i = 0; i < n; i++) {
+		uint64_t x = locs[i] * 0x9E3779B97F4A7C15ull;
+		uint32_t j = (uint32_t)(x >> 32) & (cap - 1);
+
+		while (key[j] != UINT64_MAX && key[j] != locs[i])
+			j = (j + 1) & (cap - 1);
+		if (key[j] == UINT64_MAX) {
+			key[j] = locs[i];
+			pos[j] = (uint32_t)i;
+		}
+		first[i] = pos[j];
+	}
+	emdb_free(key);
+	emdb_free(pos);
+	*cap_out = cap;
+	return first;
+}
+
+hot_staged *hot_stage(hot *h, const chunk_store *rows, const uint64_t *locs, size_t n)
+{
+	hot_staged *st = emdb_malloc(sizeof(*st) + (n ? n : 1) * sizeof(uint32_t));
+	uint64_t *slots = emdb_malloc((n ? n : 1) * sizeof(uint64_t));
+	float *buf = NULL;
+	uint32_t cap, m = 0, nlent0;
+	uint32_t *first = first_of(locs, n, &cap);
+	int io = 0, rc = EMDB_OK;
+
+	pthread_mutex_lock(&h->tmu);
+	nlent0 = h->nlent;
+	if (!st || !slots || !first || !serving(h) || !n) {
+		rc = st && slots && first ? EMDB_OK : EMDB_ERR_NOMEM;
+		goto out;
+	}
+	st->epoch = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
+	st->n = n;
+	for (size_t i = 0; i < n; i++) {
+		st->slot[i] = UINT32_MAX;
+		if (hot_is_member(h, locs[i]))
+			continue;
+		if (first[i] != i) { /* a duplicate: the first one's slot */
+			st->slot[i] = st->slot[first[i]];
+			continue;
+		}
+		if (io || (st->slot[i] = hot_take_slot(h, &io)) == UINT32_MAX)
+			continue; /* the device is full: the host serves it */
+		h->lent[h->nlent++] = st->slot[i];
+		slots[m++] = st->slot[i];
+	}
+	if (!m)
+		goto out;
+	buf = emdb_malloc((size_t)m * h->rf * sizeof(float));
+	if (!buf) {
+		rc = EMDB_ERR_NOMEM;
+		goto out;
+	}
+	m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (st->slot[i] != UINT32_MAX && first[i] == i)
+			memcpy(buf + (size_t)m++ * h->rf, chunk_row(rows, locs[i]),
+			       (size_t)h->rf * sizeof(float));
+	rc = tier_put_rows(h->tier, slots, m, buf);
+	if (!rc)
+		h->st.rows_staged += m;
+out:
+	if (rc || io) { /* invariant 2: the slots go back; nothing staged */
+		while (h->nlent > nlent0)
+			h->free_slots[h->nfree++] = h->lent[--h->nlent];
+		h->st.fallbacks++;
+		m = 0;
+	}
+	pthread_mutex_unlock(&h->tmu);
+	emdb_free(first);
+	emdb_free(slots);
+	emdb_free(buf);
+	if (!m) {
+		emdb_free(st);
+		return NULL;
+	}
+	return st;
+}
+
+void hot_staged_free(hot_staged *s)
+{
+	emdb_free(s);
+}
