@@ -6,7 +6,7 @@
  * The coordinator (rank CLUSTER_COORDINATOR) runs one cluster checkpoint
  * at a time, in phases sent to every node in ring order:
  *   HOLD   each node stops starting Updates (UPDATE, PUSH_UPDATE, the
- *          Update of a synchronous step) as a home node: they are deferred,
+ *          Update of a synchronous step; LOAD too) as a home node: they are deferred,
  *          not refused; it answers once the Updates it had started have
  *          ended on every owner (drained).  When every node answered, no
  *          Update is in flight anywhere, and since every Update reaches
@@ -146,7 +146,9 @@ void cluster_ckpt_set_ops(cluster *cl, const cluster_ckpt_ops *ops, void *ctx, u
 
 static bool gated_op(const cluster_req *req)
 {
-	return req->op == CLUSTER_UPDATE || req->op == CLUSTER_PUSH_UPDATE;
+	/* LOAD (import) writes rows as an Update does: held too, so that each
+	 * part holds a load whole or not at all. */
+	return req->op == CLUSTER_UPDATE || req->op == CLUSTER_PUSH_UPDATE || req->op == CLUSTER_LOAD;
 }
 
 /* req no longer counts as in flight: its own done back in place, and

@@ -39,7 +39,7 @@
  *   6. LOAD (emdb_table_load across nodes) is split like any batch: each
  *      owner writes its rows in request order, so an ID given twice gets
  *      its last row, as on one node.
- *   7. UPDATE and PUSH_UPDATE pass cluster/ckpt.c's gate first: while a
+ *   7. UPDATE, PUSH_UPDATE and LOAD pass cluster/ckpt.c's gate first: while a
  *      cluster checkpoint holds Updates they wait there, and start here
  *      when it lets them go.
  *
