@@ -38,6 +38,8 @@ int emdb_job_checkpoint(emdb_db *db, emdb_store *st, emdb_ckpt_kind kind, emdb_j
 {
 	if (kind != EMDB_CKPT_FULL && kind != EMDB_CKPT_INCREMENTAL)
 		return emdb__seterr(EMDB_ERR_INVALID, "unknown checkpoint kind %d", (int)kind);
+	if (st && store_refuse_read_only(st, "checkpoint"))
+		return EMDB_ERR_INVALID;
 	return job_new(db, st, (int)kind, 0, out);
 }
 

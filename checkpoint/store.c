@@ -34,6 +34,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,12 +292,23 @@ int store_refuse(const emdb_store *st, const char *kept, const char *what, const
 			    st->dir, kept, what, detail);
 }
 
+int store_refuse_read_only(const emdb_store *st, const char *what)
+{
+	if (!st->read_only)
+		return EMDB_OK;
+	return emdb__seterr(EMDB_ERR_INVALID, "%s: the store in %s was opened read-only", what, st->dir);
+}
+
 static int open_rocks(emdb_store *st)
 {
 	const char *names[3] = { "default", CF_META, CF_ROWS };
 	const rocksdb_options_t *cfo[3] = { st->opts, st->meta_opts, st->rows_opts };
 	char *err = NULL;
-	st->db = rocksdb_open_column_families(st->opts, st->db_dir, 3, names, cfo, st->cf, &err);
+	if (st->read_only)
+		st->db = rocksdb_open_for_read_only_column_families(st->opts, st->db_dir, 3, names, cfo, st->cf, 0,
+								    &err);
+	else
+		st->db = rocksdb_open_column_families(st->opts, st->db_dir, 3, names, cfo, st->cf, &err);
 	if (!err)
 		return EMDB_OK;
 	st->db = NULL;
@@ -323,9 +335,12 @@ int emdb_store_open_ex(const char *dir, const emdb_store_options *opt, emdb_stor
 		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_open: options of size %u: use EMDB_STORE_OPTIONS_INIT",
 				    opt->size);
 	bool accept_loss = opt && opt->accept_loss;
+	bool read_only = opt && opt->size >= offsetof(emdb_store_options, read_only) + sizeof(uint32_t) &&
+			 opt->read_only;
 	emdb_store *st = emdb_calloc(1, sizeof(*st));
 	if (!st)
 		return EMDB_ERR_NOMEM;
+	st->read_only = read_only;
 	pthread_mutex_init(&st->mu, NULL);
 	pthread_rwlock_init(&st->db_lock, NULL);
 	size_t dl = strlen(dir) + 1;
@@ -339,14 +354,34 @@ int emdb_store_open_ex(const char *dir, const emdb_store_options *opt, emdb_stor
 	int rc = EMDB_ERR_NOMEM;
 	if (!st->dir || !st->db_dir || !st->tmp_dir || !st->cat_path || !st->cat_tmp)
 		goto fail;
-	if ((rc = make_dir(dir)) != EMDB_OK || (rc = make_dir(st->tmp_dir)) != EMDB_OK)
+	if (read_only) {
+		if (access(st->cat_path, F_OK) != 0) {
+			rc = emdb__seterr(EMDB_ERR_INVALID, "%s holds no checkpoint store (no %s)", dir, st->cat_path);
+			goto fail;
+		}
+	} else if ((rc = make_dir(dir)) != EMDB_OK || (rc = make_dir(st->tmp_dir)) != EMDB_OK) {
 		goto fail;
-	clear_tmp(st->tmp_dir);
+	} else {
+		clear_tmp(st->tmp_dir);
+	}
 	if ((rc = make_options(st, accept_loss)) != EMDB_OK || (rc = open_rocks(st)) != EMDB_OK)
 		goto fail;
 	bool hdr_missing;
 	if ((rc = load_header(st, &hdr_missing)) != EMDB_OK)
 		goto fail;
+	if (read_only) { /* what the catalog says is complete, nothing repaired */
+		bool absent = false;
+		if (hdr_missing)
+			rc = emdb__seterr(EMDB_ERR_INVALID, "%s holds no checkpoint store (no store header)", dir);
+		else
+			rc = catalog_load(st->cat_path, &st->cat, &absent);
+		if (rc == EMDB_OK && absent)
+			rc = emdb__seterr(EMDB_ERR_INVALID, "%s holds no checkpoint store (no %s)", dir, st->cat_path);
+		if (rc != EMDB_OK)
+			goto fail;
+		*out = st;
+		return EMDB_OK;
+	}
 	/* A new store: the header first, so that a crash before its first
 	 * catalog leaves a store that is new again, not a catalog without a
 	 * header (which the check reports as damage). */
@@ -770,6 +805,8 @@ static int enter_to_change(emdb_store *st, manifest **v, size_t *cnt)
 
 int emdb_store_delete(emdb_store *st, uint64_t id)
 {
+	if (st && store_refuse_read_only(st, "delete"))
+		return EMDB_ERR_INVALID;
 	if (!st)
 		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_delete: store is NULL");
 	manifest *v;
@@ -798,6 +835,8 @@ int emdb_store_delete(emdb_store *st, uint64_t id)
 
 int emdb_store_retain(emdb_store *st, uint32_t keep, uint32_t *deleted)
 {
+	if (st && store_refuse_read_only(st, "retention"))
+		return EMDB_ERR_INVALID;
 	if (!st || keep == 0)
 		return emdb__seterr(EMDB_ERR_INVALID, "emdb_store_retain: keep must be at least 1");
 	manifest *v;

@@ -12,6 +12,7 @@
 #define EMDB_STORE_INT_H
 
 #include <pthread.h>
+#include <stdbool.h>
 
 #include <rocksdb/c.h>
 
@@ -39,12 +40,16 @@ struct emdb_store {
 	char *cat_path;               /* <dir>/CATALOG                       */
 	char *cat_tmp;                /* <dir>/CATALOG.tmp                   */
 	char *damage;                 /* what accept_loss gave up at open, or NULL */
+	bool read_only;               /* emdb_store_options.read_only      */
 	uint64_t *redo;               /* under mu: deleted ids whose rows are */
 	size_t n_redo;                /* still to drop (a full disk)         */
 };
 
 #define STORE_CF_META(st) ((st)->cf[1])
 #define STORE_CF_ROWS(st) ((st)->cf[2])
+
+/* INVALID naming what when st was opened read-only; else EMDB_OK. */
+int store_refuse_read_only(const emdb_store *st, const char *what);
 
 /* Turn a RocksDB error string (freed here) into EMDB_ERR_IO or
  * EMDB_ERR_CORRUPT (RocksDB's "Corruption:" errors) with a message that

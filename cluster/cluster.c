@@ -47,6 +47,8 @@ int cluster_open(emdb_db *db, const cluster_link *link, uint32_t partitions, clu
 		rc = steps_open(cl);
 	if (rc == EMDB_OK)
 		rc = admin_open(cl);
+	if (rc == EMDB_OK)
+		rc = ckpt_open(cl);
 	if (rc) {
 		cluster_close(cl);
 		return rc;
@@ -59,6 +61,7 @@ void cluster_close(cluster *cl)
 {
 	if (!cl)
 		return;
+	ckpt_close(cl);
 	admin_close(cl);
 	steps_close(cl);
 	otickets_destroy(&cl->tickets);

@@ -182,6 +182,8 @@ struct cluster_req {
 					 `out` gets their vectors)        */
 
 	void *priv;                   /* the cluster's, while in flight  */
+	cluster *priv_cluster;        /* the cluster's (cluster/ckpt.c)  */
+	cluster_done_fn gated_done;   /* the cluster's (cluster/ckpt.c)  */
 };
 
 /* Start req.  EMDB_OK: done will run once with the result.  An error
@@ -219,5 +221,75 @@ typedef struct cluster_counters {
 	uint64_t bytes_from;
 } cluster_counters;
 void cluster_get_counters(const cluster *cl, uint32_t rank, cluster_counters *out);
+
+/* ---- Cluster checkpoints (cluster/ckpt.c, docs/cluster.md) ----------
+ *
+ * A checkpoint asked of any node checkpoints every node at the same step
+ * boundary: the coordinator (rank 0) holds Updates on every node, has each
+ * node write its part, then writes a manifest naming the parts, last.
+ * What a part and a manifest are is the server's (cluster_ckpt_ops): the
+ * cluster layer links no checkpoint store. */
+
+/* One node's part of a cluster checkpoint: its checkpoint id in that
+ * node's store and the rows it holds. */
+typedef struct cluster_ckpt_part {
+	uint32_t rank;
+	uint64_t part;
+	uint64_t rows;
+} cluster_ckpt_part;
+
+typedef struct cluster_ckpt_ops {
+	/* Write this node's part of cluster checkpoint `id` (kind 1 full, 2
+	 * incremental), then call cluster_ckpt_part_done(cl, token, ...) once,
+	 * from any thread, when it is durable or failed.  An error return
+	 * (the message in emdb_last_error) means done will not be called. */
+	int (*write_part)(void *ctx, uint32_t kind, uint64_t id, void *token);
+	/* Delete part `part` (an aborted checkpoint's).  Best effort. */
+	void (*drop_part)(void *ctx, uint64_t part);
+	/* Coordinator: the id of the next cluster checkpoint. */
+	int (*next_id)(void *ctx, uint64_t *id);
+	/* Coordinator: write the manifest of `id`, whose parts[n] (by rank)
+	 * are all durable.  Errors with the reason in why. */
+	int (*publish)(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n, char *why,
+		       size_t whylen);
+	/* Coordinator: the complete cluster checkpoint `id` names (0: the
+	 * newest) into *out.  Errors: INVALID (none such). */
+	int (*resolve)(void *ctx, uint64_t id, uint64_t *out);
+	/* Read every part of cluster checkpoint `id` and stage the rows this
+	 * node owns, changing nothing yet; then, from any thread,
+	 * cluster_ckpt_part_done(cl, token, status, 1, rows, msg). */
+	int (*load)(void *ctx, uint64_t id, void *token);
+	/* Replace every table with what load staged, at once. */
+	int (*swap)(void *ctx);
+	/* Forget what load staged (none: a no-op). */
+	void (*discard)(void *ctx);
+} cluster_ckpt_ops;
+
+/* Install the store's operations (copied; ctx borrowed for the cluster's
+ * life) and hold_ms (0: 600000): how long a node holds Updates for a
+ * checkpoint at most, and how long the coordinator waits for a node's
+ * part (the same on every node).  Without them, a cluster checkpoint
+ * involving this node fails with UNSUPPORTED.  Call before requests
+ * flow. */
+void cluster_ckpt_set_ops(cluster *cl, const cluster_ckpt_ops *ops, void *ctx, uint32_t hold_ms);
+
+/* The end of a cluster checkpoint: status EMDB_OK and its id, or an
+ * error and why (naming the node).  Runs on the link's thread or a job
+ * thread. */
+typedef void (*cluster_ckpt_done_fn)(void *arg, int status, uint64_t id, const char *msg);
+
+/* Take a cluster checkpoint of kind 1 (full) or 2 (incremental): on the
+ * coordinator it runs here, elsewhere it is forwarded.  EMDB_OK: done
+ * runs once later.  Errors (done never runs): INVALID, BUSY (one runs),
+ * UNSUPPORTED (no store), NOMEM, NODE. */
+int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void *arg);
+
+/* Restore cluster checkpoint `id` (0: the newest) on every node, all or
+ * none: done as cluster_ckpt_start's, with the id restored. */
+int cluster_ckpt_restore(cluster *cl, uint64_t id, cluster_ckpt_done_fn done, void *arg);
+
+/* What write_part's (or load's) work ended with: the part's id and rows, or an error
+ * and its message.  Any thread; token is freed here. */
+void cluster_ckpt_part_done(cluster *cl, void *token, int status, uint64_t part, uint64_t rows, const char *msg);
 
 #endif

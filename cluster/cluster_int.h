@@ -43,6 +43,7 @@ typedef struct peer_counters {
 } peer_counters;
 
 typedef struct admin_state admin_state; /* admin.c */
+typedef struct ckpt_state ckpt_state;   /* ckpt.c */
 
 struct cluster {
 	emdb_db *db;
@@ -53,6 +54,7 @@ struct cluster {
 	otickets tickets;
 	step_barrier *steps;   /* the steps this node coordinates */
 	admin_state *admin;
+	ckpt_state *ckpt;
 	peer_counters *count;  /* [nodes] */
 };
 
@@ -157,5 +159,21 @@ void admin_close(cluster *cl);
 int admin_submit(cluster *cl, cluster_req *req);
 /* TABLE_ADMIN, TABLE_PREPARE, TABLE_COMMIT, TABLE_ABORT from a peer. */
 void admin_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r);
+
+/* ---- ckpt.c -------------------------------------------------------- */
+
+int ckpt_open(cluster *cl);
+void ckpt_close(cluster *cl);
+/* An Update-like request (UPDATE, PUSH_UPDATE, LOAD) about to be routed: 1 when
+ * a cluster checkpoint holds Updates (req is deferred: it starts when the
+ * hold ends, and its done runs then), 0 when it may go (it counts as in
+ * flight until its done).  Other requests: 0. */
+int ckpt_gate_enter(cluster *cl, cluster_req *req);
+/* req, let go by ckpt_gate_enter, was refused before it started. */
+void ckpt_gate_cancel(cluster *cl, cluster_req *req);
+/* Release a hold whose timeout passed. */
+void ckpt_tick(cluster *cl, uint64_t now_ns);
+/* CKPT_ASK, CKPT_HOLD, CKPT_WRITE, CKPT_END from a peer. */
+void ckpt_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r);
 
 #endif

@@ -39,6 +39,9 @@
  *   6. LOAD (emdb_table_load across nodes) is split like any batch: each
  *      owner writes its rows in request order, so an ID given twice gets
  *      its last row, as on one node.
+ *   7. UPDATE, PUSH_UPDATE and LOAD pass cluster/ckpt.c's gate first: while a
+ *      cluster checkpoint holds Updates they wait there, and start here
+ *      when it lets them go.
  *
  * State changes: the owners' engines (through their parts), the caller's
  * outputs, req's results.
@@ -615,7 +618,19 @@ static cluster_ticket *ticket_new(cluster *cl, uint32_t table, const uint32_t *p
 	return tk;
 }
 
+static int route_start(cluster *cl, cluster_req *req);
+
 int route_submit(cluster *cl, cluster_req *req)
+{
+	if (ckpt_gate_enter(cl, req)) /* a cluster checkpoint holds Updates */
+		return EMDB_OK;
+	int rc = route_start(cl, req);
+	if (rc)
+		ckpt_gate_cancel(cl, req);
+	return rc;
+}
+
+static int route_start(cluster *cl, cluster_req *req)
 {
 	uint32_t width;
 	int rc = check_req(cl, req, &width);

@@ -305,6 +305,17 @@ static void serve_table_stats(cluster *cl, uint32_t from, const proto_node_msg *
 	stats_serve(cl, from, m, r);
 }
 
+static void serve_ckpt_ask(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	ckpt_serve(cl, from, m, r);
+}
+
+#define serve_ckpt_hold serve_ckpt_ask
+#define serve_ckpt_write serve_ckpt_ask
+#define serve_ckpt_end serve_ckpt_ask
+#define serve_ckpt_restore serve_ckpt_ask
+#define serve_ckpt_load serve_ckpt_ask
+#define serve_ckpt_swap serve_ckpt_ask
 #define serve_table_prepare serve_table_admin
 #define serve_table_commit serve_table_admin
 #define serve_table_abort serve_table_admin

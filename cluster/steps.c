@@ -89,6 +89,7 @@ void steps_close(cluster *cl)
 void cluster_tick(cluster *cl, uint64_t now_ns)
 {
 	step_expire(cl->steps, now_ns, EMDB_ERR_TIMEOUT, "within the step's timeout");
+	ckpt_tick(cl, now_ns);
 }
 
 static void answer(arrival *a, int status, uint64_t rows, const char *msg)

@@ -254,6 +254,68 @@ static void status_locked(ckpts *p, uint64_t job, ckpts_job_status *out)
 		emdb_job_progress(p->cur, &out->progress);
 }
 
+int ckpts_checkpoint_then(ckpts *p, emdb_ckpt_kind kind, ckpts_end_fn fn, void *arg, uint64_t *job, char *err,
+			  size_t errlen)
+{
+	if (!p->st)
+		return off(err, errlen);
+	pthread_mutex_lock(&p->lock);
+	if (kind == EMDB_CKPT_INCREMENTAL && !p->have_base)
+		kind = EMDB_CKPT_FULL;
+	int rc = ckpts__queue_locked(p, (uint32_t)kind, 0, false, job, err, errlen);
+	if (rc == EMDB_OK) {
+		p->cur_end = fn;
+		p->cur_end_arg = arg;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+int ckpts_job_begin(ckpts *p, uint32_t kind, uint64_t *job, char *err, size_t errlen)
+{
+	if (!p->st)
+		return off(err, errlen);
+	pthread_mutex_lock(&p->lock);
+	*job = ckpts__begin_locked(p, kind);
+	pthread_mutex_unlock(&p->lock);
+	return EMDB_OK;
+}
+
+void ckpts_job_end(ckpts *p, uint64_t job, int rc, const emdb_ckpt_info *info, const char *msg)
+{
+	pthread_mutex_lock(&p->lock);
+	ckpts_job_status *s = ckpts__slot(p, job);
+	if (s->job == job) {
+		s->progress.phase = rc == EMDB_OK ? EMDB_PHASE_DONE : EMDB_PHASE_FAILED;
+		if (rc == EMDB_OK) {
+			s->state = PROTO_JOB_DONE;
+			s->result = *info;
+			s->progress.ckpt_id = info->id;
+		} else {
+			s->state = PROTO_JOB_FAILED;
+			s->error = rc;
+			snprintf(s->message, sizeof(s->message), "%s", msg ? msg : "");
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void ckpts_forget_base(ckpts *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->have_base = false;
+	p->chain = 0;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void ckpts_set_auto(ckpts *p, void (*fn)(void *arg, emdb_ckpt_kind kind), void *arg)
+{
+	pthread_mutex_lock(&p->lock);
+	p->auto_fn = fn;
+	p->auto_arg = arg;
+	pthread_mutex_unlock(&p->lock);
+}
+
 int ckpts_status(ckpts *p, uint64_t job, ckpts_job_status *out, char *err, size_t errlen)
 {
 	if (!p->st)

@@ -142,6 +142,34 @@ int ckpts_list(ckpts *p, emdb_ckpt_info **out, size_t *n, char *err, size_t errl
  * incremental checkpoint extends it), INVALID (no such checkpoint), IO. */
 int ckpts_delete(ckpts *p, uint64_t ckpt, char *err, size_t errlen);
 
+/* ---- on a node of a cluster (net/cluster_ckpt.c) ------------------- */
+
+/* Runs once on the job thread when a job started by ckpts_checkpoint_then
+ * ended (retention applied): rc, and info on success or msg on failure. */
+typedef void (*ckpts_end_fn)(void *arg, int rc, const emdb_ckpt_info *info, const char *msg);
+
+/* ckpts_checkpoint for a cluster checkpoint's part: incremental only when
+ * asked and this server has a checkpoint to extend (else full), and
+ * fn(arg, ...) when it ends.  Errors: as ckpts_checkpoint (fn never runs). */
+int ckpts_checkpoint_then(ckpts *p, emdb_ckpt_kind kind, ckpts_end_fn fn, void *arg, uint64_t *job, char *err,
+			  size_t errlen);
+
+/* A job this server reports but does not run (a cluster checkpoint it
+ * asked for): numbered and RUNNING from ckpts_job_begin until
+ * ckpts_job_end, for JOB_STATUS; it does not make other jobs BUSY.
+ * kind is a PROTO_JOB_* value.  Errors: UNSUPPORTED. */
+int ckpts_job_begin(ckpts *p, uint32_t kind, uint64_t *job, char *err, size_t errlen);
+void ckpts_job_end(ckpts *p, uint64_t job, int rc, const emdb_ckpt_info *info, const char *msg);
+
+/* When set, a due automatic checkpoint calls fn(arg, kind) (outside the
+ * lock, on the job thread) instead of starting one here: a cluster node
+ * asks its cluster for one.  fn NULL: back to local ones. */
+void ckpts_set_auto(ckpts *p, void (*fn)(void *arg, emdb_ckpt_kind kind), void *arg);
+
+/* The engine's tables were replaced from elsewhere (a cluster's
+ * restore): the next checkpoint of this server is full. */
+void ckpts_forget_base(ckpts *p);
+
 /* Fill *r for INFO.  Never fails; a store that cannot be read shows 0. */
 void ckpts_report_get(ckpts *p, ckpts_report *r);
 

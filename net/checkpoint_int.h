@@ -41,6 +41,10 @@ struct ckpts {
 	uint32_t chain;             /* incremental checkpoints since the last full one */
 	uint64_t last_ckpt_ns;      /* monotonic: the last checkpoint's start, or the open */
 	uint64_t auto_count;        /* automatic checkpoints started */
+	ckpts_end_fn cur_end;       /* the accepted job's end callback, or NULL */
+	void *cur_end_arg;
+	void (*auto_fn)(void *arg, emdb_ckpt_kind kind); /* ckpts_set_auto */
+	void *auto_arg;
 	ckpts_totals totals[2];     /* [0] checkpoints, [1] restores that ended */
 
 	_Atomic uint64_t steps;     /* UPDATEs and PUSH_UPDATEs since the last checkpoint started */
@@ -55,6 +59,10 @@ static inline ckpts_job_status *ckpts__slot(ckpts *p, uint64_t no)
 
 /* "full checkpoint", "incremental checkpoint", "restore". */
 const char *ckpts__kind_name(uint32_t kind);
+
+/* Number a new job of kind (PROTO_JOB_*) and fill its slot: RUNNING,
+ * phase pending.  Caller holds the lock.  Returns its number. */
+uint64_t ckpts__begin_locked(ckpts *p, uint32_t kind);
 
 /* Accept a job (caller holds the lock): prepare it, number it, fill its
  * slot (RUNNING, phase pending) and wake the job thread.  kind is a

@@ -55,6 +55,18 @@ const char *ckpts__kind_name(uint32_t kind)
 	return "job";
 }
 
+uint64_t ckpts__begin_locked(ckpts *p, uint32_t kind)
+{
+	uint64_t n = p->next_job++;
+	ckpts_job_status *s = ckpts__slot(p, n);
+	memset(s, 0, sizeof(*s));
+	s->job = n;
+	s->kind = kind;
+	s->state = PROTO_JOB_RUNNING;
+	s->progress.phase = EMDB_PHASE_PENDING;
+	return n;
+}
+
 int ckpts__queue_locked(ckpts *p, uint32_t kind, uint64_t ckpt, bool automatic,
 			  uint64_t *no, char *err, size_t errlen)
 {
@@ -76,17 +88,13 @@ int ckpts__queue_locked(ckpts *p, uint32_t kind, uint64_t ckpt, bool automatic,
 		snprintf(err, errlen, "%s", emdb_last_error());
 		return rc;
 	}
-	uint64_t n = p->next_job++;
-	ckpts_job_status *s = ckpts__slot(p, n);
-	memset(s, 0, sizeof(*s));
-	s->job = n;
-	s->kind = kind;
-	s->state = PROTO_JOB_RUNNING;
-	s->progress.phase = EMDB_PHASE_PENDING;
-	s->progress.ckpt_id = kind == PROTO_JOB_RESTORE ? ckpt : 0;
+	uint64_t n = ckpts__begin_locked(p, kind);
+	ckpts__slot(p, n)->progress.ckpt_id = kind == PROTO_JOB_RESTORE ? ckpt : 0;
 	p->cur = j;
 	p->cur_no = n;
 	p->cur_auto = automatic;
+	p->cur_end = NULL;
+	p->cur_end_arg = NULL;
 	if (automatic)
 		p->auto_count++;
 	pthread_cond_signal(&p->wake);
@@ -193,6 +201,8 @@ int ckpts__run_locked(ckpts *p)
 	ckpts_job_status *s = ckpts__slot(p, no);
 	uint32_t kind = s->kind;
 	uint32_t keep = p->set.keep;
+	ckpts_end_fn end = p->cur_end;
+	void *end_arg = p->cur_end_arg;
 	if (kind != PROTO_JOB_RESTORE) {
 		atomic_store(&p->steps, 0);
 		p->last_ckpt_ns = stats_now_ns();
@@ -230,7 +240,13 @@ int ckpts__run_locked(ckpts *p)
 	total_locked(p, kind, rc, &pr, &info);
 	p->cur = NULL;
 	p->cur_no = 0;
+	p->cur_end = NULL;
 	emdb_job_free(j);
+	if (end) {
+		pthread_mutex_unlock(&p->lock);
+		end(end_arg, rc, &info, msg);
+		pthread_mutex_lock(&p->lock);
+	}
 	return rc;
 }
 
@@ -252,6 +268,17 @@ static void auto_start_locked(ckpts *p)
 	uint32_t every = p->set.full_every ? p->set.full_every : 1;
 	bool full = !p->have_base || p->force_full || p->chain + 1 >= every;
 	uint32_t kind = full ? PROTO_JOB_CHECKPOINT_FULL : PROTO_JOB_CHECKPOINT_INCREMENTAL;
+	if (p->auto_fn) { /* a cluster node: its cluster takes it (ckpts_set_auto) */
+		void (*fn)(void *, emdb_ckpt_kind) = p->auto_fn;
+		void *arg = p->auto_arg;
+		atomic_store(&p->steps, 0);
+		p->last_ckpt_ns = stats_now_ns();
+		p->auto_count++;
+		pthread_mutex_unlock(&p->lock);
+		fn(arg, (emdb_ckpt_kind)kind);
+		pthread_mutex_lock(&p->lock);
+		return;
+	}
 	char err[CKPTS_MSG_MAX];
 	uint64_t no;
 	int rc = ckpts__queue_locked(p, kind, 0, true, &no, err, sizeof(err));

@@ -104,6 +104,8 @@ static const key_def keys[] = {
 	{ "cluster_secret_file", T_STR, OFF(cluster_secret_file), 0, 0, 0, "file holding the cluster's shared secret (its first line, 16..1024 bytes), the same on every node: nodes prove to each other they hold it (HMAC-SHA256 challenge-response), it never crosses the network; required with cluster_file" },
 	{ "node_timeout_ms", T_U32, OFF(node_timeout_ms), 10, 3600000, 0, "a request to another node not answered this long fails with NODE naming that node; also how long a handshake may take" },
 	{ "cluster_start_timeout_ms", T_U32, OFF(cluster_start_timeout_ms), 100, 86400000, 0, "at start, how long this node waits for every node of cluster_file to be reachable before it gives up (exit status 1, naming the node)" },
+	{ "cluster_checkpoint_dir", T_STR, OFF(cluster_checkpoint_dir), 0, 0, 0, "cluster checkpoints (docs/cluster.md): a directory every node of the cluster reads and writes (a shared file system; one directory for nodes on one machine), holding each node's checkpoint store (rank-N, in place of data_dir) and the manifests; CHECKPOINT on any node then checkpoints every node, and restore reads it; empty: each node checkpoints only itself in data_dir" },
+	{ "cluster_checkpoint_timeout_ms", T_U32, OFF(cluster_checkpoint_timeout_ms), 1000, 86400000, 0, "how long a cluster checkpoint or restore may hold Updates on a node, and how long its coordinator waits for a node's part (written or loaded) before it fails the checkpoint naming that node; the same on every node" },
 	{ "cluster_busy_poll", T_U32, OFF(cluster_busy_poll), 0, 1, 0, "1: the node link's thread polls UCX without sleeping (lower latency, a core kept busy); 0: it sleeps on UCX's event fd" },
 };
 
@@ -141,6 +143,7 @@ void config_defaults(net_config *c)
 	c->cluster_rank = CONFIG_RANK_UNSET;
 	c->node_timeout_ms = 3000;
 	c->cluster_start_timeout_ms = 30000;
+	c->cluster_checkpoint_timeout_ms = 600000;
 }
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -449,7 +452,11 @@ int config_validate(const net_config *c, char *err, size_t errlen)
 		errf(err, errlen, "shards must be a power of two, not %u", c->shards);
 		return -1;
 	}
-	if (c->restore[0] && !c->data_dir[0]) {
+	if (c->cluster_checkpoint_dir[0] && !c->cluster_file[0]) {
+		errf(err, errlen, "cluster_checkpoint_dir needs cluster_file: it holds a cluster's checkpoints");
+		return -1;
+	}
+	if (c->restore[0] && !c->data_dir[0] && !c->cluster_checkpoint_dir[0]) {
 		errf(err, errlen, "restore '%s' needs data_dir: the checkpoint store to restore from",
 		     c->restore);
 		return -1;

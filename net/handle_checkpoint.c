@@ -19,6 +19,7 @@
 #include <emdb/error.h>
 
 #include "net/checkpoint.h"
+#include "net/cluster_ckpt.h"
 #include "net/conn.h"
 #include "net/handle_int.h"
 #include "net/server.h"
@@ -41,8 +42,15 @@ static int start_job(conn *c, const proto_hdr *h, bool restore, uint64_t arg)
 	if (!p)
 		return EMDB_ERR_NOMEM;
 	ckpts *ps = c->srv->ckpts;
-	int rc = restore ? ckpts_restore(ps, arg, &r.job, err, sizeof(err))
-			 : ckpts_checkpoint(ps, (emdb_ckpt_kind)arg, &r.job, err, sizeof(err));
+	int rc;
+	if (c->srv->cckpt && restore) { /* a cluster's: docs/cluster.md */
+		rc = cckpt_restore(c->srv, arg, &r.job, err, sizeof(err));
+	} else if (c->srv->cckpt) {
+		rc = cckpt_checkpoint(c->srv, (emdb_ckpt_kind)arg, &r.job, err, sizeof(err));
+	} else {
+		rc = restore ? ckpts_restore(ps, arg, &r.job, err, sizeof(err))
+			     : ckpts_checkpoint(ps, (emdb_ckpt_kind)arg, &r.job, err, sizeof(err));
+	}
 	if (rc != EMDB_OK) {
 		obuf_cancel(&c->out);
 		return refuse(rc, err);
@@ -113,7 +121,8 @@ int handle_checkpoint_list(conn *c, const proto_hdr *h, const uint8_t *body)
 	char err[CKPTS_MSG_MAX];
 	emdb_ckpt_info *v = NULL;
 	size_t n = 0;
-	rc = ckpts_list(c->srv->ckpts, &v, &n, err, sizeof(err));
+	rc = c->srv->cckpt ? cckpt_list(c->srv, &v, &n, err, sizeof(err))
+			   : ckpts_list(c->srv->ckpts, &v, &n, err, sizeof(err));
 	if (rc != EMDB_OK)
 		return refuse(rc, err);
 	if (n > UINT32_MAX) {
@@ -136,7 +145,8 @@ int handle_checkpoint_delete(conn *c, const proto_hdr *h, const uint8_t *body)
 	if (!p)
 		return EMDB_ERR_NOMEM;
 	char err[CKPTS_MSG_MAX];
-	rc = ckpts_delete(c->srv->ckpts, m.ckpt, err, sizeof(err));
+	rc = c->srv->cckpt ? cckpt_delete(c->srv, m.ckpt, err, sizeof(err))
+			   : ckpts_delete(c->srv->ckpts, m.ckpt, err, sizeof(err));
 	if (rc != EMDB_OK) {
 		obuf_cancel(&c->out);
 		return refuse(rc, err);

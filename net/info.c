@@ -23,6 +23,7 @@
 #include <emdb/error.h>
 
 #include "net/checkpoint.h"
+#include "net/cluster_ckpt.h"
 #include "net/figures.h"
 #include "net/info.h"
 #include "net/loop.h"
@@ -253,6 +254,22 @@ static void sec_persistence(server *s, sbuf *b, const cluster_node_stats *per_no
 	put(b, "checkpoints: %zu\n", r.checkpoints);
 	/* Without it a store that cannot be read would pass for an empty one. */
 	put(b, "store_error: %s\n", r.store_error == EMDB_OK ? "none" : emdb_err_name(r.store_error));
+	if (s->cckpt) { /* a cluster's checkpoints (net/cluster_ckpt.h) */
+		cckpt_report *c = emdb_malloc(sizeof(*c));
+		if (c) {
+			cckpt_report_get(s, c);
+			put(b, "cluster_checkpoint_dir: %s\n", c->dir);
+			if (c->error)
+				put(b, "cluster_checkpoints_error: %s: %s\n", emdb_err_name(c->error), c->err);
+			put(b, "cluster_checkpoints: %zu\n", c->count);
+			if (c->count) {
+				put(b, "last_cluster_checkpoint_id: %" PRIu64 "\n", c->last.id);
+				put(b, "last_cluster_checkpoint_step: %" PRIu64 "\n", c->last.max_step);
+				put(b, "last_cluster_checkpoint_rows: %" PRIu64 "\n", c->last.rows_total);
+			}
+			emdb_free(c);
+		}
+	}
 	if (r.have_last) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);

@@ -58,6 +58,7 @@
 #include "net/loop.h"
 #include "net/metrics.h"
 #include "net/server.h"
+#include "net/cluster_ckpt.h"
 #include "net/server_cluster.h"
 #include "net/stats.h"
 #include "net/tls.h"
@@ -157,9 +158,14 @@ int server_create(const net_config *cfg, server **out, char *err, size_t errlen)
 	/* The store, then the restore at start: all before any listener, so
 	 * that no client ever sees the database half restored. */
 	ckpts_settings ps = ckpts_settings_of(cfg);
-	if (ckpts_open(s->db, cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->ckpts, err, errlen) !=
-		    EMDB_OK ||
-	    ckpts_restore_at_start(s->ckpts, cfg->restore, err, errlen) != EMDB_OK ||
+	/* On a cluster with cluster_checkpoint_dir the store is this node's
+	 * part store there, and the restore at start is the cluster's
+	 * (server_cluster_open, net/cluster_ckpt.h). */
+	char part_dir[CONFIG_PATH_MAX + 32];
+	bool clustered = cckpt_store_dir(cfg, part_dir, sizeof(part_dir));
+	if (ckpts_open(s->db, clustered ? part_dir : cfg->data_dir, cfg->accept_data_loss != 0, &ps, &s->ckpts, err,
+		       errlen) != EMDB_OK ||
+	    (!clustered && ckpts_restore_at_start(s->ckpts, cfg->restore, err, errlen) != EMDB_OK) ||
 	    ckpts_start(s->ckpts, err, errlen) != EMDB_OK || open_steps(s, err, errlen) != EMDB_OK ||
 	    server_cluster_open(s, err, errlen) < 0) {
 		step_barrier_destroy(s->steps);

@@ -88,6 +88,8 @@ struct server {
 	struct cluster *cluster;   /* this node's cluster layer (cluster/cluster.h),
 				      set before the threads start; NULL on a
 				      server alone (net/handle_cluster.c) */
+	struct server_cckpt *cckpt; /* cluster checkpoints (net/cluster_ckpt.h);
+				      NULL: this node checkpoints itself only */
 	uint64_t *peer_connects;   /* [nodes]: each peer's handshakes seen by
 				      server_cluster_tick (main thread) */
 	auth_limit auth;           /* failed AUTH per peer address */

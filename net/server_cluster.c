@@ -25,6 +25,7 @@
 
 #include "base/clock.h"
 #include "cluster/cluster.h"
+#include "net/cluster_ckpt.h"
 #include "net/cluster_conf.h"
 #include "net/log.h"
 #include "net/node_link.h"
@@ -85,6 +86,12 @@ int server_cluster_open(server *s, char *err, size_t errlen)
 		cluster_conf_free(&conf);
 		return -1;
 	}
+	/* A cluster checkpoint's restore, before the link exists (no peer or
+	 * client sees this node half restored). */
+	if (cckpt_restore_at_start(s, &conf, err, errlen) != EMDB_OK) {
+		cluster_conf_free(&conf);
+		return -1;
+	}
 	char secret[NODE_LINK_SECRET_MAX + 2];
 	int n = read_secret(c->cluster_secret_file, secret, sizeof(secret), err, errlen);
 	if (n < 0) {
@@ -102,19 +109,26 @@ int server_cluster_open(server *s, char *err, size_t errlen)
 	int rc = node_link_create(&lc, &s->link, err, errlen);
 	memset(secret, 0, sizeof(secret));
 	uint32_t partitions = conf.partitions;
-	cluster_conf_free(&conf);
-	if (rc != EMDB_OK)
+	if (rc != EMDB_OK) {
+		cluster_conf_free(&conf);
 		return -1;
+	}
 	/* The cluster layer over the link, serving the peers' requests from
 	 * now on (before: BUSY); the handlers route through it (s->cluster). */
 	cluster_link cl;
 	node_link_as_cluster_link(s->link, &cl);
-	if (cluster_open(s->db, &cl, partitions, &s->cluster) != EMDB_OK) {
-		snprintf(err, errlen, "the cluster layer: %s", emdb_last_error());
+	if (cluster_open(s->db, &cl, partitions, &s->cluster) != EMDB_OK ||
+	    cckpt_attach(s, &conf, err, errlen) != EMDB_OK) {
+		if (!s->cluster)
+			snprintf(err, errlen, "the cluster layer: %s", emdb_last_error());
+		cluster_conf_free(&conf);
+		cluster_close(s->cluster);
+		s->cluster = NULL;
 		node_link_destroy(s->link);
 		s->link = NULL;
 		return -1;
 	}
+	cluster_conf_free(&conf);
 	node_link_serve(s->link, cluster_serve, s->cluster);
 	s->peer_connects = emdb_calloc(node_link_nodes(s->link), sizeof(*s->peer_connects));
 	return 0;
@@ -193,6 +207,7 @@ void server_cluster_close(server *s)
 {
 	if (s->link)
 		node_link_serve(s->link, NULL, NULL);
+	cckpt_detach(s); /* a part job ending later reaches no cluster */
 	cluster_drain(s->cluster); /* waiting steps answered before the link goes */
 	node_link_destroy(s->link);
 	s->link = NULL;

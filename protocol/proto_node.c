@@ -1,7 +1,7 @@
 /*
  * protocol/proto_node.c - the node-to-node frames (proto_node.h,
  * docs/protocol.md "Node-to-node"): the header, the opcode table and the
- * twelve body codecs.
+ * thirteen body codecs.
  *
  * Invariants:
  *   1. Opcode names, values and codecs come only from PROTO_NODE_OP_MAP:
@@ -28,7 +28,7 @@
 
 #define GRADS_FLAGS (PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED)
 
-enum node_codec { C_EMPTY, C_SEL, C_GRADS, C_STEP, C_ADMIN, C_TICKET, C_VECS, C_ROWS, C_SCAN, C_PAGE, C_LOAD, C_STATS };
+enum node_codec { C_EMPTY, C_SEL, C_GRADS, C_STEP, C_ADMIN, C_TICKET, C_VECS, C_ROWS, C_SCAN, C_PAGE, C_LOAD, C_STATS, C_CKPT };
 
 bool proto_node_op_known(uint16_t op)
 {
@@ -215,6 +215,41 @@ static void admin_write(proto_wr *w, uint16_t op, const proto_node_admin *m)
 		proto__opt_encode(w, &m->opt);
 }
 
+/* What a CKPT body of op may hold (response: CKPT_WRITE's answer); the
+ * writer and the reader share it.  NULL when it is right, else why not. */
+static const char *ckpt_wrong(uint16_t op, bool resp, const proto_node_ckpt *m)
+{
+	if (m->kind != 1 && m->kind != 2)
+		return "kind (1 full, 2 incremental)";
+	if (m->flags & ~(uint32_t)PROTO_NODE_CKPT_COMMIT)
+		return "flags";
+	if (op != PROTO_NODE_CKPT_END && m->flags)
+		return "flags outside CKPT_END";
+	if (op == PROTO_NODE_CKPT_ASK ? m->id != 0 : op != PROTO_NODE_CKPT_RESTORE && m->id == 0)
+		return "id (0 in CKPT_ASK and CKPT_RESTORE only)";
+	if (resp != (m->part != 0))
+		return "part (in CKPT_WRITE's response only)";
+	if (!resp && m->rows)
+		return "rows (in CKPT_WRITE's response only)";
+	if ((op == PROTO_NODE_CKPT_HOLD && !resp) != (m->timeout_ms != 0))
+		return "timeout_ms (in CKPT_HOLD only)";
+	return NULL;
+}
+
+static void ckpt_write(proto_wr *w, uint16_t op, bool resp, const proto_node_ckpt *m)
+{
+	const char *bad = ckpt_wrong(op, resp, m);
+	if (bad)
+		proto__wr_fail(w, "node %s: bad %s", proto_node_op_name(op), bad);
+	wr_u32(w, m->kind);
+	wr_u32(w, m->flags);
+	wr_u64(w, m->id);
+	wr_u64(w, m->part);
+	wr_u64(w, m->rows);
+	wr_u32(w, m->timeout_ms);
+	wr_zero(w, 4);
+}
+
 static void vecs_write(proto_wr *w, const proto_node_vecs *m, proto_node_where *at)
 {
 	if (m->flags & ~(uint32_t)PROTO_NODE_VECS_FOUND)
@@ -383,6 +418,9 @@ int proto_node_encode(uint8_t *buf, size_t cap, const proto_node_msg *m, size_t 
 	case C_STATS:
 		stats_write(&w, &m->u.stats);
 		break;
+	case C_CKPT:
+		ckpt_write(&w, h->opcode, resp, &m->u.ckpt);
+		break;
 	}
 	return node_wr_end(&w, h, len);
 }
@@ -488,6 +526,20 @@ static void admin_read(proto_rd *r, uint16_t op, proto_node_admin *m)
 		proto__rd_fail(r, "rows %llu outside RESERVE", (unsigned long long)m->rows);
 	if (!r->err && op != PROTO_NODE_TABLE_ADMIN && !m->txn)
 		proto__rd_fail(r, "transaction number 0");
+}
+
+static void ckpt_read(proto_rd *r, uint16_t op, bool resp, proto_node_ckpt *m)
+{
+	m->kind = rd_u32(r, "kind");
+	m->flags = rd_u32(r, "flags");
+	m->id = rd_u64(r, "id");
+	m->part = rd_u64(r, "part");
+	m->rows = rd_u64(r, "rows");
+	m->timeout_ms = rd_u32(r, "timeout_ms");
+	rd_zero(r, 4, "reserved");
+	const char *bad = r->err ? NULL : ckpt_wrong(op, resp, m);
+	if (bad)
+		proto__rd_fail(r, "bad %s", bad);
 }
 
 static void vecs_read(proto_rd *r, proto_node_vecs *m)
@@ -615,6 +667,9 @@ int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
 		PROTO_TABLE_STATS_FIELDS(NODE_STAT_RD_)
 #undef NODE_STAT_RD_
 		m->u.stats.alloc_bytes = rd_u64(&r, "alloc_bytes");
+		break;
+	case C_CKPT:
+		ckpt_read(&r, h->opcode, resp, &m->u.ckpt);
 		break;
 	}
 	return rd_end(&r);

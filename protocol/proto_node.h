@@ -27,7 +27,8 @@
  *   SCAN   one page asked of an owner's rows (proto_node_scan);
  *   PAGE   that page: IDs, vectors, optionally state (proto_node_page);
  *   LOAD   rows written at their owner (proto_node_load);
- *   STATS  a node's statistics of a table or of all (proto_node_stats).
+ *   STATS  a node's statistics of a table or of all (proto_node_stats);
+ *   CKPT   one phase of a cluster checkpoint (proto_node_ckpt).
  * A response with status < 0 has the error body instead (a message).
  *
  * Encoding (proto_node_encode) follows protocol/proto.h's convention
@@ -102,6 +103,18 @@ enum {
  *   SCAN          one page of the owner's rows of a table (its cursor)
  *   LOAD          rows (and state) written at their owner
  *   TABLE_STATS   the owner's statistics of a table (table 0: of all)
+ *   CKPT_ASK      a cluster checkpoint asked of the coordinator by any
+ *                 node -> the cluster checkpoint's id once its manifest
+ *                 is written
+ *   CKPT_HOLD     phase 1: hold new Updates, drain those in flight
+ *   CKPT_WRITE    phase 2: write this node's part -> its part (id, rows)
+ *   CKPT_END      phase 3: let Updates go; an abort deletes the part (or
+ *                 forgets the rows a LOAD staged)
+ *   CKPT_RESTORE  a restore of cluster checkpoint id (0: the newest) asked
+ *                 of the coordinator by any node -> the id restored
+ *   CKPT_LOAD     restore phase 2 (after HOLD): read every part, stage
+ *                 the rows this node owns
+ *   CKPT_SWAP     restore phase 3: replace every table with the staged
  *   PUSH_RANKED   PUSH as worker `rank` of a synchronous step: summed in
  *                 rank order at the owner (db/gradrank.h) */
 #define PROTO_NODE_OP_MAP(X)                                          \
@@ -122,6 +135,13 @@ enum {
 	X(SCAN, scan, 0x0614, SCAN, PAGE)                             \
 	X(LOAD, load, 0x0615, LOAD, EMPTY)                            \
 	X(TABLE_STATS, table_stats, 0x0616, EMPTY, STATS)             \
+	X(CKPT_ASK, ckpt_ask, 0x0620, CKPT, ROWS)                     \
+	X(CKPT_HOLD, ckpt_hold, 0x0621, CKPT, EMPTY)                  \
+	X(CKPT_WRITE, ckpt_write, 0x0622, CKPT, CKPT)                 \
+	X(CKPT_END, ckpt_end, 0x0623, CKPT, EMPTY)                    \
+	X(CKPT_RESTORE, ckpt_restore, 0x0624, CKPT, ROWS)             \
+	X(CKPT_LOAD, ckpt_load, 0x0625, CKPT, EMPTY)                  \
+	X(CKPT_SWAP, ckpt_swap, 0x0626, CKPT, EMPTY)                   \
 	X(PUSH_RANKED, push_ranked, 0x0630, GRADS, EMPTY)
 
 typedef enum proto_node_op {
@@ -204,6 +224,26 @@ typedef struct proto_node_admin {
 	emdb_optimizer opt;    /* ALTER only */
 } proto_node_admin;
 
+/* proto_node_ckpt.flags */
+#define PROTO_NODE_CKPT_COMMIT 0x1 /* CKPT_END: the manifest is written; else abort */
+
+/* CKPT: one phase of cluster checkpoint `id` (0 in CKPT_ASK, whose
+ * coordinator numbers it; CKPT_RESTORE may ask for 0, the newest) of kind
+ * 1 (full) or 2 (incremental; restores send 1).
+ * CKPT_HOLD carries timeout_ms (> 0): the node lets Updates go by itself
+ * after it, should the coordinator never end the checkpoint.  The
+ * response of CKPT_WRITE carries the part (this node's checkpoint id in
+ * its store, nonzero) and its rows; every other field that its opcode does
+ * not use is 0. */
+typedef struct proto_node_ckpt {
+	uint32_t kind;
+	uint32_t flags;
+	uint64_t id;
+	uint64_t part;
+	uint64_t rows;
+	uint32_t timeout_ms;
+} proto_node_ckpt;
+
 typedef struct proto_node_ticket {
 	uint64_t handle; /* nonzero */
 	uint32_t count;
@@ -272,6 +312,7 @@ typedef struct proto_node_msg {
 		proto_node_grads grads;
 		proto_node_step step;
 		proto_node_admin admin;
+		proto_node_ckpt ckpt;
 		proto_node_ticket ticket;
 		proto_node_vecs vecs;
 		proto_node_rows rows;

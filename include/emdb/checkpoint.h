@@ -114,9 +114,10 @@ typedef struct emdb_ckpt_info {
 typedef struct emdb_store_options {
 	uint32_t size;        /* sizeof(emdb_store_options): set by the INIT macro */
 	uint32_t accept_loss; /* 1: open a damaged store with what can be read */
+	uint32_t read_only;   /* 1: read an existing store only (see below) */
 } emdb_store_options;
 
-#define EMDB_STORE_OPTIONS_INIT { sizeof(emdb_store_options), 0 }
+#define EMDB_STORE_OPTIONS_INIT { sizeof(emdb_store_options), 0, 0 }
 
 /* Open (creating when missing) the store in directory `dir`, check it, and
  * remove the leftovers of checkpoints a crash interrupted (only those the
@@ -134,7 +135,14 @@ typedef struct emdb_store_options {
  * is opened anyway: RocksDB keeps its log up to the first damaged record,
  * the checkpoints that are whole stay, and the rest (checkpoints whose
  * manifest or rows are gone, rows no manifest names) is dropped;
- * emdb_store_damage says what.  Close with emdb_store_close. */
+ * emdb_store_damage says what.  With opt->read_only, an existing store
+ * is opened for listing and restoring only, without RocksDB's lock, so
+ * that several processes may read a store that another one writes (the
+ * parts of a cluster checkpoint, docs/cluster.md): nothing is created,
+ * checked against the catalog or repaired, it sees the store as it was
+ * when opened, and checkpoints, deletes and retention on it fail with
+ * INVALID; restore still checks every manifest and block checksum.
+ * Errors then: INVALID (no store in dir).  Close with emdb_store_close. */
 int emdb_store_open_ex(const char *dir, const emdb_store_options *opt, emdb_store **out);
 /* emdb_store_open_ex with the defaults. */
 int emdb_store_open(const char *dir, emdb_store **out);

@@ -2,10 +2,12 @@
  * tests/fuzz/fuzz_store.c - libFuzzer target for the checkpoint store's
  * decoders (checkpoint/format.h): the store header, manifests, row blocks,
  * row keys and the catalog, which open and restore read from disk and so
- * must survive any bytes.
+ * must survive any bytes; and the cluster manifest
+ * (checkpoint/cluster_ckpt.h), which every node of a cluster reads.
  *
  * The first input byte picks the decoder (0xF0 and above: the catalog;
- * below, its value modulo 4: the others), the rest is its input.  A value
+ * 0xE0 to 0xEF: the cluster manifest; below, its value modulo 4: the
+ * others), the rest is its input.  A value
  * that decodes is encoded again and must give back the same bytes (the
  * encodings are canonical).  Besides sanitizer findings, the target aborts
  * when a decoder fails with anything but CORRUPT (or NOMEM), or a round
@@ -22,6 +24,7 @@
 #include <emdb/alloc.h>
 #include <emdb/error.h>
 
+#include "checkpoint/cluster_ckpt.h"
 #include "checkpoint/format.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -47,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t *copy = malloc(n ? n : 1);
 	if (n)
 		memcpy(copy, p, n);
-	switch (data[0] >= 0xF0 ? 4 : data[0] % 4) {
+	switch (data[0] >= 0xF0 ? 4 : data[0] >= 0xE0 ? 5 : data[0] % 4) {
 	case 0: {
 		store_hdr h;
 		int rc = store_hdr_decode(copy, n, &h);
@@ -117,6 +120,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			must(len == n && memcmp(out, copy, n) == 0, "catalog round trip");
 			free(out);
 			catalog_free(&c);
+		}
+		break;
+	}
+	case 5: {
+		cman m;
+		int rc = cman_decode(copy, n, &m);
+		bad_code(rc);
+		if (rc == EMDB_OK) {
+			uint8_t *out;
+			size_t len;
+			must(cman_encode(&m, &out, &len) == EMDB_OK, "cluster manifest encodes");
+			must(len == n && memcmp(out, copy, n) == 0, "cluster manifest round trip");
+			emdb_free(out);
+			cman_free(&m);
 		}
 		break;
 	}

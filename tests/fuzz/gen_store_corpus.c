@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <emdb/alloc.h>
 #include <emdb/db.h>
 
+#include "checkpoint/cluster_ckpt.h"
 #include "checkpoint/format.h"
 
 static void seed(const char *dir, const char *name, uint8_t kind, const void *p, size_t n)
@@ -78,6 +80,26 @@ int main(int argc, char **argv)
 	t[1].flags = MANIFEST_TABLE_FULL;
 	manifest_encode(mb, &m);
 	seed(dir, "manifest-full", 1, mb, manifest_size(2));
+
+	uint32_t rank_of[4] = { 0, 0, 1, 2 };
+	cman_table ct[2] = { { 1, 7 }, { 2, 9 } };
+	cman_part cp[3];
+	memset(cp, 0, sizeof(cp));
+	for (uint32_t r = 0; r < 3; r++) {
+		cp[r] = (cman_part){ .rank = r, .part = 3 + r, .rows = 40 * r, .sum = 0x5151 + r };
+		snprintf(cp[r].addr, sizeof(cp[r].addr), "node%u.example:7900", r);
+	}
+	cman cm = { .id = 2, .kind = 1, .created_ms = 1700000000000ull, .nodes = 3, .partitions = 4, .epoch = 1,
+		    .rank_of = rank_of, .n_tables = 2, .tables = ct, .parts = cp };
+	strcpy(cm.cluster_id, "ads-training");
+	uint8_t *cmb;
+	size_t cml;
+	if (cman_encode(&cm, &cmb, &cml) != 0) {
+		fprintf(stderr, "cluster manifest seed\n");
+		return 1;
+	}
+	seed(dir, "cluster-manifest", 0xE0, cmb, cml);
+	emdb_free(cmb);
 	free(mb);
 
 	uint32_t n = 3, rf = 5;

@@ -19,7 +19,7 @@ static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
 static const float node_sample_w[5] = { 0.5f, -1.0f, 2.0f, 0.0f, 3.0f };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 29
+#define NODE_SAMPLES 38
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -145,7 +145,43 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		m->u.stats.stats = (emdb_table_stats){ .rows = 5, .step = 2, .bytes_vectors = 80, .bytes_index = 4096 };
 		m->u.stats.alloc_bytes = 1 << 20;
 		return true;
-	case 28: /* a weighted pooled PUSH by IDs of worker 2 */
+	case 28:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_ASK, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 2 };
+		return true;
+	case 29:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_CKPT_ASK, m->hdr.table = 0;
+		m->u.rows.rows = 7;
+		return true;
+	case 30:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_HOLD, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7, .timeout_ms = 600000 };
+		return true;
+	case 31:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_WRITE, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
+		return true;
+	case 32:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_CKPT_WRITE, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7, .part = 12, .rows = 600 };
+		return true;
+	case 33:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_END, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .flags = PROTO_NODE_CKPT_COMMIT, .id = 7 };
+		return true;
+	case 34:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_RESTORE, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1 };
+		return true;
+	case 35:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_LOAD, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
+		return true;
+	case 36:
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_CKPT_SWAP, m->hdr.table = 0;
+		m->u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 7 };
+		return true;
+	case 37: /* a weighted pooled PUSH by IDs of worker 2 */
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH_RANKED;
 		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED,
 						 node_sample_ids, node_sample_rows, node_sample_w, node_sample_f, 2 };

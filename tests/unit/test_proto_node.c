@@ -143,6 +143,21 @@ Test(proto_node, broken_frames_are_refused)
 	refused(16, 32, (uint32_t[]){ 9 }, 4, EMDB_ERR_PROTOCOL, "unknown admin action");
 	refused(17, 32 + 16, &one, 1, EMDB_ERR_PROTOCOL, "rows in a DROP");
 	refused(16, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "a phase of transaction 0");
+	/* CKPT: an unknown kind, an id in an ASK, id 0 in a phase, no
+	 * timeout in a HOLD, a part in a request, an unknown flag, COMMIT
+	 * outside END, reserved bytes */
+	refused(28, 32, (uint32_t[]){ 3 }, 4, EMDB_ERR_PROTOCOL, "checkpoint kind 3");
+	refused(28, 32 + 8, &one, 1, EMDB_ERR_PROTOCOL, "an id in CKPT_ASK");
+	refused(31, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_WRITE of checkpoint 0");
+	refused(30, 32 + 32, (uint32_t[]){ 0 }, 4, EMDB_ERR_PROTOCOL, "CKPT_HOLD without a timeout");
+	refused(31, 32 + 32, &one, 1, EMDB_ERR_PROTOCOL, "a timeout outside CKPT_HOLD");
+	refused(31, 32 + 16, &one, 1, EMDB_ERR_PROTOCOL, "a part in a request");
+	refused(32, 32 + 16, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_WRITE answered without its part");
+	refused(33, 32 + 4, &two, 1, EMDB_ERR_PROTOCOL, "unknown CKPT flag");
+	refused(31, 32 + 4, &one, 1, EMDB_ERR_PROTOCOL, "COMMIT outside CKPT_END");
+	refused(31, 32 + 36, &one, 1, EMDB_ERR_PROTOCOL, "reserved CKPT byte");
+	refused(35, 32 + 8, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "CKPT_LOAD of checkpoint 0");
+	refused(36, 32 + 24, &one, 1, EMDB_ERR_PROTOCOL, "rows in CKPT_SWAP");
 	/* TICKET handle 0 */
 	refused(1, 32, (uint64_t[]){ 0 }, 8, EMDB_ERR_PROTOCOL, "ticket handle 0");
 	/* An unaligned frame is the caller's bug. */

@@ -1,0 +1,310 @@
+/*
+ * test_cluster_ckpt_phases.c - the cluster layer's checkpoint phases
+ * (cluster/ckpt.c) on a 3-node cluster in one process
+ * (tests/lib/cluster_mem.h), with stand-in parts that the test completes
+ * or fails at will:
+ *   - a checkpoint asked of a node that is not the coordinator writes
+ *     every node's part at the same step and the manifest once, after
+ *     every part;
+ *   - an Update asked while a part is being written waits (the link idle,
+ *     it has not run) and runs once the checkpoint ended, one step later;
+ *   - a part that fails fails the checkpoint naming its node, the others'
+ *     parts are deleted, no manifest is written, and Updates go on;
+ *   - a hold whose coordinator never ends it lets Updates go at its
+ *     timeout (cluster_tick); a hold from a node that is not the
+ *     coordinator is refused.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "protocol/proto_node.h"
+#include "tests/lib/cluster_mem.h"
+
+enum { OK_NOW, DEFER, FAIL };
+
+typedef struct fake {
+	memnet *net;
+	uint32_t rank, table;
+	int mode;
+	_Atomic(void *) token;   /* DEFER: the part to complete */
+	uint64_t step_at_write;
+	int dropped;
+	uint64_t dropped_part;
+	int published;
+	cluster_ckpt_part parts[3];
+} fake;
+
+static fake f[3];
+
+static int fk_write(void *ctx, uint32_t kind, uint64_t id, void *token)
+{
+	fake *k = ctx;
+	(void)kind, (void)id;
+	emdb_table_info ti;
+	cr_assert_eq(emdb_table_describe(memnet_db(k->net, k->rank), k->table, &ti), 0);
+	k->step_at_write = ti.stats.step;
+	if (k->mode == DEFER)
+		atomic_store(&k->token, token);
+	else if (k->mode == FAIL)
+		cluster_ckpt_part_done(memnet_cl(k->net, k->rank), token, EMDB_ERR_IO, 0, 0, "disk on fire");
+	else
+		cluster_ckpt_part_done(memnet_cl(k->net, k->rank), token, EMDB_OK, 100 + k->rank, 7, NULL);
+	return EMDB_OK;
+}
+
+static void fk_drop(void *ctx, uint64_t part)
+{
+	fake *k = ctx;
+	k->dropped++;
+	k->dropped_part = part;
+}
+
+static int fk_next(void *ctx, uint64_t *id)
+{
+	fake *k = ctx;
+	*id = (uint64_t)k->published + 1;
+	return EMDB_OK;
+}
+
+static int fk_publish(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n, char *why,
+		      size_t whylen)
+{
+	fake *k = ctx;
+	(void)id, (void)kind, (void)why, (void)whylen;
+	cr_assert_eq(n, 3);
+	memcpy(k->parts, parts, sizeof(k->parts));
+	k->published++;
+	return EMDB_OK;
+}
+
+static int fk_resolve(void *ctx, uint64_t id, uint64_t *out)
+{
+	(void)ctx;
+	*out = id;
+	return EMDB_OK;
+}
+
+static int fk_load(void *ctx, uint64_t id, void *token)
+{
+	fake *k = ctx;
+	(void)id;
+	cluster_ckpt_part_done(memnet_cl(k->net, k->rank), token, EMDB_OK, 1, 0, NULL);
+	return EMDB_OK;
+}
+
+static int fk_swap(void *ctx)
+{
+	(void)ctx;
+	return EMDB_OK;
+}
+
+static void fk_discard(void *ctx)
+{
+	(void)ctx;
+}
+
+static const cluster_ckpt_ops fk_ops = { fk_write, fk_drop, fk_next, fk_publish, fk_resolve, fk_load, fk_swap,
+					 fk_discard };
+
+/* A finished request or checkpoint, waited for with a bound. */
+typedef struct waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int status;
+	uint64_t id;
+	char msg[300];
+} waiter;
+
+static waiter ck, up;
+
+static void waiter_init(waiter *w)
+{
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+}
+
+static void waiter_end(waiter *w, int status, uint64_t id, const char *msg)
+{
+	pthread_mutex_lock(&w->mu);
+	w->status = status;
+	w->id = id;
+	snprintf(w->msg, sizeof(w->msg), "%s", msg ? msg : "");
+	w->done = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static bool waiter_wait(waiter *w)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	pthread_mutex_lock(&w->mu);
+	while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0)
+		;
+	bool done = w->done;
+	pthread_mutex_unlock(&w->mu);
+	return done;
+}
+
+static void ck_done(void *arg, int status, uint64_t id, const char *msg)
+{
+	waiter_end(arg, status, id, msg);
+}
+
+static cluster_req upd;
+
+static void upd_done(cluster_req *req)
+{
+	waiter_end(&up, req->status, req->rows, req->msg);
+}
+
+static memnet *net;
+static uint32_t table;
+
+static void setup(void)
+{
+	net = memnet_open(3, 0);
+	cr_assert_not_null(net);
+	emdb_table_config cfg = EMDB_TABLE_CONFIG_INIT;
+	strcpy(cfg.name, "t");
+	cfg.dim = 4;
+	cluster_req c = { .op = CLUSTER_TABLE_CREATE, .cfg = &cfg };
+	cr_assert_eq(cluster_run(memnet_cl(net, 1), &c), EMDB_OK, "%s", c.msg);
+	table = c.table_out;
+	for (uint32_t r = 0; r < 3; r++) {
+		memset(&f[r], 0, sizeof(f[r]));
+		f[r] = (fake){ .net = net, .rank = r, .table = table, .mode = OK_NOW };
+		cluster_ckpt_set_ops(memnet_cl(net, r), &fk_ops, &f[r], 1000);
+	}
+	waiter_init(&ck);
+	waiter_init(&up);
+}
+
+static void teardown(void)
+{
+	memnet_close(net);
+	net = NULL;
+}
+
+static int update_now(uint32_t on)
+{
+	cluster_req u = { .op = CLUSTER_UPDATE, .table = table };
+	int rc = cluster_run(memnet_cl(net, on), &u);
+	return rc ? rc : u.status;
+}
+
+static uint64_t step_of(uint32_t r)
+{
+	emdb_table_info ti;
+	cr_assert_eq(emdb_table_describe(memnet_db(net, r), table, &ti), 0);
+	return ti.stats.step;
+}
+
+Test(cluster_ckpt_phases, every_part_then_the_manifest, .init = setup, .fini = teardown, .timeout = 60)
+{
+	for (int s = 0; s < 3; s++)
+		cr_assert_eq(update_now((uint32_t)s), EMDB_OK);
+	cr_assert_eq(cluster_ckpt_start(memnet_cl(net, 2), 1, ck_done, &ck), EMDB_OK, "%s", emdb_last_error());
+	cr_assert(waiter_wait(&ck));
+	cr_assert_eq(ck.status, EMDB_OK, "%s", ck.msg);
+	cr_assert_eq(ck.id, 1);
+	cr_assert_eq(f[0].published, 1, "the coordinator writes the manifest once");
+	for (uint32_t r = 0; r < 3; r++) {
+		cr_assert_eq(f[r].step_at_write, 3, "node %u wrote its part at step %llu", r,
+			     (unsigned long long)f[r].step_at_write);
+		cr_assert_eq(f[0].parts[r].rank, r);
+		cr_assert_eq(f[0].parts[r].part, 100 + r);
+		cr_assert_eq(f[0].parts[r].rows, 7);
+		cr_assert_eq(f[r].dropped, 0);
+	}
+	/* One at a time: a second one while none runs works too. */
+	waiter_init(&ck);
+	cr_assert_eq(cluster_ckpt_start(memnet_cl(net, 0), 2, ck_done, &ck), EMDB_OK);
+	cr_assert(waiter_wait(&ck));
+	cr_assert_eq(ck.status, EMDB_OK, "%s", ck.msg);
+	cr_assert_eq(ck.id, 2);
+}
+
+Test(cluster_ckpt_phases, updates_wait_while_a_part_is_written, .init = setup, .fini = teardown, .timeout = 60)
+{
+	cr_assert_eq(update_now(0), EMDB_OK);
+	f[2].mode = DEFER;
+	cr_assert_eq(cluster_ckpt_start(memnet_cl(net, 1), 1, ck_done, &ck), EMDB_OK);
+	for (int i = 0; i < 2000 && !atomic_load(&f[2].token); i++)
+		memnet_quiesce(net);
+	void *tok = atomic_load(&f[2].token);
+	cr_assert_not_null(tok, "node 2 was never asked for its part");
+	upd = (cluster_req){ .op = CLUSTER_UPDATE, .table = table, .done = upd_done };
+	cr_assert_eq(cluster_submit(memnet_cl(net, 1), &upd), EMDB_OK, "%s", upd.msg);
+	memnet_quiesce(net);
+	pthread_mutex_lock(&up.mu);
+	bool ran = up.done;
+	pthread_mutex_unlock(&up.mu);
+	cr_assert(!ran, "an Update ran while node 2 wrote its part");
+	cr_assert_eq(step_of(1), 1);
+	cluster_ckpt_part_done(memnet_cl(net, 2), tok, EMDB_OK, 102, 7, NULL);
+	cr_assert(waiter_wait(&ck));
+	cr_assert_eq(ck.status, EMDB_OK, "%s", ck.msg);
+	cr_assert(waiter_wait(&up), "the held Update never ran");
+	cr_assert_eq(up.status, EMDB_OK, "%s", up.msg);
+	for (uint32_t r = 0; r < 3; r++) {
+		cr_assert_eq(f[r].step_at_write, 1);
+		cr_assert_eq(step_of(r), 2, "node %u", r);
+	}
+}
+
+Test(cluster_ckpt_phases, a_failed_part_aborts_everywhere, .init = setup, .fini = teardown, .timeout = 60)
+{
+	f[2].mode = FAIL;
+	cr_assert_eq(cluster_ckpt_start(memnet_cl(net, 0), 1, ck_done, &ck), EMDB_OK);
+	cr_assert(waiter_wait(&ck));
+	cr_assert_eq(ck.status, EMDB_ERR_IO);
+	cr_assert(strstr(ck.msg, "node 2") && strstr(ck.msg, "disk on fire"), "%s", ck.msg);
+	cr_assert_eq(f[0].published, 0, "a manifest for an incomplete checkpoint");
+	memnet_quiesce(net);
+	cr_assert_eq(f[0].dropped, 1);
+	cr_assert_eq(f[0].dropped_part, 100);
+	cr_assert_eq(f[1].dropped, 1);
+	cr_assert_eq(f[1].dropped_part, 101);
+	cr_assert_eq(f[2].dropped, 0);
+	cr_assert_eq(update_now(1), EMDB_OK, "Updates are let go after an abort");
+}
+
+Test(cluster_ckpt_phases, a_hold_ends_by_its_timeout, .init = setup, .fini = teardown, .timeout = 60)
+{
+	_Alignas(8) uint8_t frame[128];
+	size_t len;
+	proto_node_msg m = { .hdr = { PROTO_NODE_VERSION, 0, PROTO_NODE_CKPT_HOLD, 0, 0,
+				      cluster_map(memnet_cl(net, 1))->epoch, 0 } };
+	m.u.ckpt = (proto_node_ckpt){ .kind = 1, .id = 9, .timeout_ms = 1000 };
+	cr_assert_eq(proto_node_encode(frame, sizeof(frame), &m, &len, NULL), EMDB_OK);
+	uint8_t *reply;
+	size_t rlen;
+	proto_node_msg r;
+	/* Not from the coordinator: refused, nothing held. */
+	cr_assert_eq(memnet_send_raw(net, 2, 1, frame, len, &reply, &rlen), EMDB_OK);
+	cr_assert_eq(proto_node_decode(reply, rlen, &r), EMDB_OK);
+	cr_assert_eq(r.hdr.status, EMDB_ERR_PROTOCOL);
+	emdb_free(reply);
+	cr_assert_eq(update_now(1), EMDB_OK);
+	/* From the coordinator, never ended. */
+	cr_assert_eq(memnet_send_raw(net, 0, 1, frame, len, &reply, &rlen), EMDB_OK);
+	cr_assert_eq(proto_node_decode(reply, rlen, &r), EMDB_OK);
+	cr_assert_eq(r.hdr.status, EMDB_OK);
+	emdb_free(reply);
+	upd = (cluster_req){ .op = CLUSTER_UPDATE, .table = table, .done = upd_done };
+	cr_assert_eq(cluster_submit(memnet_cl(net, 1), &upd), EMDB_OK);
+	memnet_quiesce(net);
+	pthread_mutex_lock(&up.mu);
+	bool ran = up.done;
+	pthread_mutex_unlock(&up.mu);
+	cr_assert(!ran, "an Update ran while held");
+	cluster_tick(memnet_cl(net, 1), emdb__now_ns() + 2000000000ull);
+	cr_assert(waiter_wait(&up), "the hold did not end at its timeout");
+	cr_assert_eq(up.status, EMDB_OK, "%s", up.msg);
+	cr_assert_eq(step_of(1), 2);
+}
