@@ -255,7 +255,7 @@ Test(store_damage, a_store_without_catalog_gets_one)
 /* Bad options are refused before anything is touched. */
 Test(store_damage, bad_options_are_refused)
 {
-	emdb_store_options o = { 0, 1 };
+	emdb_store_options o = { .size = 0, .accept_loss = 1 };
 	emdb_store *st = NULL;
 	cr_assert_eq(emdb_store_open_ex(dir, &o, &st), EMDB_ERR_INVALID);
 	cr_assert_null(st);
