@@ -35,6 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <emdb/db.h>
+
 #include "db/chunk.h"
 #include "db/optim_math.h"
 #include "db/tier.h"
@@ -116,6 +118,14 @@ typedef struct hot_stats {
 } hot_stats;
 
 void hot_get_stats(hot *h, hot_stats *out);
+
+/* One device's share (replica r < hot_stats.replicas), as the public
+ * API gives it (emdb_table_tier_device): every replica holds the same
+ * rows and device memory; Pull into host memory gathers from replica 0,
+ * Pull into a device's memory from that device's replica, and Push
+ * scatters into every replica.  Errors: INVALID (r out of range, or the
+ * device failed: no replica). */
+int hot_get_device_stats(hot *h, uint32_t r, emdb_tier_device_info *out);
 
 /* Replica `replica`'s copy (< hot_stats.replicas) of host row `loc`
  * (dim + state floats) into out:

@@ -217,8 +217,11 @@ void hot_push(hot *h, uint32_t gen, const uint64_t *slocs, const uint32_t *order
 		memcpy(g + (size_t)k * dim, acc, (size_t)dim * sizeof(float));
 	}
 	/* Every replica takes the same sums: no reduce needed. */
-	for (uint32_t r = 0; r < h->st.replicas && !rc; r++)
+	for (uint32_t r = 0; r < h->st.replicas && !rc; r++) {
 		rc = tier_scatter_add(h->tier, r, slots, m, g);
+		if (!rc)
+			h->dev_scattered[r] += m;
+	}
 	if (!rc) {
 		h->npushed += m;
 		h->st.rows_scattered += m;
@@ -292,6 +295,7 @@ void hot_pull_rows(hot *h, const uint64_t *locs, size_t n, const hot_staged *st,
 	if (!rc) {
 		r->held = m;
 		h->st.rows_gathered += m;
+		h->dev_gathered[0] += m;
 	}
 out:
 	if (rc) { /* the host serves: same floats (a failed tier is dropped
@@ -337,6 +341,7 @@ bool hot_pull_direct(hot *h, int rep, const uint64_t *locs, size_t n, const hot_
 			done = true;
 			h->st.rows_gathered += n;
 			h->st.rows_direct += n;
+			h->dev_gathered[rep] += n;
 		}
 	}
 	pthread_mutex_unlock(&h->tmu);
