@@ -271,6 +271,7 @@ void table_tier(tbl *t, emdb_tier_info *out)
 	out->rows_staged = hs.rows_staged;
 	out->steps_device = hs.steps_device;
 	out->steps_replayed = hs.steps_replayed;
+	out->steps_reduced = hs.steps_reduced;
 	out->row_steps = hs.steps_applied;
 	out->rows_resynced = hs.rows_resynced;
 	out->fallbacks = hs.fallbacks;

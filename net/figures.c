@@ -108,6 +108,7 @@ const tier_figure figures_tier_table[] = {
 	TFT_("rows_staged", rows_staged, true, "Rows a Prefetch copied into free device slots for its Pull"),
 	TFT_("steps_device", steps_device, true, "Updates whose hot rows stepped from the device's accumulators"),
 	TFT_("steps_replayed", steps_replayed, true, "Updates that replayed the host's sums on the device instead"),
+	TFT_("steps_reduced", steps_reduced, true, "Of steps_device, Updates whose accumulators were reduced across devices first (NCCL all-reduce on CUDA)"),
 	TFT_("row_steps", row_steps, true, "Rows stepped on the device by Updates (a row stepped on every device counts once)"),
 	TFT_("rows_resynced", rows_resynced, true, "Rows copied again from the host into the replica"),
 	TFT_("fallbacks", fallbacks, true, "Serving calls the host took over from the device tier"),

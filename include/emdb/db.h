@@ -516,6 +516,7 @@ typedef struct emdb_tier_info {
 	uint64_t rows_staged;     /* rows Prefetch copied in for its Pull     */
 	uint64_t steps_device;    /* Updates stepped from those accumulators  */
 	uint64_t steps_replayed;  /* Updates that replayed the host's sums    */
+	uint64_t steps_reduced;   /* of steps_device, summed across devices   */
 	uint64_t row_steps;       /* rows stepped on the device (once for all) */
 	uint64_t rows_resynced;   /* rows copied again from the host          */
 	uint64_t fallbacks;       /* serving calls the host took over         */

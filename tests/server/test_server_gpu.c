@@ -13,7 +13,7 @@ static srv S;
 /* A table without a replica in INFO's tier section: everything zero. */
 #define HOST_TIER_LINE(name)                                                                         \
 	"tier_" name ": tier=host devices=0 failed=0 hot_capacity=0 rows_direct=0 rows_staged=0 "   \
-	"steps_device=0 steps_replayed=0 row_steps=0 rows_resynced=0 fallbacks=0\n"
+	"steps_device=0 steps_replayed=0 steps_reduced=0 row_steps=0 rows_resynced=0 fallbacks=0\n"
 
 static void stop_server(void)
 {

@@ -6,8 +6,9 @@
  *
  * What a user relies on: the figures count what happened, exactly: hot
  * rows and device memory on each device, rows gathered by Pull (from
- * device 0 for host output), rows scattered by Push into every device,
- * Updates stepped on the device or replayed, rows staged by Prefetch,
+ * device 0 for host output), rows scattered by Push
+ * (into device 0 for host gradients), Updates stepped on the device
+ * (reduced across devices) or replayed, rows staged by Prefetch,
  * host fallbacks; a device out of range and a table without a replica
  * are refused; a failed device shows failed and no device.
  */
@@ -98,9 +99,10 @@ Test(hot_stats, two_devices_count_what_was_served)
 	e1 = dinfo(&w, 1);
 	cr_assert_eq(t1.rows_staged - t0.rows_staged, (uint64_t)COLD, "the distinct cold rows staged");
 	cr_assert_eq(t1.rows_scattered - t0.rows_scattered, (uint64_t)HOT);
-	cr_assert_eq(e0.rows_scattered - d0.rows_scattered, (uint64_t)HOT);
-	cr_assert_eq(e1.rows_scattered - d1.rows_scattered, (uint64_t)HOT);
+	cr_assert_eq(e0.rows_scattered - d0.rows_scattered, (uint64_t)HOT, "host gradients: device 0");
+	cr_assert_eq(e1.rows_scattered, d1.rows_scattered, "reduced into device 1, not scattered");
 	cr_assert_eq(t1.steps_device - t0.steps_device, 1u);
+	cr_assert_eq(t1.steps_reduced - t0.steps_reduced, 1u, "two devices: reduced before the step");
 	cr_assert_eq(t1.steps_replayed, t0.steps_replayed);
 	cr_assert_eq(t1.row_steps - t0.row_steps, (uint64_t)HOT, "HOT rows stepped (on every device, counted once)");
 	check_replica(&w);
