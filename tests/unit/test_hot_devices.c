@@ -9,7 +9,8 @@
  * every replica and the host are bit-identical to a database without a
  * replica, and the step ran on the devices from the reduced sums (not a
  * replay); a refused reduce replays the host's sums and loses no row; a
- * row pushed from two devices in one step is replayed, still identical.
+ * row pushed from two devices in one step is replayed, still identical;
+ * a Pull into device 1's memory gathers there and is counted there.
  */
 #include "tests/lib/hot_twin.h"
 
@@ -97,6 +98,27 @@ Test(hot_devices, pushes_on_two_devices_reduce_to_the_hosts_sums)
 		cr_assert_gt(t1.bytes_d2d, t0.bytes_d2d, "the reduce moved the accumulators");
 		check_replica(&w); /* both replicas equal the host, bit for bit */
 		assert_same(&w, ids, N);
+	}
+	/* Pull by ticket into device 1's memory: every row gathered on
+	 * device 1, counted there. */
+	{
+		emdb_ticket *ta, *tb;
+		emdb_tier_device_info d0a, d0b, d1a, d1b;
+		float a[N * DIM];
+
+		cr_assert_eq(emdb_prefetch(w.ref, w.t, ids, N, &ta), 0);
+		cr_assert_eq(emdb_prefetch(w.db, w.t, ids, N, &tb), 0);
+		cr_assert_eq(emdb_table_tier_device(w.db, w.t, 0, &d0a), 0);
+		cr_assert_eq(emdb_table_tier_device(w.db, w.t, 1, &d1a), 0);
+		cr_assert_eq(emdb_pull_ticket(w.ref, w.t, ta, DIM, a), 0);
+		cr_assert_eq(emdb_pull_ticket(w.db, w.t, tb, DIM, on1), 0, "%s", emdb_last_error());
+		cr_assert(!memcmp(a, on1, sizeof(a)));
+		cr_assert_eq(emdb_table_tier_device(w.db, w.t, 0, &d0b), 0);
+		cr_assert_eq(emdb_table_tier_device(w.db, w.t, 1, &d1b), 0);
+		cr_assert_eq(d1b.rows_gathered - d1a.rows_gathered, (uint64_t)N);
+		cr_assert_eq(d0b.rows_gathered, d0a.rows_gathered);
+		emdb_ticket_free(ta);
+		emdb_ticket_free(tb);
 	}
 	tier_test_free_buffer(tr, on0);
 	tier_test_free_buffer(tr, on1);
