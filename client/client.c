@@ -45,6 +45,10 @@ static int read_options(const emdb_client_options *opts, emdb_client_options *o)
 	if (o->busy_poll_us > EMDB_CLIENT_BUSY_POLL_MAX_US)
 		return cl_seterr(EMDB_ERR_INVALID, "emdb_client_options.busy_poll_us must be 0..%u, not %u",
 				 EMDB_CLIENT_BUSY_POLL_MAX_US, o->busy_poll_us);
+	if (o->worker_rank != EMDB_WORKER_NONE && o->worker_rank >= EMDB_WORKERS_MAX)
+		return cl_seterr(EMDB_ERR_INVALID,
+				 "emdb_client_options.worker_rank must be below %u (or EMDB_WORKER_NONE), not %u",
+				 EMDB_WORKERS_MAX, o->worker_rank);
 	return EMDB_OK;
 }
 
@@ -58,6 +62,7 @@ static emdb_client *client_new(const emdb_client_options *o)
 	pthread_mutex_init(&c->lock, NULL);
 	c->timeout_ms = o->timeout_ms;
 	c->version = PROTO_VERSION_MAX; /* a socket's HELLO may lower it */
+	c->worker_rank = o->worker_rank;
 	return c;
 }
 

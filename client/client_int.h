@@ -204,6 +204,7 @@ struct emdb_client {
 	/* The protocol version HELLO chose (net.c), PROTO_VERSION_MAX until
 	 * then and for mem://; requests of a newer opcode are refused. */
 	uint8_t version;
+	uint32_t worker_rank;      /* emdb_client_options.worker_rank (mem.c) */
 	char server[256];
 };
 

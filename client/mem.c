@@ -324,11 +324,17 @@ MEM_OP(pull)
 		  : emdb_pull(db, a->table, a->ids, a->n, a->dim, a->out);
 }
 
-/* PUSH and PUSH_WEIGHTED. */
+/* PUSH and PUSH_WEIGHTED; as the handle's worker, if it has a rank. */
 MEM_OP(push)
 {
 	MEM_ARGS;
 	const emdb_ticket *et = MEM_TICKET(a);
+	if (c->worker_rank != EMDB_WORKER_NONE) {
+		emdb_push_batch b = { .ids = a->ids, .n = a->n, .ticket = et, .offsets = a->bags ? a->offsets : NULL,
+				      .n_bags = a->bags ? a->n_bags : 0, .pool = a->pool, .weights = a->weights,
+				      .dim = a->dim, .grads = a->grads };
+		return emdb_push_as(db, a->table, c->worker_rank, &b);
+	}
 	if (a->weights)
 		return et ? emdb_push_bags_weighted_ticket(db, a->table, et, a->offsets, a->n_bags, a->pool,
 							   a->weights, a->dim, a->grads)

@@ -1030,6 +1030,29 @@ static int handshake(emdb_client *c, const char *token, const char *name, uint64
 	return EMDB_OK;
 }
 
+/* After the handshake, for a handle with emdb_client_options.worker_rank:
+ * WORKER (version 4), so the server sums this connection's pushes as that
+ * worker's.  An older server cannot: UNSUPPORTED, nothing sent. */
+static int declare_worker(emdb_client *c, uint64_t deadline)
+{
+	net_state *n = c->priv;
+	if (c->worker_rank == EMDB_WORKER_NONE)
+		return EMDB_OK;
+	if (c->version < proto_op_version(PROTO_OP_WORKER))
+		return cl_seterr(EMDB_ERR_UNSUPPORTED,
+				 "emdb_client_connect: %s speaks protocol version %u; a worker rank "
+				 "(emdb_client_options.worker_rank) needs version %u",
+				 n->peer, c->version, proto_op_version(PROTO_OP_WORKER));
+	uint8_t buf[PROTO_HDR_SIZE + 8] __attribute__((aligned(8)));
+	size_t len;
+	proto_worker_req w = { c->worker_rank };
+	int rc = proto_worker_req_encode(buf, sizeof(buf), n->next_id++, &w, &len);
+	if (rc != EMDB_OK)
+		return cl_seterr(rc, "emdb_client_connect: %s", emdb_last_error());
+	proto_hdr h;
+	return exchange(n, buf, len, PROTO_OP_WORKER, deadline, &h);
+}
+
 static void net_state_free(net_state *n)
 {
 	SSL_free(n->ssl);
@@ -1097,6 +1120,8 @@ int cl_net_open(emdb_client *c, const cl_uri *u, const emdb_client_options *o)
 		c->tr = &net_transport;
 		rc = handshake(c, token, name, deadline);
 	}
+	if (rc == EMDB_OK)
+		rc = declare_worker(c, deadline);
 	if (rc == EMDB_OK && pthread_create(&n->rx, NULL, receiver, c) != 0)
 		rc = cl_seterr(EMDB_ERR_NOMEM, "emdb_client_connect: cannot start the receiving thread");
 	if (rc != EMDB_OK) {

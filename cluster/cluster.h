@@ -166,6 +166,9 @@ struct cluster_req {
 					 [rows][state floats]             */
 	const float *vecs;            /* LOAD [n][dim]                   */
 	cluster_node_stats *per_node; /* TABLE_STATS [nodes]             */
+	bool ranked;                  /* PUSH: pushed as worker `rank`   */
+	uint32_t rank;                /* (emdb_push_as), sent to every
+					 owner (PUSH_RANKED)             */
 	cluster_done_fn done;
 	void *arg;                    /* the caller's                    */
 

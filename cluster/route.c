@@ -80,15 +80,16 @@ struct route_op {
 	route_part part[];   /* [nodes] */
 };
 
-static uint16_t node_op_of(cluster_op op)
+/* The node opcode of a request's parts: PUSH_RANKED for a worker's push. */
+static uint16_t node_op_of(const cluster_req *req)
 {
-	switch (op) {
+	switch (req->op) {
 	case CLUSTER_PREFETCH:
 		return PROTO_NODE_PREFETCH;
 	case CLUSTER_PULL:
 		return PROTO_NODE_PULL;
 	case CLUSTER_PUSH:
-		return PROTO_NODE_PUSH;
+		return req->ranked ? PROTO_NODE_PUSH_RANKED : PROTO_NODE_PUSH;
 	case CLUSTER_PUSH_UPDATE:
 		return PROTO_NODE_PUSH_UPDATE;
 	case CLUSTER_UPDATE:
@@ -380,17 +381,13 @@ static int run_local(route_op *op, route_part *p)
 			scatter_rows(op->assembled ? op->assembled : req->out, b.f, p->pos, n, dim);
 		break;
 	case CLUSTER_PUSH:
-		if (bags) {
+		if (bags)
 			bag_fill(op, p, b.row_of, b.scale, b.f);
-			rc = req->weights ? emdb__push_mapped_weighted(db, req->table, lt ? NULL : b.ids, n, lt, b.row_of,
-								       b.scale, rows, dim, b.f)
-					  : emdb__push_mapped(db, req->table, lt ? NULL : b.ids, n, lt, b.row_of, b.scale,
-							      rows, dim, b.f);
-		} else {
+		else
 			gather_rows(b.f, req->grads, p->pos, n, dim);
-			rc = lt ? emdb_push_ticket(db, req->table, lt, dim, b.f)
-				: emdb_push(db, req->table, b.ids, n, dim, b.f);
-		}
+		rc = emdb__push_mapped_as(db, req->table, req->ranked ? req->rank : EMDB_WORKER_NONE, lt ? NULL : b.ids,
+					  n, lt, bags ? b.row_of : NULL, bags && !req->weights ? b.scale : NULL,
+					  bags && req->weights ? b.scale : NULL, rows, dim, b.f);
 		break;
 	case CLUSTER_PUSH_UPDATE:
 		gather_rows(b.f, req->grads, p->pos, n, dim);
@@ -444,7 +441,7 @@ static int build_frame(route_op *op, route_part *p, uint8_t **buf, size_t *len)
 {
 	cluster *cl = op->cl;
 	cluster_req *req = op->req;
-	uint16_t nop = node_op_of(req->op);
+	uint16_t nop = node_op_of(req);
 	proto_node_msg m = { .hdr = cluster__hdr(cl, nop, req->table, false) };
 	uint64_t handle = req->ticket ? req->ticket->part[p->rank].handle : 0;
 	bool bags = op->bag_of != NULL;
@@ -464,7 +461,8 @@ static int build_frame(route_op *op, route_part *p, uint8_t **buf, size_t *len)
 	case CLUSTER_PUSH_UPDATE:
 		rows = req->op == CLUSTER_PUSH && bags ? bag_rows(op, p) : p->n;
 		m.u.grads = (proto_node_grads){ .ticket = handle, .n = p->n, .dim = req->dim, .n_rows = rows,
-						.flags = req->op == CLUSTER_PUSH && bags ? PROTO_NODE_GRADS_MAPPED : 0 };
+						.flags = req->op == CLUSTER_PUSH && bags ? PROTO_NODE_GRADS_MAPPED : 0,
+						.rank = nop == PROTO_NODE_PUSH_RANKED ? req->rank : 0 };
 		if (req->op == CLUSTER_PUSH && bags && req->weights)
 			m.u.grads.flags |= PROTO_NODE_GRADS_WEIGHTED;
 		break;
@@ -534,7 +532,7 @@ static void part_reply(cluster_call *call, int rc, const uint8_t *frame, size_t 
 	}
 	proto_node_msg m;
 	uint8_t *copy = NULL;
-	uint16_t want = node_op_of(op->req->op);
+	uint16_t want = node_op_of(op->req);
 	rc = cluster__decode(frame, len, &m, &copy);
 	if (rc == EMDB_OK && (m.hdr.opcode != want || !(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE)))
 		rc = emdb__seterr(EMDB_ERR_PROTOCOL, "answered node %s with a %s %s", proto_node_op_name(want),

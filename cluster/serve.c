@@ -65,6 +65,12 @@ static void reply_simple(cluster *cl, cluster_responder *r, const proto_node_msg
 	cluster__reply_rows(cl, r, req->hdr.opcode, req->hdr.table, rc, rows, NULL);
 }
 
+/* A decoder gives NULL for an empty array; the engine takes NULL for a
+ * caller bug (INVALID) where an empty batch deserves BATCH. */
+static const uint64_t no_ids[1];
+static const float no_floats[1];
+#define OR_EMPTY(p, empty) ((p) ? (p) : (empty))
+
 /* ---- engine calls on an owner ticket (run under the tickets' lock) ---- */
 
 typedef struct on_ticket {
@@ -73,6 +79,7 @@ typedef struct on_ticket {
 	float *out;
 	const proto_node_grads *g;
 	uint64_t rows;
+	uint32_t rank;  /* push_on: the pushing worker, or EMDB_WORKER_NONE */
 } on_ticket;
 
 static int count_ok(const emdb_ticket *t, uint32_t n)
@@ -90,6 +97,24 @@ static int pull_on(const emdb_ticket *t, void *arg)
 	return rc ? rc : emdb_pull_ticket(a->db, a->table, t, a->dim, a->out);
 }
 
+/* What a GRADS body gives emdb__push_mapped_as: row_of NULL when plain;
+ * with MAPPED a scale per row, or with WEIGHTED too a weight per
+ * position. */
+static const uint32_t *node_row_of(const proto_node_grads *g)
+{
+	return g->flags & PROTO_NODE_GRADS_MAPPED ? OR_EMPTY(g->row_of, (const uint32_t *)no_ids) : NULL;
+}
+
+static const float *node_scale(const proto_node_grads *g)
+{
+	return g->flags & PROTO_NODE_GRADS_WEIGHTED ? NULL : OR_EMPTY(g->scale, no_floats);
+}
+
+static const float *node_weights(const proto_node_grads *g)
+{
+	return g->flags & PROTO_NODE_GRADS_WEIGHTED ? OR_EMPTY(g->scale, no_floats) : NULL;
+}
+
 static int push_on(const emdb_ticket *t, void *arg)
 {
 	on_ticket *a = arg;
@@ -97,13 +122,8 @@ static int push_on(const emdb_ticket *t, void *arg)
 	int rc = count_ok(t, g->n);
 	if (rc)
 		return rc;
-	if (g->flags & PROTO_NODE_GRADS_WEIGHTED)
-		return emdb__push_mapped_weighted(a->db, a->table, NULL, g->n, t, g->row_of, g->scale, g->n_rows,
-						  g->dim, g->grads);
-	if (g->flags & PROTO_NODE_GRADS_MAPPED)
-		return emdb__push_mapped(a->db, a->table, NULL, g->n, t, g->row_of, g->scale, g->n_rows, g->dim,
-					 g->grads);
-	return emdb_push_ticket(a->db, a->table, t, g->dim, g->grads);
+	return emdb__push_mapped_as(a->db, a->table, a->rank, NULL, g->n, t, node_row_of(g), node_scale(g),
+				    node_weights(g), g->n_rows, g->dim, g->grads);
 }
 
 static int push_update_on(const emdb_ticket *t, void *arg)
@@ -112,12 +132,6 @@ static int push_update_on(const emdb_ticket *t, void *arg)
 	int rc = count_ok(t, a->g->n);
 	return rc ? rc : emdb_push_update_ticket(a->db, a->table, t, a->g->dim, a->g->grads, &a->rows);
 }
-
-/* A decoder gives NULL for an empty array; the engine takes NULL for a
- * caller bug (INVALID) where an empty batch deserves BATCH. */
-static const uint64_t no_ids[1];
-static const float no_floats[1];
-#define OR_EMPTY(p, empty) ((p) ? (p) : (empty))
 
 /* ---- handlers (invariant 2) ------------------------------------------ */
 
@@ -153,7 +167,7 @@ static void serve_pull(cluster *cl, uint32_t from, const proto_node_msg *m, clus
 	float *out = at.floats ? at.floats : (float *)no_floats;
 	int rc;
 	if (s->ticket) {
-		on_ticket a = { cl->db, m->hdr.table, s->dim, s->n, out, NULL, 0 };
+		on_ticket a = { .db = cl->db, .table = m->hdr.table, .dim = s->dim, .n = s->n, .out = out };
 		rc = otickets_use(&cl->tickets, from, s->ticket, pull_on, &a);
 	} else {
 		rc = emdb_pull(cl->db, m->hdr.table, OR_EMPTY(s->ids, no_ids), s->n, s->dim, out);
@@ -161,27 +175,25 @@ static void serve_pull(cluster *cl, uint32_t from, const proto_node_msg *m, clus
 	reply_end(cl, r, m, buf, len, rc);
 }
 
+/* PUSH and PUSH_RANKED (the pushing worker's rank: db/gradrank.h). */
 static void serve_push(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {
 	const proto_node_grads *g = &m->u.grads;
 	const float *grads = OR_EMPTY(g->grads, no_floats);
 	const uint64_t *ids = OR_EMPTY(g->ids, no_ids);
+	uint32_t rank = m->hdr.opcode == PROTO_NODE_PUSH_RANKED ? g->rank : EMDB_WORKER_NONE;
 	int rc;
 	if (g->ticket) {
-		on_ticket a = { .db = cl->db, .table = m->hdr.table, .g = g };
+		on_ticket a = { .db = cl->db, .table = m->hdr.table, .g = g, .rank = rank };
 		rc = otickets_use(&cl->tickets, from, g->ticket, push_on, &a);
-	} else if (g->flags & PROTO_NODE_GRADS_WEIGHTED) {
-		rc = emdb__push_mapped_weighted(cl->db, m->hdr.table, ids, g->n, NULL,
-						OR_EMPTY(g->row_of, (const uint32_t *)no_ids), OR_EMPTY(g->scale, no_floats),
-						g->n_rows, g->dim, grads);
-	} else if (g->flags & PROTO_NODE_GRADS_MAPPED) {
-		rc = emdb__push_mapped(cl->db, m->hdr.table, ids, g->n, NULL, OR_EMPTY(g->row_of, (const uint32_t *)no_ids),
-				       OR_EMPTY(g->scale, no_floats), g->n_rows, g->dim, grads);
 	} else {
-		rc = emdb_push(cl->db, m->hdr.table, ids, g->n, g->dim, grads);
+		rc = emdb__push_mapped_as(cl->db, m->hdr.table, rank, ids, g->n, NULL, node_row_of(g), node_scale(g),
+					  node_weights(g), g->n_rows, g->dim, grads);
 	}
 	reply_simple(cl, r, m, rc, 0);
 }
+
+#define serve_push_ranked serve_push
 
 static void serve_push_update(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {

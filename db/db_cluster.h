@@ -22,6 +22,14 @@
 int emdb__push_mapped(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		      const uint32_t *row_of, const float *scale, size_t n_rows, uint32_t dim,
 		      const float *grads);
+/* Push as worker `rank` of a synchronous step (emdb_push_as;
+ * EMDB_WORKER_NONE: none) in any of the forms above: row_of NULL, a
+ * plain push (position i takes row i); else emdb__push_mapped (scale) or,
+ * with weights set instead, emdb__push_mapped_weighted.  What an owner
+ * runs for a home node's PUSH_RANKED (and PUSH). */
+int emdb__push_mapped_as(emdb_db *db, uint32_t table, uint32_t rank, const uint64_t *ids, size_t n,
+			 const emdb_ticket *tk, const uint32_t *row_of, const float *scale, const float *weights,
+			 size_t n_rows, uint32_t dim, const float *grads);
 
 /* emdb__push_mapped with a weight per position instead of a scale per
  * row: position i takes row row_of[i] times weights[i], as

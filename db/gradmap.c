@@ -2,8 +2,9 @@
  * gradmap.c - per-shard gradient accumulators (see gradmap.h).
  *
  * Invariants:
- *   1. count + reserved <= slot_cap, and count + reserved <= map_cap / 2, so
- *      a reserved add always finds a free slot and an empty key quickly.
+ *   1. count + reserved + held <= slot_cap, and count + reserved + held <=
+ *      map_cap / 2, so a reserved (or held) add always finds a free slot
+ *      and an empty key quickly.
  *   2. keys[] holds exactly the locations locs[0..count), each once, with
  *      keys[k].slot its index; grads[slot*dim ..] is the sum of every
  *      gradient pushed for that location since the last clear.
@@ -12,7 +13,8 @@
  *      shrunk back (a shrink of a C library block does not fail in
  *      practice; if it did they would stay larger, which is harmless).
  *
- * State changes: reserve/unreserve/add/clear, all serialized by the owner.
+ * State changes: reserve/unreserve/keep/add/clear, all serialized by the
+ * owner.
  */
 #include <math.h>
 #include <string.h>
@@ -109,7 +111,7 @@ static int grow_keys(gradmap *g, uint64_t need)
  * the new key array all of it while the old one is still held. */
 uint64_t gradmap_reserve_bytes(const gradmap *g, uint32_t n)
 {
-	uint64_t need = (uint64_t)g->count + g->reserved + n, bytes = 0;
+	uint64_t need = (uint64_t)g->count + g->reserved + g->held + n, bytes = 0;
 	if (need > MAX_SLOTS)
 		return 0; /* refused as LIMIT, with nothing allocated */
 	if (need > g->slot_cap) {
@@ -129,7 +131,7 @@ uint64_t gradmap_reserve_bytes(const gradmap *g, uint32_t n)
 
 int gradmap_reserve(gradmap *g, uint32_t n)
 {
-	uint64_t need = (uint64_t)g->count + g->reserved + n;
+	uint64_t need = (uint64_t)g->count + g->reserved + g->held + n;
 	if (need > MAX_SLOTS)
 		return emdb__seterr(EMDB_ERR_LIMIT, "more than %u rows pushed to one shard since the last update",
 				    MAX_SLOTS);
@@ -150,6 +152,12 @@ int gradmap_reserve(gradmap *g, uint32_t n)
 void gradmap_unreserve(gradmap *g, uint32_t n)
 {
 	__atomic_store_n(&g->reserved, g->reserved - n, __ATOMIC_RELEASE);
+}
+
+void gradmap_keep(gradmap *g, uint32_t n)
+{
+	g->held += n;
+	gradmap_unreserve(g, n);
 }
 
 void gradmap_add(gradmap *g, uint64_t loc, const float *grad, float scale)
@@ -203,6 +211,7 @@ void gradmap_clear(gradmap *g)
 {
 	/* After an unusually large step, give the memory back instead of
 	 * wiping a huge key array on every later Update. */
+	g->held = 0;
 	if (g->slot_cap > 4 * MIN_SLOTS && g->count < g->slot_cap / 16 && g->reserved == 0) {
 		emdb_free(g->keys);
 		emdb_free(g->locs);

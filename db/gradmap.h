@@ -34,6 +34,8 @@ typedef struct gradmap {
 	uint32_t reserved;   /* slots promised to pushes; written with release
 			      * stores, so a reader that acquires it as 0
 			      * sees every add that came before */
+	uint32_t held;       /* room kept for a later fold of the workers'
+			      * accumulators (gradmap_keep), not waited for */
 	uint32_t slot_cap;   /* slots allocated               */
 	uint32_t map_cap;    /* keys allocated, power of two  */
 	gradmap_key *keys;   /* [map_cap]                     */
@@ -47,6 +49,10 @@ void gradmap_destroy(gradmap *g);
 /* Room for n more distinct rows.  Errors: NOMEM, LIMIT (over 2^31 slots). */
 int gradmap_reserve(gradmap *g, uint32_t n);
 void gradmap_unreserve(gradmap *g, uint32_t n);
+/* Turn n reserved slots into held room: the room stays until
+ * gradmap_clear (gradmap_add may use it), but the reservation that an
+ * Update waits on goes, as gradmap_unreserve's does. */
+void gradmap_keep(gradmap *g, uint32_t n);
 /* Bytes gradmap_reserve(g, n) would add to those in use (0 when it needs
  * no growth): for a check against the memory limit first. */
 uint64_t gradmap_reserve_bytes(const gradmap *g, uint32_t n);
@@ -78,7 +84,8 @@ static inline void gradmap_prefetch_key(const gradmap *g, uint64_t loc)
 }
 void gradmap_prefetch_acc(const gradmap *g, uint64_t loc);
 
-/* Forget every accumulator; keeps (or trims) the memory for the next step. */
+/* Forget every accumulator and held room; keeps (or trims) the memory for
+ * the next step. */
 void gradmap_clear(gradmap *g);
 
 size_t gradmap_bytes(const gradmap *g);

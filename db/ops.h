@@ -84,6 +84,9 @@ bool ops_push_help(tbl *t, uint32_t gen, uint32_t s);
  * already (the fused Push-and-Update's).  For the memory check before a
  * push maps anything; takes each shard's gradient mutex. */
 uint64_t ops_grads_bytes(tbl *t, const uint32_t *start, bool pending_only);
+/* The same for a push of worker `rank` (EMDB_WORKER_NONE: none), whose
+ * worker accumulators grow too (db/gradrank.h). */
+uint64_t ops_grads_bytes_as(tbl *t, const uint32_t *start, bool pending_only, uint32_t rank);
 
 /* An Update in steps, for calls that do more inside one (ops_update.c):
  *   ops_update_lock     rows_lock, then update_lock, for writing (helping

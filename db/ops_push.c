@@ -27,6 +27,12 @@
  *      one Update waiting on that shard (ops_push_help), whichever claims
  *      the shard first under its mutex; the push returns only after every
  *      helper that found it has left, so its buffers outlive their readers.
+ *   5. A push that names its worker (emdb_push_as) adds into that worker's
+ *      accumulators (db/gradrank.h) and reserves in the shared ones too:
+ *      the room the Update's fold needs, and the reservation that keeps
+ *      the shard unready until its adds are done, kept (gradmap_keep) as
+ *      room once they are.  Readiness stays one load of the shared
+ *      reservation count.
  */
 #include <sched.h>
 #include <stdbool.h>
@@ -49,6 +55,7 @@ typedef struct grad_src {
 	const float *bag_scale;  /* [n_bags] or NULL */
 	const float *weights;    /* [n] per position, or NULL */
 	uint32_t dim;
+	uint32_t rank;           /* the pushing worker, or EMDB_WORKER_NONE */
 	uint32_t dev;            /* the replica whose memory held the
 				    gradients; 0 for host memory (hot_push) */
 } grad_src;
@@ -95,6 +102,7 @@ typedef struct grad_sweep {
 	tbl *t;
 	const ops_rows *r;
 	uint32_t gen;
+	uint32_t rank;    /* the pushing worker, or EMDB_WORKER_NONE */
 	uint64_t done[DIT_MAX_SHARDS / 64]; /* shards fn ran on */
 } grad_sweep;
 
@@ -148,14 +156,31 @@ static int sweep(grad_sweep *w, grad_shard_fn fn, const void *ctx)
 static int reserve_shard(grad_sweep *w, uint32_t s, const void *ctx)
 {
 	(void)ctx;
-	return gradmap_reserve(&w->t->grads[s].acc[w->gen], group_of(w->r, s));
+	table_grads *tg = &w->t->grads[s];
+	uint32_t n = group_of(w->r, s);
+	int rc = gradmap_reserve(&tg->acc[w->gen], n);
+	if (rc == EMDB_OK && w->rank != EMDB_WORKER_NONE) { /* invariant 5 */
+		rc = gradrank_reserve(&tg->ranked[w->gen], w->t->dim, w->rank, n);
+		if (rc != EMDB_OK)
+			gradmap_unreserve(&tg->acc[w->gen], n);
+	}
+	return rc;
+}
+
+/* Undo reserve_shard, under the shard's mutex. */
+static void unreserve_shard(tbl *t, uint32_t s, uint32_t gen, uint32_t rank, uint32_t n)
+{
+	table_grads *tg = &t->grads[s];
+	if (rank != EMDB_WORKER_NONE)
+		gradmap_unreserve(gradrank_find(&tg->ranked[gen], rank), n);
+	gradmap_unreserve(&tg->acc[gen], n);
 }
 
 /* First sweep: room for every position of the batch in its shard's
  * accumulators of generation gen.  On failure nothing stays reserved. */
-static int grads_reserve(tbl *t, const ops_rows *r, uint32_t gen)
+static int grads_reserve(tbl *t, const ops_rows *r, uint32_t gen, uint32_t rank)
 {
-	grad_sweep w = { .t = t, .r = r, .gen = gen };
+	grad_sweep w = { .t = t, .r = r, .gen = gen, .rank = rank };
 	int rc = sweep(&w, reserve_shard, NULL);
 	if (rc == EMDB_OK)
 		return EMDB_OK;
@@ -163,7 +188,7 @@ static int grads_reserve(tbl *t, const ops_rows *r, uint32_t gen)
 		if (!(w.done[s / 64] >> (s % 64) & 1))
 			continue;
 		pthread_mutex_lock(&t->grads[s].mu);
-		gradmap_unreserve(&t->grads[s].acc[gen], group_of(r, s));
+		unreserve_shard(t, s, gen, rank, group_of(r, s));
 		pthread_mutex_unlock(&t->grads[s].mu);
 	}
 	return rc;
@@ -191,7 +216,8 @@ static void add_locked(tbl *t, const push_work *pw, uint32_t s)
 	const grad_src *g = pw->g;
 	const ops_rows *r = pw->r;
 	uint32_t a = r->start[s], b = r->start[s + 1];
-	gradmap *m = &t->grads[s].acc[pw->gen];
+	gradmap *shared = &t->grads[s].acc[pw->gen];
+	gradmap *m = g->rank == EMDB_WORKER_NONE ? shared : gradrank_find(&t->grads[s].ranked[pw->gen], g->rank);
 	bool ahead = gradmap_bytes(m) >= PREFETCH_FROM_BYTES;
 
 	for (uint32_t j = a; j < b; j++) {
@@ -204,7 +230,14 @@ static void add_locked(tbl *t, const push_work *pw, uint32_t s)
 		uint32_t p = r->order[j];
 		gradmap_add(m, r->slocs[j], grad_row(g, p), grad_scale(g, p));
 	}
-	gradmap_unreserve(m, b - a);
+	if (m != shared) {
+		/* Invariant 5: the shared reservation goes last, its release
+		 * store publishing the worker map's adds too. */
+		gradmap_unreserve(m, b - a);
+		gradmap_keep(shared, b - a);
+	} else {
+		gradmap_unreserve(m, b - a);
+	}
 }
 
 static int add_shard(grad_sweep *w, uint32_t s, const void *ctx)
@@ -265,6 +298,11 @@ bool ops_push_help(tbl *t, uint32_t gen, uint32_t s)
 
 uint64_t ops_grads_bytes(tbl *t, const uint32_t *start, bool pending_only)
 {
+	return ops_grads_bytes_as(t, start, pending_only, EMDB_WORKER_NONE);
+}
+
+uint64_t ops_grads_bytes_as(tbl *t, const uint32_t *start, bool pending_only, uint32_t rank)
+{
 	uint64_t bytes = 0;
 	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
 	for (uint32_t s = 0; s < t->shards; s++) {
@@ -275,14 +313,20 @@ uint64_t ops_grads_bytes(tbl *t, const uint32_t *start, bool pending_only)
 		pthread_mutex_lock(&t->grads[s].mu);
 		if (!pending_only || m->count || m->reserved)
 			bytes += gradmap_reserve_bytes(m, n);
+		if (rank != EMDB_WORKER_NONE)
+			bytes += gradrank_reserve_bytes(&t->grads[s].ranked[gen], t->dim, rank, n);
 		pthread_mutex_unlock(&t->grads[s].mu);
 	}
 	return bytes;
 }
 
+/* The pushing worker, for push_grads_more: the resolver's callback takes
+ * only the table and the plan. */
+static __thread uint32_t push_more_rank = EMDB_WORKER_NONE;
+
 static uint64_t push_grads_more(tbl *t, const dit_plan *plan)
 {
-	return ops_grads_bytes(t, plan->start, false);
+	return ops_grads_bytes_as(t, plan->start, false, push_more_rank);
 }
 
 /* The gradient of position p for the device replica's accumulators
@@ -309,14 +353,17 @@ static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *t
 	if (tk) {
 		ops_rows_from_ticket(tk, &r);
 		if (emdb_alloc_limit())
-			rc = table_check_memory(t, ops_grads_bytes(t, r.start, false), "room for the gradients of", n);
+			rc = table_check_memory(t, ops_grads_bytes_as(t, r.start, false, g->rank),
+						"room for the gradients of", n);
 	} else {
+		push_more_rank = g->rank;
 		rc = ops_rows_prepare(t, ids, n, push_grads_more, &r);
+		push_more_rank = EMDB_WORKER_NONE;
 	}
 	if (rc == EMDB_OK) {
 		pthread_rwlock_rdlock(&t->update_lock);
 		uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
-		rc = grads_reserve(t, &r, gen);
+		rc = grads_reserve(t, &r, gen, g->rank);
 		pthread_rwlock_unlock(&t->update_lock);
 		if (rc == EMDB_OK) {
 			if (!tk)
@@ -334,6 +381,13 @@ static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *t
 		TABLE_COUNT(t, ids_push, n);
 	}
 	return rc;
+}
+
+static int check_worker(uint32_t rank)
+{
+	if (rank != EMDB_WORKER_NONE && rank >= EMDB_WORKERS_MAX)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: worker rank %u, not below %u", rank, EMDB_WORKERS_MAX);
+	return EMDB_OK;
 }
 
 /* Gradients in device memory of the table's replica (a mem:// trainer's)
@@ -356,20 +410,22 @@ static int push_host_grads(tbl *t, size_t rows, uint32_t dim, const float **grad
 	return rc;
 }
 
-static int push_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
-		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
-		       uint32_t dim, const float *grads)
+static int push_common(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *ids, size_t n,
+		       const emdb_ticket *tk, const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+		       const float *weights, uint32_t dim, const float *grads)
 {
 	tbl *t;
 	if (!grads || (!tk && !ids))
 		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket or gradient buffer");
+	if (check_worker(rank) != EMDB_OK)
+		return EMDB_ERR_INVALID;
 	int rc = ops_open(db, id, tk, n, dim, &t);
 	if (rc != EMDB_OK)
 		return rc;
 	if (tk)
 		n = tk->n;
 
-	grad_src g = { .grads = grads, .dim = dim };
+	grad_src g = { .grads = grads, .dim = dim, .rank = rank };
 	void *bags = NULL;
 	float *host_grads = NULL;
 	rc = push_host_grads(t, offsets ? n_bags : n, dim, &g.grads, &host_grads, &g.dev);
@@ -406,13 +462,15 @@ out:
 	return rc;
 }
 
-static int push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
-		       const uint32_t *row_of, const float *scale, const float *weights, size_t n_rows, uint32_t dim,
-		       const float *grads)
+static int push_mapped(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *ids, size_t n,
+		       const emdb_ticket *tk, const uint32_t *row_of, const float *scale, const float *weights,
+		       size_t n_rows, uint32_t dim, const float *grads)
 {
 	tbl *t;
 	if (!grads || (!tk && !ids) || !row_of || (!scale && !weights))
 		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket, rows or gradient buffer");
+	if (check_worker(rank) != EMDB_OK)
+		return EMDB_ERR_INVALID;
 	int rc = ops_open(db, id, tk, n, dim, &t);
 	if (rc != EMDB_OK)
 		return rc;
@@ -422,11 +480,21 @@ static int push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 		if (row_of[i] >= n_rows)
 			rc = emdb__seterr(EMDB_ERR_INVALID, "push: position %zu takes gradient row %u of %zu", i,
 					  row_of[i], n_rows);
-	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .weights = weights, .dim = dim };
+	grad_src g = { .grads = grads, .bag_of = row_of, .bag_scale = scale, .weights = weights, .dim = dim,
+		       .rank = rank };
 	if (rc == EMDB_OK)
 		rc = push_rows(t, ids, n, tk, &g);
 	table_release(t);
 	return rc;
+}
+
+int emdb__push_mapped_as(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *ids, size_t n,
+			 const emdb_ticket *tk, const uint32_t *row_of, const float *scale, const float *weights,
+			 size_t n_rows, uint32_t dim, const float *grads)
+{
+	if (!row_of)
+		return push_common(db, id, rank, ids, n, tk, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
+	return push_mapped(db, id, rank, ids, n, tk, row_of, scale, weights, n_rows, dim, grads);
 }
 
 int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
@@ -434,7 +502,7 @@ int emdb__push_mapped(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, c
 {
 	if (!scale)
 		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL scale");
-	return push_mapped(db, id, ids, n, tk, row_of, scale, NULL, n_rows, dim, grads);
+	return push_mapped(db, id, EMDB_WORKER_NONE, ids, n, tk, row_of, scale, NULL, n_rows, dim, grads);
 }
 
 int emdb__push_mapped_weighted(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
@@ -443,19 +511,29 @@ int emdb__push_mapped_weighted(emdb_db *db, uint32_t id, const uint64_t *ids, si
 {
 	if (!weights)
 		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL weights");
-	return push_mapped(db, id, ids, n, tk, row_of, NULL, weights, n_rows, dim, grads);
+	return push_mapped(db, id, EMDB_WORKER_NONE, ids, n, tk, row_of, NULL, weights, n_rows, dim, grads);
+}
+
+int emdb_push_as(emdb_db *db, uint32_t tid, uint32_t worker, const emdb_push_batch *b)
+{
+	if (!b)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL batch");
+	if ((b->weights || b->n_bags) && !b->offsets)
+		return emdb__seterr(EMDB_ERR_INVALID, "push: bags or weights without offsets");
+	return push_common(db, tid, worker, b->ticket ? NULL : b->ids, b->ticket ? 0 : b->n, b->ticket,
+			   b->offsets, b->n_bags, b->pool, b->weights, b->dim, b->grads);
 }
 
 int emdb_push(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim, const float *grads)
 {
-	return push_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
+	return push_common(db, tid, EMDB_WORKER_NONE, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
 }
 
 int emdb_push_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, uint32_t dim, const float *grads)
 {
 	if (!t)
 		return emdb__seterr(EMDB_ERR_INVALID, "push: ticket is NULL");
-	return push_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
+	return push_common(db, tid, EMDB_WORKER_NONE, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, NULL, dim, grads);
 }
 
 int emdb_push_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
@@ -463,7 +541,7 @@ int emdb_push_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, con
 {
 	if (!offsets)
 		return emdb__seterr(EMDB_ERR_INVALID, "push_bags: offsets is NULL");
-	return push_common(db, tid, ids, n, NULL, offsets, n_bags, pool, NULL, dim, grads);
+	return push_common(db, tid, EMDB_WORKER_NONE, ids, n, NULL, offsets, n_bags, pool, NULL, dim, grads);
 }
 
 int emdb_push_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
@@ -471,7 +549,7 @@ int emdb_push_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const
 {
 	if (!t || !offsets)
 		return emdb__seterr(EMDB_ERR_INVALID, "push_bags: ticket or offsets is NULL");
-	return push_common(db, tid, NULL, 0, t, offsets, n_bags, pool, NULL, dim, grads);
+	return push_common(db, tid, EMDB_WORKER_NONE, NULL, 0, t, offsets, n_bags, pool, NULL, dim, grads);
 }
 
 int emdb_push_bags_weighted(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
@@ -479,7 +557,7 @@ int emdb_push_bags_weighted(emdb_db *db, uint32_t tid, const uint64_t *ids, size
 {
 	if (!offsets || !weights)
 		return emdb__seterr(EMDB_ERR_INVALID, "push_bags_weighted: offsets or weights is NULL");
-	return push_common(db, tid, ids, n, NULL, offsets, n_bags, pool, weights, dim, grads);
+	return push_common(db, tid, EMDB_WORKER_NONE, ids, n, NULL, offsets, n_bags, pool, weights, dim, grads);
 }
 
 int emdb_push_bags_weighted_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
@@ -488,5 +566,5 @@ int emdb_push_bags_weighted_ticket(emdb_db *db, uint32_t tid, const emdb_ticket 
 {
 	if (!t || !offsets || !weights)
 		return emdb__seterr(EMDB_ERR_INVALID, "push_bags_weighted: ticket, offsets or weights is NULL");
-	return push_common(db, tid, NULL, 0, t, offsets, n_bags, pool, weights, dim, grads);
+	return push_common(db, tid, EMDB_WORKER_NONE, NULL, 0, t, offsets, n_bags, pool, weights, dim, grads);
 }

@@ -310,6 +310,9 @@ static void shard_adds(tbl *t, uint32_t gen, const ops_rows *r, uint32_t s, cons
 			sched_yield();
 
 	pthread_mutex_lock(&t->grads[s].mu);
+	/* Workers' gradients (emdb_push_as) join the shared ones first, as
+	 * the pass would add them, so that a row holding one is taken back. */
+	gradrank_fold(&t->grads[s].ranked[gen], m);
 	for (int part = 0; m->count && part < 2; part++) {
 		const uint32_t *st = part ? f->gstart : f->ostart;
 		for (uint32_t k = st[s]; k < st[s + 1]; k++) {
@@ -339,7 +342,7 @@ static int reserve_waiting(tbl *t, const ops_rows *r, uint32_t gen, uint64_t *wa
 	for (uint32_t s = 0; s < t->shards; s++) {
 		uint32_t n = r->start[s + 1] - r->start[s];
 		gradmap *m = &t->grads[s].acc[gen];
-		if (!n || (__atomic_load_n(&m->reserved, __ATOMIC_ACQUIRE) == 0 && m->count == 0))
+		if (!n || (__atomic_load_n(&m->reserved, __ATOMIC_ACQUIRE) == 0 && m->count == 0 && m->held == 0))
 			continue;
 		pthread_mutex_lock(&t->grads[s].mu);
 		int rc = gradmap_reserve(m, n);

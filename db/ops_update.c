@@ -66,6 +66,10 @@
  *      with an atomic add on dnext); the owner publishes the list before
  *      it claims a run and waits, as in 3, for every helper to leave, so
  *      the caller's arrays outlive their readers.
+ *   5. A shard's workers' accumulators (db/gradrank.h) are added into its
+ *      shared ones, in rank order, by the thread that claimed it, before
+ *      it is applied: a row's gradient is the same whatever the order in
+ *      which the workers' pushes came.
  */
 #include <sched.h>
 #include <stdbool.h>
@@ -266,6 +270,22 @@ static bool shard_ready(tbl *t, uint32_t s)
 	return __atomic_load_n(&t->grads[s].acc[t->apply.gen].reserved, __ATOMIC_ACQUIRE) == 0;
 }
 
+/* Add the workers' accumulators of shard s (pushes that named their
+ * worker, db/gradrank.h) into its shared ones, in rank order, before the
+ * shard is applied: once it is ready, so every push of the pass's
+ * generation has added there, and no push can make an entry any more
+ * (the generation was flipped), so the count read unlocked is final. */
+static void fold_ranked(tbl *t, uint32_t s)
+{
+	table_grads *tg = &t->grads[s];
+	gradrank *gr = &tg->ranked[t->apply.gen];
+	if (!gr->n)
+		return;
+	pthread_mutex_lock(&tg->mu);
+	gradrank_fold(gr, &tg->acc[t->apply.gen]);
+	pthread_mutex_unlock(&tg->mu);
+}
+
 /* Claim and apply runs of the pass's direct rows, if published; returns
  * the rows applied. */
 static uint64_t apply_direct(tbl *t)
@@ -308,6 +328,7 @@ static void apply_claims(tbl *t, uint32_t from)
 			}
 			if (__atomic_exchange_n(&t->apply.claimed[s], 1, __ATOMIC_ACQ_REL))
 				continue;
+			fold_ranked(t, s);
 			const gradmap *m = &t->grads[s].acc[t->apply.gen];
 			if (m->count >= APPLY_ALONE_ROWS) {
 				apply_shard(t, m, &t->apply.sc);

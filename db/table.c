@@ -89,6 +89,8 @@ static void table_free(tbl *t)
 	for (uint32_t s = 0; s < t->shards; s++) {
 		gradmap_destroy(&t->grads[s].acc[0]);
 		gradmap_destroy(&t->grads[s].acc[1]);
+		gradrank_destroy(&t->grads[s].ranked[0]);
+		gradrank_destroy(&t->grads[s].ranked[1]);
 		pthread_mutex_destroy(&t->grads[s].mu);
 	}
 	emdb_free(t->grads_raw);
@@ -221,8 +223,9 @@ void table_stats(tbl *t, emdb_table_stats *out)
 	uint32_t gen = __atomic_load_n(&t->acc_gen, __ATOMIC_RELAXED);
 	for (uint32_t s = 0; s < t->shards; s++) {
 		pthread_mutex_lock(&t->grads[s].mu);
-		out->pending_rows += t->grads[s].acc[gen].count;
-		out->bytes_grads += gradmap_bytes(&t->grads[s].acc[0]) + gradmap_bytes(&t->grads[s].acc[1]);
+		out->pending_rows += t->grads[s].acc[gen].count + gradrank_rows(&t->grads[s].ranked[gen]);
+		out->bytes_grads += gradmap_bytes(&t->grads[s].acc[0]) + gradmap_bytes(&t->grads[s].acc[1]) +
+				    gradrank_bytes(&t->grads[s].ranked[0]) + gradrank_bytes(&t->grads[s].ranked[1]);
 		pthread_mutex_unlock(&t->grads[s].mu);
 	}
 	uint64_t mapped = chunk_bytes_mapped(&t->rows);

@@ -34,6 +34,7 @@
 #include "db/chunk.h"
 #include "db/ckpt_track.h"
 #include "db/gradmap.h"
+#include "db/gradrank.h"
 #include "db/hot.h"
 #include "db/optim_math.h"
 #include "index/dit.h"
@@ -41,10 +42,15 @@
 /* Two generations of accumulators per shard: pushes reserve and add in
  * acc[acc_gen]; the Update that flips acc_gen applies the other one, shard
  * by shard as the pushes still adding to it leave (`reserved` back to 0).
- * Both are changed only under mu. */
+ * A push that names its worker (emdb_push_as) adds into that worker's
+ * map in ranked[acc_gen] instead, holding its reservation in acc[acc_gen]
+ * all the same; the Update folds ranked[gen] into acc[gen] in rank order
+ * before it applies the shard (db/gradrank.h).  All are changed only
+ * under mu. */
 typedef struct table_grads {
 	pthread_mutex_t mu;
 	gradmap acc[2];
+	gradrank ranked[2];
 } __attribute__((aligned(64))) table_grads;
 
 /* The optimizer pass of the Update in progress, open to other Update

@@ -68,6 +68,7 @@ conn *conn_create(io_thread *t, int fd, bool loopback, const char *peer)
 	c->loopback = loopback;
 	c->opened_ns = c->last_recv_ns = stats_now_ns();
 	c->role = PROTO_ROLE_NONE;
+	c->worker_rank = EMDB_WORKER_NONE;
 	inbuf_init(&c->in);
 	obuf_init(&c->out);
 	tickets_init(&c->tickets);

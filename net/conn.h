@@ -72,6 +72,8 @@ typedef struct conn {
 
 	proto_role role;
 	uint8_t version;  /* 0 until HELLO */
+	uint32_t worker_rank; /* WORKER: its pushes are this worker's
+				 (emdb_push_as); EMDB_WORKER_NONE: none */
 	bool paused;      /* backpressure: not running requests, not reading */
 	bool closing;     /* error reply sent: close once flushed */
 	bool eof;         /* the peer will send nothing more */

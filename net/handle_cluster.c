@@ -430,7 +430,9 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		}
 		*r = (cluster_req){ .op = h->opcode == PROTO_OP_PUSH_UPDATE ? CLUSTER_PUSH_UPDATE : CLUSTER_PUSH,
 				    .table = q->table, .dim = q->dim, .ticket = tk, .n = q->n_ids, .n_bags = q->n_bags,
-				    .pool = (emdb_pool)q->pool, .done = routed_finished, .arg = a };
+				    .pool = (emdb_pool)q->pool, .done = routed_finished, .arg = a,
+				    .ranked = h->opcode != PROTO_OP_PUSH_UPDATE && c->worker_rank != EMDB_WORKER_NONE,
+				    .rank = c->worker_rank };
 		in = (size_t)q->n_ids * 8 + (q->n_bags ? ((size_t)q->n_bags + 1) * 8 : 0) +
 		     (size_t)q->n_rows * q->dim * 4 + (size_t)n_weights * 4;
 		if (!(a->mem = emdb_malloc(in + 32)))

@@ -133,6 +133,25 @@ int handle_auth(conn *c, const proto_hdr *h, const uint8_t *body)
 	return HANDLED_OK;
 }
 
+/* WORKER: the connection's later pushes are worker m.rank's: summed per
+ * row in rank order with the other workers' (emdb_push_as), on a node of
+ * a cluster at every owner (PUSH_RANKED). */
+int handle_worker(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_worker_req m;
+	int rc = proto_worker_req_decode(h, body, &m);
+	if (rc)
+		return rc;
+	uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
+	if (!p)
+		return EMDB_ERR_NOMEM;
+	size_t len;
+	proto_empty_encode(p, PROTO_HDR_SIZE, h->id, h->opcode, true, &len);
+	obuf_commit(&c->out, len);
+	c->worker_rank = m.rank;
+	return HANDLED_OK;
+}
+
 int handle_ping(conn *c, const proto_hdr *h, const uint8_t *body)
 {
 	proto_ping m;

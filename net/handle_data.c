@@ -279,7 +279,11 @@ static int push_rows(conn *c, const proto_hdr *h, const proto_push_req *m, const
 	emdb_pool pool = (emdb_pool)m->pool;
 	const uint64_t *ids = OR_EMPTY(m->ids, no_u64);
 	const float *g = OR_EMPTY(m->grads, no_f32);
-	if (weights && t)
+	if (c->worker_rank != EMDB_WORKER_NONE) {
+		emdb_push_batch b = { .ids = ids, .n = m->n_ids, .ticket = t, .offsets = m->n_bags ? m->offsets : NULL,
+				      .n_bags = m->n_bags, .pool = pool, .weights = weights, .dim = m->dim, .grads = g };
+		rc = emdb_push_as(db, m->table, c->worker_rank, &b);
+	} else if (weights && t)
 		rc = emdb_push_bags_weighted_ticket(db, m->table, t, m->offsets, m->n_bags, pool, weights,
 						    m->dim, g);
 	else if (weights)

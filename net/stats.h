@@ -21,7 +21,7 @@
 
 #include <emdb/error.h>
 
-#define STATS_OPS 32     /* dense op indexes, see stats_op_index      */
+#define STATS_OPS 40     /* dense op indexes, see stats_op_index      */
 #define STATS_BUCKETS 40 /* bucket b: latency in [2^b, 2^(b+1)) ns   */
 
 /* Error codes: index -code for every code of EMDB_ERRNO_MAP but OK; index

@@ -79,7 +79,7 @@
  *   header, whatever the connection's: version 2 added PUSH_UPDATE and
  *   TABLE_RESERVE and nothing else, so on a version-2 connection a PING
  *   still says 1; version 3 added PULL_WEIGHTED, PUSH_WEIGHTED,
- *   TABLE_ALTER, TABLE_SCAN and TABLE_LOAD.  A receiver refuses a frame whose version is not its
+ *   TABLE_ALTER, TABLE_SCAN and TABLE_LOAD; version 4 added WORKER.  A receiver refuses a frame whose version is not its
  *   opcode's (proto_hdr_decode) or is above the connection's
  *   (proto_reader's pin, the server's check): to a version-1 peer a
  *   PUSH_UPDATE or a TABLE_RESERVE does not exist.
@@ -107,7 +107,7 @@
 
 #define PROTO_MAGIC 0x42444D45u   /* the bytes "EMDB" read as a LE u32 */
 #define PROTO_VERSION_MIN 1       /* oldest version this build speaks  */
-#define PROTO_VERSION_MAX 3       /* newest version this build speaks  */
+#define PROTO_VERSION_MAX 4       /* newest version this build speaks  */
 #define PROTO_HDR_SIZE 24
 #define PROTO_ALIGN 8             /* body lengths and array offsets    */
 
@@ -173,6 +173,7 @@ typedef enum proto_role {
 	X(CONFIG_GET, config_get, 0x0005, 1, PROTO_ROLE_TRAINER, BODY, BODY)              \
 	X(CONFIG_SET, config_set, 0x0006, 1, PROTO_ROLE_ADMIN, BODY, EMPTY)               \
 	X(SHUTDOWN, shutdown, 0x0007, 1, PROTO_ROLE_ADMIN, EMPTY, EMPTY)                  \
+	X(WORKER, worker, 0x0008, 4, PROTO_ROLE_TRAINER, BODY, EMPTY)                     \
 	X(TABLE_CREATE, table_create, 0x0100, 1, PROTO_ROLE_ADMIN, BODY, BODY)            \
 	X(TABLE_DROP, table_drop, 0x0101, 1, PROTO_ROLE_ADMIN, BODY, EMPTY)               \
 	X(TABLE_DESCRIBE, table_describe, 0x0102, 1, PROTO_ROLE_READER, BODY, BODY)       \
@@ -361,6 +362,18 @@ int proto_ping_req_decode(const proto_hdr *h, const uint8_t *body, proto_ping *m
 int proto_ping_resp_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_ping *m,
 			   size_t *len);
 int proto_ping_resp_decode(const proto_hdr *h, const uint8_t *body, proto_ping *m);
+
+/* WORKER (version 4): the connection's pushes are those of worker `rank`
+ * of a data-parallel trainer (emdb_push_as), or of none with
+ * EMDB_WORKER_NONE.  Decoder: rank < EMDB_WORKERS_MAX or
+ * EMDB_WORKER_NONE, reserved word zero. */
+typedef struct proto_worker_req {
+	uint32_t rank;
+} proto_worker_req;
+
+int proto_worker_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_worker_req *m,
+			    size_t *len);
+int proto_worker_req_decode(const proto_hdr *h, const uint8_t *body, proto_worker_req *m);
 
 /* INFO: section name ("" = default, "all", or one section) -> text of
  * "# Section" headings and "key: value" lines, '\n'-terminated. */

@@ -1,6 +1,6 @@
 /*
  * protocol/proto_conn.c - bodies of the connection and server opcodes:
- * HELLO, AUTH, PING, INFO, CONFIG_GET, CONFIG_SET (docs/protocol.md,
+ * HELLO, AUTH, PING, WORKER, INFO, CONFIG_GET, CONFIG_SET (docs/protocol.md,
  * "Connection and server").
  *
  * Invariants:
@@ -189,6 +189,39 @@ int proto_ping_resp_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_pi
 int proto_ping_resp_decode(const proto_hdr *h, const uint8_t *body, proto_ping *m)
 {
 	return str_body_decode(h, body, PROTO_OP_PING, true, &m->data, UINT32_MAX, "data");
+}
+
+/* ---- WORKER: u32 rank, u32 reserved --------------------------------- */
+
+static bool rank_ok(uint32_t rank)
+{
+	return rank < EMDB_WORKERS_MAX || rank == EMDB_WORKER_NONE;
+}
+
+int proto_worker_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_worker_req *m,
+			    size_t *len)
+{
+	proto_wr w;
+	wr_begin(&w, buf, cap);
+	if (!rank_ok(m->rank))
+		proto__wr_fail(&w, "worker rank %u, not below %u", m->rank, EMDB_WORKERS_MAX);
+	wr_u32(&w, m->rank);
+	wr_zero(&w, 4);
+	return wr_end(&w, PROTO_OP_WORKER, false, 0, id, len);
+}
+
+int proto_worker_req_decode(const proto_hdr *h, const uint8_t *body, proto_worker_req *m)
+{
+	proto_rd r;
+	int rc = proto__rd_begin(&r, h, body, PROTO_OP_WORKER, false);
+	if (rc)
+		return rc;
+	m->rank = rd_u32(&r, "rank");
+	rd_zero(&r, 4, "reserved");
+	if (!r.err && !rank_ok(m->rank))
+		proto__rd_fail(&r, "worker rank %u, not below %u (or 0xFFFFFFFF: none)", m->rank,
+			       EMDB_WORKERS_MAX);
+	return rd_end(&r);
 }
 
 /* ---- INFO ---------------------------------------------------------- */

@@ -182,6 +182,14 @@ static void grads_write(proto_wr *w, uint16_t op, const proto_node_grads *m, pro
 	wr_u32(w, m->dim);
 	wr_u32(w, m->n_rows);
 	wr_u32(w, m->flags);
+	if (op == PROTO_NODE_PUSH_RANKED) {
+		if (m->rank >= EMDB_WORKERS_MAX)
+			proto__wr_fail(w, "node %s: worker rank %u", proto_node_op_name(op), m->rank);
+		wr_u32(w, m->rank);
+		wr_zero(w, 4);
+	} else if (m->rank) {
+		proto__wr_fail(w, "node %s with a worker rank", proto_node_op_name(op));
+	}
 	if (!m->ticket)
 		wr_arr(w, m->ids, m->n, 8, "ids", (void **)&at->ids);
 	if (mapped) {
@@ -434,6 +442,13 @@ static void grads_read(proto_rd *r, uint16_t op, proto_node_grads *m)
 	m->dim = rd_u32(r, "dim");
 	m->n_rows = rd_u32(r, "n_rows");
 	m->flags = rd_u32(r, "flags");
+	m->rank = 0;
+	if (op == PROTO_NODE_PUSH_RANKED) {
+		m->rank = rd_u32(r, "rank");
+		rd_zero(r, 4, "reserved");
+		if (!r->err && m->rank >= EMDB_WORKERS_MAX)
+			proto__rd_fail(r, "worker rank %u, not below %u", m->rank, EMDB_WORKERS_MAX);
+	}
 	bool mapped = m->flags & PROTO_NODE_GRADS_MAPPED;
 	bool weighted = m->flags & PROTO_NODE_GRADS_WEIGHTED;
 	if (!r->err && ((m->flags & ~(uint32_t)GRADS_FLAGS) || (weighted && !mapped)))

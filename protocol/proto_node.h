@@ -101,7 +101,9 @@ enum {
  *   TABLE_ABORT   phase 2 after a refusal: forget what PREPARE held
  *   SCAN          one page of the owner's rows of a table (its cursor)
  *   LOAD          rows (and state) written at their owner
- *   TABLE_STATS   the owner's statistics of a table (table 0: of all) */
+ *   TABLE_STATS   the owner's statistics of a table (table 0: of all)
+ *   PUSH_RANKED   PUSH as worker `rank` of a synchronous step: summed in
+ *                 rank order at the owner (db/gradrank.h) */
 #define PROTO_NODE_OP_MAP(X)                                          \
 	X(PREFETCH, prefetch, 0x0600, SEL, TICKET)                    \
 	X(PULL, pull, 0x0601, SEL, VECS)                              \
@@ -119,7 +121,8 @@ enum {
 	X(TABLE_ABORT, table_abort, 0x0613, ADMIN, EMPTY)             \
 	X(SCAN, scan, 0x0614, SCAN, PAGE)                             \
 	X(LOAD, load, 0x0615, LOAD, EMPTY)                            \
-	X(TABLE_STATS, table_stats, 0x0616, EMPTY, STATS)
+	X(TABLE_STATS, table_stats, 0x0616, EMPTY, STATS)             \
+	X(PUSH_RANKED, push_ranked, 0x0630, GRADS, EMPTY)
 
 typedef enum proto_node_op {
 	/* Only in an error response to a frame whose opcode could not be
@@ -162,7 +165,9 @@ typedef struct proto_node_sel {
  * the backward of a pooled Pull, each bag's gradient sent once.  MAPPED |
  * WEIGHTED: scale has n entries and position i takes row row_of[i] times
  * scale[i], its per-sample weight (the backward of PULL_WEIGHTED).
- * PUSH_UPDATE is plain only. */
+ * PUSH_UPDATE is plain only.  PUSH_RANKED is PUSH (any of its forms) from
+ * worker `rank` (< EMDB_WORKERS_MAX) of a synchronous step
+ * (emdb_push_as), the only opcode that carries it. */
 typedef struct proto_node_grads {
 	uint64_t ticket;
 	uint32_t n;
@@ -173,6 +178,7 @@ typedef struct proto_node_grads {
 	const uint32_t *row_of; /* [n] when MAPPED */
 	const float *scale;     /* [n_rows] when MAPPED; [n] with WEIGHTED */
 	const float *grads;     /* [n_rows * dim] */
+	uint32_t rank;          /* PUSH_RANKED only, else 0 */
 } proto_node_grads;
 
 /* STEP: worker `worker` (a key unique in the cluster: its home node's rank

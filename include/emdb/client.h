@@ -223,12 +223,23 @@ typedef struct emdb_client_options {
 	 * sleep at once.  Asynchronous calls always sleep; mem:// ignores
 	 * it. */
 	uint32_t busy_poll_us;
+	/* This handle's pushes are those of worker `worker_rank` (0 ..
+	 * EMDB_WORKERS_MAX - 1) of a data-parallel trainer: the database
+	 * sums the gradients of different workers of a step per row in rank
+	 * order, whatever order their pushes arrive in (emdb_push_as in
+	 * emdb/db.h; docs/cluster.md "Determinism").  Give each worker its
+	 * own handle and a stable rank (torch.distributed's).  Default
+	 * EMDB_WORKER_NONE: pushes summed in arrival order.  Over a socket
+	 * the connection declares it right after the handshake (WORKER,
+	 * protocol version 4); a server that speaks only an older version
+	 * fails the connect with UNSUPPORTED. */
+	uint32_t worker_rank;
 } emdb_client_options;
 
 #define EMDB_CLIENT_BUSY_POLL_MAX_US 10000u
 
 #define EMDB_CLIENT_OPTIONS_INIT \
-	{ sizeof(emdb_client_options), 30000, 10000, 2, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
+	{ sizeof(emdb_client_options), 30000, 10000, 2, NULL, NULL, NULL, NULL, NULL, NULL, 0, EMDB_WORKER_NONE }
 
 /* Connect to the database at `uri` (see the top of this file) and, over a
  * socket, perform HELLO and AUTH.  opts may be NULL for the defaults;
@@ -249,7 +260,8 @@ int emdb_client_connect(const char *uri, const emdb_client_options *opts,
 /* A mem:// handle over a database the caller opened and keeps owning: db
  * must outlive the handle, and emdb_client_close does not close it.  The
  * caller may keep calling the engine on db directly at the same time.
- * opts may be NULL; only size, timeout_ms and mem_threads are read.
+ * opts may be NULL; only size, timeout_ms, mem_threads and worker_rank
+ * are read.
  * Errors: INVALID (db or out NULL, bad option), NOMEM. */
 int emdb_client_wrap(emdb_db *db, const emdb_client_options *opts,
 		     emdb_client **out);
@@ -665,6 +677,12 @@ int emdb_client_push_update_ticket(emdb_client *c, uint32_t table,
  * every worker's gradients are in and applied.  Each worker calls it once
  * per step.  workers 1 is a plain emdb_client_update.
  *
+ * Gradients of one ID pushed by several workers are summed in the order
+ * their pushes arrive unless each worker's handle has its rank
+ * (emdb_client_options.worker_rank, 0 .. workers - 1): then in rank
+ * order, and the step's rows and optimizer state are the same bits
+ * whichever worker pushed first, on one node or a cluster.
+ *
  * Over a socket the server holds the step: the workers may be any
  * processes, on any connections.  With mem:// the workers are threads of
  * this process using this handle, or handles on the same mem://NAME
@@ -680,7 +698,9 @@ int emdb_client_push_update_ticket(emdb_client *c, uint32_t table,
  * server shut down meanwhile), and the errors of emdb_client_update.  A
  * worker whose connection closes leaves the step.  Keep the handle's
  * timeout above update_barrier_timeout_ms: a call the handle gave up on
- * still counts in the server's step until that step ends.  Role: trainer. */
+ * still counts in the server's step until that step ends; a call resent
+ * after the step it belonged to was applied counts in the next step.
+ * Role: trainer. */
 #define EMDB_CLIENT_UPDATE_WORKERS_MAX 65536u
 int emdb_client_update_sync(emdb_client *c, uint32_t table, uint32_t workers,
 			    uint64_t *rows_out);

@@ -187,7 +187,8 @@ typedef struct emdb_table_config {
 typedef struct emdb_table_stats {
 	uint64_t rows;            /* IDs held                                 */
 	uint64_t step;            /* Updates applied so far                   */
-	uint64_t pending_rows;    /* rows holding an accumulated gradient     */
+	uint64_t pending_rows;    /* rows holding an accumulated gradient (a
+				     row of k ranked workers counts k times) */
 	uint64_t bytes_vectors;   /* rows * dim * 4                           */
 	uint64_t bytes_optimizer; /* rows * state floats * 4                  */
 	uint64_t bytes_index;     /* index slots of all shards                */
@@ -388,6 +389,53 @@ int emdb_push_bags_weighted_ticket(emdb_db *db, uint32_t table,
 				   const uint64_t *offsets, size_t n_bags,
 				   emdb_pool pool, const float *weights,
 				   uint32_t dim, const float *grads);
+
+/* Pushes of the workers of a data-parallel step, summed in an order that
+ * does not depend on when they arrive.  A trainer of W workers gives each
+ * a stable rank 0..W-1 (torch.distributed's rank) and pushes as that rank;
+ * the table then keeps each worker's gradients apart until the Update,
+ * which adds them per row in rank order:
+ *     g(row) = ((unranked pushes) + worker 0's sum) + worker 1's sum ...
+ * over the workers that pushed the row, each worker's sum in its own
+ * request order (its pushes one after another, as one thread makes
+ * them).  So a run with fixed batches gives bit-identical rows and
+ * optimizer state whichever worker's push comes first, and on any number
+ * of cluster nodes (docs/cluster.md "Determinism").  Pushes that name no
+ * worker (EMDB_WORKER_NONE, and every emdb_push* call above) are summed
+ * in arrival order, as before; a single worker gets the same bits either
+ * way.
+ *
+ * Memory: a worker's accumulators hold the rows it pushed since the last
+ * Update, as the shared ones do, and each ranked row also keeps room for
+ * it in the shared accumulators (where the Update adds the workers' sums):
+ * at most twice the memory of the same pushes unranked, plus a small
+ * entry per worker and index shard (freed once a worker stops pushing:
+ * docs/engine.md, "Several workers of one step").  The memory limit counts it all: a
+ * push that does not fit is refused with NOMEM before anything is
+ * added.
+ *
+ * The batch is one of the calls above: IDs (ids, n) or a ticket (ids NULL,
+ * n ignored); optionally bags (offsets[n_bags + 1], pool) and per-sample
+ * weights (SUM only), grads then holding one row per bag. */
+#define EMDB_WORKER_NONE UINT32_MAX
+#define EMDB_WORKERS_MAX 65536u /* ranks are 0 .. EMDB_WORKERS_MAX - 1 */
+
+typedef struct emdb_push_batch {
+	const uint64_t *ids;        /* [n], or NULL with a ticket          */
+	size_t n;
+	const emdb_ticket *ticket;  /* or NULL with ids                    */
+	const uint64_t *offsets;    /* [n_bags + 1], or NULL: no bags      */
+	size_t n_bags;
+	emdb_pool pool;             /* with bags                           */
+	const float *weights;       /* [n] per-sample weights, or NULL     */
+	uint32_t dim;
+	const float *grads;         /* [n or n_bags][dim]                  */
+} emdb_push_batch;
+
+/* Push b as worker `worker` (0 .. EMDB_WORKERS_MAX - 1, or
+ * EMDB_WORKER_NONE for an unranked push).  Errors: as the emdb_push* call
+ * of the same shape; INVALID for a rank out of range or a NULL b. */
+int emdb_push_as(emdb_db *db, uint32_t table, uint32_t worker, const emdb_push_batch *b);
 
 /* Advance the table's step and apply its optimizer to every row holding an
  * accumulated gradient, then clear the accumulators.  Rows without a

@@ -561,7 +561,7 @@ Test(client_net, push_update_against_a_version_1_server_is_refused_unsent, .time
 
 	cr_assert_eq(vs.hellos, 1);
 	cr_assert_eq(vs.offered_min, 1);
-	cr_assert_eq(vs.offered_max, 3, "the client offers versions 1..3");
+	cr_assert_eq(vs.offered_max, 4, "the client offers versions 1..4");
 	cr_assert_eq(vs.refused, 0, "the server refused a frame: %s", vs.why);
 	cr_assert_eq(vs.pings, 2);
 	cr_assert_eq(vs.prefetches, 1);
@@ -644,16 +644,16 @@ Test(client_net, weighted_calls_against_a_version_2_server_are_refused_unsent, .
 	cr_assert_eq(vs.ticket_frees, 1);
 }
 
-/* A server of this build and mem:// both give version 3, and PUSH_UPDATE
+/* A server of this build and mem:// both give version 4, and PUSH_UPDATE
  * and TABLE_RESERVE (version 2's) and the weighted Pull (version 3's) go
  * through. */
-Test(client_net, protocol_version_3_with_a_server_of_this_build, .init = srv_start,
+Test(client_net, protocol_version_4_with_a_server_of_this_build, .init = srv_start,
      .fini = srv_stop, .timeout = 60)
 {
 	const char *uris[] = { srv.tcp_uri, srv.unix_uri, "mem://" };
 	for (size_t i = 0; i < 3; i++) {
 		emdb_client *c = test_client_open(uris[i], 30000);
-		cr_assert_eq(emdb_client_protocol_version(c), 3, "%s", uris[i]);
+		cr_assert_eq(emdb_client_protocol_version(c), 4, "%s", uris[i]);
 		uint32_t t = create_table(c, "v3", 4);
 		uint64_t ids[3] = { 1, 2, 1 }, rows = 0, offs[2] = { 0, 3 };
 		float g[12] = { 0 }, w[3] = { 1, 1, 1 }, out[4];
@@ -1269,4 +1269,25 @@ Test(client_net, huge_pages_setting, .fini = srv_stop, .timeout = 60)
 	free(ids);
 	free(rows);
 	emdb_client_close(c);
+}
+
+/* A worker rank needs WORKER, protocol version 4's: against a server that
+ * speaks only 3 the connect fails with UNSUPPORTED naming both versions,
+ * and the server hears no WORKER frame (it would hang up on it). */
+Test(client_net, worker_rank_against_a_version_3_server_is_unsupported, .timeout = 60)
+{
+	v1_server vs;
+	old_start(&vs, 3);
+	char uri[160];
+	snprintf(uri, sizeof(uri), "unix://%s", vs.path);
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.worker_rank = 1;
+	emdb_client *c = (emdb_client *)1;
+	int rc = emdb_client_connect(uri, &o, &c);
+	cr_assert_eq(rc, EMDB_ERR_UNSUPPORTED, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	cr_assert_null(c);
+	cr_assert(strstr(emdb_client_last_error(), "speaks protocol version 3; a worker rank"), "%s",
+		  emdb_client_last_error());
+	v1_stop(&vs);
+	cr_assert_eq(vs.refused, 0, "the server refused a frame: %s", vs.why);
 }

@@ -65,6 +65,7 @@ static void one(const uint8_t *f, size_t len)
 		}
 		break;
 	case PROTO_NODE_PUSH:
+	case PROTO_NODE_PUSH_RANKED:
 	case PROTO_NODE_PUSH_UPDATE:
 		if (!(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE)) {
 			inside(g->ids, (size_t)g->n * 8, f, len, &m);

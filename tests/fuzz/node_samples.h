@@ -19,7 +19,7 @@ static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
 static const float node_sample_w[5] = { 0.5f, -1.0f, 2.0f, 0.0f, 3.0f };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 28
+#define NODE_SAMPLES 29
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -48,16 +48,16 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		return true;
 	case 5:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH;
-		m->u.grads = (proto_node_grads){ 0, 5, 4, 5, 0, node_sample_ids, NULL, NULL, node_sample_f };
+		m->u.grads = (proto_node_grads){ 0, 5, 4, 5, 0, node_sample_ids, NULL, NULL, node_sample_f, 0 };
 		return true;
 	case 6:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH;
 		m->u.grads = (proto_node_grads){ 0x200000003ull, 5, 4, 3, PROTO_NODE_GRADS_MAPPED, NULL, node_sample_rows,
-						 node_sample_scale, node_sample_f };
+						 node_sample_scale, node_sample_f, 0 };
 		return true;
 	case 7:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH_UPDATE;
-		m->u.grads = (proto_node_grads){ 0, 0, 4, 0, 0, NULL, NULL, NULL, NULL };
+		m->u.grads = (proto_node_grads){ 0, 0, 4, 0, 0, NULL, NULL, NULL, NULL, 0 };
 		return true;
 	case 8:
 		m->hdr = r, m->hdr.opcode = PROTO_NODE_PUSH_UPDATE;
@@ -117,7 +117,7 @@ static inline bool node_sample(int k, proto_node_msg *m)
 	case 21: /* a weighted pooled PUSH by IDs: a weight per position */
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH;
 		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED,
-						 node_sample_ids, node_sample_rows, node_sample_w, node_sample_f };
+						 node_sample_ids, node_sample_rows, node_sample_w, node_sample_f, 0 };
 		return true;
 	case 22:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_TABLE_PREPARE;
@@ -144,6 +144,11 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		m->hdr = r, m->hdr.opcode = PROTO_NODE_TABLE_STATS;
 		m->u.stats.stats = (emdb_table_stats){ .rows = 5, .step = 2, .bytes_vectors = 80, .bytes_index = 4096 };
 		m->u.stats.alloc_bytes = 1 << 20;
+		return true;
+	case 28: /* a weighted pooled PUSH by IDs of worker 2 */
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH_RANKED;
+		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED,
+						 node_sample_ids, node_sample_rows, node_sample_w, node_sample_f, 2 };
 		return true;
 	}
 	return false;

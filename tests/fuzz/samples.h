@@ -263,6 +263,11 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = REQ_("table_load_req_vectors", TABLE_LOAD);
 	m->table_load_req = (proto_table_load_req){ 7, 3, 5, 0, sample_ids, sample_vecs, NULL };
 	m = RESP_("table_load_resp", TABLE_LOAD);
+	m = REQ_("worker_req", WORKER);
+	m->worker_req = (proto_worker_req){ 2 };
+	m = REQ_("worker_req_none", WORKER);
+	m->worker_req = (proto_worker_req){ EMDB_WORKER_NONE };
+	m = RESP_("worker_resp", WORKER);
 #undef REQ_
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {

@@ -76,12 +76,20 @@ static inline void append(char **buf, size_t *len, const char *p, size_t n)
 	(*buf)[*len] = 0;
 }
 
-/* Run emdb-cli with args (NULL-terminated), `input` on its stdin (NULL:
- * /dev/null) and the extra environment assignments env (NULL-terminated,
- * may be NULL). */
-static inline cli_run run_cli_env(const char *input, const char *const *env, const char *const *args)
+/* A program of this build started with pipes on its stdin, stdout and
+ * stderr; it dies with the test (PR_SET_PDEATHSIG). */
+typedef struct prog_proc {
+	pid_t pid;
+	int in, out, err; /* our ends; -1 once closed */
+	cli_run r;        /* what it wrote so far; r.code once it ended */
+	size_t olen, elen;
+} prog_proc;
+
+/* Start bin with args (NULL-terminated) and the extra environment
+ * assignments env (NULL-terminated, may be NULL). */
+static inline void prog_start(prog_proc *p, const char *bin, const char *const *env, const char *const *args)
 {
-	const char *argv[64] = { EMDB_CLI_BIN };
+	const char *argv[64] = { bin };
 	int argc = 1;
 	for (int i = 0; args[i]; i++) {
 		cr_assert_lt(argc, 63);
@@ -94,9 +102,10 @@ static inline cli_run run_cli_env(const char *input, const char *const *env, con
 	cr_assert_eq(pipe(out), 0);
 	cr_assert_eq(pipe(err), 0);
 	pid_t parent = getpid();
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
+	memset(p, 0, sizeof(*p));
+	p->pid = fork();
+	cr_assert_geq(p->pid, 0);
+	if (p->pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
@@ -108,60 +117,89 @@ static inline cli_run run_cli_env(const char *input, const char *const *env, con
 		unsetenv("EMDB_CLI_TOKEN");
 		for (int i = 0; env && env[i]; i++)
 			putenv((char *)env[i]);
-		execv(EMDB_CLI_BIN, (char *const *)argv);
+		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
 	close(in[0]);
 	close(out[1]);
 	close(err[1]);
+	p->in = in[1];
+	p->out = out[0];
+	p->err = err[0];
+	append(&p->r.out, &p->olen, "", 0);
+	append(&p->r.err, &p->elen, "", 0);
+}
+
+/* Read what it wrote, waiting up to ms: 1 once both pipes closed, 0
+ * after some output (or a signal), -1 when nothing came for ms. */
+static inline int prog_read(prog_proc *p, int ms)
+{
+	struct pollfd f[2] = { { .fd = p->out, .events = POLLIN }, { .fd = p->err, .events = POLLIN } };
+	int k = poll(f, 2, ms);
+	cr_assert(k >= 0 || errno == EINTR, "poll: %s", strerror(errno));
+	for (int i = 0; k > 0 && i < 2; i++) {
+		if (f[i].fd < 0 || !(f[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		char buf[4096];
+		ssize_t n = read(f[i].fd, buf, sizeof(buf));
+		if (n <= 0) {
+			close(f[i].fd);
+			*(i ? &p->err : &p->out) = -1;
+		} else if (i == 0) {
+			append(&p->r.out, &p->olen, buf, (size_t)n);
+		} else {
+			append(&p->r.err, &p->elen, buf, (size_t)n);
+		}
+	}
+	if (p->out < 0 && p->err < 0)
+		return 1;
+	return k == 0 ? -1 : 0;
+}
+
+/* Read until it closes its output, failing the test (after a SIGKILL) once
+ * it was silent for limit_ms in all, and reap it: r.code is its exit
+ * status, 128 + signal. */
+static inline void prog_wait(prog_proc *p, const char *what, long limit_ms)
+{
+	for (long waited = 0;;) {
+		int rc = prog_read(p, 100);
+		if (rc == 1)
+			break;
+		if (rc < 0 && (waited += 100) > limit_ms) {
+			kill(p->pid, SIGKILL);
+			waitpid(p->pid, NULL, 0);
+			p->pid = 0;
+			cr_assert_fail("%s ran over %ld ms; stdout:\n%s\nstderr:\n%s", what, limit_ms, p->r.out,
+				       p->r.err);
+		}
+	}
+	int st;
+	while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	p->pid = 0;
+	p->r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Run emdb-cli with args (NULL-terminated), `input` on its stdin (NULL:
+ * /dev/null) and the extra environment assignments env (NULL-terminated,
+ * may be NULL). */
+static inline cli_run run_cli_env(const char *input, const char *const *env, const char *const *args)
+{
+	prog_proc p;
+	prog_start(&p, EMDB_CLI_BIN, env, args);
 	if (input) {
 		size_t len = strlen(input), off = 0;
 		cr_assert_lt(len, 60000, "input larger than a pipe buffer");
 		while (off < len) {
-			ssize_t w = write(in[1], input + off, len - off);
+			ssize_t w = write(p.in, input + off, len - off);
 			cr_assert_gt(w, 0);
 			off += (size_t)w;
 		}
 	}
-	close(in[1]);
-
-	cli_run r = { 0 };
-	size_t olen = 0, elen = 0;
-	append(&r.out, &olen, "", 0);
-	append(&r.err, &elen, "", 0);
-	struct pollfd p[2] = { { .fd = out[0], .events = POLLIN }, { .fd = err[0], .events = POLLIN } };
-	int open_fds = 2;
-	for (int waited = 0; open_fds > 0;) {
-		int k = poll(p, 2, 100);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k == 0 && (waited += 100) > 30000) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			cr_assert_fail("emdb-cli ran over 30 s; stdout:\n%s\nstderr:\n%s", r.out, r.err);
-		}
-		for (int i = 0; i < 2; i++) {
-			if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			char buf[4096];
-			ssize_t n = read(p[i].fd, buf, sizeof(buf));
-			if (n <= 0) {
-				close(p[i].fd);
-				p[i].fd = -1;
-				open_fds--;
-			} else if (i == 0) {
-				append(&r.out, &olen, buf, (size_t)n);
-			} else {
-				append(&r.err, &elen, buf, (size_t)n);
-			}
-		}
-	}
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	cr_assert_null(strstr(r.err, "Sanitizer"), "emdb-cli: %s", r.err);
-	return r;
+	close(p.in);
+	prog_wait(&p, "emdb-cli", 30000);
+	cr_assert_null(strstr(p.r.err, "Sanitizer"), "emdb-cli: %s", p.r.err);
+	return p.r;
 }
 
 #define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })

@@ -65,6 +65,8 @@ static uint8_t version_of(uint16_t op)
 	if (op == PROTO_OP_PULL_WEIGHTED || op == PROTO_OP_PUSH_WEIGHTED || op == PROTO_OP_TABLE_ALTER ||
 	    op == PROTO_OP_TABLE_SCAN || op == PROTO_OP_TABLE_LOAD)
 		return 3;
+	if (op == PROTO_OP_WORKER)
+		return 4;
 	return 1;
 }
 
@@ -299,7 +301,7 @@ Test(proto, frames_carry_the_version_of_their_opcode)
 {
 	SAMPLES();
 	cr_assert_eq(PROTO_VERSION_MIN, 1);
-	cr_assert_eq(PROTO_VERSION_MAX, 3);
+	cr_assert_eq(PROTO_VERSION_MAX, 4);
 #define OP_VER_(NAME, name, value, ver, role, rq, rs) \
 	cr_assert_eq(proto_op_version(value), version_of(value), #NAME);
 	PROTO_OP_MAP(OP_VER_)
@@ -524,8 +526,8 @@ Test(proto, malformed_headers_are_refused_with_the_right_code)
 	cr_assert_eq(hdr_with(0x42444D46, 1, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
 	cr_assert(strstr(emdb_last_error(), "magic"), "%s", emdb_last_error());
 	cr_assert_eq(hdr_with(PROTO_MAGIC, 0, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
-	cr_assert_eq(hdr_with(PROTO_MAGIC, 4, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
-	cr_assert(strstr(emdb_last_error(), "version 4, this build speaks 1..3"), "%s",
+	cr_assert_eq(hdr_with(PROTO_MAGIC, 5, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
+	cr_assert(strstr(emdb_last_error(), "version 5, this build speaks 1..4"), "%s",
 		  emdb_last_error());
 	/* A version this build speaks, but not the opcode's. */
 	cr_assert_eq(hdr_with(PROTO_MAGIC, 2, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);

@@ -382,3 +382,23 @@ Test(proto_node, spec_lists_every_node_opcode)
 	PROTO_NODE_OP_MAP(NODE_ROW_)
 #undef NODE_ROW_
 }
+
+/* PUSH_RANKED carries its worker's rank; a rank out of range, a nonzero
+ * reserved word, or a rank in another opcode are refused. */
+Test(proto_node, push_ranked_carries_the_rank)
+{
+	proto_node_msg m, d;
+	cr_assert(node_sample(28, &m));
+	size_t len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	cr_assert_eq(d.u.grads.rank, 2);
+	cr_assert(memcmp(d.u.grads.ids, node_sample_ids, 5 * 8) == 0);
+	uint32_t big = EMDB_WORKERS_MAX, one = 1;
+	refused(28, PROTO_NODE_HDR_SIZE + 24, &big, 4, EMDB_ERR_PROTOCOL, "rank 65536");
+	refused(28, PROTO_NODE_HDR_SIZE + 28, &one, 4, EMDB_ERR_PROTOCOL, "reserved word after the rank");
+	m.u.grads.rank = EMDB_WORKERS_MAX;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(5, &m)); /* a PUSH */
+	m.u.grads.rank = 1;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+}

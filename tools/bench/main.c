@@ -30,7 +30,8 @@
  *      printing the figures (missed goals are figures, not failures).
  *   2. Nothing is left running or mapped at exit.
  *   3. Without --net the run is in process, exactly as described above;
- *      with --net, net_bench.c runs the network mode instead, and with
+ *      with --net, net_bench.c runs the network mode instead, with
+ *      --cluster N, cluster_bench.c the cluster mode, and with
  *      --workload checkpoint, ckpt_bench.c runs the checkpoint workload.
  */
 #include <getopt.h>
@@ -45,9 +46,11 @@
 #include "tools/bench/anchors.h"
 #include "tools/bench/baseline.h"
 #include "tools/bench/ckpt_bench.h"
+#include "tools/bench/cluster_bench.h"
 #include "tools/bench/harness.h"
 #include "tools/bench/keys.h"
 #include "tools/bench/net_bench.h"
+#include "tools/bench/net_server.h"
 #include "tools/bench/pool.h"
 #include "tools/bench/preload.h"
 #include "tools/bench/report.h"
@@ -93,13 +96,16 @@ typedef struct bench_opts {
 	int net_tls;             /* --net tls: NET_TCP with a TLS server beside */
 	unsigned depth;         /* --net: requests in flight */
 	unsigned backends;      /* --net: NET_BACKEND_* */
+	int cluster;            /* --cluster N: nodes; 0 off */
+	cluster_link_kind cluster_link;
+	int cluster_busy_poll;  /* --cluster-busy-poll */
 	const char *dir;        /* checkpoint: parent of the data directory */
 	uint64_t pause_rows;    /* checkpoint: rows of the Update-pause table */
 } bench_opts;
 
 static void usage(FILE *f)
 {
-	fputs("usage: emdb-bench [options]\n"
+	fprintf(f, "usage: emdb-bench [options]\n"
 	      "\n"
 	      "Measures the emdb engine in process, and beside each figure the anchor\n"
 	      "it is a ratio to (see docs/benchmarks.md).\n"
@@ -147,13 +153,22 @@ static void usage(FILE *f)
 	      "  --io-backend B  --net: emdb-server's io_backend, libevent, uring, or both\n"
 	      "                  (a server of each, measured side by side against the\n"
 	      "                  same anchors; default libevent)\n"
+	      "  --cluster N     the network workloads through one home node of N local\n"
+	      "                  emdb-server nodes (2..%d) forming a cluster, beside a\n"
+	      "                  single emdb-server and a bare UCX exchange of the same\n"
+	      "                  message sizes, with the link's counters per request\n"
+	      "                  (clients over --net unix, the default, or tcp)\n"
+	      "  --cluster-link L  tcp or shm: UCX between the nodes over TCP on\n"
+	      "                  loopback, or shared memory where it can (default tcp)\n"
+	      "  --cluster-busy-poll  the nodes' link threads poll UCX instead of\n"
+	      "                  sleeping on its event fd (cluster_busy_poll 1)\n"
 	      "  --dir D         checkpoint: make the data directory under D (default /tmp);\n"
 	      "                  it is removed at the end\n"
 	      "  --pause-rows N  checkpoint: rows of the Update-pause table, dim 16 SGD\n"
 	      "                  (default 10M)\n"
 	      "  --json          one JSON object per measurement and line on stdout\n"
 	      "  --help          this text\n",
-	      f);
+	      NET_CLUSTER_MAX);
 }
 
 static void bad_usage(const char *fmt, const char *arg)
@@ -244,6 +259,9 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		{ "io-backend", required_argument, NULL, 'B' },
 		{ "dir", required_argument, NULL, 'R' },
 		{ "pause-rows", required_argument, NULL, 'Q' },
+		{ "cluster", required_argument, NULL, 'C' },
+		{ "cluster-link", required_argument, NULL, 'L' },
+		{ "cluster-busy-poll", no_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -371,6 +389,20 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		case 'R':
 			o->dir = optarg;
 			break;
+		case 'C':
+			o->cluster = (int)parse_count("--cluster", optarg, 2, NET_CLUSTER_MAX);
+			break;
+		case 'L':
+			if (strcmp(optarg, "tcp") == 0)
+				o->cluster_link = CLUSTER_LINK_TCP;
+			else if (strcmp(optarg, "shm") == 0)
+				o->cluster_link = CLUSTER_LINK_SHM;
+			else
+				bad_usage("--cluster-link: '%s' is not tcp or shm", optarg);
+			break;
+		case 'K':
+			o->cluster_busy_poll = 1;
+			break;
 		case 'Q':
 			o->pause_rows = parse_count("--pause-rows", optarg, 1, 1ull << 40);
 			break;
@@ -397,6 +429,14 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 			  "unix (or tcp, tls)");
 	if (o->workloads == WL_STEP && o->threads == 1)
 		bad_usage("--threads 1: a step needs %s", "2 workers or more");
+	if (o->cluster && (o->workloads & (WL_CKPT | WL_STEP)))
+		bad_usage("--cluster: %s", "the checkpoint and step workloads are not measured on a cluster");
+	if (o->cluster && (o->net_tls || o->backends != NET_BACKEND_LIBEVENT))
+		bad_usage("--cluster: the nodes run libevent over plain sockets (%s)", "--net unix or tcp");
+	if (!o->cluster && (o->cluster_link != CLUSTER_LINK_TCP || o->cluster_busy_poll))
+		bad_usage("%s: only with --cluster N", "--cluster-link, --cluster-busy-poll");
+	if (o->cluster && o->bags)
+		bad_usage("--cluster: %s", "--bags is not measured on a cluster");
 	if (o->workloads == WL_CKPT && o->opt_set && o->n_opts != 1)
 		bad_usage("--optimizer: the checkpoint workload takes one optimizer, not '%s'", "all");
 }
@@ -701,9 +741,23 @@ int main(int argc, char **argv)
 	if (!r)
 		harness_die("out of memory");
 	parse_args(argc, argv, &o);
-	if (o.net != NET_OFF && emdb_alloc_huge_pages() != EMDB_HUGE_OFF)
+	if ((o.net != NET_OFF || o.cluster) && emdb_alloc_huge_pages() != EMDB_HUGE_OFF)
 		bad_usage("--huge-pages%s: the engine of --net runs in emdb-server (its huge_pages "
 			  "setting), not in the bench", "");
+	if (o.cluster) {
+		cluster_bench_opts co = {
+			.net = { .transport = o.net == NET_TCP ? NET_TCP : NET_UNIX, .depth = o.depth,
+				 .rows = o.rows, .dim = o.dim, .batch = o.batch, .seconds = o.seconds,
+				 .dist = o.dist_set ? o.dist : KEYS_ZIPF, .json = o.json,
+				 .pull = !!(o.workloads & WL_PULL), .push = !!(o.workloads & WL_PUSH),
+				 .lookup = !!(o.workloads & WL_LOOKUP),
+				 .prefetch = !!(o.workloads & WL_PREFETCH) },
+			.nodes = o.cluster, .link = o.cluster_link, .busy_poll = o.cluster_busy_poll,
+		};
+		free(r);
+		cluster_bench_run(&co);
+		return 0;
+	}
 	if (o.net != NET_OFF) {
 		net_bench_opts no = {
 			.transport = o.net, .backends = o.backends, .depth = o.depth,

@@ -326,7 +326,7 @@ void net_bench_run(const net_bench_opts *opts)
 	net_lat echo_lat = { 0 }, get_lat = { 0 };
 	int n = 0, has_redis, n_sides = 0;
 	net_op ops[NET_N_OPS];
-	int n_ops = 0;
+	int n_ops;
 
 	if (!o.rows)
 		o.rows = NET_DEFAULT_ROWS;
@@ -362,20 +362,7 @@ void net_bench_run(const net_bench_opts *opts)
 	net_echo_rows er = { region, row_bytes, p.ranks, p.len, p.batch };
 	net_echo_set_rows(echo, &er);
 
-	if (o.pull) {
-		ops[n_ops++] = NET_PULL;
-		ops[n_ops++] = NET_PULL_TICKET;
-	}
-	if (o.push) {
-		ops[n_ops++] = NET_PUSH;
-		ops[n_ops++] = NET_PUSH_TICKET;
-		ops[n_ops++] = NET_PUSH_UPDATE;
-		ops[n_ops++] = NET_PUSH_UPDATE_TICKET;
-	}
-	if (o.lookup)
-		ops[n_ops++] = NET_LOOKUP;
-	if (o.prefetch)
-		ops[n_ops++] = NET_PREFETCH;
+	n_ops = net_wl_ops(o.pull, o.push, 0, o.lookup, o.prefetch, ops);
 	for (int i = 0; i < n_ops; i++) {
 		net_rec *x = &recs[n];
 		memset(x, 0, sizeof(*x));

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +33,7 @@
 #include "tools/bench/harness.h"
 
 #define MAX_CHILDREN 8
-#define MAX_FILES 16
+#define MAX_FILES 32
 
 static volatile pid_t children[MAX_CHILDREN];
 static char tmpdir[64];
@@ -104,6 +105,11 @@ static const char *add_file(const char *name)
 	return files[n_files++];
 }
 
+const char *net_servers_file(const char *name)
+{
+	return add_file(name);
+}
+
 static pid_t spawn(const char *const *argv, const char *log)
 {
 	pid_t parent = getpid(), pid;
@@ -144,7 +150,26 @@ static void forget(pid_t pid)
 			children[i] = 0;
 }
 
-/* Wait until the server accepts a connection (up to 20 s). */
+/* Wait until the server accepts a connection (up to 20 s; a cluster node
+ * listens only once the cluster formed). */
+/* The end of a server's log on stderr: the log goes with the temporary
+ * directory at exit. */
+static void show_log(const char *log)
+{
+	char buf[2048];
+	FILE *f = fopen(log, "r");
+	if (!f)
+		return;
+	if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > (long)sizeof(buf) - 1)
+		fseek(f, -(long)sizeof(buf) + 1, SEEK_END);
+	else
+		fseek(f, 0, SEEK_SET);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	fprintf(stderr, "--- %s:\n%s\n---\n", log, buf);
+}
+
 static void wait_up(net_server *s, const char *what, const char *log, const char *portfile)
 {
 	for (int tries = 0; tries < 2000; tries++) {
@@ -152,7 +177,8 @@ static void wait_up(net_server *s, const char *what, const char *log, const char
 		if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
 			forget(s->pid);
 			s->pid = 0;
-			harness_die("%s exited at start (status 0x%x); see %s", what, st, log);
+			show_log(log);
+			harness_die("%s exited at start (status 0x%x)", what, st);
 		}
 		if (portfile && !s->port) {
 			FILE *f = fopen(portfile, "r");
@@ -174,25 +200,32 @@ static void wait_up(net_server *s, const char *what, const char *log, const char
 		}
 		harness_sleep(0.010);
 	}
-	harness_die("%s did not start listening within 20 s; see %s", what, log);
+	show_log(log);
+	harness_die("%s did not start listening within 20 s", what);
 }
 
-void net_server_start_emdb(net_server *s, net_transport tr, const char *backend, int tls)
+/* Spawn emdb-server with I/O backend `backend` on transport tr, its files
+ * named emdb-<tag>.*, extra arguments appended (NULL-terminated, may be
+ * NULL); do not wait. */
+static void emdb_spawn(net_server *s, net_transport tr, const char *backend, int tls, const char *tag,
+		       const char *const *extra)
 {
 #ifndef EMDB_SERVER_BIN
 	(void)s;
 	(void)tr;
 	(void)backend;
 	(void)tls;
+	(void)tag;
+	(void)extra;
 	harness_die("emdb-server is not part of this build");
 #else
 	char name[64], cert[128], key[128];
-	const char *tag = tls ? "-tls" : "";
-	snprintf(name, sizeof(name), "emdb-%s%s.log", backend, tag);
-	const char *log = add_file(name);
-	snprintf(name, sizeof(name), "emdb-%s%s.port", backend, tag);
-	const char *portfile = add_file(name);
-	const char *argv[24] = { EMDB_SERVER_BIN, "--log-level", "warn", "--log-file", log,
+	memset(s, 0, sizeof(*s));
+	snprintf(name, sizeof(name), "emdb-%s.log", tag);
+	s->log = add_file(name);
+	snprintf(name, sizeof(name), "emdb-%s.port", tag);
+	s->portfile = add_file(name);
+	const char *argv[40] = { EMDB_SERVER_BIN, "--log-level", "warn", "--log-file", s->log,
 				 "--io-backend", backend };
 	int argc = 7;
 	snprintf(cert, sizeof(cert), "%s/bench-tls.pem", tmpdir);
@@ -203,33 +236,102 @@ void net_server_start_emdb(net_server *s, net_transport tr, const char *backend,
 		argv[argc++] = "--tls-key-file";
 		argv[argc++] = key;
 	}
-
-	memset(s, 0, sizeof(*s));
+	s->tls = tls;
 	if (tr == NET_TCP) {
 		argv[argc++] = "--bind";
 		argv[argc++] = "127.0.0.1";
 		argv[argc++] = "--port";
 		argv[argc++] = "0";
 		argv[argc++] = "--port-file";
-		argv[argc++] = portfile;
+		argv[argc++] = s->portfile;
 	} else {
-		snprintf(name, sizeof(name), "emdb-%s.sock", backend);
+		snprintf(name, sizeof(name), "emdb-%s.sock", tag);
 		snprintf(s->sock, sizeof(s->sock), "%s", add_file(name));
 		argv[argc++] = "--bind";
 		argv[argc++] = "";
 		argv[argc++] = "--unix-socket";
 		argv[argc++] = s->sock;
 	}
+	for (int i = 0; extra && extra[i]; i++) {
+		if (argc >= 39)
+			harness_die("too many emdb-server arguments");
+		argv[argc++] = extra[i];
+	}
 	argv[argc] = NULL;
-	s->pid = spawn(argv, log);
-	wait_up(s, "emdb-server", log, tr == NET_TCP ? portfile : NULL);
-	if (tr == NET_TCP && tls)
+	s->tr = tr;
+	s->pid = spawn(argv, s->log);
+#endif
+}
+
+/* Wait until s accepts connections, then set its URI. */
+static void emdb_wait(net_server *s, const char *what)
+{
+	char cert[128];
+	wait_up(s, what, s->log, s->tr == NET_TCP ? s->portfile : NULL);
+	snprintf(cert, sizeof(cert), "%s/bench-tls.pem", tmpdir);
+	if (s->tr == NET_TCP && s->tls)
 		snprintf(s->uri, sizeof(s->uri), "tls://127.0.0.1:%u?name=emdb-bench&ca=%s", s->port, cert);
-	else if (tr == NET_TCP)
+	else if (s->tr == NET_TCP)
 		snprintf(s->uri, sizeof(s->uri), "tcp://127.0.0.1:%u?name=emdb-bench", s->port);
 	else
 		snprintf(s->uri, sizeof(s->uri), "unix://%s?name=emdb-bench", s->sock);
-#endif
+}
+
+void net_server_start_emdb(net_server *s, net_transport tr, const char *backend, int tls)
+{
+	char tag[32];
+	snprintf(tag, sizeof(tag), "%s%s", backend, tls ? "-tls" : "");
+	emdb_spawn(s, tr, backend, tls, tag, NULL);
+	emdb_wait(s, "emdb-server");
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	size_t len = strlen(text);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len)
+		harness_die("%s: %s", path, strerror(errno));
+	close(fd);
+}
+
+void net_server_start_cluster(net_server *s, int n, net_transport tr, const char *const *extra)
+{
+	char text[1024], rank[NET_CLUSTER_MAX][12], tag[32], what[64];
+	const char *file = add_file("cluster"), *secret = add_file("cluster.secret");
+	size_t len;
+
+	if (n < 1 || n > NET_CLUSTER_MAX)
+		harness_die("a cluster of %d nodes: 1..%d on one machine", n, NET_CLUSTER_MAX);
+	len = (size_t)snprintf(text, sizeof(text), "# emdb-bench --cluster\ncluster_id emdb-bench-%d\n",
+			       (int)getpid());
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len, "node %d 127.0.0.1:%u\n", i,
+					net_free_port());
+	write_file(file, text, 0644);
+	/* A fresh secret per run: 32 random bytes, hex. */
+	uint8_t key[32];
+	if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key))
+		harness_die("getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(key); i++)
+		snprintf(text + 2 * i, 3, "%02x", key[i]);
+	strcat(text, "\n");
+	write_file(secret, text, 0600);
+	/* Every node at once: each waits for the others before it listens. */
+	for (int i = 0; i < n; i++) {
+		snprintf(rank[i], sizeof(rank[i]), "%d", i);
+		snprintf(tag, sizeof(tag), "node%d", i);
+		const char *args[16] = { "--cluster-file", file, "--cluster-rank", rank[i],
+					 "--cluster-secret-file", secret };
+		int argc = 6;
+		for (int k = 0; extra && extra[k] && argc < 15; k++)
+			args[argc++] = extra[k];
+		args[argc] = NULL;
+		emdb_spawn(&s[i], tr, "libevent", 0, tag, args);
+	}
+	for (int i = 0; i < n; i++) {
+		snprintf(what, sizeof(what), "emdb-server node %d of %d", i, n);
+		emdb_wait(&s[i], what);
+	}
 }
 
 int net_server_start_redis(net_server *s, net_transport tr)

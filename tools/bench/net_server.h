@@ -12,8 +12,14 @@
 
 #include "tools/bench/net_sock.h"
 
+#define NET_CLUSTER_MAX 4 /* nodes of a cluster on this machine */
+
 typedef struct net_server {
 	pid_t pid;
+	net_transport tr;
+	int tls;
+	const char *log;      /* emdb: its log file, removed at exit */
+	const char *portfile;
 	uint16_t port;      /* TCP: the port it listens on; 0 on Unix */
 	char sock[160];     /* Unix: the socket path; "" on TCP */
 	char uri[256];      /* emdb: the client URI */
@@ -27,6 +33,11 @@ void net_servers_init(void);
 /* The temporary directory ("/tmp/emdb-bench-XXXXXX"). */
 const char *net_servers_dir(void);
 
+/* The path of file `name` in that directory, registered for removal at
+ * exit (a file written there that is not registered would keep the
+ * directory).  Valid until exit. */
+const char *net_servers_file(const char *name);
+
 /* Start emdb-server (EMDB_SERVER_BIN) with I/O backend `backend`
  * ("libevent" or "uring") on transport tr and wait until it accepts
  * connections.  With tls (TCP only) the server presents the certificate
@@ -34,6 +45,15 @@ const char *net_servers_dir(void);
  * it.  Servers of different backends, or with and without TLS, may run
  * side by side.  Exits the process on failure. */
 void net_server_start_emdb(net_server *s, net_transport tr, const char *backend, int tls);
+
+/* Start an n-node cluster of emdb-servers (1..NET_CLUSTER_MAX): a cluster
+ * file of free loopback ports and a secret file in net_servers_dir(), node
+ * i in s[i], each listening for clients on tr, with the extra arguments
+ * (NULL-terminated, may be NULL, at most 9); wait until every node is
+ * ready (a node opens its client listener only once the cluster formed).
+ * UCX reads the bench's environment (UCX_TLS ...), which the nodes
+ * inherit.  Exits the process on failure. */
+void net_server_start_cluster(net_server *s, int n, net_transport tr, const char *const *extra);
 
 /* Start redis-server (NET_REDIS_BIN) without persistence on transport tr.
  * Returns 0, or -1 when the binary is missing (the anchor is skipped). */

@@ -11,11 +11,13 @@
 #include "tools/bench/net_tls.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
 #include "tools/bench/harness.h"
+#include "tools/bench/net_server.h"
 
 static void add_ext(X509 *x, int nid, const char *value)
 {
@@ -32,6 +34,8 @@ static void write_pem(const char *dir, const char *file, X509 *cert, EVP_PKEY *k
 {
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	if (strcmp(dir, net_servers_dir()) == 0) /* removed at exit with it */
+		net_servers_file(file);
 	FILE *f = fopen(path, "w");
 	if (!f || !(cert ? PEM_write_X509(f, cert) : PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL)))
 		harness_die("cannot write %s", path);

@@ -26,7 +26,8 @@
 #define MAX_DEPTH 1024u
 
 static const char *const names[NET_N_OPS] = { "pull", "pull_ticket", "push", "push_ticket", "lookup",
-						       "prefetch", "push_update", "push_update_ticket" };
+						       "prefetch", "push_update", "push_update_ticket",
+						       "update" };
 
 const char *net_op_name(net_op op)
 {
@@ -59,6 +60,8 @@ size_t net_op_req_bytes(net_op op, size_t n, uint32_t dim)
 		return HDR + pad8(32 + 4 * n * dim);
 	case NET_LOOKUP:
 		return HDR + 16 + 8 * n;
+	case NET_UPDATE:
+		return HDR + 8;
 	case NET_PREFETCH:
 	default:
 		return HDR + 8 + 8 * n;
@@ -76,6 +79,7 @@ size_t net_op_resp_bytes(net_op op, size_t n, uint32_t dim)
 		return HDR;
 	case NET_PUSH_UPDATE:
 	case NET_PUSH_UPDATE_TICKET:
+	case NET_UPDATE:
 		return HDR + 8;
 	case NET_LOOKUP:
 		return HDR + 16 + pad8(4 * n * dim);
@@ -83,6 +87,28 @@ size_t net_op_resp_bytes(net_op op, size_t n, uint32_t dim)
 	default:
 		return HDR + 16;
 	}
+}
+
+int net_wl_ops(int pull, int push, int update, int lookup, int prefetch, net_op *ops)
+{
+	int n = 0;
+	if (pull) {
+		ops[n++] = NET_PULL;
+		ops[n++] = NET_PULL_TICKET;
+	}
+	if (push) {
+		ops[n++] = NET_PUSH;
+		ops[n++] = NET_PUSH_TICKET;
+		if (update)
+			ops[n++] = NET_UPDATE;
+		ops[n++] = NET_PUSH_UPDATE;
+		ops[n++] = NET_PUSH_UPDATE_TICKET;
+	}
+	if (lookup)
+		ops[n++] = NET_LOOKUP;
+	if (prefetch)
+		ops[n++] = NET_PREFETCH;
+	return n;
 }
 
 void net_wl_die(const char *what, int rc)
@@ -131,6 +157,7 @@ typedef struct ring {
 	float *out[MAX_DEPTH];
 	float *grads;
 	emdb_client_ticket **tk;             /* by ticket: one per batch */
+	uint64_t sent;                       /* requests submitted */
 } ring;
 
 /* Wait for slot s; returns its IDs, 0 when it was empty. */
@@ -185,15 +212,25 @@ static uint64_t ring_step(void *arg, unsigned t, uint64_t iter)
 	case NET_LOOKUP:
 		g->f[s] = emdb_client_lookup_async(w->c, w->table, ids, n, w->dim, g->out[s], NULL);
 		break;
+	case NET_UPDATE:
+		g->f[s] = emdb_client_update_async(w->c, w->table, NULL);
+		break;
 	default:
 		g->f[s] = emdb_client_prefetch_async(w->c, w->table, ids, n, &g->made[s]);
 	}
 	if (!g->f[s])
 		harness_die("out of memory");
+	g->sent++;
 	return done;
 }
 
 void net_wl_measure(const net_wl *w, net_op op, const pool *p, harness_result *out)
+{
+	net_wl_measure_marked(w, op, p, out, NULL, NULL);
+}
+
+void net_wl_measure_marked(const net_wl *w, net_op op, const pool *p, harness_result *out,
+			   net_wl_mark_fn mark, void *ctx)
 {
 	ring *g = calloc(1, sizeof(*g));
 	size_t vec = p->batch * w->dim;
@@ -223,11 +260,15 @@ void net_wl_measure(const net_wl *w, net_op op, const pool *p, harness_result *o
 				net_wl_die("emdb_client_prefetch", rc);
 		}
 	}
+	if (mark)
+		mark(ctx, 0, 0);
 	harness_measure(1, w->seconds, ring_step, g, out);
 	for (unsigned s = 0; s < w->depth; s++) {
 		ring_complete(g, s);
 		free(g->out[s]);
 	}
+	if (mark)
+		mark(ctx, 1, g->sent);
 	if (g->tk) {
 		for (size_t b = 0; b < p->batches; b++)
 			emdb_client_ticket_free(g->tk[b]);

@@ -7,7 +7,8 @@
  * it with UCX_TLS=tcp, then with shared memory), one JSON line each for:
  *
  *   bare_small / bare_big  a ping-pong of UCX active messages between two
- *                          workers driven by one polling thread: a request
+ *                          workers driven by one polling thread
+ *                          (ucx_pair.h, shared with emdb-bench): a request
  *                          of 64 bytes (or B bytes, by rendezvous) and a
  *                          reply of 64 (8) bytes: UCX's own cost, no
  *                          threads, no copies, no event fd;
@@ -32,16 +33,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <ucp/api/ucp.h>
-
 #include <emdb/error.h>
 
 #include "base/clock.h"
 #include "cluster/link.h"
 #include "net/cluster_conf.h"
 #include "net/node_link.h"
+#include "tools/linkbench/ucx_pair.h"
 
-#define AM_ID 7
 #define SMALL 64
 
 static unsigned free_port(void)
@@ -68,149 +67,35 @@ static void report(const char *name, uint64_t calls, size_t req, size_t rep, uin
 	fflush(stdout);
 }
 
-/* ---- bare UCX ------------------------------------------------------- */
+/* ---- bare UCX (ucx_pair.h) ------------------------------------------ */
 
-typedef struct bare_side {
-	ucp_context_h ctx;
-	ucp_worker_h worker;
-	ucp_ep_h ep;
-	uint8_t *buf;
-	size_t reply_len;
-	volatile uint64_t got;
-	volatile int pending_rx;
-} bare_side;
-
-static bare_side A, B;
-static ucp_listener_h bare_listener;
-
-static void nop_send(void *req, ucs_status_t st, void *u)
+static void bare_run(ucx_pair *p, const char *name, uint64_t calls, size_t req, size_t rep)
 {
-	ucp_request_free(req);
-}
-
-static void bare_send(ucp_ep_h ep, const void *buf, size_t len)
-{
-	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
-				  .flags = UCP_AM_SEND_FLAG_REPLY,
-				  .cb.send = nop_send };
-	ucs_status_ptr_t r = ucp_am_send_nbx(ep, AM_ID, NULL, 0, buf, len, &p);
-	if (UCS_PTR_IS_ERR(r)) {
-		fprintf(stderr, "send: %s\n", ucs_status_string(UCS_PTR_STATUS(r)));
-		exit(1);
-	}
-}
-
-static void b_rx_done(void *req, ucs_status_t st, size_t len, void *u)
-{
-	B.pending_rx = 0;
-	bare_send(B.ep, B.buf, B.reply_len);
-	ucp_request_free(req);
-}
-
-/* B answers every request; big ones arrive by rendezvous. */
-static ucs_status_t b_recv(void *arg, const void *h, size_t hl, void *data, size_t len, const ucp_am_recv_param_t *p)
-{
-	B.ep = p->reply_ep;
-	if (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-		ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK, .cb.recv_am = b_rx_done };
-		ucs_status_ptr_t r = ucp_am_recv_data_nbx(B.worker, data, B.buf, len, &rp);
-		if (r == NULL)
-			bare_send(B.ep, B.buf, B.reply_len);
-		else
-			B.pending_rx = 1;
-		return UCS_INPROGRESS;
-	}
-	bare_send(B.ep, B.buf, B.reply_len);
-	return UCS_OK;
-}
-
-static ucs_status_t a_recv(void *arg, const void *h, size_t hl, void *data, size_t len, const ucp_am_recv_param_t *p)
-{
-	A.got++;
-	return UCS_OK;
-}
-
-static void bare_conn(ucp_conn_request_h req, void *arg)
-{
-	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-			       .conn_request = req,
-			       .err_mode = UCP_ERR_HANDLING_MODE_PEER };
-	ucp_ep_create(B.worker, &ep, &B.ep);
-}
-
-static void bare_init(bare_side *s, ucp_am_recv_callback_t cb)
-{
-	ucp_config_t *c;
-	ucp_params_t pp = { .field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM };
-	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-				   .thread_mode = UCS_THREAD_MODE_SINGLE };
-	if (ucp_config_read(NULL, NULL, &c) != UCS_OK || ucp_init(&pp, c, &s->ctx) != UCS_OK ||
-	    ucp_worker_create(s->ctx, &wp, &s->worker) != UCS_OK) {
-		fprintf(stderr, "UCX init failed\n");
-		exit(1);
-	}
-	ucp_config_release(c);
-	ucp_am_handler_param_t ap = { .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-						    UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
-				      .id = AM_ID,
-				      .flags = UCP_AM_FLAG_WHOLE_MSG,
-				      .cb = cb };
-	ucp_worker_set_am_recv_handler(s->worker, &ap);
-}
-
-static void progress_both(void)
-{
-	ucp_worker_progress(A.worker);
-	ucp_worker_progress(B.worker);
-}
-
-static void bare_run(const char *name, uint64_t calls, size_t req, size_t rep)
-{
-	uint8_t *out = calloc(1, req);
-	B.reply_len = rep;
+	char err[256];
 	/* warm up, then measure */
 	for (int pass = 0; pass < 2; pass++) {
 		uint64_t n = pass ? calls : calls / 10 + 1;
-		A.got = 0;
-		uint64_t t0 = emdb__now_ns();
-		for (uint64_t i = 0; i < n; i++) {
-			bare_send(A.ep, out, req);
-			while (A.got <= i)
-				progress_both();
+		ucx_pair_result r;
+		if (ucx_pair_exchange(p, &req, &rep, 1, 1, n, 0, &r, err, sizeof(err)) < 0) {
+			fprintf(stderr, "%s\n", err);
+			exit(1);
 		}
 		if (pass)
-			report(name, n, req, rep, emdb__now_ns() - t0);
+			report(name, r.rounds, req, rep, r.ns);
 	}
-	free(out);
 }
 
 static void bare(uint64_t small_calls, uint64_t big_calls, size_t big)
 {
-	bare_init(&A, a_recv);
-	bare_init(&B, b_recv);
-	B.buf = calloc(1, big > SMALL ? big : SMALL);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)free_port()) };
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ucp_listener_params_t lp = { .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
-						   UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-				     .sockaddr = { (struct sockaddr *)&sa, sizeof(sa) },
-				     .conn_handler = { bare_conn, NULL } };
-	if (ucp_listener_create(B.worker, &lp, &bare_listener) != UCS_OK) {
-		fprintf(stderr, "listener failed\n");
+	char err[256];
+	ucx_pair *p;
+	if (ucx_pair_open(&p, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
 		exit(1);
 	}
-	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-					     UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-			       .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-			       .sockaddr = { (struct sockaddr *)&sa, sizeof(sa) },
-			       .err_mode = UCP_ERR_HANDLING_MODE_PEER };
-	if (ucp_ep_create(A.worker, &ep, &A.ep) != UCS_OK) {
-		fprintf(stderr, "connect failed\n");
-		exit(1);
-	}
-	bare_run("bare_small", small_calls, SMALL, SMALL);
-	bare_run("bare_big", big_calls, big, 8);
-	/* The processes ends here; UCX's teardown is not what we measure. */
+	bare_run(p, "bare_small", small_calls, SMALL, SMALL);
+	bare_run(p, "bare_big", big_calls, big, 8);
+	ucx_pair_close(p);
 }
 
 /* ---- through the link ------------------------------------------------ */

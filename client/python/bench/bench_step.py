@@ -103,14 +103,32 @@ def side_torch_module(args, db: emdb.Client, ids: np.ndarray) -> Tuple[float, fl
 
 def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
     """The layer's cost measured step against step, robust to a busy
-    machine: each step of emdb.torch alternates with the same step as three
-    bare C calls through cffi (pointers made beforehand: the C client's
-    cost plus well under a microsecond per call), on one table, each side
-    with its own batch (so that neither finds the other's rows in the
-    cache), the side going first alternating from step to step; the
-    figures are the medians of the per-step times, in wall time and in
-    this thread's CPU time (what a busy machine moves less: time the
-    thread waits for a core is not in it)."""
+    machine: four kinds of step alternate on one table, each with its own
+    batch (so that none finds another's rows in the cache), the one going
+    first rotating from step to step; the figures are the medians of the
+    per-step times, in wall time and in this thread's CPU time (what a busy
+    machine moves less: time the thread waits for a core is not in it),
+    and the medians of the per-step differences of CPU time (two kinds
+    that ran within the same few milliseconds, so that a drift of the
+    machine's speed cancels).
+
+      bare     the three C calls made bare through cffi (pointers made
+               beforehand): the C client's cost plus well under a
+               microsecond per call;
+      module   emdb.torch: emb(ids, offsets).backward(g), Step.step();
+      trainer  what a torch trainer calling the C client by hand does for
+               the same step: the bare Pull into a tensor that requires
+               grad, the model's loss and backward (a stand-in model:
+               loss = sum(out * g), whose gradient at out is g), the bare
+               Push of out.grad, the bare Update;
+      model    emdb.torch under the same model: (emb(ids, offsets) *
+               g).sum().backward(), Step.step().
+
+    Every kind pushes the same gradient g into the same table.  bare
+    against module is the layer with torch's backward() machinery counted
+    as its cost (the C side runs no autograd); trainer against model
+    counts that machinery as the model's, which any torch trainer runs
+    once per step anyway: what is left is the layer's own."""
     ffi, lib = db._native
     t = db.create_table("bench_pair", args.dim, args.optimizer, init=("uniform", -0.05, 0.05))
     insert_all(t, args.vocab)
@@ -119,45 +137,73 @@ def paired(args, db: emdb.Client, ids: np.ndarray) -> dict:
     off, g = step_inputs(args)
     bags = g.shape[0]
     out = np.empty(g.shape, np.float32)
+    out_t = torch.from_numpy(out).requires_grad_()
     c, pool = db._h(), lib.EMDB_POOL_SUM
     off_p, g_p, out_p = (ffi.from_buffer("uint64_t[]", off.numpy()), ffi.from_buffer("float[]", g.numpy()),
                          ffi.from_buffer("float[]", out))
     u = np.ascontiguousarray(ids).view(np.uint64)
     tids = list(torch.from_numpy(ids))
-    half = args.steps // 2
-    raw, mod, raw_cpu, mod_cpu = [], [], [], []
     clock, cpu = time.perf_counter, time.thread_time
 
-    def bare(ids_p) -> Tuple[float, float]:
+    def bare(s: int) -> Tuple[float, float]:
+        ids_p = ffi.from_buffer("uint64_t[]", u[s])
         t0, c0 = clock(), cpu()
         lib.emdb_client_pull_bags(c, t.id, ids_p, args.batch, off_p, bags, pool, args.dim, out_p)
         lib.emdb_client_push_bags(c, t.id, ids_p, args.batch, off_p, bags, pool, args.dim, g_p)
         lib.emdb_client_update(c, t.id, ffi.NULL)
         return clock() - t0, cpu() - c0
 
-    def module(x) -> Tuple[float, float]:
+    def trainer(s: int) -> Tuple[float, float]:
+        ids_p = ffi.from_buffer("uint64_t[]", u[s])
+        t0, c0 = clock(), cpu()
+        lib.emdb_client_pull_bags(c, t.id, ids_p, args.batch, off_p, bags, pool, args.dim, out_p)
+        (out_t * g).sum().backward()
+        grad, out_t.grad = out_t.grad, None
+        lib.emdb_client_push_bags(c, t.id, ids_p, args.batch, off_p, bags, pool, args.dim,
+                                  ffi.cast("float *", grad.data_ptr()))
+        lib.emdb_client_update(c, t.id, ffi.NULL)
+        return clock() - t0, cpu() - c0
+
+    def module(s: int) -> Tuple[float, float]:
+        x = tids[s]
         t0, c0 = clock(), cpu()
         emb(x, off).backward(g)
         step.step()
         return clock() - t0, cpu() - c0
 
+    def model(s: int) -> Tuple[float, float]:
+        x = tids[s]
+        t0, c0 = clock(), cpu()
+        (emb(x, off) * g).sum().backward()
+        step.step()
+        return clock() - t0, cpu() - c0
+
+    kinds = [("bare", bare), ("module", module), ("trainer", trainer), ("model", model)]
+    times: dict = {k: ([], []) for k, _ in kinds}
     for s in range(-WARMUP, args.steps):
-        ids_p, x = ffi.from_buffer("uint64_t[]", u[s % args.steps]), tids[(s + half) % args.steps]
-        if s % 2:
-            r, m = bare(ids_p), module(x)
-        else:
-            m, r = module(x), bare(ids_p)
-        if s >= 0:
-            raw.append(r[0])
-            mod.append(m[0])
-            raw_cpu.append(r[1])
-            mod_cpu.append(m[1])
+        r = s % len(kinds)
+        for i, (k, fn) in enumerate(kinds[r:] + kinds[:r]):
+            w, cp = fn((s + (i + r) % len(kinds) * args.steps // len(kinds)) % args.steps)
+            if s >= 0:
+                times[k][0].append(w)
+                times[k][1].append(cp)
     t.drop()
-    r, m = float(np.median(raw)) * 1e6, float(np.median(mod)) * 1e6
-    rc, mc = float(np.median(raw_cpu)) * 1e6, float(np.median(mod_cpu)) * 1e6
+    med = {k: (float(np.median(w)) * 1e6, float(np.median(cp)) * 1e6) for k, (w, cp) in times.items()}
+    (r, rc), (m, mc) = med["bare"], med["module"]
+    (tr, trc), (mm, mmc) = med["trainer"], med["model"]
+    def diff(a: str, b: str) -> float:
+        """The median over steps of a's CPU time less b's in the same step
+        (a drift of the machine's speed cancels within a step)."""
+        return float(np.median(np.subtract(times[a][1], times[b][1]))) * 1e6
+
     return {"c_calls_us": r, "emdb.torch_us": m, "layer_us": m - r, "layer_pct": (m / r - 1) * 100,
+            "layer_cpu_step_us": diff("module", "bare"),
+            "layer_model_cpu_step_us": diff("model", "trainer"),
             "c_calls_cpu_us": rc, "emdb.torch_cpu_us": mc, "layer_cpu_us": mc - rc,
-            "layer_cpu_pct": (mc / rc - 1) * 100}
+            "layer_cpu_pct": (mc / rc - 1) * 100,
+            "trainer_us": tr, "model_us": mm, "layer_model_us": mm - tr,
+            "layer_model_pct": (mm / tr - 1) * 100, "trainer_cpu_us": trc, "model_cpu_us": mmc,
+            "layer_model_cpu_us": mmc - trc, "layer_model_cpu_pct": (mmc / trc - 1) * 100}
 
 
 def side_torch(args, ids: np.ndarray) -> Tuple[float, float]:
@@ -234,11 +280,17 @@ def main() -> int:
         for k, v in res.items():
             print(f"{k:<12} {v:10.1f} {v / res['c'] - 1:+8.1%} {best[k]:10.1f} "
                   f"{best[k] / best['c'] - 1:+8.1%} {cpu[k]:10.1f} {cpu[k] / cpu['c'] - 1:+8.1%}")
-    print(f"paired, step against step (medians of {args.steps}): bare C calls "
-          f"{pair['c_calls_us']:.1f} us, emdb.torch {pair['emdb.torch_us']:.1f} us: the layer costs "
-          f"{pair['layer_us']:.1f} us ({pair['layer_pct']:+.1f}%); in this thread's CPU time "
-          f"{pair['c_calls_cpu_us']:.1f} and {pair['emdb.torch_cpu_us']:.1f} us: "
-          f"{pair['layer_cpu_us']:.1f} us ({pair['layer_cpu_pct']:+.1f}%)")
+    print(f"paired, step against step (medians of {args.steps}), wall us (CPU us):")
+    print(f"  bare C calls {pair['c_calls_us']:.1f} ({pair['c_calls_cpu_us']:.1f}), emdb.torch "
+          f"{pair['emdb.torch_us']:.1f} ({pair['emdb.torch_cpu_us']:.1f}): the layer with torch's "
+          f"backward() costs {pair['layer_us']:.1f} us ({pair['layer_pct']:+.1f}%), CPU "
+          f"{pair['layer_cpu_us']:.1f} us ({pair['layer_cpu_pct']:+.1f}%), step by step "
+          f"{pair['layer_cpu_step_us']:.1f} us")
+    print(f"  under one model: C calls by hand {pair['trainer_us']:.1f} ({pair['trainer_cpu_us']:.1f}), "
+          f"emdb.torch {pair['model_us']:.1f} ({pair['model_cpu_us']:.1f}): the layer costs "
+          f"{pair['layer_model_us']:.1f} us ({pair['layer_model_pct']:+.1f}%), CPU "
+          f"{pair['layer_model_cpu_us']:.1f} us ({pair['layer_model_cpu_pct']:+.1f}%), step by step "
+          f"{pair['layer_model_cpu_step_us']:.1f} us")
     return 0
 
 

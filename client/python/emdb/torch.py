@@ -35,24 +35,20 @@ from .client import Client, Table, TableRef
 
 
 class _Batch:
-    """One forward's bags, as the arrays the C calls take.
+    """One forward's bags, as the arrays the C calls take, for every batch
+    but forward's fast path (weights, padding, 2-D input, other dtypes,
+    inference): pointers made once here into the memory of the caller's
+    tensors or arrays, kept referenced here while the batch lives.  `ids`
+    and `offsets` are int64 CPU tensors or uint64 numpy arrays of the same
+    64 bits; ids_np() and offsets_np() give them as uint64 arrays (views)."""
 
-    The pooled Pull of forward and the pooled Push of backward call the C
-    library directly with pointers made once here, into the memory of the
-    caller's tensors or arrays (kept referenced here while the batch
-    lives): the per-step cost of this layer is what the benchmark
-    (client/python/bench) holds against the C client.  `ids` and `offsets`
-    are int64 CPU tensors or uint64 numpy arrays of the same 64 bits;
-    ids_np() and offsets_np() give them as uint64 arrays (views)."""
-
-    __slots__ = ("table", "client", "tid", "lib", "cast", "ids", "offsets", "n", "n_bags", "mode",
+    __slots__ = ("table", "client", "tid", "cast", "ids", "offsets", "n", "n_bags", "mode",
                  "dim", "bag_of", "ids_p", "off_p", "pool")
 
     def __init__(self, table: Table, ids: Any, offsets: Any, mode: str, pool: int) -> None:
         self.table = table
         self.client = client = table.client
         self.tid = table.id
-        self.lib = client._native.lib
         ffi = client._native.ffi
         self.cast = ffi.cast
         self.ids = ids
@@ -89,18 +85,18 @@ class _Batch:
                                     np.diff(self.offsets_np()).astype(np.int64))
         return self.bag_of
 
+    def args(self) -> Tuple[Any, ...]:
+        """The arguments the pooled Pull and Push share before the rows."""
+        return (self.tid, self.ids_p, self.n, self.off_p, self.n_bags, self.pool, self.dim)
+
     def call(self, fn: Any, rows: torch.Tensor, weights: Optional[torch.Tensor] = None) -> None:
-        """fn(handle, table, ids, n, offsets, n_bags, pool, [weights,] dim,
-        rows): the pooled Pull or Push, weighted when weights are given;
-        rows and weights C-contiguous float32 CPU tensors."""
+        """fn(handle, table, ids, n, offsets, n_bags, pool, weights, dim,
+        rows): the weighted pooled Pull or Push; rows and weights
+        C-contiguous float32 CPU tensors."""
         cast = self.cast
-        if weights is None:
-            rc = fn(self.client._h(), self.tid, self.ids_p, self.n, self.off_p, self.n_bags,
-                    self.pool, self.dim, cast("float *", rows.data_ptr()))
-        else:
-            rc = fn(self.client._h(), self.tid, self.ids_p, self.n, self.off_p, self.n_bags,
-                    self.pool, cast("float *", weights.data_ptr()), self.dim,
-                    cast("float *", rows.data_ptr()))
+        rc = fn(self.client._h(), self.tid, self.ids_p, self.n, self.off_p, self.n_bags,
+                self.pool, cast("float *", weights.data_ptr()), self.dim,
+                cast("float *", rows.data_ptr()))
         if rc:
             errors.check(self.client._native, rc)
 
@@ -115,24 +111,39 @@ def _grad32(grad: torch.Tensor) -> torch.Tensor:
 
 
 class _PooledPull(torch.autograd.Function):
-    """forward: pooled Pull; backward: pooled Push of grad_output."""
+    """forward: pooled Pull; backward: pooled Push of grad_output.
+
+    args are what the two C calls share before the rows: (table id, ids,
+    n, offsets, bags, pool, dim), pointers into the memory of `keep`'s
+    tensors or arrays, which the graph keeps referenced until backward.
+    Nothing else is built per step: this is the path of a training loop's
+    every batch, and its cost is what the benchmark holds against the bare
+    C calls (docs/python.md, "Benchmark")."""
 
     @staticmethod
-    def forward(ctx: Any, anchor: torch.Tensor, b: _Batch) -> torch.Tensor:  # type: ignore[override]
-        ctx.b = b
-        out = torch.empty((b.n_bags, b.dim), dtype=torch.float32)
-        if b.n:
-            b.call(b.lib.emdb_client_pull_bags, out)
+    def forward(ctx: Any, anchor: torch.Tensor, client: Client,  # type: ignore[override]
+                args: Tuple[Any, ...], keep: Any) -> torch.Tensor:
+        ctx.call = (client, args, keep)
+        out = torch.empty((args[4], args[6]), dtype=torch.float32)
+        if args[2]:
+            ffi, lib = client._native
+            rc = lib.emdb_client_pull_bags(client._h(), *args, ffi.cast("float *", out.data_ptr()))
+            if rc:
+                errors.check(client._native, rc)
         else:
             out.zero_()
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
-        b: _Batch = ctx.b
-        if b.n:
-            b.call(b.lib.emdb_client_push_bags, _grad32(grad))
-        return None, None
+        client, args, _ = ctx.call
+        if args[2]:
+            g = _grad32(grad)
+            ffi, lib = client._native
+            rc = lib.emdb_client_push_bags(client._h(), *args, ffi.cast("float *", g.data_ptr()))
+            if rc:
+                errors.check(client._native, rc)
+        return None, None, None, None
 
 
 class _WeightedPull(torch.autograd.Function):
@@ -216,6 +227,9 @@ class EmbeddingBag(nn.Module):
         self.include_last_offset = include_last_offset
         self.padding_idx = padding_idx
         self._pool = schema.pool_value(client._native, mode)
+        # What forward's fast path passes to the C calls, fixed for the
+        # module's life (a table's id and dim never change).
+        self._tid, self._dim, self._cast = self.table.id, self.table.dim, client._native.ffi.cast
         # The leaf autograd hangs the Pull/Push function on: never updated,
         # not a parameter (torch optimizers over .parameters() ignore it).
         self._anchor = torch.empty(0, requires_grad=True)
@@ -267,10 +281,10 @@ class EmbeddingBag(nn.Module):
 
     def _batch(self, input: torch.Tensor, offsets: Optional[torch.Tensor],
                weights: Optional[torch.Tensor]) -> Tuple[_Batch, Optional[torch.Tensor]]:
-        # A training loop's usual batch: 1-D int64 IDs and offsets with the
-        # end, in CPU memory, no padding or weights.  The C calls read the
-        # tensors' own memory; nothing is converted, checked or allocated
-        # (the engine checks the offsets).
+        # Every batch but forward's fast path: the fast path's tensors
+        # themselves under no_grad (Lookup), else IDs and offsets made
+        # uint64 arrays (views where they already are 64-bit) with the end
+        # offset, padding removed, weights checked.
         if (offsets is not None and weights is None and self.padding_idx is None
                 and self.include_last_offset and input.dtype is torch.int64
                 and offsets.dtype is torch.int64 and input.dim() == 1 and offsets.dim() == 1
@@ -318,10 +332,26 @@ class EmbeddingBag(nn.Module):
 
     def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                 per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+        grad = torch.is_grad_enabled()
+        # A training loop's usual batch: 1-D int64 IDs and offsets with the
+        # end, in CPU memory, no padding or weights.  The C calls read the
+        # tensors' own memory: nothing is converted, checked or allocated
+        # but the output (the engine checks the offsets).
+        if (grad and per_sample_weights is None and offsets is not None
+                and self.include_last_offset and self.padding_idx is None
+                and input.dtype is torch.int64 and offsets.dtype is torch.int64
+                and input.dim() == 1 and offsets.dim() == 1 and input.is_cpu and offsets.is_cpu
+                and input.is_contiguous() and offsets.is_contiguous()):
+            cast = self._cast
+            return _PooledPull.apply(
+                self._anchor, self.client,
+                (self._tid, cast("uint64_t *", input.data_ptr()), input.numel(),
+                 cast("uint64_t *", offsets.data_ptr()), offsets.numel() - 1, self._pool,
+                 self._dim), (input, offsets))
         b, w = self._batch(input, offsets, per_sample_weights)
-        if torch.is_grad_enabled():
+        if grad:
             if w is None:
-                out = _PooledPull.apply(self._anchor, b)
+                out = _PooledPull.apply(self._anchor, self.client, b.args(), b)
             else:
                 out = _WeightedPull.apply(self._anchor, w, b)
         else:
@@ -349,17 +379,24 @@ Stepped = Union[EmbeddingBag, Table]
 #: the profiler's label (torch 1.x has only the label, made by hand below).
 _TORCH_STEP_WRAP = getattr(torch.optim.Optimizer, "profile_hook_step", None)
 _optim_module = importlib.import_module("torch.optim.optimizer")
+#: torch >= 2.0: the global step hooks, dicts that torch's register
+#: functions fill in place (torch 1.x has none).  Looked up once here: a
+#: missing attribute of a module costs an AttributeError and its message
+#: on every lookup, which step() would pay at every step.
+_GLOBAL_STEP_HOOKS = tuple(d for d in (getattr(_optim_module, "_global_optimizer_pre_hooks", None),
+                                       getattr(_optim_module, "_global_optimizer_post_hooks", None))
+                           if d is not None)
+_profiler_enabled = torch.autograd._profiler_enabled
 
 
 def _profiled(opt: torch.optim.Optimizer) -> bool:
     """Whether step() must go through torch's wrapper: the autograd
     profiler records, or a step hook (of this optimizer or global) is
     registered."""
-    return bool(torch.autograd._profiler_enabled()
+    return bool(_profiler_enabled()
                 or getattr(opt, "_optimizer_step_pre_hooks", None)
                 or getattr(opt, "_optimizer_step_post_hooks", None)
-                or getattr(_optim_module, "_global_optimizer_pre_hooks", None)
-                or getattr(_optim_module, "_global_optimizer_post_hooks", None))
+                or any(_GLOBAL_STEP_HOOKS))
 
 
 def _step_profiled(opt: "Step", closure: Any) -> Any:

@@ -48,6 +48,10 @@ def test_bench_step_small() -> None:
     p = out["paired"]
     assert p["c_calls_us"] > 0 and p["emdb.torch_us"] > 0 and p["c_calls_cpu_us"] > 0
     assert p["layer_us"] == pytest.approx(p["emdb.torch_us"] - p["c_calls_us"])
+    assert p["trainer_us"] > 0 and p["model_us"] > 0 and p["trainer_cpu_us"] > 0
+    assert p["layer_model_us"] == pytest.approx(p["model_us"] - p["trainer_us"])
+    assert p["layer_model_cpu_us"] == pytest.approx(p["model_cpu_us"] - p["trainer_cpu_us"])
+    assert "layer_cpu_step_us" in p and "layer_model_cpu_step_us" in p
     assert len(out["loadavg"]) == 2
     rc, _, stderr = run(argv[:-1] + ["--bag", "7"], env)
     assert rc == 2 and "--bag must divide --batch" in stderr

@@ -225,3 +225,45 @@ def test_step_under_the_profiler(db: emdb.Client) -> None:
     ours(torch.tensor([1]), torch.tensor([0])).sum().backward()
     step.step()                                                 # and without it
     np.testing.assert_allclose(t.lookup([1])[0], start - 2 * LR, rtol=1e-6)
+
+
+def test_kept_outputs_and_two_forwards_before_backward(db: emdb.Client) -> None:
+    """forward's fast path (1-D int64 IDs, offsets with the end) gives each
+    forward an output of its own: an output the caller keeps is never
+    overwritten by a later forward, and each backward pushes the gradient
+    of its own forward's IDs, whatever ran in between."""
+    t, ours, theirs = pair(db, "sum", include_last_offset=True)
+    ids1, off1 = torch.tensor([1, 2, 3]), torch.tensor([0, 1, 3])
+    ids2, off2 = torch.tensor([4, 5, 4, 6]), torch.tensor([0, 2, 4])
+    a1, a2 = ours(ids1, off1), ours(ids2, off2)
+    b1, b2 = theirs(ids1, off1), theirs(ids2, off2)
+    assert a1.data_ptr() != a2.data_ptr()
+    torch.testing.assert_close(a1, b1, rtol=1e-6, atol=1e-6)      # a1 kept its values
+    torch.testing.assert_close(a2, b2, rtol=1e-6, atol=1e-6)
+    kept = a2.detach().clone()
+    r1 = torch.randn(a1.shape, generator=torch.Generator().manual_seed(3))
+    r2 = torch.randn(a2.shape, generator=torch.Generator().manual_seed(4))
+    (a2 * r2).sum().backward()                                     # the later forward first
+    a3 = ours(ids1, off1)                                          # a third forward between
+    (a1 * r1).sum().backward()
+    torch.testing.assert_close(a2.detach(), kept)
+    (b2 * r2).sum().backward()
+    (b1 * r1).sum().backward()
+    emdb.torch.Step(ours).step()
+    with torch.no_grad():
+        theirs.weight -= LR * theirs.weight.grad
+    torch.testing.assert_close(torch.from_numpy(t.lookup(np.arange(V))), theirs.weight,
+                               rtol=1e-6, atol=1e-6)
+    assert a3.grad_fn is not None and a3.data_ptr() not in (a1.data_ptr(), a2.data_ptr())
+
+
+def test_backward_after_close_raises(uri: str) -> None:
+    """A graph that outlives its client: backward raises, nothing is pushed
+    through a closed handle."""
+    db = emdb.connect(uri)
+    t = db.create_table("closed", D, "sgd")
+    ours = emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True)
+    out = ours(torch.tensor([1, 2]), torch.tensor([0, 2]))
+    db.close()
+    with pytest.raises(ValueError, match="closed"):
+        out.sum().backward()

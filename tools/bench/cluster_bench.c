@@ -1,0 +1,586 @@
+/*
+ * cluster_bench.c - the driver and the report of emdb-bench --cluster N
+ * (cluster_bench.h, docs/benchmarks.md "Cluster").
+ *
+ * Design
+ *   One run starts N emdb-server nodes forming a cluster on loopback (UCX
+ *   over tcp, or shared memory with tcp beside) and one single-node
+ *   emdb-server, creates the same table on both (on the cluster through
+ *   the home node, rank 0, which creates it on every node), preloads
+ *   ranks 1..rows into each, and then per operation measures, one after
+ *   the other on the same ID stream and depth:
+ *     1. the single node, through the client library (net_wl.h);
+ *     2. the home node of the cluster, the same way, with every node's
+ *        INFO cluster (the link's own per-peer counters) read right
+ *        before the first request and right after the last: the messages
+ *        and bytes the home node exchanged with each peer, and the bytes
+ *        every node sent, for a known number of requests;
+ *     3. the bare UCX exchange (tools/linkbench/ucx_pair.h) of the same
+ *        message sizes: per request, as many messages as the home node
+ *        sent to each peer, of its mean request size, each answered with
+ *        the mean reply size, `depth` requests in flight, between two
+ *        workers of this process.
+ *   From those: messages per request per home node (goal <= N-1), the
+ *   bytes sent by all nodes over the bytes that must cross (the IDs and
+ *   rows, in request positions, whose owner is not the home node; goal
+ *   <= 1.1), and the node-to-node goodput (bytes per request times the
+ *   requests per second) over the bare exchange's (goal >= 0.70 for the
+ *   operations that carry rows).
+ *
+ * Invariants
+ *   1. The counters cover exactly the requests counted: set-up (the
+ *      by-ticket ops' Prefetches) and tear-down (their frees) fall outside
+ *      the marks (net_wl_measure_marked), and what reading the counters
+ *      itself sends (INFO cluster asks every node) is measured once and
+ *      taken off (measure_info_cost).  Prefetch's workload frees each
+ *      ticket at once, so it counts two client requests per operation.
+ *   2. Every server is killed and the temporary directory removed before
+ *      the process exits (net_server's atexit and signal handlers).
+ *   3. Missed goals are figures, not failures: the exit status is 0.
+ */
+#include "tools/bench/cluster_bench.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/client.h>
+
+#include "cluster/owner.h"
+#include "tools/bench/harness.h"
+#include "tools/bench/net_bench.h"
+#include "tools/bench/net_server.h"
+#include "tools/bench/net_wl.h"
+#include "tools/bench/pool.h"
+#include "tools/bench/preload.h"
+#include "tools/linkbench/ucx_pair.h"
+
+#define CL_POOL_IDS (256u << 10)
+#define CL_HOME 0u                /* the home node's rank */
+#define CL_GOAL_BYTES 1.1
+#define CL_GOAL_BARE 0.70
+
+/* One node's link counters towards one peer (INFO cluster). */
+typedef struct cl_ctr {
+	uint64_t bytes_sent, msgs_sent, bytes_received, msgs_received;
+} cl_ctr;
+
+typedef cl_ctr cl_snap[NET_CLUSTER_MAX][NET_CLUSTER_MAX]; /* [node][peer] */
+
+typedef struct cl_rec {
+	net_op op;
+	harness_result single, cluster;
+	double load_single, load_cluster, load_bare;
+	uint64_t ops;          /* operations between the marks, warm-up included */
+	unsigned reqs_per_op;  /* client requests per operation (Prefetch: 2) */
+	cl_ctr home[NET_CLUSTER_MAX]; /* the home node's deltas, per peer */
+	uint64_t all_bytes;    /* bytes every node sent */
+	double must_cross;     /* bytes per operation that must cross */
+	unsigned bare_n;       /* messages per bare round */
+	size_t bare_req[UCX_PAIR_MAX_MSGS], bare_rep[UCX_PAIR_MAX_MSGS];
+	double bare_rounds;    /* per second, best repetition */
+	uint64_t bare_round_bytes;
+	uint64_t single_ops;   /* the single node's operations between its marks */
+	double cpu_single;     /* CPU seconds of the single node between its marks */
+	double cpu_home, cpu_others; /* of the home node, of the other nodes */
+} cl_rec;
+
+typedef struct cl_run {
+	const cluster_bench_opts *o;
+	emdb_client *node[NET_CLUSTER_MAX]; /* one per node, for INFO */
+	pid_t pid[NET_CLUSTER_MAX];         /* the nodes' processes */
+	pid_t single_pid;
+	cl_snap before;
+	cl_snap info_cost;      /* what one round of snapshots itself sends */
+	double cpu_before[NET_CLUSTER_MAX + 1]; /* the nodes', then the single node's */
+	const uint32_t *cross;  /* per batch: positions owned elsewhere */
+	size_t batches;
+	cl_rec *rec;            /* the record being measured */
+} cl_run;
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
+
+static double load_now(void)
+{
+	double l[1] = { -1 };
+	getloadavg(l, 1);
+	return l[0];
+}
+
+/* CPU seconds a server process used so far, all its threads (its
+ * process CPU clock): what a request costs there, which the load of
+ * other tenants does not inflate as it does wall time. */
+static double cpu_of(pid_t pid)
+{
+	clockid_t id;
+	struct timespec ts;
+	if (clock_getcpuclockid(pid, &id) != 0 || clock_gettime(id, &ts) != 0)
+		return 0;
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void mark_single(void *ctx, int after, uint64_t requests)
+{
+	cl_run *r = ctx;
+	double now = cpu_of(r->single_pid);
+	if (!after) {
+		r->cpu_before[NET_CLUSTER_MAX] = now;
+		return;
+	}
+	r->rec->cpu_single = now - r->cpu_before[NET_CLUSTER_MAX];
+	r->rec->single_ops = requests;
+}
+
+static uint64_t field(const char *line, const char *key)
+{
+	const char *p = strstr(line, key);
+	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* Every node's per-peer counters. */
+static void snapshot(const cl_run *r, cl_snap out)
+{
+	memset(out, 0, sizeof(cl_snap));
+	for (int i = 0; i < r->o->nodes; i++) {
+		char *text;
+		int rc = emdb_client_info(r->node[i], "cluster", &text);
+		if (rc != EMDB_OK)
+			net_wl_die("INFO cluster", rc);
+		for (char *line = text; line && *line;) {
+			char *nl = strchr(line, '\n');
+			unsigned peer;
+			if (nl)
+				*nl = 0;
+			if (sscanf(line, "node_%u:", &peer) == 1 && peer < NET_CLUSTER_MAX &&
+			    strstr(line, " bytes_sent=")) {
+				cl_ctr *c = &out[i][peer];
+				c->bytes_sent = field(line, " bytes_sent=");
+				c->msgs_sent = field(line, " msgs_sent=");
+				c->bytes_received = field(line, " bytes_received=");
+				c->msgs_received = field(line, " msgs_received=");
+			}
+			line = nl ? nl + 1 : NULL;
+		}
+		emdb_free(text);
+	}
+}
+
+/* Bytes per ID owned elsewhere that an operation must move: the ID in
+ * the request unless by ticket, and its row unless no row travels. */
+static double cross_bytes_per_id(net_op op, uint32_t dim)
+{
+	double row = 4.0 * dim;
+	switch (op) {
+	case NET_PREFETCH:
+		return 8;
+	case NET_PULL:
+	case NET_PUSH:
+	case NET_PUSH_UPDATE:
+	case NET_LOOKUP:
+		return 8 + row;
+	case NET_PULL_TICKET:
+	case NET_PUSH_TICKET:
+	case NET_PUSH_UPDATE_TICKET:
+		return row;
+	default:
+		return 0; /* Update: no ID, no row */
+	}
+}
+
+/* Whether the goodput goal applies: the operations whose messages carry
+ * rows. */
+static int carries_rows(net_op op)
+{
+	return cross_bytes_per_id(op, 1) >= 4 && op != NET_PREFETCH;
+}
+
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+/* now - before - cost, counter by counter. */
+static void delta(const cl_ctr *now, const cl_ctr *before, const cl_ctr *cost, cl_ctr *out)
+{
+	out->bytes_sent = minus(now->bytes_sent - before->bytes_sent, cost->bytes_sent);
+	out->msgs_sent = minus(now->msgs_sent - before->msgs_sent, cost->msgs_sent);
+	out->bytes_received = minus(now->bytes_received - before->bytes_received, cost->bytes_received);
+	out->msgs_received = minus(now->msgs_received - before->msgs_received, cost->msgs_received);
+}
+
+/* INFO cluster asks every node for its table statistics before it
+ * answers, so reading the counters moves them.  Between a node's reading
+ * before and its reading after lies exactly one round of everybody's
+ * reading (the rest of the round before, the start of the round after),
+ * so the cost of one round, measured here twice in a row with nothing
+ * else running, is taken off every measurement. */
+static void measure_info_cost(cl_run *r)
+{
+	cl_snap a, b, zero;
+	memset(zero, 0, sizeof(zero));
+	snapshot(r, a);
+	snapshot(r, b);
+	uint64_t msgs = 0;
+	for (int i = 0; i < r->o->nodes; i++)
+		for (int k = 0; k < r->o->nodes; k++) {
+			delta(&b[i][k], &a[i][k], &zero[i][k], &r->info_cost[i][k]);
+			msgs += r->info_cost[i][k].msgs_sent;
+		}
+	harness_log("reading every node's counters sends %llu messages; taken off each measurement",
+		    (unsigned long long)msgs);
+}
+
+static void mark(void *ctx, int after, uint64_t requests)
+{
+	cl_run *r = ctx;
+	cl_rec *x = r->rec;
+	cl_snap now;
+
+	if (!after) {
+		snapshot(r, r->before);
+		for (int i = 0; i < r->o->nodes; i++)
+			r->cpu_before[i] = cpu_of(r->pid[i]);
+		return;
+	}
+	/* A ticket free gets no answer: give the last ones time to land. */
+	harness_sleep(0.05);
+	for (int i = 0; i < r->o->nodes; i++) {
+		double cpu = cpu_of(r->pid[i]) - r->cpu_before[i];
+		*(i == (int)CL_HOME ? &x->cpu_home : &x->cpu_others) += cpu;
+	}
+	snapshot(r, now);
+	x->ops = requests;
+	for (int i = 0; i < r->o->nodes; i++)
+		for (int k = 0; k < r->o->nodes; k++) {
+			cl_ctr d;
+			delta(&now[i][k], &r->before[i][k], &r->info_cost[i][k], &d);
+			x->all_bytes += d.bytes_sent;
+			if (i == (int)CL_HOME)
+				x->home[k] = d;
+		}
+	double ids = 0;
+	for (uint64_t i = 0; i < requests; i++)
+		ids += r->cross[i % r->batches];
+	x->must_cross = requests ? ids * cross_bytes_per_id(x->op, r->o->net.dim) / (double)requests : 0;
+}
+
+/* The bare exchange of the sizes the home node's counters gave. */
+static void measure_bare(const cl_run *r, ucx_pair *pair, cl_rec *x)
+{
+	char err[256];
+	ucx_pair_result res;
+	x->bare_n = 0;
+	x->bare_round_bytes = 0;
+	if (!x->ops)
+		return;
+	for (int k = 0; k < r->o->nodes; k++) {
+		const cl_ctr *c = &x->home[k];
+		if (k == (int)CL_HOME || !c->msgs_sent)
+			continue;
+		unsigned m = (unsigned)((c->msgs_sent + x->ops / 2) / x->ops);
+		m = m ? m : 1;
+		size_t req = (size_t)(c->bytes_sent / c->msgs_sent);
+		size_t rep = (size_t)(c->bytes_received / x->ops / m);
+		for (unsigned j = 0; j < m && x->bare_n < UCX_PAIR_MAX_MSGS; j++) {
+			x->bare_req[x->bare_n] = req;
+			x->bare_rep[x->bare_n++] = rep;
+			x->bare_round_bytes += req + rep;
+		}
+	}
+	if (!x->bare_n)
+		return;
+	x->load_bare = load_now();
+	uint64_t rep_ns = (uint64_t)(r->o->net.seconds / HARNESS_REPS * 1e9);
+	double warm = r->o->net.seconds / 8 < 0.25 ? r->o->net.seconds / 8 : 0.25;
+	for (int rep = -1; rep < HARNESS_REPS; rep++) {
+		uint64_t ns = rep < 0 ? (uint64_t)(warm * 1e9) : rep_ns;
+		if (ucx_pair_exchange(pair, x->bare_req, x->bare_rep, x->bare_n, r->o->net.depth, UINT64_MAX, ns, &res,
+				      err, sizeof(err)) < 0)
+			harness_die("bare UCX exchange: %s", err);
+		double rate = res.ns ? (double)res.rounds * 1e9 / (double)res.ns : 0;
+		if (rep >= 0 && rate > x->bare_rounds)
+			x->bare_rounds = rate;
+	}
+}
+
+/* Derived figures of one record. */
+typedef struct cl_fig {
+	double single_ops, cluster_ops;
+	double msgs_per_req, bytes_per_op, bytes_ratio;
+	double node_goodput, bare_goodput, bare_ratio;
+	uint64_t home_msgs, home_bytes;
+	double cpu_single, cpu_home, cpu_others; /* CPU us per operation */
+	int msgs_ok, bytes_ok, bare_ok; /* 1 met, 0 missed, -1 no goal */
+} cl_fig;
+
+static void figures(const cluster_bench_opts *o, const cl_rec *x, cl_fig *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->single_ops = x->single.best / o->net.batch;
+	f->cluster_ops = x->cluster.best / o->net.batch;
+	for (int k = 0; k < o->nodes; k++) {
+		f->home_msgs += x->home[k].msgs_sent;
+		f->home_bytes += x->home[k].bytes_sent + x->home[k].bytes_received;
+	}
+	f->msgs_per_req = ratio((double)f->home_msgs, (double)x->ops * x->reqs_per_op);
+	f->msgs_ok = x->ops ? f->msgs_per_req <= o->nodes - 1 + 1e-9 : -1;
+	f->bytes_per_op = ratio((double)x->all_bytes, (double)x->ops);
+	f->bytes_ratio = ratio(f->bytes_per_op, x->must_cross);
+	f->bytes_ok = x->must_cross > 0 ? f->bytes_ratio <= CL_GOAL_BYTES : -1;
+	f->node_goodput = ratio((double)f->home_bytes, (double)x->ops) * f->cluster_ops;
+	f->bare_goodput = (double)x->bare_round_bytes * x->bare_rounds;
+	f->bare_ratio = ratio(f->node_goodput, f->bare_goodput);
+	f->bare_ok = carries_rows(x->op) && f->bare_goodput > 0 ? f->bare_ratio >= CL_GOAL_BARE : -1;
+	f->cpu_single = ratio(x->cpu_single * 1e6, (double)x->single_ops);
+	f->cpu_home = ratio(x->cpu_home * 1e6, (double)x->ops);
+	f->cpu_others = ratio(x->cpu_others * 1e6, (double)x->ops);
+}
+
+static const char *link_name(cluster_link_kind k)
+{
+	return k == CLUSTER_LINK_TCP ? "tcp" : "shm";
+}
+
+static const char *tf(int ok)
+{
+	return ok < 0 ? "null" : ok ? "true" : "false";
+}
+
+static void print_json(const cluster_bench_opts *o, const cl_rec *recs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const cl_rec *x = &recs[i];
+		cl_fig f;
+		figures(o, x, &f);
+		printf("{\"mode\":\"cluster\",\"nodes\":%d,\"link\":\"%s\",\"cluster_busy_poll\":%d,"
+		       "\"transport\":\"%s\",\"home_rank\":%u,"
+		       "\"workload\":\"%s\",\"depth\":%u,\"batch\":%u,\"dim\":%u,\"rows\":%" PRIu64 ","
+		       "\"ops_per_sec\":%.1f,\"us_per_op\":%.2f,\"ids_per_sec\":%.0f,"
+		       "\"single_ops_per_sec\":%.1f,\"single_us_per_op\":%.2f,\"ratio_single\":%.4f,"
+		       "\"ops_counted\":%" PRIu64 ",\"client_requests_per_op\":%u,\"peers\":[",
+		       o->nodes, link_name(o->link), o->busy_poll, o->net.transport == NET_TCP ? "tcp" : "unix", CL_HOME,
+		       net_op_name(x->op), o->net.depth, o->net.batch, o->net.dim, o->net.rows, f.cluster_ops,
+		       ratio(1e6, f.cluster_ops), x->cluster.best, f.single_ops, ratio(1e6, f.single_ops),
+		       ratio(f.cluster_ops, f.single_ops), x->ops, x->reqs_per_op);
+		for (int k = 0, first = 1; k < o->nodes; k++) {
+			if (k == (int)CL_HOME)
+				continue;
+			const cl_ctr *c = &x->home[k];
+			printf("%s{\"rank\":%d,\"msgs_sent\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
+			       ",\"msgs_received\":%" PRIu64 ",\"bytes_received\":%" PRIu64 "}",
+			       first ? "" : ",", k, c->msgs_sent, c->bytes_sent, c->msgs_received, c->bytes_received);
+			first = 0;
+		}
+		printf("],\"home_msgs_sent\":%" PRIu64 ",\"home_bytes\":%" PRIu64 ",\"cluster_bytes_sent\":%" PRIu64 ","
+		       "\"msgs_per_request\":%.4f,\"goal_msgs_per_request\":%d,\"msgs_ok\":%s,"
+		       "\"bytes_per_op\":%.1f,\"must_cross_bytes_per_op\":%.1f,\"ratio_must_cross\":%.4f,"
+		       "\"goal_ratio_must_cross\":%.2f,\"must_cross_ok\":%s,"
+		       "\"node_goodput_bytes_per_sec\":%.0f,\"bare_msgs_per_round\":%u,\"bare_req_bytes\":[",
+		       f.home_msgs, f.home_bytes, x->all_bytes, f.msgs_per_req, o->nodes - 1, tf(f.msgs_ok),
+		       f.bytes_per_op, x->must_cross, f.bytes_ratio, CL_GOAL_BYTES, tf(f.bytes_ok), f.node_goodput,
+		       x->bare_n);
+		for (unsigned j = 0; j < x->bare_n; j++)
+			printf("%s%zu", j ? "," : "", x->bare_req[j]);
+		printf("],\"bare_rep_bytes\":[");
+		for (unsigned j = 0; j < x->bare_n; j++)
+			printf("%s%zu", j ? "," : "", x->bare_rep[j]);
+		printf("],\"bare_rounds_per_sec\":%.1f,\"bare_us_per_round\":%.2f,\"bare_goodput_bytes_per_sec\":%.0f,"
+		       "\"ratio_bare\":%.4f,\"goal_ratio_bare\":%.2f,\"bare_ok\":%s,"
+		       "\"cpu_us_per_op_single\":%.1f,\"cpu_us_per_op_home\":%.1f,\"cpu_us_per_op_others\":%.1f,"
+		       "\"load1_single\":%.2f,\"load1\":%.2f,\"load1_bare\":%.2f,\"goals_failed\":[",
+		       x->bare_rounds, ratio(1e6, x->bare_rounds), f.bare_goodput, f.bare_ratio, CL_GOAL_BARE,
+		       tf(f.bare_ok), f.cpu_single, f.cpu_home, f.cpu_others, x->load_single, x->load_cluster,
+		       x->load_bare);
+		const char *sep = "";
+		if (f.msgs_ok == 0)
+			printf("\"msgs_per_request\""), sep = ",";
+		if (f.bytes_ok == 0)
+			printf("%s\"ratio_must_cross\"", sep), sep = ",";
+		if (f.bare_ok == 0)
+			printf("%s\"ratio_bare\"", sep);
+		printf("]}\n");
+	}
+}
+
+static const char *mark_goal(int ok)
+{
+	return ok < 0 ? "" : ok ? " ok" : " MISSED";
+}
+
+static void print_table(const cluster_bench_opts *o, const cl_rec *recs, int n)
+{
+	printf("emdb-bench --cluster %d: UCX over %s%s, clients over %s, depth %u, batch %u, dim %u, %" PRIu64
+	       " rows; requests through node %u\n\n",
+	       o->nodes, link_name(o->link), o->busy_poll ? " (cluster_busy_poll 1)" : "",
+	       o->net.transport == NET_TCP ? "tcp" : "unix", o->net.depth, o->net.batch, o->net.dim, o->net.rows, CL_HOME);
+	printf("%-18s %9s %8s %9s %8s %7s %12s %10s %10s %13s %9s %9s %13s %5s\n", "operation", "single/s", "us", "cluster/s",
+	       "us", "/single", "msgs/req", "bytes/op", "must/op", "bytes/must", "node MB/s", "bare MB/s", "node/bare",
+	       "load");
+	for (int i = 0; i < n; i++) {
+		const cl_rec *x = &recs[i];
+		cl_fig f;
+		char m[32], b[32], g[32];
+		figures(o, x, &f);
+		snprintf(m, sizeof(m), "%.2f%s", f.msgs_per_req, mark_goal(f.msgs_ok));
+		if (x->must_cross > 0)
+			snprintf(b, sizeof(b), "%.3f%s", f.bytes_ratio, mark_goal(f.bytes_ok));
+		else
+			snprintf(b, sizeof(b), "-");
+		snprintf(g, sizeof(g), "%.2f%s", f.bare_ratio, mark_goal(f.bare_ok));
+		printf("%-18s %9.0f %8.1f %9.0f %8.1f %7.2f %12s %10.0f %10.0f %13s %9.1f %9.1f %13s %5.2f\n",
+		       net_op_name(x->op), f.single_ops, ratio(1e6, f.single_ops), f.cluster_ops,
+		       ratio(1e6, f.cluster_ops), ratio(f.cluster_ops, f.single_ops), m, f.bytes_per_op, x->must_cross,
+		       b, f.node_goodput / 1e6, f.bare_goodput / 1e6, g, x->load_cluster);
+	}
+	printf("\ngoals: msgs/req <= %d (the home node's messages per client request; prefetch counts its\n"
+	       "ticket free as a second request), bytes/must <= %.1f (bytes all nodes sent over the IDs and\n"
+	       "rows owned elsewhere), node/bare >= %.2f for the operations that carry rows (the home node's\n"
+	       "bytes per request times requests/s, over a bare UCX exchange of the same messages at depth %u).\n"
+	       "us: 1e6 / (op/s) with %u requests in flight.  load: 1-minute load average when measured.\n"
+	       "bare UCX messages per request (request / reply bytes):\n",
+	       o->nodes - 1, CL_GOAL_BYTES, CL_GOAL_BARE, o->net.depth, o->net.depth);
+	for (int i = 0; i < n; i++) {
+		const cl_rec *x = &recs[i];
+		printf("  %-18s", net_op_name(x->op));
+		for (unsigned j = 0; j < x->bare_n; j++)
+			printf(" %zu/%zu", x->bare_req[j], x->bare_rep[j]);
+		printf("  (%.0f rounds/s, %.1f us)\n", x->bare_rounds, ratio(1e6, x->bare_rounds));
+	}
+	printf("server CPU per operation, us (the process CPU clocks, which other tenants inflate\n"
+	       "far less than wall time): single node / home node / the other nodes together\n");
+	for (int i = 0; i < n; i++) {
+		cl_fig f;
+		figures(o, &recs[i], &f);
+		printf("  %-18s %8.1f / %8.1f / %8.1f\n", net_op_name(recs[i].op), f.cpu_single, f.cpu_home,
+		       f.cpu_others);
+	}
+}
+
+/* UCX's environment for the nodes (inherited) and for the bare exchange. */
+static void set_ucx_env(cluster_link_kind k)
+{
+	setenv("UCX_NET_DEVICES", "lo", 1);
+	if (k == CLUSTER_LINK_TCP) {
+		setenv("UCX_TLS", "tcp", 1);
+		return;
+	}
+	setenv("UCX_TLS", "posix,sysv,cma,tcp,self", 1);
+	setenv("UCX_POSIX_ERROR_HANDLING", "y", 1);
+	setenv("UCX_SYSV_ERROR_HANDLING", "y", 1);
+}
+
+static emdb_client *connect_to(const net_server *s)
+{
+	emdb_client_options copt = EMDB_CLIENT_OPTIONS_INIT;
+	emdb_client *c;
+	copt.timeout_ms = 0;
+	if (emdb_client_connect(s->uri, &copt, &c) != EMDB_OK)
+		harness_die("connect %s: %s", s->uri, emdb_client_last_error());
+	return c;
+}
+
+static void make_table(net_wl *w, emdb_client *c, const cluster_bench_opts *o)
+{
+	emdb_table_config cfg;
+	preload_config(&cfg, "bench", o->net.dim, EMDB_OPT_SGD, EMDB_INIT_UNIFORM);
+	*w = (net_wl){ .c = c, .dim = o->net.dim, .depth = o->net.depth, .seconds = o->net.seconds };
+	int rc = emdb_client_table_create(c, &cfg, &w->table);
+	if (rc != EMDB_OK)
+		net_wl_die("table create", rc);
+	net_wl_preload(w, o->net.rows, NULL);
+}
+
+/* Per batch of p's thread 0, the positions whose owner is not the home. */
+static uint32_t *owned_elsewhere(const pool *p, int nodes)
+{
+	owner_map m;
+	uint32_t *cross = calloc(p->batches, sizeof(*cross));
+	if (!cross || owner_map_init(&m, (uint32_t)nodes, 0) != EMDB_OK)
+		harness_die("out of memory");
+	for (size_t b = 0; b < p->batches; b++) {
+		const uint64_t *ids = pool_ids(p, 0, b);
+		for (size_t i = 0; i < p->batch; i++)
+			cross[b] += owner_of(&m, ids[i]) != CL_HOME;
+	}
+	owner_map_destroy(&m);
+	return cross;
+}
+
+void cluster_bench_run(const cluster_bench_opts *opts)
+{
+	cluster_bench_opts o = *opts;
+	net_server nodes[NET_CLUSTER_MAX], single;
+	net_wl wc, ws;
+	cl_rec recs[NET_N_OPS];
+	net_op ops[NET_N_OPS];
+	int n_ops;
+	keys_source src;
+	pool p;
+	char err[256];
+	ucx_pair *pair;
+	cl_run run = { .o = &o };
+
+	if (!o.net.rows)
+		o.net.rows = NET_DEFAULT_ROWS;
+	set_ucx_env(o.link);
+	net_servers_init();
+	harness_log("starting %d cluster nodes (UCX over %s) and a single node; load average %.2f", o.nodes,
+		    link_name(o.link), load_now());
+	const char *const poll_args[] = { "--cluster-busy-poll", "1", NULL };
+	net_server_start_cluster(nodes, o.nodes, o.net.transport, o.busy_poll ? poll_args : NULL);
+	net_server_start_emdb(&single, o.net.transport, "libevent", 0);
+	for (int i = 0; i < o.nodes; i++) {
+		run.node[i] = connect_to(&nodes[i]);
+		run.pid[i] = nodes[i].pid;
+	}
+	run.single_pid = single.pid;
+	make_table(&wc, connect_to(&nodes[CL_HOME]), &o);
+	make_table(&ws, connect_to(&single), &o);
+	if (ucx_pair_open(&pair, err, sizeof(err)) < 0)
+		harness_die("bare UCX exchange: %s", err);
+
+	measure_info_cost(&run);
+	keys_source_init(&src, o.net.dist, o.net.rows);
+	pool_init(&p, &src, 1, o.net.batch, CL_POOL_IDS, 0, 7);
+	uint32_t *cross = owned_elsewhere(&p, o.nodes);
+	run.cross = cross;
+	run.batches = p.batches;
+
+	n_ops = net_wl_ops(o.net.pull, o.net.push, 1, o.net.lookup, o.net.prefetch, ops);
+	for (int i = 0; i < n_ops; i++) {
+		cl_rec *x = &recs[i];
+		memset(x, 0, sizeof(*x));
+		x->op = ops[i];
+		x->reqs_per_op = x->op == NET_PREFETCH ? 2 : 1;
+		x->load_single = load_now();
+		run.rec = x;
+		net_wl_measure_marked(&ws, x->op, &p, &x->single, mark_single, &run);
+		x->load_cluster = load_now();
+		net_wl_measure_marked(&wc, x->op, &p, &x->cluster, mark, &run);
+		measure_bare(&run, pair, x);
+		harness_log("%s: single %.0f op/s, cluster %.0f op/s, bare %.0f rounds/s (load %.2f)",
+			    net_op_name(x->op), x->single.best / o.net.batch, x->cluster.best / o.net.batch, x->bare_rounds,
+			    x->load_cluster);
+	}
+	ucx_pair_close(pair);
+	emdb_client_close(wc.c);
+	emdb_client_close(ws.c);
+	for (int i = 0; i < o.nodes; i++) {
+		emdb_client_close(run.node[i]);
+		net_server_stop(&nodes[i]);
+	}
+	net_server_stop(&single);
+	free(cross);
+	pool_free(&p);
+
+	if (o.net.json)
+		print_json(&o, recs, n_ops);
+	else
+		print_table(&o, recs, n_ops);
+}
