@@ -438,6 +438,21 @@ int emdb_table_tier(emdb_db *db, uint32_t id, emdb_tier_info *out)
 	return EMDB_OK;
 }
 
+int emdb_table_tier_device(emdb_db *db, uint32_t id, uint32_t device, emdb_tier_device_info *out)
+{
+	tbl *t;
+	int rc;
+
+	if (!out)
+		return emdb__seterr(EMDB_ERR_INVALID, "emdb_table_tier_device: out is NULL");
+	rc = db_table_get(db, id, &t);
+	if (rc != EMDB_OK)
+		return rc;
+	rc = table_tier_device(t, device, out);
+	table_release(t);
+	return rc;
+}
+
 bool emdb_gpu_available(char *why, size_t why_len)
 {
 	return tier_available(TIER_CUDA, why, why_len);

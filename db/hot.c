@@ -135,7 +135,10 @@ int hot_create(const hot_config *cfg, uint32_t dim, const emdb_optimizer *opt, h
 	h->free_slots = emdb_malloc((size_t)h->max_chunks * h->rpc * sizeof(uint32_t));
 	h->mloc = emdb_malloc(h->cap_rows * sizeof(uint64_t));
 	h->mslot = emdb_malloc(h->cap_rows * sizeof(uint32_t));
+	h->dev_gathered = emdb_calloc(h->st.replicas, sizeof(uint64_t));
+	h->dev_scattered = emdb_calloc(h->st.replicas, sizeof(uint64_t));
 	if (!h->cloc || !h->ccount || !h->free_slots || !h->mloc || !h->mslot ||
+	    !h->dev_gathered || !h->dev_scattered ||
 	    hot_serve_init(h) != EMDB_OK) {
 		hot_destroy(h);
 		return EMDB_ERR_NOMEM;
@@ -199,6 +202,8 @@ void hot_destroy(hot *h)
 	emdb_free(h->mslot);
 	emdb_free(h->rslot);
 	emdb_free(h->rgrad);
+	emdb_free(h->dev_gathered);
+	emdb_free(h->dev_scattered);
 	hot_serve_free(h);
 	pthread_mutex_destroy(&h->mu);
 	pthread_mutex_destroy(&h->tmu);
@@ -586,6 +591,30 @@ void hot_get_stats(hot *h, hot_stats *out)
 	pthread_mutex_lock(&h->tmu);
 	*out = h->st;
 	pthread_mutex_unlock(&h->tmu);
+}
+
+int hot_get_device_stats(hot *h, uint32_t r, emdb_tier_device_info *out)
+{
+	int rc = EMDB_OK;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&h->tmu);
+	if (!h->tier)
+		rc = emdb__seterr(EMDB_ERR_INVALID, "the device failed; no replica");
+	else if (r >= h->st.replicas)
+		rc = emdb__seterr(EMDB_ERR_INVALID, "device %u of a replica on %u", r,
+				  h->st.replicas);
+	if (!rc) {
+		/* The tier's replicas sit on devices 0 .. replicas - 1
+		 * (hot_create), each holding the same chunks. */
+		out->device = (int)r;
+		out->hot_rows = h->st.rows;
+		out->bytes_device = h->st.bytes_device / h->st.replicas;
+		out->rows_gathered = h->dev_gathered[r];
+		out->rows_scattered = h->dev_scattered[r];
+	}
+	pthread_mutex_unlock(&h->tmu);
+	return rc;
 }
 
 int hot_replica_row(hot *h, uint32_t replica, uint64_t loc, float *out)

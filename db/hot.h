@@ -35,6 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <emdb/db.h>
+
 #include "db/chunk.h"
 #include "db/optim_math.h"
 #include "db/tier.h"
@@ -111,11 +113,20 @@ typedef struct hot_stats {
 	uint64_t rows_scattered; /* Push rows added to device accumulators   */
 	uint64_t steps_device;   /* Updates stepped from those accumulators  */
 	uint64_t steps_replayed; /* Updates that replayed the host's sums    */
+	uint64_t steps_reduced;  /* of steps_device, reduced across devices  */
 	uint64_t rows_staged;    /* rows Prefetch copied in for its Pull     */
 	uint64_t fallbacks;      /* serving calls the host took over         */
 } hot_stats;
 
 void hot_get_stats(hot *h, hot_stats *out);
+
+/* One device's share (replica r < hot_stats.replicas), as the public
+ * API gives it (emdb_table_tier_device): every replica holds the same
+ * rows and device memory; Pull into host memory gathers from replica 0,
+ * Pull into a device's memory from that device's replica, and Push
+ * scatters into every replica.  Errors: INVALID (r out of range, or the
+ * device failed: no replica). */
+int hot_get_device_stats(hot *h, uint32_t r, emdb_tier_device_info *out);
 
 /* Replica `replica`'s copy (< hot_stats.replicas) of host row `loc`
  * (dim + state floats) into out:
@@ -132,7 +143,8 @@ int hot_replica_row(hot *h, uint32_t replica, uint64_t loc, float *out);
  * gives the host's floats bit for bit (invariant 2 of hot.c).
  * Push: hot rows' gradients go to both: the host's accumulators (the
  * authority, unchanged) and, summed per row exactly as the host sums
- * them, the device's (tier_scatter_add), so that the step boundary runs
+ * them, one device's (tier_scatter_add; with several devices, reduced
+ * across them at the step boundary), so that the step boundary runs
  * the optimizer from them with no gradient crossing then; when they
  * cannot equal the host's sums (a row pushed twice in one step, a sum
  * with -0 or NaN, a tier error, a push racing the step boundary) the
@@ -177,10 +189,15 @@ int hot_copy_out(hot *h, int rep, void *dst, const void *src, size_t bytes);
 
 /* Push, after its rows are resolved and its accumulator room reserved in
  * generation gen, before the host's adds: the batch in shard order
- * (slocs[j], position order[j]), the gradient of position p from fn. */
+ * (slocs[j], position order[j]), the gradient of position p from fn.
+ * The hot rows' sums go into replica rep's accumulators only: the device
+ * whose memory held the gradients (hot_ptr_replica), 0 for host memory;
+ * the step boundary reduces the replicas' accumulators (tier_reduce:
+ * NCCL all-reduce on CUDA) before the step, so every replica steps from
+ * the same sums. */
 typedef void (*hot_grad_fn)(const void *ctx, uint32_t p, const float **row, float *scale);
-void hot_push(hot *h, uint32_t gen, const uint64_t *slocs, const uint32_t *order, size_t n,
-	      hot_grad_fn fn, const void *ctx);
+void hot_push(hot *h, uint32_t rep, uint32_t gen, const uint64_t *slocs, const uint32_t *order,
+	      size_t n, hot_grad_fn fn, const void *ctx);
 
 /* The replica's tier (tests: to inject failures into a TIER_TEST one). */
 tier *hot_tier(hot *h);

@@ -61,6 +61,8 @@ struct hot {
 	uint32_t *lent;           /* [cap_rows] free slots lent to staging    */
 	uint32_t nlent;
 	hot_stats st;
+	uint64_t *dev_gathered;   /* [replicas] hot_device_stats, under tmu  */
+	uint64_t *dev_scattered;  /* [replicas]                               */
 };
 
 /* db/hot_serve.c, for hot.c: set up and free the serving state (NOMEM),

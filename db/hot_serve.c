@@ -32,6 +32,14 @@
  *   5. acc_dirty: the tier refused to empty its accumulators (they hold
  *      sums of a step already taken); no push adds to them and no step
  *      reads them until a discard succeeds.
+ *   6. With several replicas a push scatters into one replica only (the
+ *      device its gradients came from; 0 for host memory) and the step
+ *      reduces the accumulators across replicas (tier_reduce) before
+ *      stepping from them.  Exactness (3, 4) means each stepped row was
+ *      scattered by one push, so into one replica, the others holding +0
+ *      there: the reduced sum is that push's sum, bit for bit (s is never
+ *      -0 or NaN), on every replica.  A refused reduce replays the host's
+ *      sums, like a refused step.
  */
 #include <math.h>
 #include <string.h>
@@ -117,6 +125,15 @@ int hot_serve_step(hot *h, const emdb_opt_scalars *sc, uint64_t nrec, uint32_t g
 	}
 	if (ok && (h->acc_dirty || matched != h->npushed || tier_pending(h->tier) != h->npushed))
 		ok = false;
+	if (ok && h->npushed && h->st.replicas > 1) {
+		/* Invariant 6: each row's sum is in one replica, the others
+		 * hold +0 there, so the sum over replicas is that sum, bit
+		 * for bit, on every replica. */
+		rc = tier_reduce(h->tier);
+		if (rc == EMDB_ERR_IO)
+			return rc;
+		ok = rc == EMDB_OK; /* refused: nothing changed; replayed */
+	}
 	if (ok && h->npushed) {
 		int64_t k = tier_step(h->tier, sc);
 
@@ -125,6 +142,7 @@ int hot_serve_step(hot *h, const emdb_opt_scalars *sc, uint64_t nrec, uint32_t g
 		ok = k >= 0; /* refused (NOMEM): nothing changed; replayed */
 		if (ok) {
 			h->st.steps_device++;
+			h->st.steps_reduced += h->st.replicas > 1;
 			h->st.steps_applied += matched;
 		}
 	}
@@ -147,8 +165,8 @@ static bool unfaithful(const float *v, uint32_t dim)
 	return false;
 }
 
-void hot_push(hot *h, uint32_t gen, const uint64_t *slocs, const uint32_t *order, size_t n,
-	      hot_grad_fn fn, const void *ctx)
+void hot_push(hot *h, uint32_t rep, uint32_t gen, const uint64_t *slocs, const uint32_t *order,
+	      size_t n, hot_grad_fn fn, const void *ctx)
 {
 	uint32_t dim = h->dim, m = 0;
 	uint64_t *slots = NULL;
@@ -216,10 +234,13 @@ void hot_push(hot *h, uint32_t gen, const uint64_t *slocs, const uint32_t *order
 		}
 		memcpy(g + (size_t)k * dim, acc, (size_t)dim * sizeof(float));
 	}
-	/* Every replica takes the same sums: no reduce needed. */
-	for (uint32_t r = 0; r < h->st.replicas && !rc; r++)
-		rc = tier_scatter_add(h->tier, r, slots, m, g);
+	/* Into the device the gradients came from only (invariant 6): the
+	 * step boundary reduces the replicas. */
+	if (rep >= h->st.replicas)
+		rep = 0;
+	rc = tier_scatter_add(h->tier, rep, slots, m, g);
 	if (!rc) {
+		h->dev_scattered[rep] += m;
 		h->npushed += m;
 		h->st.rows_scattered += m;
 	}
@@ -292,6 +313,7 @@ void hot_pull_rows(hot *h, const uint64_t *locs, size_t n, const hot_staged *st,
 	if (!rc) {
 		r->held = m;
 		h->st.rows_gathered += m;
+		h->dev_gathered[0] += m;
 	}
 out:
 	if (rc) { /* the host serves: same floats (a failed tier is dropped
@@ -337,6 +359,7 @@ bool hot_pull_direct(hot *h, int rep, const uint64_t *locs, size_t n, const hot_
 			done = true;
 			h->st.rows_gathered += n;
 			h->st.rows_direct += n;
+			h->dev_gathered[rep] += n;
 		}
 	}
 	pthread_mutex_unlock(&h->tmu);

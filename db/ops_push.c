@@ -56,6 +56,8 @@ typedef struct grad_src {
 	const float *weights;    /* [n] per position, or NULL */
 	uint32_t dim;
 	uint32_t rank;           /* the pushing worker, or EMDB_WORKER_NONE */
+	uint32_t dev;            /* the replica whose memory held the
+				    gradients; 0 for host memory (hot_push) */
 } grad_src;
 
 static float grad_scale(const grad_src *g, uint32_t p)
@@ -367,7 +369,7 @@ static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *t
 			if (!tk)
 				ops_rows_commit(t, ids, &r);
 			if (t->hot) /* hot rows' sums to the device too */
-				hot_push(t->hot, gen, r.slocs, r.order, n, hot_grad, g);
+				hot_push(t->hot, g->dev, gen, r.slocs, r.order, n, hot_grad, g);
 			grads_add(t, &r, g, gen);
 		} else if (!tk) {
 			ops_rows_abort(t, &r);
@@ -390,14 +392,17 @@ static int check_worker(uint32_t rank)
 
 /* Gradients in device memory of the table's replica (a mem:// trainer's)
  * are copied to host memory first: the host's accumulators are the
- * authority (db/hot.h).  *copy is that copy, for the caller to free. */
-static int push_host_grads(tbl *t, size_t rows, uint32_t dim, const float **grads, float **copy)
+ * authority (db/hot.h).  *copy is that copy, for the caller to free;
+ * *dev the device's replica, where the hot rows' sums go (hot_push). */
+static int push_host_grads(tbl *t, size_t rows, uint32_t dim, const float **grads, float **copy,
+			   uint32_t *dev)
 {
 	int rep = t->hot ? hot_ptr_replica(t->hot, *grads) : -1;
 	size_t bytes = rows * dim * sizeof(float);
 	*copy = NULL;
 	if (rep < 0)
 		return EMDB_OK;
+	*dev = (uint32_t)rep;
 	if (!(*copy = emdb_malloc(bytes ? bytes : 1)))
 		return EMDB_ERR_NOMEM;
 	int rc = hot_copy_out(t->hot, rep, *copy, *grads, bytes);
@@ -423,7 +428,7 @@ static int push_common(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *
 	grad_src g = { .grads = grads, .dim = dim, .rank = rank };
 	void *bags = NULL;
 	float *host_grads = NULL;
-	rc = push_host_grads(t, offsets ? n_bags : n, dim, &g.grads, &host_grads);
+	rc = push_host_grads(t, offsets ? n_bags : n, dim, &g.grads, &host_grads, &g.dev);
 	if (rc != EMDB_OK)
 		goto out;
 	if (offsets || n_bags) {

@@ -268,4 +268,28 @@ void table_tier(tbl *t, emdb_tier_info *out)
 	out->hot_capacity = hs.capacity;
 	out->bytes_device = hs.bytes_device;
 	out->devices = hs.replicas;
+	out->rows_gathered = hs.rows_gathered;
+	out->rows_direct = hs.rows_direct;
+	out->rows_scattered = hs.rows_scattered;
+	out->rows_staged = hs.rows_staged;
+	out->steps_device = hs.steps_device;
+	out->steps_replayed = hs.steps_replayed;
+	out->steps_reduced = hs.steps_reduced;
+	out->row_steps = hs.steps_applied;
+	out->rows_resynced = hs.rows_resynced;
+	out->fallbacks = hs.fallbacks;
+}
+
+int table_tier_device(tbl *t, uint32_t device, emdb_tier_device_info *out)
+{
+	int rc;
+
+	if (!t->hot) {
+		memset(out, 0, sizeof(*out));
+		return emdb__seterr(EMDB_ERR_INVALID, "table '%s' keeps no replica on a device", t->cfg.name);
+	}
+	pthread_rwlock_rdlock(&t->rows_lock); /* as table_tier */
+	rc = hot_get_device_stats(t->hot, device, out);
+	pthread_rwlock_unlock(&t->rows_lock);
+	return rc;
 }

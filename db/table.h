@@ -164,6 +164,8 @@ int table_resolve(tbl *t, const uint64_t *ids, size_t n, dit_plan *plan, uint64_
 void table_stats(tbl *t, emdb_table_stats *out);
 /* Where its rows live (emdb_table_tier). */
 void table_tier(tbl *t, emdb_tier_info *out);
+/* One device of the replica: INVALID without one or out of range. */
+int table_tier_device(tbl *t, uint32_t device, emdb_tier_device_info *out);
 
 /* Every writer of row contents other than Update (which keeps the device
  * replica itself) calls this after writing, so that the replica of the

@@ -15,7 +15,8 @@
  *      caller may read any more (the tier is failed).
  *   2. Chunks held never exceed the capacity.
  *   3. "Device" buffers (tier_test_buffer) are host memory the tier
- *      claims as its own: owns_ptr accepts any pointer inside one, so the
+ *      claims as its own: owns_ptr accepts any pointer inside one (of its
+ *      replica, or of every replica), so the
  *      engine's device-pointer paths run here as on a GPU.
  */
 #include <string.h>
@@ -34,6 +35,7 @@ typedef struct test_tier {
 	uint64_t calls;
 	void *buf[TIER_TEST_BUFFERS];  /* invariant 3 */
 	size_t buf_len[TIER_TEST_BUFFERS];
+	int buf_rep[TIER_TEST_BUFFERS]; /* its replica, -1 every one */
 } test_tier;
 
 static test_tier *T(const tier *t)
@@ -54,7 +56,7 @@ uint64_t tier_test_calls(const tier *t)
 
 static int test_gate(tier *t, const char *op);
 
-void *tier_test_buffer(tier *t, size_t bytes)
+void *tier_test_buffer_on(tier *t, int replica, size_t bytes)
 {
 	test_tier *x = T(t);
 
@@ -62,9 +64,15 @@ void *tier_test_buffer(tier *t, size_t bytes)
 		if (!x->buf[k]) {
 			x->buf[k] = emdb_malloc(bytes ? bytes : 1);
 			x->buf_len[k] = bytes;
+			x->buf_rep[k] = replica;
 			return x->buf[k];
 		}
 	return NULL;
+}
+
+void *tier_test_buffer(tier *t, size_t bytes)
+{
+	return tier_test_buffer_on(t, -1, bytes);
 }
 
 void tier_test_free_buffer(tier *t, void *p)
@@ -83,9 +91,9 @@ static bool test_owns_ptr(const tier *t, uint32_t r, const void *p)
 	const test_tier *x = T(t);
 	const char *c = p;
 
-	(void)r;
 	for (int k = 0; k < TIER_TEST_BUFFERS; k++)
-		if (x->buf[k] && c >= (const char *)x->buf[k] &&
+		if (x->buf[k] && (x->buf_rep[k] < 0 || x->buf_rep[k] == (int)r) &&
+		    c >= (const char *)x->buf[k] &&
 		    c < (const char *)x->buf[k] + x->buf_len[k])
 			return true;
 	return false;

@@ -28,6 +28,9 @@ uint64_t tier_test_calls(const tier *t);
  * tier_test_free_buffer or with the tier. */
 #define TIER_TEST_BUFFERS 8
 void *tier_test_buffer(tier *t, size_t bytes);
+/* The same, memory of one replica's device only (replica -1: of every
+ * one, as tier_test_buffer), as a GPU's memory is one device's. */
+void *tier_test_buffer_on(tier *t, int replica, size_t bytes);
 void tier_test_free_buffer(tier *t, void *p);
 
 #endif

@@ -100,3 +100,28 @@ uint64_t figures_table_bytes(const emdb_table_stats *st)
 	return st->bytes_vectors + st->bytes_optimizer + st->bytes_index + st->bytes_grads +
 	       st->bytes_overhead;
 }
+
+#define TFT_(name, field, counter, help) { name, offsetof(emdb_tier_info, field), counter, help }
+const tier_figure figures_tier_table[] = {
+	TFT_("hot_capacity", hot_capacity, false, "Rows a table's gpu_memory holds on each device"),
+	TFT_("rows_direct", rows_direct, true, "Pull rows gathered from the replica straight into a caller's device memory"),
+	TFT_("rows_staged", rows_staged, true, "Rows a Prefetch copied into free device slots for its Pull"),
+	TFT_("steps_device", steps_device, true, "Updates whose hot rows stepped from the device's accumulators"),
+	TFT_("steps_replayed", steps_replayed, true, "Updates that replayed the host's sums on the device instead"),
+	TFT_("steps_reduced", steps_reduced, true, "Of steps_device, Updates whose accumulators were reduced across devices first (NCCL all-reduce on CUDA)"),
+	TFT_("row_steps", row_steps, true, "Rows stepped on the device by Updates (a row stepped on every device counts once)"),
+	TFT_("rows_resynced", rows_resynced, true, "Rows copied again from the host into the replica"),
+	TFT_("fallbacks", fallbacks, true, "Serving calls the host took over from the device tier"),
+};
+#undef TFT_
+const size_t figures_tier_table_n = sizeof(figures_tier_table) / sizeof(figures_tier_table[0]);
+
+#define TFD_(name, field, counter, help) { name, offsetof(emdb_tier_device_info, field), counter, help }
+const tier_figure figures_tier_device[] = {
+	TFD_("hot_rows", hot_rows, false, "Rows of a table held in a device's replica"),
+	TFD_("device_bytes", bytes_device, false, "Device memory a table's replica holds on a device"),
+	TFD_("rows_gathered", rows_gathered, true, "Pull rows read from a device's replica"),
+	TFD_("rows_scattered", rows_scattered, true, "Push rows added to a device's gradient accumulators"),
+};
+#undef TFD_
+const size_t figures_tier_device_n = sizeof(figures_tier_device) / sizeof(figures_tier_device[0]);

@@ -11,6 +11,7 @@
 #ifndef EMDB_NET_FIGURES_H
 #define EMDB_NET_FIGURES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,5 +51,26 @@ int figures_tables(server *s, emdb_table_info **out, size_t *n);
 /* All the memory a table holds: vectors, optimizer state, index,
  * gradients and overhead. */
 uint64_t figures_table_bytes(const emdb_table_stats *st);
+
+/* A figure of a table's device replica (docs/gpu.md), named once for
+ * INFO's tier section (`name=`) and /metrics (emdb_tier_NAME, with
+ * `_total` for a counter): the uint64_t at offset `off` of emdb_tier_info
+ * (per table) or of emdb_tier_device_info (per device). */
+typedef struct tier_figure {
+	const char *name;
+	size_t off;
+	bool counter;
+	const char *help;
+} tier_figure;
+
+extern const tier_figure figures_tier_table[];
+extern const size_t figures_tier_table_n;
+extern const tier_figure figures_tier_device[];
+extern const size_t figures_tier_device_n;
+
+static inline uint64_t figures_tier_get(const tier_figure *f, const void *info)
+{
+	return *(const uint64_t *)(const void *)((const char *)info + f->off);
+}
 
 #endif

@@ -196,6 +196,44 @@ static void sec_tables(server *s, sbuf *b, const cluster_node_stats *per_node)
 	emdb_free(all);
 }
 
+/* Each table's device replica (docs/gpu.md): one line per table with its
+ * tier and what the replica served, then one per device. */
+static void sec_tier(server *s, sbuf *b, const cluster_node_stats *per_node)
+{
+	emdb_table_info *all;
+	size_t got;
+	int rc = figures_tables(s, &all, &got);
+	(void)per_node;
+	if (rc != EMDB_OK) {
+		b->err = rc;
+		return;
+	}
+	put(b, "# Tier\n");
+	for (size_t i = 0; i < got; i++) {
+		const char *name = all[i].config.name;
+		emdb_tier_info ti;
+		if (emdb_table_tier(s->db, all[i].id, &ti) != EMDB_OK)
+			continue; /* dropped meanwhile */
+		put(b, "tier_%s: tier=%s devices=%u failed=%d", name, ti.tier ? ti.tier : "host",
+		    ti.devices, ti.failed ? 1 : 0);
+		for (size_t k = 0; k < figures_tier_table_n; k++)
+			put(b, " %s=%" PRIu64, figures_tier_table[k].name,
+			    figures_tier_get(&figures_tier_table[k], &ti));
+		put(b, "\n");
+		for (uint32_t d = 0; d < ti.devices; d++) {
+			emdb_tier_device_info di;
+			if (emdb_table_tier_device(s->db, all[i].id, d, &di) != EMDB_OK)
+				break; /* the device failed meanwhile */
+			put(b, "tier_%s_device_%u: device=%d", name, d, di.device);
+			for (size_t k = 0; k < figures_tier_device_n; k++)
+				put(b, " %s=%" PRIu64, figures_tier_device[k].name,
+				    figures_tier_get(&figures_tier_device[k], &di));
+			put(b, "\n");
+		}
+	}
+	emdb_free(all);
+}
+
 static const char *job_state_name(uint32_t state)
 {
 	switch (state) {
@@ -376,7 +414,7 @@ static const struct {
 } sections[] = {
 	{ "server", sec_server }, { "clients", sec_clients }, { "memory", sec_memory },
 	{ "ops", sec_ops },       { "tables", sec_tables },   { "persistence", sec_persistence },
-	{ "cluster", sec_cluster },
+	{ "tier", sec_tier },     { "cluster", sec_cluster },
 };
 
 int info_build(server *s, const char *section, const cluster_node_stats *per_node, char **out, size_t *len)

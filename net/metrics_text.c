@@ -348,6 +348,79 @@ static void put_tables(server *s, mtext *t)
 	emdb_free(all);
 }
 
+/* Each table's device replica (docs/gpu.md): the families of
+ * net/figures.h's tier figures by `table`, zero for a table without a
+ * replica, and the per-device ones by `table` and `device`, written only
+ * when some table has a device. */
+static void put_tier(server *s, mtext *t)
+{
+	emdb_table_info *all;
+	size_t n, k = 0;
+	uint64_t devices = 0;
+	int rc = figures_tables(s, &all, &n);
+	if (rc != EMDB_OK) {
+		t->err = rc;
+		return;
+	}
+	emdb_tier_info *ti = emdb_calloc(n ? n : 1, sizeof(*ti));
+	const emdb_table_info **tab = emdb_calloc(n ? n : 1, sizeof(*tab));
+	if (!ti || !tab) {
+		t->err = EMDB_ERR_NOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (emdb_table_tier(s->db, all[i].id, &ti[k]) == EMDB_OK) {
+			devices += ti[k].devices;
+			tab[k++] = &all[i];
+		}
+	if (!k)
+		goto out;
+	static const char *ndev = "emdb_tier_devices", *failed = "emdb_tier_device_failed";
+	family(t, ndev, "gauge", "Devices holding a replica of a table's hot rows (0: host memory only)");
+	for (size_t i = 0; i < k; i++) {
+		char lab[LABELS_MAX] = "";
+		label(lab, sizeof(lab), "table", tab[i]->config.name);
+		sample(t, ndev, lab, ti[i].devices);
+	}
+	family(t, failed, "gauge", "1 when a table's device failed and its replica was dropped");
+	for (size_t i = 0; i < k; i++) {
+		char lab[LABELS_MAX] = "";
+		label(lab, sizeof(lab), "table", tab[i]->config.name);
+		sample(t, failed, lab, ti[i].failed);
+	}
+	char name[96];
+	for (size_t f = 0; f < figures_tier_table_n; f++) {
+		const tier_figure *fig = &figures_tier_table[f];
+		snprintf(name, sizeof(name), "emdb_tier_%s%s", fig->name, fig->counter ? "_total" : "");
+		family(t, name, fig->counter ? "counter" : "gauge", fig->help);
+		for (size_t i = 0; i < k; i++) {
+			char lab[LABELS_MAX] = "";
+			label(lab, sizeof(lab), "table", tab[i]->config.name);
+			sample(t, name, lab, figures_tier_get(fig, &ti[i]));
+		}
+	}
+	for (size_t f = 0; devices && f < figures_tier_device_n; f++) {
+		const tier_figure *fig = &figures_tier_device[f];
+		snprintf(name, sizeof(name), "emdb_tier_%s%s", fig->name, fig->counter ? "_total" : "");
+		family(t, name, fig->counter ? "counter" : "gauge", fig->help);
+		for (size_t i = 0; i < k; i++)
+			for (uint32_t d = 0; d < ti[i].devices; d++) {
+				emdb_tier_device_info di;
+				char lab[LABELS_MAX] = "", dev[16];
+				if (emdb_table_tier_device(s->db, tab[i]->id, d, &di) != EMDB_OK)
+					break; /* the device failed meanwhile */
+				snprintf(dev, sizeof(dev), "%d", di.device);
+				label(lab, sizeof(lab), "table", tab[i]->config.name);
+				label(lab, sizeof(lab), "device", dev);
+				sample(t, name, lab, figures_tier_get(fig, &di));
+			}
+	}
+out:
+	emdb_free(ti);
+	emdb_free(tab);
+	emdb_free(all);
+}
+
 /* Checkpoints or restores (`what`) that ended since start. */
 static void put_jobs(mtext *t, const char *what, const ckpts_totals *j)
 {
@@ -490,6 +563,7 @@ int metrics_render(server *s, struct evbuffer *b)
 	put_clients(s, &t);
 	put_memory(s, &t);
 	put_tables(s, &t);
+	put_tier(s, &t);
 	put_persistence(s, &t);
 	put_cluster(s, &t);
 	return t.err;

@@ -556,10 +556,39 @@ typedef struct emdb_tier_info {
 	uint64_t hot_capacity;    /* rows gpu_memory holds                    */
 	uint64_t bytes_device;    /* device memory held, all devices          */
 	uint32_t devices;         /* GPUs holding a replica, identical        */
+	/* What the replica served since the table opened (docs/gpu.md,
+	 * "Serving through the replica"); all 0 without one: */
+	uint64_t rows_gathered;   /* Pull rows read from the replica          */
+	uint64_t rows_direct;     /* of them, gathered into device memory     */
+	uint64_t rows_scattered;  /* Push rows added to device accumulators   */
+	uint64_t rows_staged;     /* rows Prefetch copied in for its Pull     */
+	uint64_t steps_device;    /* Updates stepped from those accumulators  */
+	uint64_t steps_replayed;  /* Updates that replayed the host's sums    */
+	uint64_t steps_reduced;   /* of steps_device, summed across devices   */
+	uint64_t row_steps;       /* rows stepped on the device (once for all) */
+	uint64_t rows_resynced;   /* rows copied again from the host          */
+	uint64_t fallbacks;       /* serving calls the host took over         */
 } emdb_tier_info;
 
 /* Errors: INVALID (NULL argument), NO_TABLE. */
 int emdb_table_tier(emdb_db *db, uint32_t id, emdb_tier_info *out);
+
+/* One device of a table's replica (device < emdb_tier_info.devices).
+ * Every device holds the same rows; Pull into host memory reads device
+ * 0's copy, Pull into a device's memory that device's, and Push adds to
+ * every device's accumulators. */
+typedef struct emdb_tier_device_info {
+	int device;               /* the GPU's ordinal                        */
+	uint64_t hot_rows;        /* rows in this device's copy               */
+	uint64_t bytes_device;    /* device memory this copy holds            */
+	uint64_t rows_gathered;   /* Pull rows read from this device          */
+	uint64_t rows_scattered;  /* Push rows added to its accumulators      */
+} emdb_tier_device_info;
+
+/* Errors: INVALID (NULL argument; device out of range, which is every
+ * device of a table without a replica), NO_TABLE. */
+int emdb_table_tier_device(emdb_db *db, uint32_t id, uint32_t device,
+			   emdb_tier_device_info *out);
 
 /* Whether this build and machine can keep rows in GPU memory: false with
  * the reason in why[why_len] (no CUDA in the build, no driver, no device).

@@ -249,6 +249,27 @@ Test(cli, cluster_info_of_a_single_node, .init = srv_up, .fini = srv_down)
 	run_free(&r);
 }
 
+/* `info tier`: each table's GPU replica; without gpu_memory, in host
+ * memory with every figure 0 (docs/gpu.md "What an operator sees"). */
+Test(cli, info_tier_of_a_host_table, .init = srv_up, .fini = srv_down)
+{
+	cli_run r = CLI("table", "create", "t", "4");
+	EXPECT(r, 0);
+	run_free(&r);
+	r = CLI("info", "tier");
+	EXPECT(r, 0);
+	const char *head = "# Tier\ntier_t: tier=host devices=0 failed=0 hot_capacity=0 ";
+	cr_assert(!strncmp(r.out, head, strlen(head)), "%s", r.out);
+	cr_assert(strstr(r.out, " fallbacks=0\n"), "%s", r.out);
+	run_free(&r);
+	r = CLI_JSON("info", "tier");
+	EXPECT(r, 0);
+	jv *v = json_out(&r);
+	cr_assert(!strncmp(jstr(v, "info.tier.tier_t"), "tier=host devices=0 ", strlen("tier=host devices=0 ")), "%s",
+		  jstr(v, "info.tier.tier_t"));
+	run_free(&r);
+}
+
 Test(cli, config_get_and_set, .init = srv_up, .fini = srv_down)
 {
 	cli_run r = CLI("config", "get", "max_*");

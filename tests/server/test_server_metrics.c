@@ -207,6 +207,12 @@ Test(metrics, counts_match_the_requests_made)
 	EXPECT_SAMPLE(b, "emdb_table_rows{table=\"clicks\"}", 5);
 	EXPECT_SAMPLE(b, "emdb_table_ids_total{table=\"clicks\",op=\"pull\"}", 5);
 	cr_assert_gt(value_of(b, "emdb_table_memory_bytes{table=\"clicks\"}"), 0);
+	/* No gpu_memory: the table is in host memory only (docs/gpu.md). */
+	EXPECT_SAMPLE(b, "emdb_tier_devices{table=\"clicks\"}", 0);
+	EXPECT_SAMPLE(b, "emdb_tier_device_failed{table=\"clicks\"}", 0);
+	EXPECT_SAMPLE(b, "emdb_tier_steps_device_total{table=\"clicks\"}", 0);
+	EXPECT_SAMPLE(b, "emdb_tier_fallbacks_total{table=\"clicks\"}", 0);
+	cr_assert_null(strstr(b, "emdb_tier_rows_gathered_total"), "no device, no per-device family");
 	/* The scrape is not a client connection. */
 	EXPECT_SAMPLE(b, "emdb_connections", 1);
 	EXPECT_SAMPLE(b, "emdb_connections_accepted_total", 1);

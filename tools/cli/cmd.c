@@ -30,7 +30,7 @@ static const cli_cmd cmds[] = {
 	{ "ping", "", "check that the server answers, and how fast", NULL, EMDB_ROLE_READER, 0, 0,
 	  cmd_ping, { CLI_COMP_NONE } },
 	{ "info", "[SECTION]", "the server's report (INFO), all of it or one section",
-	  "SECTION is server, clients, memory, ops, tables, persistence, cluster\n"
+	  "SECTION is server, clients, memory, ops, tables, persistence, tier, cluster\n"
 	  "or all; without it, the default sections.  Lines are \"key: value\" under\n"
 	  "\"# Section\" headings; with --json an object per section, values as\n"
 	  "strings.",

@@ -23,7 +23,7 @@
 #include "tools/cli/words.h"
 
 static const char *const info_sections[] = { "server", "clients", "memory", "ops",
-					     "tables", "persistence", "cluster", "all", NULL };
+					     "tables", "persistence", "tier", "cluster", "all", NULL };
 
 static const char *const ckpt_kinds[] = { "full", "incremental", "--no-wait", NULL };
 static const char *const ckpt_ids[] = { "latest", "--no-wait", NULL };
