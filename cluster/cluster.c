@@ -219,16 +219,33 @@ uint32_t cluster_ticket_table(const cluster_ticket *t)
 
 /* ---- helpers (cluster_int.h) ----------------------------------------------- */
 
+static void count_call(cluster *cl, uint32_t rank, size_t len)
+{
+	atomic_fetch_add_explicit(&cl->count[rank].msgs_to, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&cl->count[rank].bytes_to, len, memory_order_relaxed);
+}
+
 int cluster__call(cluster *cl, uint32_t rank, const void *frame, size_t len, cluster_call *call)
 {
 	if (rank >= cl->nodes || rank == cl->rank)
 		return emdb__seterr(EMDB_ERR_INTERNAL, "cluster: call to rank %u from rank %u of %u", rank, cl->rank,
 				    cl->nodes);
 	int rc = cl->link.ops->call(cl->link.ctx, rank, frame, len, call);
-	if (rc == EMDB_OK) {
-		atomic_fetch_add_explicit(&cl->count[rank].msgs_to, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&cl->count[rank].bytes_to, len, memory_order_relaxed);
+	if (rc == EMDB_OK)
+		count_call(cl, rank, len);
+	return rc;
+}
+
+int cluster__call_owned(cluster *cl, uint32_t rank, uint8_t *frame, size_t len, cluster_call *call)
+{
+	if (!cl->link.ops->call_owned || rank >= cl->nodes || rank == cl->rank) {
+		int rc = cluster__call(cl, rank, frame, len, call);
+		emdb_free(frame);
+		return rc;
 	}
+	int rc = cl->link.ops->call_owned(cl->link.ctx, rank, frame, len, call);
+	if (rc == EMDB_OK)
+		count_call(cl, rank, len);
 	return rc;
 }
 
@@ -242,6 +259,10 @@ void cluster__reply(cluster *cl, cluster_responder *r, uint16_t op, uint32_t tab
 		if (status >= 0)
 			status = EMDB_ERR_INTERNAL;
 		proto_node_err_encode(err, sizeof(err), op, table, cl->map.epoch, status, emdb_last_error(), &len);
+	}
+	if (frame && cl->link.ops->reply_owned) {
+		cl->link.ops->reply_owned(cl->link.ctx, r, frame, len);
+		return;
 	}
 	cl->link.ops->reply(cl->link.ctx, r, frame ? frame : err, len);
 	emdb_free(frame);
@@ -318,9 +339,10 @@ int cluster__send_for(cluster *cl, uint32_t rank, const proto_node_msg *m, clust
 		rq->call.done = done;
 		rq->call.arg = rq;
 		rq->call.deadline_ns = deadline_ns;
-		rc = cluster__call(cl, rank, buf, len, &rq->call);
+		rc = cluster__call_owned(cl, rank, buf, len, &rq->call);
+	} else {
+		emdb_free(buf);
 	}
-	emdb_free(buf);
 	if (rc)
 		emdb_free(rq);
 	return rc;

@@ -40,7 +40,12 @@
  * Ownership
  *   Every array a request points to is the caller's and must stay valid,
  *   unchanged (inputs) or untouched (outputs), until done runs.  The
- *   cluster_req itself too.  A cluster_ticket is the caller's, freed with
+ *   cluster_req itself too.  One exception: the routed data ops
+ *   (PREFETCH, PULL, PUSH, PUSH_UPDATE, LOOKUP, READ_STATE, LOAD) read
+ *   their ids, grads, vecs and state only inside cluster_submit (every
+ *   part's frame is built and the local part has run when it returns),
+ *   so those four arrays are the caller's again once it returns; a pooled
+ *   PULL's offsets and weights are read until done runs.  A cluster_ticket is the caller's, freed with
  *   cluster_ticket_free.
  */
 #ifndef EMDB_CLUSTER_CLUSTER_H

@@ -76,6 +76,9 @@ struct cluster_ticket {
 /* Send frame[0..len) to rank through the link, counting it.  Errors as
  * the link's call (done() then never runs). */
 int cluster__call(cluster *cl, uint32_t rank, const void *frame, size_t len, cluster_call *call);
+/* As cluster__call, but frame (an emdb_malloc block) is handed over: freed
+ * here or by the link, sent without a copy where the link can. */
+int cluster__call_owned(cluster *cl, uint32_t rank, uint8_t *frame, size_t len, cluster_call *call);
 /* Answer a request served for `from` with frame[0..len) (emdb_malloc'd:
  * freed here) or, when frame is NULL, with an error reply of status and
  * emdb_last_error()'s message. */

@@ -16,11 +16,14 @@
  *
  * Ownership, as in LMDB's notes:
  *   - The frame handed to call() is the caller's; the link copies or sends
- *     it before call() returns.
+ *     it before call() returns.  The frame handed to call_owned() (a block
+ *     of emdb_malloc) becomes the link's, which sends it without a copy
+ *     and frees it with emdb_free once sent, or at once on an error.
  *   - The cluster_call record is the caller's and must live until its
  *     done() has run; done() runs exactly once, on the link's own thread,
  *     with the reply (valid only during the callback) or an error.
- *   - The reply bytes handed to reply() are copied before it returns.
+ *   - The reply bytes handed to reply() are copied before it returns;
+ *     those handed to reply_owned() become the link's, as for call_owned.
  *
  * Errors ending a call: EMDB_ERR_NODE (the peer is down, unreachable, or
  * did not answer by the deadline; the message names its rank and
@@ -70,6 +73,11 @@ typedef struct cluster_link_ops {
 	 * finished elsewhere, e.g. an engine call on a helper thread, comes
 	 * back to the link's thread).  Cannot fail once the link runs. */
 	void (*post)(void *link, void (*fn)(void *arg), void *arg);
+	/* Optional (NULL: the cluster layer calls call / reply and frees the
+	 * frame itself): as call and reply, but the link takes frame, a block
+	 * of emdb_malloc, and sends it without copying it (see Ownership). */
+	int (*call_owned)(void *link, uint32_t rank, void *frame, size_t len, cluster_call *call);
+	int (*reply_owned)(void *link, cluster_responder *r, void *frame, size_t len);
 } cluster_link_ops;
 
 typedef struct cluster_link {

@@ -561,9 +561,10 @@ static void send_part(route_op *op, route_part *p)
 		p->call.done = part_reply;
 		p->call.arg = p;
 		p->call.deadline_ns = 0;
-		rc = cluster__call(op->cl, p->rank, buf, len, &p->call);
+		rc = cluster__call_owned(op->cl, p->rank, buf, len, &p->call);
+	} else {
+		emdb_free(buf);
 	}
-	emdb_free(buf);
 	if (rc) {
 		part_fail(op, p->rank, rc, "%s", emdb_last_error());
 		part_end(op);

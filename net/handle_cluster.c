@@ -9,9 +9,12 @@
  * a server alone never comes here.  TABLE_LIST stays local: every node
  * holds the same tables (table changes apply on all or none).
  *
- * A request is decoded as handle_data.c decodes it, its arrays copied
- * (the input buffer is reused once the handler returns, the owners answer
- * later), and submitted; the connection then owes the answer
+ * A request is decoded as handle_data.c decodes it and submitted.  The
+ * input buffer is reused once the handler returns and the owners answer
+ * later, so what the cluster layer reads after cluster_submit returns is
+ * copied into the request's block (a pooled Pull's offsets and weights,
+ * TABLE_LOAD's arrays); IDs and gradients of the routed data ops are
+ * read inside cluster_submit only (cluster.h "Ownership") and are not; the connection then owes the answer
  * (answers_owed) until the cluster layer's completion comes back to the
  * connection's I/O thread as an io_completion (net/loop.h), which writes
  * the reply or the error.
@@ -243,6 +246,7 @@ static int ticket_of(conn *c, uint64_t handle, const cluster_ticket **out)
 }
 
 static const float no_weights[1]; /* a weighted request's, when it has none */
+static const uint64_t no_ids[1]; /* a request's IDs, when it has none */
 
 /* With a ticket, a weighted request's weights are one per ID of the
  * ticket (the decoder checked them against the IDs otherwise). */
@@ -349,11 +353,7 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		}
 		*r = (cluster_req){ .op = CLUSTER_PREFETCH, .table = m.prefetch_req.table, .n = m.prefetch_req.n,
 				    .done = routed_finished, .arg = a };
-		in = (size_t)m.prefetch_req.n * 8;
-		if (!(a->mem = emdb_malloc(in + 8)))
-			break;
-		uint8_t *at = a->mem;
-		r->ids = take(&at, m.prefetch_req.ids, in);
+		r->ids = m.prefetch_req.ids ? m.prefetch_req.ids : no_ids; /* read in submit only */
 		break;
 	}
 	case PROTO_OP_PULL:
@@ -397,12 +397,14 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		if ((rc = check_rows(c, a->n_rows, a->width, a->want_found)))
 			break;
 		r->table = table, r->ticket = tk, r->n = n_ids, r->done = routed_finished, r->arg = a;
-		in = (size_t)n_ids * 8 + (n_bags ? ((size_t)n_bags + 1) * 8 : 0) + (size_t)n_weights * 4;
+		/* the IDs are read in cluster_submit only; offsets and weights
+		 * when the pooled rows are assembled, so they are copied */
+		in = (n_bags ? ((size_t)n_bags + 1) * 8 : 0) + (size_t)n_weights * 4;
 		out = (size_t)a->n_rows * a->width * 4 + a->n_rows + 16;
 		if (!(a->mem = emdb_malloc(in + out + 24)))
 			break;
 		uint8_t *at = a->mem;
-		r->ids = tk ? NULL : take(&at, ids ? ids : (const uint64_t[]){ 0 }, (size_t)n_ids * 8);
+		r->ids = tk ? NULL : ids ? ids : no_ids;
 		r->offsets = n_bags ? take(&at, offsets, ((size_t)n_bags + 1) * 8) : NULL;
 		r->weights = weights ? take(&at, weights, (size_t)n_weights * 4) : NULL;
 		r->out = take(&at, NULL, (size_t)a->n_rows * a->width * 4);
@@ -433,15 +435,12 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 				    .pool = (emdb_pool)q->pool, .done = routed_finished, .arg = a,
 				    .ranked = h->opcode != PROTO_OP_PUSH_UPDATE && c->worker_rank != EMDB_WORKER_NONE,
 				    .rank = c->worker_rank };
-		in = (size_t)q->n_ids * 8 + (q->n_bags ? ((size_t)q->n_bags + 1) * 8 : 0) +
-		     (size_t)q->n_rows * q->dim * 4 + (size_t)n_weights * 4;
-		if (!(a->mem = emdb_malloc(in + 32)))
-			break;
-		uint8_t *at = a->mem;
-		r->ids = tk ? NULL : take(&at, q->ids ? q->ids : (const uint64_t[]){ 0 }, (size_t)q->n_ids * 8);
-		r->offsets = q->n_bags ? take(&at, q->offsets, ((size_t)q->n_bags + 1) * 8) : NULL;
-		r->weights = weights ? take(&at, weights, (size_t)n_weights * 4) : NULL;
-		r->grads = take(&at, q->grads, (size_t)q->n_rows * q->dim * 4);
+		/* cluster_submit reads every input of a push before it returns
+		 * (cluster.h "Ownership"): no copy of the gradients */
+		r->ids = tk ? NULL : q->ids ? q->ids : no_ids;
+		r->offsets = q->n_bags ? q->offsets : NULL;
+		r->weights = weights;
+		r->grads = q->grads ? q->grads : no_weights;
 		break;
 	}
 	case PROTO_OP_UPDATE: {

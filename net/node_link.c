@@ -85,9 +85,9 @@ void nl_set_last_error(peer *p, const char *why)
 
 /* ---- messages out --------------------------------------------------- */
 
-tx *nl_tx_new(node_link *l, node_kind kind, int32_t status, uint64_t call_id, const void *body, size_t len)
+static tx *tx_alloc(node_link *l, node_kind kind, int32_t status, uint64_t call_id, size_t room, size_t len)
 {
-	tx *t = emdb_malloc(sizeof(*t) + len);
+	tx *t = emdb_malloc(sizeof(*t) + room);
 	if (!t)
 		return NULL;
 	node_hdr h = { .kind = (uint8_t)kind, .version = NODE_WIRE_VERSION, .status = status, .call_id = call_id };
@@ -97,13 +97,34 @@ tx *nl_tx_new(node_link *l, node_kind kind, int32_t status, uint64_t call_id, co
 	t->call = NULL;
 	t->in_gen = 0;
 	t->len = len;
-	if (len)
+	t->body = t->data;
+	t->owned = NULL;
+	return t;
+}
+
+tx *nl_tx_new(node_link *l, node_kind kind, int32_t status, uint64_t call_id, const void *body, size_t len)
+{
+	tx *t = tx_alloc(l, kind, status, call_id, len, len);
+	if (t && len)
 		memcpy(t->data, body, len);
+	return t;
+}
+
+tx *nl_tx_take(node_link *l, node_kind kind, int32_t status, uint64_t call_id, void *body, size_t len)
+{
+	tx *t = tx_alloc(l, kind, status, call_id, 0, len);
+	if (!t) {
+		emdb_free(body);
+		return NULL;
+	}
+	t->body = body;
+	t->owned = body;
 	return t;
 }
 
 void nl_tx_free(tx *t)
 {
+	emdb_free(t->owned);
 	emdb_free(t);
 }
 
@@ -127,7 +148,7 @@ int nl_send(node_link *l, ucp_ep_h ep, tx *t)
 		atomic_fetch_add_explicit(&c->bytes_sent, NODE_HDR_LEN + t->len, memory_order_relaxed);
 		atomic_fetch_add_explicit(&c->msgs_sent, 1, memory_order_relaxed);
 	}
-	ucs_status_ptr_t r = ucp_am_send_nbx(ep, NODE_AM_ID, t->hdr, NODE_HDR_LEN, t->data, t->len, &prm);
+	ucs_status_ptr_t r = ucp_am_send_nbx(ep, NODE_AM_ID, t->hdr, NODE_HDR_LEN, t->body, t->len, &prm);
 	if (r == NULL) {
 		nl_tx_free(t);
 		return 0;
@@ -450,14 +471,21 @@ static void *link_thread(void *arg)
 
 /* ---- the cluster_link table ----------------------------------------- */
 
-static int op_call(void *ctx, uint32_t rank, const void *frame, size_t len, cluster_call *call)
+/* call() and call_owned(): the checks, then t (given, or NULL: made
+ * from frame) to the link's thread.  t is the link's whatever happens. */
+static int call_tx(node_link *l, uint32_t rank, const void *frame, size_t len, cluster_call *call, tx *t)
 {
-	node_link *l = ctx;
-	if (rank >= l->n || rank == l->rank || !call || !call->done)
+	if (rank >= l->n || rank == l->rank || !call || !call->done) {
+		if (t)
+			nl_tx_free(t);
 		return emdb__seterr(EMDB_ERR_INVALID, "node link: cannot call rank %u (this node is %u of %u)", rank,
 				    l->rank, l->n);
-	if (len > NODE_MAX_MESSAGE)
+	}
+	if (len > NODE_MAX_MESSAGE) {
+		if (t)
+			nl_tx_free(t);
 		return emdb__seterr(EMDB_ERR_LIMIT, "node link: a %zu-byte request is over the link's limit", len);
+	}
 	peer *p = &l->peers[rank];
 	if (atomic_load(&p->state) != NODE_PEER_UP) {
 		char why[160];
@@ -466,9 +494,12 @@ static int op_call(void *ctx, uint32_t rank, const void *frame, size_t len, clus
 		pthread_mutex_unlock(&l->mu);
 		atomic_fetch_add_explicit(&p->c.calls, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&p->c.calls_failed, 1, memory_order_relaxed);
+		if (t)
+			nl_tx_free(t);
 		return emdb__seterr(EMDB_ERR_NODE, "node %u (%s) is down: %s", rank, p->addr, why);
 	}
-	tx *t = nl_tx_new(l, NODE_REQUEST, 0, 0, frame, len);
+	if (!t)
+		t = nl_tx_new(l, NODE_REQUEST, 0, 0, frame, len);
 	if (!t)
 		return emdb__seterr(EMDB_ERR_NOMEM, "node link: no memory for a %zu-byte request", len);
 	t->rank = rank;
@@ -482,6 +513,19 @@ static int op_call(void *ctx, uint32_t rank, const void *frame, size_t len, clus
 		return emdb__seterr(EMDB_ERR_CLOSED, "the node link is shutting down");
 	}
 	return EMDB_OK;
+}
+
+static int op_call(void *ctx, uint32_t rank, const void *frame, size_t len, cluster_call *call)
+{
+	return call_tx(ctx, rank, frame, len, call, NULL);
+}
+
+static int op_call_owned(void *ctx, uint32_t rank, void *frame, size_t len, cluster_call *call)
+{
+	tx *t = nl_tx_take(ctx, NODE_REQUEST, 0, 0, frame, len);
+	if (!t)
+		return emdb__seterr(EMDB_ERR_NOMEM, "node link: no memory for a %zu-byte request", len);
+	return call_tx(ctx, rank, frame, len, call, t);
 }
 
 static void send_reply(void *arg)
@@ -498,10 +542,10 @@ static void send_reply(void *arg)
 	nl_send(l, in->ep, t);
 }
 
-static int op_reply(void *ctx, cluster_responder *r, const void *frame, size_t len)
+/* reply() and reply_owned(): t made from the reply (NULL: none could
+ * be), sent from the link's thread. */
+static int reply_tx(node_link *l, cluster_responder *r, size_t len, tx *t)
 {
-	node_link *l = ctx;
-	tx *t = len <= NODE_MAX_MESSAGE ? nl_tx_new(l, NODE_REPLY, 0, r->call_id, frame, len) : NULL;
 	int rc = EMDB_OK;
 	if (!t) {
 		/* Answer with the error alone, so the asker learns at once. */
@@ -524,6 +568,24 @@ static int op_reply(void *ctx, cluster_responder *r, const void *frame, size_t l
 	return rc;
 }
 
+static int op_reply(void *ctx, cluster_responder *r, const void *frame, size_t len)
+{
+	node_link *l = ctx;
+	tx *t = len <= NODE_MAX_MESSAGE ? nl_tx_new(l, NODE_REPLY, 0, r->call_id, frame, len) : NULL;
+	return reply_tx(l, r, len, t);
+}
+
+static int op_reply_owned(void *ctx, cluster_responder *r, void *frame, size_t len)
+{
+	node_link *l = ctx;
+	tx *t = NULL;
+	if (len <= NODE_MAX_MESSAGE)
+		t = nl_tx_take(l, NODE_REPLY, 0, r->call_id, frame, len);
+	else
+		emdb_free(frame);
+	return reply_tx(l, r, len, t);
+}
+
 static void op_post(void *ctx, void (*fn)(void *arg), void *arg)
 {
 	node_link *l = ctx;
@@ -531,7 +593,13 @@ static void op_post(void *ctx, void (*fn)(void *arg), void *arg)
 		nl_log(l, NODE_LOG_ERROR, "node link: work posted after the link closed is dropped");
 }
 
-static const cluster_link_ops ops = { .call = op_call, .reply = op_reply, .post = op_post };
+static const cluster_link_ops ops = {
+	.call = op_call,
+	.reply = op_reply,
+	.post = op_post,
+	.call_owned = op_call_owned,
+	.reply_owned = op_reply_owned,
+};
 
 void node_link_as_cluster_link(node_link *l, cluster_link *out)
 {

@@ -76,7 +76,8 @@ typedef struct inbound {
 enum { IN_NEW = 0, IN_WELCOMED = 1, IN_AUTHED = 2, IN_REFUSED = 3 };
 
 /* One message on its way out: the link header (which UCX reads until the
- * send completes) and the body, in one block. */
+ * send completes) and the body: a copy in the same block (nl_tx_new), or
+ * a caller's block the link took over (nl_tx_take: body == owned). */
 typedef struct tx {
 	struct node_link *l;
 	uint8_t hdr[NODE_HDR_LEN];
@@ -84,6 +85,8 @@ typedef struct tx {
 	cluster_call *call;         /* REQUEST: the call */
 	uint64_t in_gen;            /* REPLY: the inbound endpoint to answer on */
 	size_t len;
+	const uint8_t *body;        /* data, or owned */
+	void *owned;                /* freed with the tx; NULL for a copy */
 	uint8_t data[];
 } tx;
 
@@ -162,6 +165,9 @@ void nl_tx_free(tx *t);
 /* Post a message (ownership of t passes); returns 0 or -1 (t freed). */
 int nl_send(node_link *l, ucp_ep_h ep, tx *t);
 tx *nl_tx_new(node_link *l, node_kind kind, int32_t status, uint64_t call_id, const void *body, size_t len);
+/* As nl_tx_new, but body (an emdb_malloc block) is taken, not copied; it
+ * is freed with the tx, or at once when NULL is returned. */
+tx *nl_tx_take(node_link *l, node_kind kind, int32_t status, uint64_t call_id, void *body, size_t len);
 /* A REPLY from peer p's endpoint; a REQUEST on an authenticated inbound
  * endpoint (link thread; body valid for the call). */
 void nl_reply_arrived(node_link *l, peer *p, const node_hdr *h, const uint8_t *body, size_t len);

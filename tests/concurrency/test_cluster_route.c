@@ -18,7 +18,10 @@
  *     every node, and a change one node refuses applies nowhere;
  *   - a synchronous step of workers on different nodes is applied once
  *     on every node after the last arrival, and a resent arrival is not
- *     counted twice.
+ *     counted twice;
+ *   - a request's IDs and gradients may be overwritten once
+ *     cluster_submit returns (what emdb-server relies on to route a
+ *     client's request without copying it).
  */
 #ifdef EMDB_PLAIN_RUNNER /* under ThreadSanitizer */
 #include "tests/lib/plain_runner.h"
@@ -356,6 +359,81 @@ Test(cluster_route, one_message_per_owner_per_request)
 	run_req(net, 1, &lk, EMDB_OK);
 	cr_assert_eq(memnet_calls(net, 1, 2), to2, "node 2 owns none of the IDs but was sent a message");
 	cluster_ticket_free(memnet_cl(net, 1), pf.ticket_out);
+	memnet_close(net);
+}
+
+/* ---- inputs free once cluster_submit returns (cluster.h "Ownership") ---- */
+
+typedef struct submitted {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+} submitted;
+
+static void submitted_done(cluster_req *r)
+{
+	submitted *w = r->arg;
+	pthread_mutex_lock(&w->mu);
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Submit r on home, overwrite `scribble` (the request's IDs and
+ * gradients) as soon as cluster_submit returns, then wait for its end. */
+static void submit_then_scribble(memnet *net, uint32_t home, cluster_req *r, void *scribble, size_t len)
+{
+	submitted w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+	r->done = submitted_done;
+	r->arg = &w;
+	cr_assert_eq(cluster_submit(memnet_cl(net, home), r), EMDB_OK, "%s", r->msg);
+	memset(scribble, 0xA5, len);
+	pthread_mutex_lock(&w.mu);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.mu); /* the memnet thread ends every call (its deadline too) */
+	pthread_mutex_unlock(&w.mu);
+	cr_assert_eq(r->status, EMDB_OK, "op %d: %s", (int)r->op, r->msg);
+}
+
+Test(cluster_route, ids_and_gradients_are_the_callers_once_submit_returns)
+{
+	memnet *net = memnet_open(3, 64);
+	cr_assert_not_null(net);
+	emdb_db *ref;
+	cr_assert_eq(emdb_db_open(NULL, &ref), 0);
+	emdb_table_config cfg = table_cfg("own", EMDB_OPT_SGD);
+	uint32_t rt, ct = cl_create(net, 0, &cfg);
+	cr_assert_eq(emdb_table_create(ref, &cfg, &rt), 0);
+	enum { N = 300 };
+	uint64_t seed = 9, ids[N], sent[N];
+	static float g[N * DIM], gs[N * DIM], a[N * DIM], b[N * DIM];
+	make_ids(ids, N, &seed);
+	make_grads(g, N * DIM, &seed);
+	for (uint32_t home = 0; home < 3; home++) {
+		memcpy(sent, ids, sizeof(ids));
+		cluster_req pl = { .op = CLUSTER_PULL, .table = ct, .dim = DIM, .ids = sent, .n = N, .out = b };
+		submit_then_scribble(net, home, &pl, sent, sizeof(sent));
+		cr_assert_eq(emdb_pull(ref, rt, ids, N, DIM, a), 0);
+		SAME(a, b, sizeof(a), "pull by IDs, its IDs overwritten after submit");
+
+		memcpy(sent, ids, sizeof(ids));
+		memcpy(gs, g, sizeof(g));
+		cluster_req ps = { .op = CLUSTER_PUSH, .table = ct, .dim = DIM, .ids = sent, .n = N, .grads = gs };
+		submit_then_scribble(net, home, &ps, gs, sizeof(gs));
+		cr_assert_eq(emdb_push(ref, rt, ids, N, DIM, g), 0);
+		memcpy(sent, ids, sizeof(ids));
+		memcpy(gs, g, sizeof(g));
+		cluster_req pu = { .op = CLUSTER_PUSH_UPDATE, .table = ct, .dim = DIM, .ids = sent, .n = N, .grads = gs };
+		submit_then_scribble(net, home, &pu, sent, sizeof(sent));
+		uint64_t rows;
+		cr_assert_eq(emdb_push_update(ref, rt, ids, N, DIM, g, &rows), 0);
+		cr_assert_eq(pu.rows, rows);
+	}
+	cluster_req lk = { .op = CLUSTER_LOOKUP, .table = ct, .dim = DIM, .ids = ids, .n = N, .out = b };
+	run_req(net, 1, &lk, EMDB_OK);
+	cr_assert_eq(emdb_lookup(ref, rt, ids, N, DIM, a, NULL), 0);
+	SAME(a, b, sizeof(a), "rows after pushes whose inputs were overwritten after submit");
+	emdb_db_close(ref);
 	memnet_close(net);
 }
 

@@ -147,7 +147,7 @@ static inline void memnet_post(void *ctx, void (*fn)(void *), void *arg)
 	memnet_push(me->net, e);
 }
 
-static const cluster_link_ops memnet_ops = { memnet_call, memnet_reply, memnet_post };
+static const cluster_link_ops memnet_ops = { .call = memnet_call, .reply = memnet_reply, .post = memnet_post };
 
 static inline void memnet_run_ev(memnet *net, memnet_ev *e)
 {
