@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <emdb/db.h>
 #include <emdb/error.h>
@@ -605,14 +606,17 @@ typedef struct ranked {
 	char msg[256];
 } ranked;
 
+#define EMDB_FUTURE_PENDING_ 1 /* not yet ended (no emdb_err is positive) */
+
 static void *ranked_step(void *arg)
 {
 	ranked *w = arg;
 	cluster_req r = { .op = CLUSTER_STEP, .table = w->table, .workers = 2, .worker = w->key, .timeout_ms = 20000,
 			  .seq = w->seq, .session = w->session, .rank = w->rank };
-	w->rc = cluster_run(memnet_cl(w->net, w->home), &r);
+	int rc = cluster_run(memnet_cl(w->net, w->home), &r);
 	w->rows = r.rows;
 	snprintf(w->msg, sizeof(w->msg), "%s", r.msg);
+	__atomic_store_n(&w->rc, rc, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -632,6 +636,21 @@ static void arrive_and_wait_counted(memnet *net, ranked *w, pthread_t *th)
 	while (memnet_calls(net, w->home, 0) == sent)
 		sched_yield();
 	memnet_quiesce(net);
+}
+
+/* w's arrival run to its end within 10 s: past that, the coordinator's
+ * steps are expired (as its tick would), so a resend that was wrongly
+ * counted ends with TIMEOUT instead of hanging the test. */
+static void run_bounded(memnet *net, ranked *w)
+{
+	pthread_t th;
+	w->rc = EMDB_FUTURE_PENDING_;
+	cr_assert_eq(pthread_create(&th, NULL, ranked_step, w), 0);
+	for (int i = 0; i < 1000 && __atomic_load_n(&w->rc, __ATOMIC_ACQUIRE) == EMDB_FUTURE_PENDING_; i++)
+		usleep(10000);
+	if (__atomic_load_n(&w->rc, __ATOMIC_ACQUIRE) == EMDB_FUTURE_PENDING_)
+		cluster_tick(memnet_cl(net, 0), UINT64_MAX);
+	pthread_join(th, NULL);
 }
 
 /* Worker 0's step 1 is applied while its call has (as far as it knows)
@@ -658,7 +677,7 @@ Test(cluster_route, a_numbered_resend_after_its_step_applied_is_answered_not_cou
 	arrive_and_wait_counted(net, &a, &th);
 	for (uint32_t r = 0; r < 3; r++)
 		cr_assert_eq(steps_on(net, t, r), 0, "node %u applied the step before its second worker", r);
-	ranked_step(&b);
+	run_bounded(net, &b);
 	pthread_join(th, NULL);
 	cr_assert_eq(b.rc, EMDB_OK, "%s", b.msg);
 	cr_assert_eq(a.rc, EMDB_OK, "%s", a.msg);
@@ -667,7 +686,7 @@ Test(cluster_route, a_numbered_resend_after_its_step_applied_is_answered_not_cou
 
 	/* The resend, from node 2 on another connection. */
 	ranked again = { net, 2, t, 0, 42, 0xa11ce, 1, 0, 0, "" };
-	ranked_step(&again);
+	run_bounded(net, &again);
 	cr_assert_eq(again.rc, EMDB_OK, "%s", again.msg);
 	cr_assert_eq(again.rows, 16, "the resend heard %llu rows", (unsigned long long)again.rows);
 	for (uint32_t r = 0; r < 3; r++)
@@ -680,7 +699,7 @@ Test(cluster_route, a_numbered_resend_after_its_step_applied_is_answered_not_cou
 	for (uint32_t r = 0; r < 3; r++)
 		cr_assert_eq(steps_on(net, t, r), 1, "node %u applied step 2 with one worker (the resend counted)", r);
 	b.seq = 2;
-	ranked_step(&b);
+	run_bounded(net, &b);
 	pthread_join(th, NULL);
 	cr_assert_eq(b.rc, EMDB_OK, "%s", b.msg);
 	cr_assert_eq(a.rc, EMDB_OK, "%s", a.msg);
@@ -689,11 +708,11 @@ Test(cluster_route, a_numbered_resend_after_its_step_applied_is_answered_not_cou
 
 	/* Step 1 is forgotten now: refused, through the wire and locally. */
 	again.seq = 1;
-	ranked_step(&again);
+	run_bounded(net, &again);
 	cr_assert_eq(again.rc, EMDB_ERR_INVALID, "%d %s", again.rc, again.msg);
 	cr_assert(strstr(again.msg, "from the past"), "%s", again.msg);
 	again.home = 0;
-	ranked_step(&again);
+	run_bounded(net, &again);
 	cr_assert_eq(again.rc, EMDB_ERR_INVALID, "%d %s", again.rc, again.msg);
 	for (uint32_t r = 0; r < 3; r++)
 		cr_assert_eq(steps_on(net, t, r), 2, "node %u", r);
