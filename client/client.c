@@ -17,6 +17,8 @@
  *      for the fields it does not know.
  */
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <emdb/alloc.h>
 #include <emdb/client.h>
@@ -63,13 +65,67 @@ static emdb_client *client_new(const emdb_client_options *o)
 	c->timeout_ms = o->timeout_ms;
 	c->version = PROTO_VERSION_MAX; /* a socket's HELLO may lower it */
 	c->worker_rank = o->worker_rank;
+	if (getrandom(&c->session, sizeof(c->session), 0) != (ssize_t)sizeof(c->session))
+		c->session = (uint64_t)cl_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
+	c->session |= 1; /* never 0 */
 	return c;
 }
 
 static void client_free(emdb_client *c)
 {
+	emdb_free(c->seqs);
 	pthread_mutex_destroy(&c->lock);
 	emdb_free(c);
+}
+
+/* ---- step numbers of a ranked handle (client_int.h) ---------------- */
+
+struct cl_step_seq {
+	uint32_t table; /* 0: every table */
+	uint64_t next;  /* the number of the handle's next step of it, >= 1 */
+};
+
+static struct cl_step_seq *step_seq_locked(emdb_client *c, uint32_t table)
+{
+	for (size_t i = 0; i < c->n_seqs; i++)
+		if (c->seqs[i].table == table)
+			return &c->seqs[i];
+	return NULL;
+}
+
+/* A ranked handle's step gets its number: the table's next one, which
+ * only an applied step advances, so that a call repeated after an error
+ * (a TIMEOUT, a lost connection) resends the same step.  Errors: NOMEM. */
+static int step_seq_take(emdb_client *c, cl_args *a)
+{
+	if (c->worker_rank == EMDB_WORKER_NONE || a->workers < 2)
+		return EMDB_OK;
+	int rc = EMDB_OK;
+	pthread_mutex_lock(&c->lock);
+	struct cl_step_seq *s = step_seq_locked(c, a->table);
+	if (!s) {
+		struct cl_step_seq *n = emdb_realloc(c->seqs, (c->n_seqs + 1) * sizeof(*n));
+		if (n) {
+			c->seqs = n;
+			s = &n[c->n_seqs++];
+			*s = (struct cl_step_seq){ a->table, 1 };
+		} else {
+			rc = cl_seterr(EMDB_ERR_NOMEM, "%s: out of memory", a->what);
+		}
+	}
+	if (s) {
+		a->seq = s->next;
+		a->session = c->session;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void cl_step_done_locked(emdb_client *c, const cl_args *a, int rc)
+{
+	struct cl_step_seq *s = step_seq_locked(c, a->table);
+	if (rc == EMDB_OK && s && s->next == a->seq)
+		s->next++;
 }
 
 cl_mem_open_fn *cl_mem_backend;
@@ -606,6 +662,8 @@ int emdb_client_update_sync(emdb_client *c, uint32_t table, uint32_t workers, ui
 	if (rc != EMDB_OK)
 		return rc;
 	cl_args a = step_args(table, workers, rows_out, "emdb_client_update_sync");
+	if ((rc = step_seq_take(c, &a)) != EMDB_OK)
+		return rc;
 	return cl_call(c, &a);
 }
 
@@ -786,6 +844,8 @@ emdb_future *emdb_client_update_sync_async(emdb_client *c, uint32_t table, uint3
 	if (check_workers(workers, "emdb_client_update_sync_async") != EMDB_OK)
 		return NULL;
 	cl_args a = step_args(table, workers, rows_out, "emdb_client_update_sync_async");
+	if (step_seq_take(c, &a) != EMDB_OK)
+		return NULL;
 	return cl_call_async(c, &a);
 }
 

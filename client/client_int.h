@@ -115,6 +115,8 @@ typedef struct cl_args {
 	const float *weights;    /* PULL_WEIGHTED, PUSH_WEIGHTED: one per ID */
 	bool all;                /* UPDATE of every table */
 	uint32_t workers;        /* UPDATE: >= 2, a synchronous step */
+	uint64_t seq, session;   /* UPDATE of a step by a ranked handle: its step number and the
+				    handle's session (client.c); seq 0: none */
 	const float *grads;      /* PUSH, PUSH_UPDATE */
 	uint32_t per_row;        /* READ_STATE */
 	const char *s1, *s2;     /* name / section / pattern */
@@ -205,6 +207,12 @@ struct emdb_client {
 	 * then and for mem://; requests of a newer opcode are refused. */
 	uint8_t version;
 	uint32_t worker_rank;      /* emdb_client_options.worker_rank (mem.c) */
+	/* A ranked handle's synchronous steps: its session (random, never
+	 * 0) and, per table, the step number its next step has; under lock
+	 * (client.c, cl_step_done_locked). */
+	uint64_t session;
+	struct cl_step_seq *seqs;
+	size_t n_seqs;
 	char server[256];
 };
 
@@ -234,6 +242,11 @@ int cl_call(emdb_client *c, cl_args *a);
 emdb_future *cl_call_async(emdb_client *c, cl_args *a);
 
 /* ---- client.c ------------------------------------------------------ */
+
+/* f's step (a->seq) ended with rc: applied (EMDB_OK), the handle's next
+ * step of its table gets the next number; else the same one again, a
+ * resend.  Caller holds c->lock. */
+void cl_step_done_locked(emdb_client *c, const cl_args *a, int rc);
 
 /* Set this thread's emdb_client_last_error(); returns rc. */
 int cl_seterr(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -76,6 +76,8 @@ static void future_init(emdb_client *c, emdb_future *f, const cl_args *a)
 
 void cl_complete_locked(emdb_future *f, int rc, const char *msg)
 {
+	if (f->a.seq)
+		cl_step_done_locked(f->c, &f->a, rc);
 	f->rc = rc;
 	if (rc != EMDB_OK)
 		snprintf(f->msg, sizeof(f->msg), "%s", msg ? msg : emdb_strerror(rc));

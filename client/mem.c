@@ -352,9 +352,11 @@ MEM_OP(push)
 MEM_OP(update)
 {
 	MEM_ARGS;
-	if (a->workers >= 2)
-		return step_wait(((mem_state *)c->priv)->steps, a->all ? 0 : a->table, a->workers,
+	if (a->workers >= 2) {
+		step_seq id = { a->seq, a->session, c->worker_rank }; /* a->seq 0: unsequenced */
+		return step_wait(((mem_state *)c->priv)->steps, a->all ? 0 : a->table, a->workers, &id,
 				 __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED), a->rows);
+	}
 	return a->all ? emdb_update_all(db, a->rows) : emdb_update(db, a->table, a->rows);
 }
 

@@ -158,7 +158,7 @@ ENC_FLAT_OP(update)
 	int rc = a->all ? EMDB_OK : no_table_zero(a, msg, msglen);
 	if (rc != EMDB_OK)
 		return rc;
-	proto_update_req m = { .table = a->table, .workers = a->workers };
+	proto_update_req m = { .table = a->table, .workers = a->workers, .seq = a->seq, .session = a->session };
 	return proto_update_req_encode(buf, cap, id, &m, len);
 }
 

@@ -159,6 +159,9 @@ struct cluster_req {
 					 (a connection id); a resend with the
 					 same key is not counted twice    */
 	uint32_t timeout_ms;          /* STEP: 0 = no deadline           */
+	uint64_t seq, session;        /* STEP: a ranked worker's step number
+					 (>= 1; 0: none) and session, its
+					 rank in `rank` (db/step.h)       */
 	uint64_t rows_in;             /* TABLE_RESERVE                   */
 	const emdb_table_config *cfg; /* TABLE_CREATE                    */
 	const float *weights;         /* pooled PULL/PUSH: [n] per-sample

@@ -276,6 +276,8 @@ static void serve_step_leave(cluster *cl, uint32_t from, const proto_node_msg *m
 	steps_serve(cl, from, m, r);
 }
 
+#define serve_step_arrive_seq serve_step_arrive
+
 static void serve_table_admin(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {
 	admin_serve(cl, from, m, r);

@@ -19,7 +19,11 @@
  *      worker's key on its home node (a connection id).  A worker that
  *      arrives again while its earlier arrival still waits in an open step
  *      (a resend after a timeout) replaces it, so it is counted once; the
- *      earlier request is answered BUSY ("superseded").
+ *      earlier request is answered BUSY ("superseded").  A ranked
+ *      worker's numbered step (STEP_ARRIVE_SEQ: seq, session, rank) is
+ *      keyed by the barrier instead (db/step.h, sequenced arrivals): a
+ *      resend on any connection, even after its step applied, is counted
+ *      once.
  *   3. A worker whose connection closes leaves its step (STEP_LEAVE to the
  *      coordinator): its arrival is withdrawn and answered CLOSED.
  *   4. Every arrival is answered exactly once: by the barrier (the step's
@@ -51,6 +55,7 @@ typedef struct arrival {
 	cluster_req *req;       /* local: answered by finishing it */
 	cluster_responder *r;   /* remote: answered by a reply     */
 	uint32_t table;
+	uint16_t op;            /* remote: STEP_ARRIVE or STEP_ARRIVE_SEQ */
 } arrival;
 
 /* The routed UPDATE of a full step. */
@@ -99,7 +104,7 @@ static void answer(arrival *a, int status, uint64_t rows, const char *msg)
 		a->req->rows = rows;
 		cluster__finish(a->req, status, "%s", msg);
 	} else {
-		cluster__reply_rows(cl, a->r, PROTO_NODE_STEP_ARRIVE, a->table, status, rows, msg);
+		cluster__reply_rows(cl, a->r, a->op, a->table, status, rows, msg);
 	}
 	emdb_free(a);
 }
@@ -117,9 +122,11 @@ static void applied(cluster_req *upd)
 	emdb_free(ap);
 }
 
-/* Arrival a of worker key (invariant 2).  Returns EMDB_OK (a will be
- * answered) or an error (a is not taken). */
-static int arrive(cluster *cl, uint32_t table, uint32_t workers, uint64_t key, uint32_t timeout_ms, arrival *a)
+/* Arrival a of worker key (invariant 2), numbered by id (seq 0: not).
+ * Returns EMDB_OK (a will be answered, maybe already was) or an error (a
+ * is not taken). */
+static int arrive(cluster *cl, uint32_t table, uint32_t workers, uint64_t key, const step_seq *id,
+		  uint32_t timeout_ms, arrival *a)
 {
 	emdb_table_config cfg;
 	int rc = table ? emdb_table_get_config(cl->db, table, &cfg) : EMDB_OK;
@@ -128,8 +135,9 @@ static int arrive(cluster *cl, uint32_t table, uint32_t workers, uint64_t key, u
 	applying *ap = emdb_calloc(1, sizeof(*ap));
 	if (!ap)
 		return emdb__seterr(EMDB_ERR_NOMEM, "a synchronous step of %u workers", workers);
-	step_leave(cl->steps, key, EMDB_ERR_BUSY, "superseded: the same worker arrived again");
-	step_waiter w = { waiter_done, a, key };
+	if (!id->seq) /* a numbered one is the barrier's to match */
+		step_leave(cl->steps, key, EMDB_ERR_BUSY, "superseded: the same worker arrived again");
+	step_waiter w = { waiter_done, a, key, *id };
 	uint64_t deadline = timeout_ms ? emdb__now_ns() + timeout_ms * 1000000ull : 0;
 	step *full;
 	rc = step_arrive(cl->steps, table, workers, &w, deadline, &full);
@@ -155,7 +163,8 @@ static int arrive(cluster *cl, uint32_t table, uint32_t workers, uint64_t key, u
 static void step_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
 {
 	cluster_req *req = cluster__req_of(call);
-	if (cluster__take_reply(req, rc, frame, len, PROTO_NODE_STEP_ARRIVE, "node 0 (the step coordinator)", &req->rows))
+	uint16_t op = req->seq ? PROTO_NODE_STEP_ARRIVE_SEQ : PROTO_NODE_STEP_ARRIVE;
+	if (cluster__take_reply(req, rc, frame, len, op, "node 0 (the step coordinator)", &req->rows))
 		cluster__finish(req, EMDB_OK, NULL);
 }
 
@@ -196,13 +205,19 @@ int steps_submit(cluster *cl, cluster_req *req)
 		cluster__set_msg(req, rc, NULL);
 		return rc;
 	}
+	if (req->seq && req->rank >= EMDB_WORKERS_MAX) {
+		rc = emdb__seterr(EMDB_ERR_INVALID, "UPDATE: a step number needs the connection's worker rank (WORKER) first");
+		cluster__set_msg(req, rc, NULL);
+		return rc;
+	}
 	uint64_t key = worker_key(cl->rank, req->worker);
+	step_seq id = { req->seq, req->seq ? req->session : 0, req->seq ? req->rank : 0 };
 	if (cl->rank == CLUSTER_COORDINATOR) {
 		arrival *a = emdb_calloc(1, sizeof(*a));
 		rc = a ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "a synchronous step's arrival");
 		if (a) {
-			*a = (arrival){ cl, req, NULL, req->table };
-			if ((rc = arrive(cl, req->table, req->workers, key, req->timeout_ms, a)))
+			*a = (arrival){ cl, req, NULL, req->table, 0 };
+			if ((rc = arrive(cl, req->table, req->workers, key, &id, req->timeout_ms, a)))
 				emdb_free(a);
 		}
 		if (rc)
@@ -214,8 +229,9 @@ int steps_submit(cluster *cl, cluster_req *req)
 		cluster__set_msg(req, rc, NULL);
 		return rc;
 	}
-	proto_node_msg m = { .hdr = cluster__hdr(cl, PROTO_NODE_STEP_ARRIVE, req->table, false) };
-	m.u.step = (proto_node_step){ req->workers, req->timeout_ms, key };
+	uint16_t op = id.seq ? PROTO_NODE_STEP_ARRIVE_SEQ : PROTO_NODE_STEP_ARRIVE;
+	proto_node_msg m = { .hdr = cluster__hdr(cl, op, req->table, false) };
+	m.u.step = (proto_node_step){ req->workers, req->timeout_ms, key, id.seq, id.session, id.worker };
 	uint64_t wait_ms = (uint64_t)(req->timeout_ms ? req->timeout_ms : STEP_CALL_FOREVER_MS) + STEP_CALL_SLACK_MS;
 	rc = cluster__send_for(cl, CLUSTER_COORDINATOR, &m, req, step_reply, emdb__now_ns() + wait_ms * 1000000ull);
 	if (rc)
@@ -246,8 +262,9 @@ void steps_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_re
 		arrival *a = emdb_calloc(1, sizeof(*a));
 		rc = a ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "a synchronous step's arrival");
 		if (a) {
-			*a = (arrival){ cl, NULL, r, m->hdr.table };
-			if ((rc = arrive(cl, m->hdr.table, s->workers, s->worker, s->timeout_ms, a)) == EMDB_OK)
+			*a = (arrival){ cl, NULL, r, m->hdr.table, m->hdr.opcode };
+			step_seq id = { s->seq, s->session, s->rank }; /* all 0 but in STEP_ARRIVE_SEQ */
+			if ((rc = arrive(cl, m->hdr.table, s->workers, s->worker, &id, s->timeout_ms, a)) == EMDB_OK)
 				return;
 			emdb_free(a);
 		}

@@ -14,10 +14,17 @@
  *   3. `waiting` is the sum of n over the open steps.
  *   4. Once step_close has run no step opens or completes, so no answer
  *      follows the close (emdb-server's I/O threads stop after it).
+ *   5. Sequenced arrivals (step.h): a worker's entry has pending != 0 and
+ *      !applying exactly while one waiter of that worker (rank, session,
+ *      seq) is in the open step of its table; applying while its step is
+ *      full and not yet finished.  An entry exists before its arrival is
+ *      counted, so recording a result never allocates.
  *
- * State changes: the open list and `closed`, under lock; step_wait's
+ * State changes: the open list, `closed` and the sequence entries, under
+ * lock; step_wait's
  * waiters' results, under the same lock, signalled on `answered`.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,14 +41,32 @@
 
 struct step {
 	step *next;
+	step_barrier *b;
+	step_seq last; /* the arrival that completed it (sequenced or not) */
 	uint32_t table, workers, n, cap;
 	uint64_t deadline_ns; /* 0: none */
 	step_waiter *w;       /* [cap], grown as waiters arrive: a step's memory
 				 follows its waiters, not its count */
 };
 
+/* A worker's sequence on one table (invariant 5). */
+typedef struct seq_entry {
+	uint64_t session;
+	uint64_t applied, rows; /* its last applied seq (0: none) and rows */
+	uint64_t pending;       /* the seq waiting or being applied; 0: none */
+	bool applying;
+} seq_entry;
+
+/* The entries of one table, indexed by rank, grown as ranks arrive. */
+typedef struct seq_log {
+	struct seq_log *next;
+	uint32_t table, cap;
+	seq_entry *e;
+} seq_log;
+
 struct step_barrier {
 	step_hooks hooks;
+	seq_log *logs;
 	pthread_mutex_t lock;
 	pthread_cond_t answered; /* a step_wait waiter got its answer */
 	step *open;
@@ -86,6 +111,12 @@ void step_barrier_destroy(step_barrier *b)
 	for (step *s = b->open; s; s = next) {
 		next = s->next;
 		step_free(s);
+	}
+	seq_log *lnext;
+	for (seq_log *l = b->logs; l; l = lnext) {
+		lnext = l->next;
+		emdb_free(l->e);
+		emdb_free(l);
 	}
 	pthread_cond_destroy(&b->answered);
 	pthread_mutex_destroy(&b->lock);
@@ -138,12 +169,142 @@ static step *find_or_open_locked(step_barrier *b, uint32_t table, uint32_t worke
 		*rc = emdb__seterr(EMDB_ERR_NOMEM, "no memory for a synchronous step of %u workers", workers);
 		return NULL;
 	}
+	s->b = b;
 	s->table = table;
 	s->workers = workers;
 	s->deadline_ns = deadline_ns;
 	s->next = b->open;
 	b->open = s;
 	return s;
+}
+
+/* ---- sequenced arrivals (step.h, invariant 5) ----------------------- */
+
+/* worker's entry on table, made (grown) when grow; NULL: none, or no
+ * memory when grow. */
+static seq_entry *entry_locked(step_barrier *b, uint32_t table, uint32_t worker, bool grow)
+{
+	seq_log *l = b->logs;
+	while (l && l->table != table)
+		l = l->next;
+	if (!l && !grow)
+		return NULL;
+	if (!l) {
+		if (!(l = emdb_calloc(1, sizeof(*l))))
+			return NULL;
+		l->table = table;
+		l->next = b->logs;
+		b->logs = l;
+	}
+	if (worker < l->cap)
+		return &l->e[worker];
+	if (!grow)
+		return NULL;
+	uint32_t cap = l->cap ? l->cap : 8;
+	while (cap <= worker)
+		cap *= 2;
+	seq_entry *e = emdb_realloc(l->e, (size_t)cap * sizeof(*e));
+	if (!e)
+		return NULL;
+	memset(e + l->cap, 0, (size_t)(cap - l->cap) * sizeof(*e));
+	l->e = e;
+	l->cap = cap;
+	return &e[worker];
+}
+
+/* The arrival id left its step unapplied (or applied, when applied):
+ * its entry forgets the pending seq. */
+static void settle_locked(step_barrier *b, uint32_t table, const step_seq *id, bool applied, uint64_t rows)
+{
+	if (!id->seq)
+		return;
+	seq_entry *e = entry_locked(b, table, id->worker, false);
+	if (!e || e->session != id->session || e->pending != id->seq)
+		return;
+	if (applied) {
+		e->applied = id->seq;
+		e->rows = rows;
+	}
+	e->pending = 0;
+	e->applying = false;
+}
+
+typedef enum { SEQ_NEW, SEQ_ANSWERED, SEQ_RESENT } seq_verdict;
+
+/* What a sequenced arrival w is; *rows the applied step's for
+ * SEQ_ANSWERED.  Errors, nothing changed: INVALID, BUSY, NOMEM. */
+static int sequence_locked(step_barrier *b, uint32_t table, const step_waiter *w, seq_verdict *v,
+			   uint64_t *rows)
+{
+	const step_seq *id = &w->id;
+	if (id->worker >= EMDB_WORKERS_MAX)
+		return emdb__seterr(EMDB_ERR_INVALID, "synchronous step of table %u: worker rank %u, at most %u",
+				    table, id->worker, EMDB_WORKERS_MAX - 1);
+	seq_entry *e = entry_locked(b, table, id->worker, true);
+	if (!e)
+		return emdb__seterr(EMDB_ERR_NOMEM, "no memory for worker %u's step sequence", id->worker);
+	if (e->pending && e->applying)
+		return emdb__seterr(EMDB_ERR_BUSY,
+				    "synchronous step of table %u: worker %u's step %llu is being applied; ask again",
+				    table, id->worker, (unsigned long long)e->pending);
+	if (e->session != id->session) {
+		/* The worker restarted: a new sequence; one waiting arrival
+		 * of its old session is replaced. */
+		*v = e->pending ? SEQ_RESENT : SEQ_NEW;
+		return EMDB_OK;
+	}
+	if (id->seq == e->applied) {
+		*rows = e->rows;
+		*v = SEQ_ANSWERED;
+		return EMDB_OK;
+	}
+	uint64_t last = e->pending > e->applied ? e->pending : e->applied;
+	if (id->seq < last)
+		return emdb__seterr(EMDB_ERR_INVALID,
+				    "synchronous step of table %u: worker %u resent its step %llu, from the past: "
+				    "its step %llu is the last %s, and only the last applied step's result is kept",
+				    table, id->worker, (unsigned long long)id->seq, (unsigned long long)last,
+				    e->pending ? "waiting" : "applied");
+	if (e->pending && id->seq != e->pending)
+		return emdb__seterr(EMDB_ERR_INVALID,
+				    "synchronous step of table %u: worker %u arrived for its step %llu while its step "
+				    "%llu still waits",
+				    table, id->worker, (unsigned long long)id->seq, (unsigned long long)e->pending);
+	*v = e->pending ? SEQ_RESENT : SEQ_NEW;
+	return EMDB_OK;
+}
+
+/* Put w in the place of its worker's waiting arrival in s; *old gets
+ * the one replaced.  Returns false when s holds none (not a resend). */
+static bool replace_locked(step *s, const step_waiter *w, step_waiter *old)
+{
+	for (uint32_t i = 0; s && i < s->n; i++)
+		if (s->w[i].id.seq && s->w[i].id.worker == w->id.worker) {
+			*old = s->w[i];
+			s->w[i] = *w;
+			return true;
+		}
+	return false;
+}
+
+static void mark_pending_locked(step_barrier *b, uint32_t table, const step_seq *id)
+{
+	seq_entry *e = entry_locked(b, table, id->worker, false);
+	assert(e); /* sequence_locked made it */
+	if (e->session != id->session)
+		*e = (seq_entry){ .session = id->session };
+	e->pending = id->seq;
+	e->applying = false;
+}
+
+static void mark_applying_locked(step_barrier *b, step *s)
+{
+	for (uint32_t i = 0; i <= s->n; i++) {
+		const step_seq *id = i < s->n ? &s->w[i].id : &s->last;
+		seq_entry *e = id->seq ? entry_locked(b, s->table, id->worker, false) : NULL;
+		if (e && e->session == id->session && e->pending == id->seq)
+			e->applying = true;
+	}
 }
 
 int step_arrive(step_barrier *b, uint32_t table, uint32_t workers, const step_waiter *w,
@@ -154,16 +315,32 @@ int step_arrive(step_barrier *b, uint32_t table, uint32_t workers, const step_wa
 		return emdb__seterr(EMDB_ERR_INVALID, "synchronous step of table %u: %u workers, at least 2",
 				    table, workers);
 	int rc = EMDB_OK;
+	seq_verdict v = SEQ_NEW;
+	uint64_t rows = 0;
+	step_waiter old;
+	bool replaced = false;
 	pthread_mutex_lock(&b->lock);
 	step *s = NULL;
 	if (b->closed)
 		rc = emdb__seterr(EMDB_ERR_CLOSED, "%s", b->refusal);
-	else
+	else if (w->id.seq)
+		rc = sequence_locked(b, table, w, &v, &rows);
+	if (rc == EMDB_OK && v != SEQ_ANSWERED)
 		s = find_or_open_locked(b, table, workers, deadline_ns, &rc);
-	if (s && s->n + 1 == workers) {
+	if (s && v == SEQ_RESENT) {
+		/* Invariant 5: the waiting arrival is in s; w takes its place,
+		 * counted once. */
+		replaced = replace_locked(s, w, &old);
+		assert(replaced);
+		mark_pending_locked(b, table, &w->id);
+	} else if (s && s->n + 1 == workers) {
 		/* w completes it (invariant 2); it is not a waiter. */
 		unlink_step_locked(b, s);
 		atomic_fetch_sub(&b->waiting, s->n);
+		if (w->id.seq)
+			mark_pending_locked(b, table, &w->id);
+		s->last = w->id;
+		mark_applying_locked(b, s);
 		*full = s;
 	} else if (s && make_room(s) < 0) {
 		rc = emdb__seterr(EMDB_ERR_NOMEM, "no memory for a synchronous step of %u workers", workers);
@@ -174,13 +351,24 @@ int step_arrive(step_barrier *b, uint32_t table, uint32_t workers, const step_wa
 	} else if (s) {
 		s->w[s->n++] = *w;
 		atomic_fetch_add(&b->waiting, 1);
+		if (w->id.seq)
+			mark_pending_locked(b, table, &w->id);
 	}
 	pthread_mutex_unlock(&b->lock);
+	if (rc == EMDB_OK && v == SEQ_ANSWERED)
+		w->done(w->arg, EMDB_OK, rows, "");
+	if (replaced)
+		old.done(old.arg, EMDB_ERR_BUSY, 0, "synchronous step: superseded, the same worker resent its arrival");
 	return rc;
 }
 
 void step_finish(step *s, int status, uint64_t rows, const char *msg)
 {
+	step_barrier *b = s->b;
+	pthread_mutex_lock(&b->lock);
+	for (uint32_t i = 0; i <= s->n; i++)
+		settle_locked(b, s->table, i < s->n ? &s->w[i].id : &s->last, status == EMDB_OK, rows);
+	pthread_mutex_unlock(&b->lock);
 	for (uint32_t i = 0; i < s->n; i++)
 		s->w[i].done(s->w[i].arg, status, rows, status < 0 && msg ? msg : "");
 	step_free(s);
@@ -239,9 +427,10 @@ unsigned step_leave(step_barrier *b, uint64_t owner, int status, const char *why
 			next = s->next;
 			uint32_t arrived = s->n, kept = 0;
 			for (uint32_t i = 0; i < s->n; i++) {
-				if (s->w[i].owner == owner && k < LEAVE_BATCH)
+				if (s->w[i].owner == owner && k < LEAVE_BATCH) {
 					out[k++] = (leaving){ s->w[i], s->table, arrived, s->workers };
-				else
+					settle_locked(b, s->table, &s->w[i].id, false, 0);
+				} else
 					s->w[kept++] = s->w[i];
 			}
 			atomic_fetch_sub(&b->waiting, s->n - kept);
@@ -343,7 +532,8 @@ static void sync_done(void *arg, int status, uint64_t rows, const char *msg)
 	pthread_mutex_unlock(&x->b->lock);
 }
 
-int step_wait(step_barrier *b, uint32_t table, uint32_t workers, uint32_t timeout_ms, uint64_t *rows)
+int step_wait(step_barrier *b, uint32_t table, uint32_t workers, const step_seq *id, uint32_t timeout_ms,
+	      uint64_t *rows)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);
@@ -354,7 +544,7 @@ int step_wait(step_barrier *b, uint32_t table, uint32_t workers, uint32_t timeou
 		until.tv_nsec -= 1000000000L;
 	}
 	sync_wait x = { .b = b };
-	step_waiter w = { sync_done, &x, (uint64_t)(uintptr_t)&x };
+	step_waiter w = { sync_done, &x, (uint64_t)(uintptr_t)&x, id ? *id : (step_seq){ 0 } };
 	step *full;
 	int rc = step_arrive(b, table, workers, &w, 0, &full);
 	if (rc != EMDB_OK)

@@ -21,6 +21,25 @@
  * that decided the result, never under the barrier's lock, and owns the
  * waiter's `arg` from then on.
  *
+ * Sequenced arrivals (a resend is never counted twice).  An arrival may
+ * name its worker: a rank, the worker's session (its client handle, a
+ * random number) and the step number the worker is in (its seq, 1, 2,
+ * ... per table).  The barrier then keeps, per table and rank, the last
+ * applied seq and its rows, and the seq that waits or is being applied:
+ *   - the same seq again while it waits: the resend replaces the earlier
+ *     arrival (answered BUSY, "superseded"), counted once;
+ *   - the same seq again after its step applied: answered at once with
+ *     that step's rows, counted nowhere;
+ *   - the same seq while its step is being applied: BUSY, ask again;
+ *   - an older seq than the last applied or waiting one: INVALID, "from
+ *     the past" (only the last applied result is kept);
+ *   - a newer seq while an older one of the worker waits: INVALID;
+ *   - another session of the rank (the worker restarted): starts afresh,
+ *     replacing a waiting arrival of the old session.
+ * A failed step (expired, withdrawn, closed, its Update failed) applied
+ * nothing, so its seq may come again as a new arrival.  Arrivals without
+ * a seq (seq 0) are counted as they come, as before sequences existed.
+ *
  * Errors are negative emdb_err codes with a message in emdb_last_error()
  * (emdb/error.h); a refused call changes nothing.  Every function may be
  * called from any thread.  The barrier starts no thread and reads no
@@ -40,11 +59,19 @@ typedef struct step step; /* a full step, owned by the arrival that filled it */
  * msg (never NULL; "" on success).  msg is valid only during the call. */
 typedef void (*step_done_fn)(void *arg, int status, uint64_t rows, const char *msg);
 
+/* Who arrives, for sequenced arrivals (above); all zero: unsequenced. */
+typedef struct step_seq {
+	uint64_t seq;     /* the worker's step number, >= 1; 0: unsequenced */
+	uint64_t session; /* the worker's session: another one starts afresh */
+	uint32_t worker;  /* the worker's rank, < EMDB_WORKERS_MAX */
+} step_seq;
+
 typedef struct step_waiter {
 	step_done_fn done;
 	void *arg;
 	uint64_t owner; /* step_leave withdraws waiters by it: a connection,
 			   a caller (unique among the barrier's waiters) */
+	step_seq id;    /* optional: a sequenced arrival */
 } step_waiter;
 
 /* The step's Update: of `table`, or of every table when it is 0; *rows
@@ -75,8 +102,14 @@ void step_barrier_destroy(step_barrier *b);
  * the caller's clock) for step_expire.  Returns EMDB_OK with *full NULL:
  * w waits.  EMDB_OK with *full set: w completed the step and is not
  * among its waiters; the caller owns *full and ends it with step_apply or
- * step_finish.  Errors, w not added: INVALID (workers < 2, or not the
- * open step's count), NOMEM, CLOSED (step_close ran). */
+ * step_finish.  A sequenced w (w->id.seq != 0) that resends an applied
+ * step is answered through its `done`, before this returns EMDB_OK with
+ * *full NULL, and counted nowhere; one that resends a waiting arrival
+ * takes its place (the earlier waiter's `done` gets BUSY).  Errors, w not
+ * added: INVALID (workers < 2, or not the open step's count, a worker
+ * rank over EMDB_WORKERS_MAX, or a seq from the past: see above), BUSY
+ * (w's step is being applied: ask again), NOMEM, CLOSED (step_close
+ * ran). */
 int step_arrive(step_barrier *b, uint32_t table, uint32_t workers, const step_waiter *w,
 		uint64_t deadline_ns, step **full);
 
@@ -85,7 +118,8 @@ int step_arrive(step_barrier *b, uint32_t table, uint32_t workers, const step_wa
  * completed s (*rows set; on error emdb_last_error() holds the message). */
 int step_apply(step_barrier *b, step *s, uint64_t *rows);
 /* Answer every waiter of s with (status, rows, msg) and free s, applying
- * nothing here: an error (nothing applied), or a result decided elsewhere. */
+ * nothing here: an error (nothing applied), or a result decided elsewhere.
+ * Status EMDB_OK records s's sequenced arrivals as applied with rows. */
 void step_finish(step *s, int status, uint64_t rows, const char *msg);
 
 /* Withdraw every waiting waiter of `owner`: each is answered with status
@@ -109,7 +143,9 @@ uint64_t step_waiting(const step_barrier *b);
  * wait for the step's result, or until timeout_ms (0: no limit) passed
  * with the step still short of workers; then withdraw with TIMEOUT
  * ("... within the handle's timeout; nothing applied").  Returns the
- * step's result (*rows set when not NULL) or an error of step_arrive. */
-int step_wait(step_barrier *b, uint32_t table, uint32_t workers, uint32_t timeout_ms, uint64_t *rows);
+ * step's result (*rows set when not NULL) or an error of step_arrive.
+ * id may be NULL (unsequenced). */
+int step_wait(step_barrier *b, uint32_t table, uint32_t workers, const step_seq *id, uint32_t timeout_ms,
+	      uint64_t *rows);
 
 #endif

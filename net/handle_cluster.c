@@ -447,7 +447,8 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		proto_update_req *q = &m.update_req;
 		uint64_t timeout = atomic_load(&s->rt.update_barrier_timeout_ms);
 		*r = (cluster_req){ .op = q->workers >= 2 ? CLUSTER_STEP : CLUSTER_UPDATE, .table = q->table,
-				    .workers = q->workers, .worker = c->id,
+				    .workers = q->workers, .worker = c->id, .seq = q->seq, .session = q->session,
+				    .rank = q->seq ? c->worker_rank : 0,
 				    .timeout_ms = timeout > UINT32_MAX ? UINT32_MAX : (uint32_t)timeout,
 				    .done = routed_finished, .arg = a };
 		break;

@@ -429,6 +429,9 @@ static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 	if (m->workers > PROTO_UPDATE_WORKERS_MAX)
 		return handle_fail(EMDB_ERR_INVALID, "UPDATE: %u workers, at most %u", m->workers,
 				   PROTO_UPDATE_WORKERS_MAX);
+	if (m->seq && c->worker_rank == EMDB_WORKER_NONE)
+		return handle_fail(EMDB_ERR_INVALID,
+				   "UPDATE: a step number needs the connection's worker rank (WORKER) first");
 	emdb_table_config cfg;
 	int rc = m->table ? emdb_table_get_config(db_of(c), m->table, &cfg) : EMDB_OK;
 	if (rc)
@@ -440,7 +443,7 @@ static int update_step(conn *c, const proto_hdr *h, const proto_update_req *m)
 	io_completion_init(&a->done, c, step_answer_done);
 	a->t = c->t;
 	a->req_id = h->id;
-	step_waiter w = { step_answered, a, c->id };
+	step_waiter w = { step_answered, a, c->id, { m->seq, m->session, m->seq ? c->worker_rank : 0 } };
 	uint64_t timeout_ns = atomic_load(&s->rt.update_barrier_timeout_ms) * 1000000ull;
 	step *full;
 	rc = step_arrive(s->steps, m->table, m->workers, &w, timeout_ns ? stats_now_ns() + timeout_ns : 0, &full);

@@ -770,11 +770,21 @@ int proto_push_weighted_req_decode(const proto_hdr *h, const uint8_t *body,
 /* UPDATE: table id, or 0 for every table -> rows updated.  workers 0 or
  * 1: applied at once; n >= 2: a synchronous step, applied once n UPDATEs
  * of the same table and n have arrived, all answered then (the server's
- * limit: PROTO_UPDATE_WORKERS_MAX). */
+ * limit: PROTO_UPDATE_WORKERS_MAX).
+ *
+ * A step's UPDATE may carry its step number (version 4, 8 + 16 bytes):
+ * seq (>= 1) and session, the sending worker's per-table step number and
+ * its handle's random session, for a connection that declared its rank
+ * (WORKER).  The server then counts a resend of the same seq once and
+ * answers a resend of an applied step with that step's rows (docs/
+ * protocol.md, "Step numbers").  seq 0 is not sent: the body is then 8
+ * bytes.  Decoder: seq >= 1 and workers >= 2 when present. */
 #define PROTO_UPDATE_WORKERS_MAX 65536u
 typedef struct proto_update_req {
 	uint32_t table;
 	uint32_t workers;
+	uint64_t seq;     /* 0: none (the 8-byte body) */
+	uint64_t session; /* with seq only */
 } proto_update_req;
 
 typedef struct proto_update_resp {

@@ -534,6 +534,12 @@ int proto_update_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_u
 	wr_begin(&w, buf, cap);
 	wr_u32(&w, m->table);
 	wr_u32(&w, m->workers);
+	if (m->seq) {
+		if (m->workers < 2)
+			proto__wr_fail(&w, "UPDATE of %u workers with a step number (only steps have one)", m->workers);
+		wr_u64(&w, m->seq);
+		wr_u64(&w, m->session);
+	}
 	return wr_end(&w, PROTO_OP_UPDATE, false, 0, id, len);
 }
 
@@ -545,6 +551,18 @@ int proto_update_req_decode(const proto_hdr *h, const uint8_t *body, proto_updat
 		return rc;
 	m->table = rd_u32(&r, "table");
 	m->workers = rd_u32(&r, "workers");
+	m->seq = m->session = 0;
+	/* 8 bytes, or 24 with a step number; anything else trails. */
+	if (!r.err && r.len == r.off + 16) {
+		m->seq = rd_u64(&r, "seq");
+		m->session = rd_u64(&r, "session");
+		if (m->seq == 0)
+			return proto__rd_fail(&r, "16 bytes trail the body at offset 8: a step number of 0");
+		if (m->workers < 2)
+			return proto__rd_fail(&r, "16 bytes trail the body at offset 8: a step number in an UPDATE "
+						  "of %u workers (only steps have one)",
+					      m->workers);
+	}
 	return rd_end(&r);
 }
 

@@ -382,6 +382,15 @@ int proto_node_encode(uint8_t *buf, size_t cap, const proto_node_msg *m, size_t 
 		wr_u32(&w, m->u.step.workers);
 		wr_u32(&w, m->u.step.timeout_ms);
 		wr_u64(&w, m->u.step.worker);
+		if (h->opcode == PROTO_NODE_STEP_ARRIVE_SEQ) {
+			if (!m->u.step.seq || m->u.step.rank >= EMDB_WORKERS_MAX)
+				proto__wr_fail(&w, "node STEP_ARRIVE_SEQ of seq %llu, rank %u",
+					       (unsigned long long)m->u.step.seq, m->u.step.rank);
+			wr_u64(&w, m->u.step.seq);
+			wr_u64(&w, m->u.step.session);
+			wr_u32(&w, m->u.step.rank);
+			wr_u32(&w, 0);
+		}
 		break;
 	case C_ADMIN:
 		admin_write(&w, h->opcode, &m->u.admin);
@@ -623,7 +632,19 @@ int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
 		m->u.step.workers = rd_u32(&r, "workers");
 		m->u.step.timeout_ms = rd_u32(&r, "timeout_ms");
 		m->u.step.worker = rd_u64(&r, "worker");
-		if (!r.err && h->opcode == PROTO_NODE_STEP_ARRIVE && m->u.step.workers < 2)
+		m->u.step.seq = m->u.step.session = 0;
+		m->u.step.rank = 0;
+		if (h->opcode == PROTO_NODE_STEP_ARRIVE_SEQ) {
+			m->u.step.seq = rd_u64(&r, "seq");
+			m->u.step.session = rd_u64(&r, "session");
+			m->u.step.rank = rd_u32(&r, "rank");
+			uint32_t zero = rd_u32(&r, "reserved");
+			if (!r.err && (!m->u.step.seq || m->u.step.rank >= EMDB_WORKERS_MAX || zero))
+				proto__rd_fail(&r, "seq %llu, rank %u, reserved %u: seq >= 1, rank < %u, reserved 0",
+					       (unsigned long long)m->u.step.seq, m->u.step.rank, zero,
+					       EMDB_WORKERS_MAX);
+		}
+		if (!r.err && h->opcode != PROTO_NODE_STEP_LEAVE && m->u.step.workers < 2)
 			proto__rd_fail(&r, "%u workers: a synchronous step has 2 or more", m->u.step.workers);
 		if (!r.err && h->opcode == PROTO_NODE_STEP_LEAVE && (m->u.step.workers || m->u.step.timeout_ms))
 			proto__rd_fail(&r, "workers %u and timeout %u: both 0 in a leave", m->u.step.workers,

@@ -116,7 +116,10 @@ enum {
  *                 the rows this node owns
  *   CKPT_SWAP     restore phase 3: replace every table with the staged
  *   PUSH_RANKED   PUSH as worker `rank` of a synchronous step: summed in
- *                 rank order at the owner (db/gradrank.h) */
+ *                 rank order at the owner (db/gradrank.h)
+ *   STEP_ARRIVE_SEQ  STEP_ARRIVE of a ranked worker's numbered step (seq,
+ *                 session, rank): a resend is counted once, a resend of
+ *                 an applied step answered with its rows (db/step.h) */
 #define PROTO_NODE_OP_MAP(X)                                          \
 	X(PREFETCH, prefetch, 0x0600, SEL, TICKET)                    \
 	X(PULL, pull, 0x0601, SEL, VECS)                              \
@@ -141,8 +144,9 @@ enum {
 	X(CKPT_END, ckpt_end, 0x0623, CKPT, EMPTY)                    \
 	X(CKPT_RESTORE, ckpt_restore, 0x0624, CKPT, ROWS)             \
 	X(CKPT_LOAD, ckpt_load, 0x0625, CKPT, EMPTY)                  \
-	X(CKPT_SWAP, ckpt_swap, 0x0626, CKPT, EMPTY)                   \
-	X(PUSH_RANKED, push_ranked, 0x0630, GRADS, EMPTY)
+	X(CKPT_SWAP, ckpt_swap, 0x0626, CKPT, EMPTY)                  \
+	X(PUSH_RANKED, push_ranked, 0x0630, GRADS, EMPTY)             \
+	X(STEP_ARRIVE_SEQ, step_arrive_seq, 0x0631, STEP, ROWS)
 
 typedef enum proto_node_op {
 	/* Only in an error response to a frame whose opcode could not be
@@ -204,11 +208,17 @@ typedef struct proto_node_grads {
 /* STEP: worker `worker` (a key unique in the cluster: its home node's rank
  * and the worker's own key there) arrives at the table's step for
  * `workers` (>= 2); timeout_ms 0: none.  STEP_LEAVE: workers and
- * timeout_ms 0, the worker leaves whatever step it waits in. */
+ * timeout_ms 0, the worker leaves whatever step it waits in.
+ * STEP_ARRIVE_SEQ adds 24 bytes: seq (>= 1), session, rank (<
+ * EMDB_WORKERS_MAX) and a reserved zero u32; the others carry none
+ * (their seq, session and rank decode as 0). */
 typedef struct proto_node_step {
 	uint32_t workers;
 	uint32_t timeout_ms;
 	uint64_t worker;
+	uint64_t seq;     /* STEP_ARRIVE_SEQ only */
+	uint64_t session; /* STEP_ARRIVE_SEQ only */
+	uint32_t rank;    /* STEP_ARRIVE_SEQ only */
 } proto_node_step;
 
 /* ADMIN: one table change, numbered txn by its coordinator.  CREATE

@@ -95,6 +95,7 @@ typedef struct emdb_client_options {
 	const char *token; const char *client_name; const emdb_db_config *mem_config;
 	const char *tls_ca_file; const char *tls_cert_file; const char *tls_key_file;
 	uint32_t busy_poll_us;
+	uint32_t worker_rank;
 	...;
 } emdb_client_options;
 #define EMDB_FUTURE_PENDING ...

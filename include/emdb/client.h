@@ -698,8 +698,20 @@ int emdb_client_push_update_ticket(emdb_client *c, uint32_t table,
  * server shut down meanwhile), and the errors of emdb_client_update.  A
  * worker whose connection closes leaves the step.  Keep the handle's
  * timeout above update_barrier_timeout_ms: a call the handle gave up on
- * still counts in the server's step until that step ends; a call resent
- * after the step it belonged to was applied counts in the next step.
+ * still counts in the server's step until that step ends.
+ *
+ * Resends.  A ranked handle (emdb_client_options.worker_rank) is one
+ * worker and numbers its steps per table: the number advances only when
+ * a call succeeds, so calling again after an error (TIMEOUT, CLOSED)
+ * resends the same step.  The server (or the mem:// barrier) counts it
+ * once: while the earlier arrival waits, the resend takes its place; once
+ * that step was applied, the resend returns its result at once (*rows_out
+ * the step's) without counting in the next step.  A resend of a step
+ * older than the worker's last applied one fails INVALID; BUSY means its
+ * step is being applied right now: call again.  A new handle is a new
+ * session and numbers from 1.  Without a rank a call resent after its
+ * step was applied counts in the next step.  Over a socket numbering
+ * needs protocol version 4, as the rank does.
  * Role: trainer. */
 #define EMDB_CLIENT_UPDATE_WORKERS_MAX 65536u
 int emdb_client_update_sync(emdb_client *c, uint32_t table, uint32_t workers,

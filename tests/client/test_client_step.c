@@ -13,7 +13,10 @@
  * TIMEOUT and applies nothing; a worker whose connection closes leaves
  * the step; a shutdown answers waiting workers CLOSED; INFO counts the
  * waiting.  Over mem://, threads of one handle, and handles of one named
- * database, meet the same way.
+ * database, meet the same way.  Ranked workers number their steps: one
+ * whose call timed out after its arrival reached the server, and which
+ * calls again after the step applied, gets that step's answer and is not
+ * counted in the next step.
  *
  * Every server is started on loopback with an ephemeral port and a Unix
  * socket in a temporary directory, and is killed in the test's .fini.
@@ -184,6 +187,58 @@ Test(client_step, applied_once_when_every_worker_has_pushed, .init = srv_start, 
 	cr_assert_eq(table_step(watch, t), 3);
 	for (int w = 0; w < WORKERS; w++)
 		emdb_client_close(c[w]);
+	emdb_client_close(watch);
+}
+
+static emdb_client *ranked_open(const char *uri, uint32_t rank, uint32_t timeout_ms)
+{
+	emdb_client *c = NULL;
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.timeout_ms = timeout_ms;
+	o.worker_rank = rank;
+	int rc = emdb_client_connect(uri, &o, &c);
+	cr_assert_eq(rc, EMDB_OK, "connect %s: %s", uri, emdb_client_last_error());
+	return c;
+}
+
+Test(client_step, a_resend_after_the_step_applied_is_answered_not_counted, .init = srv_start,
+     .fini = srv_stop, .timeout = 120)
+{
+	emdb_client *a = ranked_open(srv.unix_uri, 0, 300), *b = ranked_open(srv.tcp_uri, 1, CALL_MS),
+		    *watch = test_client_open(srv.tcp_uri, CALL_MS);
+	uint32_t t = create_table(watch);
+	push_batch(a, t, 0);
+	push_batch(b, t, 1);
+	/* a's call gives up on the client side; its arrival stays in the step. */
+	int rc = emdb_client_update_sync(a, t, 2, NULL);
+	cr_assert_eq(rc, EMDB_ERR_TIMEOUT, "%s: %s", emdb_err_name(rc), emdb_client_last_error());
+	wait_waiting(watch, 1);
+	uint64_t rows_b = 0, rows_a = 0;
+	OK(emdb_client_update_sync(b, t, 2, &rows_b));
+	cr_assert_gt(rows_b, 0);
+	cr_assert_eq(table_step(watch, t), 1);
+
+	/* a resends step 1: the applied step's answer, counted nowhere. */
+	OK(emdb_client_update_sync(a, t, 2, &rows_a));
+	cr_assert_eq(rows_a, rows_b, "the resend was told %llu rows, the step updated %llu",
+		     (unsigned long long)rows_a, (unsigned long long)rows_b);
+	cr_assert_eq(info_waiting(watch), 0, "the resend waits in the next step");
+	cr_assert_eq(table_step(watch, t), 1, "the resend was applied again");
+
+	/* Step 2 still waits for both workers. */
+	emdb_client_set_timeout(a, CALL_MS);
+	push_batch(a, t, 0);
+	emdb_future *f = emdb_client_update_sync_async(a, t, 2, NULL);
+	cr_assert_not_null(f);
+	wait_waiting(watch, 1);
+	cr_assert_eq(emdb_future_wait(f, 100), EMDB_FUTURE_PENDING, "step 2 applied with one worker");
+	cr_assert_eq(table_step(watch, t), 1);
+	OK(emdb_client_update_sync(b, t, 2, NULL));
+	cr_assert_eq(emdb_future_wait(f, -1), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_future_free(f);
+	cr_assert_eq(table_step(watch, t), 2);
+	emdb_client_close(a);
+	emdb_client_close(b);
 	emdb_client_close(watch);
 }
 

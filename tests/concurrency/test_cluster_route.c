@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <emdb/db.h>
 #include <emdb/error.h>
@@ -669,5 +670,129 @@ Test(cluster_route, a_worker_that_leaves_no_longer_counts)
 		cr_assert_eq(emdb_table_describe(memnet_db(net, r), t, &info), 0);
 		cr_assert_eq(info.stats.step, 1, "node %u is at step %llu", r, (unsigned long long)info.stats.step);
 	}
+	memnet_close(net);
+}
+
+/* ---- numbered steps: a resend is never counted twice ----------------------- */
+
+typedef struct ranked {
+	memnet *net;
+	uint32_t home, table, rank;
+	uint64_t key, session, seq;
+	int rc;
+	uint64_t rows;
+	char msg[256];
+} ranked;
+
+#define EMDB_FUTURE_PENDING_ 1 /* not yet ended (no emdb_err is positive) */
+
+static void *ranked_step(void *arg)
+{
+	ranked *w = arg;
+	cluster_req r = { .op = CLUSTER_STEP, .table = w->table, .workers = 2, .worker = w->key, .timeout_ms = 20000,
+			  .seq = w->seq, .session = w->session, .rank = w->rank };
+	int rc = cluster_run(memnet_cl(w->net, w->home), &r);
+	w->rows = r.rows;
+	snprintf(w->msg, sizeof(w->msg), "%s", r.msg);
+	__atomic_store_n(&w->rc, rc, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static uint64_t steps_on(memnet *net, uint32_t t, uint32_t node)
+{
+	emdb_table_info info;
+	cr_assert_eq(emdb_table_describe(memnet_db(net, node), t, &info), 0);
+	return info.stats.step;
+}
+
+/* Worker 0 (home node 1) arrives and waits at the coordinator; returns
+ * once counted. */
+static void arrive_and_wait_counted(memnet *net, ranked *w, pthread_t *th)
+{
+	uint64_t sent = memnet_calls(net, w->home, 0);
+	cr_assert_eq(pthread_create(th, NULL, ranked_step, w), 0);
+	while (memnet_calls(net, w->home, 0) == sent)
+		sched_yield();
+	memnet_quiesce(net);
+}
+
+/* w's arrival run to its end within 10 s: past that, the coordinator's
+ * steps are expired (as its tick would), so a resend that was wrongly
+ * counted ends with TIMEOUT instead of hanging the test. */
+static void run_bounded(memnet *net, ranked *w)
+{
+	pthread_t th;
+	w->rc = EMDB_FUTURE_PENDING_;
+	cr_assert_eq(pthread_create(&th, NULL, ranked_step, w), 0);
+	for (int i = 0; i < 1000 && __atomic_load_n(&w->rc, __ATOMIC_ACQUIRE) == EMDB_FUTURE_PENDING_; i++)
+		usleep(10000);
+	if (__atomic_load_n(&w->rc, __ATOMIC_ACQUIRE) == EMDB_FUTURE_PENDING_)
+		cluster_tick(memnet_cl(net, 0), UINT64_MAX);
+	pthread_join(th, NULL);
+}
+
+/* Worker 0's step 1 is applied while its call has (as far as it knows)
+ * failed; it resends step 1 through another node and connection: answered
+ * with the step's rows, applied nowhere again, and step 2 still waits for
+ * both workers.  An older step than the last applied one is refused. */
+Test(cluster_route, a_numbered_resend_after_its_step_applied_is_answered_not_counted)
+{
+	memnet *net = memnet_open(3, 0);
+	cr_assert_not_null(net);
+	emdb_table_config cfg = table_cfg("q", EMDB_OPT_SGD);
+	uint32_t t = cl_create(net, 0, &cfg);
+	static float g[16 * DIM];
+	for (size_t i = 0; i < 16 * DIM; i++)
+		g[i] = 0.5f;
+	uint64_t ids[16];
+	for (uint64_t i = 0; i < 16; i++)
+		ids[i] = i * 7;
+	cluster_req p = { .op = CLUSTER_PUSH, .table = t, .dim = DIM, .ids = ids, .n = 16, .grads = g };
+	run_req(net, 1, &p, EMDB_OK);
+
+	ranked a = { net, 1, t, 0, 41, 0xa11ce, 1, 0, 0, "" }, b = { net, 0, t, 1, 40, 0xb0b, 1, 0, 0, "" };
+	pthread_t th;
+	arrive_and_wait_counted(net, &a, &th);
+	for (uint32_t r = 0; r < 3; r++)
+		cr_assert_eq(steps_on(net, t, r), 0, "node %u applied the step before its second worker", r);
+	run_bounded(net, &b);
+	pthread_join(th, NULL);
+	cr_assert_eq(b.rc, EMDB_OK, "%s", b.msg);
+	cr_assert_eq(a.rc, EMDB_OK, "%s", a.msg);
+	cr_assert_eq(a.rows, 16);
+	cr_assert_eq(b.rows, 16);
+
+	/* The resend, from node 2 on another connection. */
+	ranked again = { net, 2, t, 0, 42, 0xa11ce, 1, 0, 0, "" };
+	run_bounded(net, &again);
+	cr_assert_eq(again.rc, EMDB_OK, "%s", again.msg);
+	cr_assert_eq(again.rows, 16, "the resend heard %llu rows", (unsigned long long)again.rows);
+	for (uint32_t r = 0; r < 3; r++)
+		cr_assert_eq(steps_on(net, t, r), 1, "node %u applied the step again", r);
+
+	/* Step 2: worker 0 alone does not complete it. */
+	run_req(net, 1, &p, EMDB_OK);
+	a.seq = 2;
+	arrive_and_wait_counted(net, &a, &th);
+	for (uint32_t r = 0; r < 3; r++)
+		cr_assert_eq(steps_on(net, t, r), 1, "node %u applied step 2 with one worker (the resend counted)", r);
+	b.seq = 2;
+	run_bounded(net, &b);
+	pthread_join(th, NULL);
+	cr_assert_eq(b.rc, EMDB_OK, "%s", b.msg);
+	cr_assert_eq(a.rc, EMDB_OK, "%s", a.msg);
+	for (uint32_t r = 0; r < 3; r++)
+		cr_assert_eq(steps_on(net, t, r), 2, "node %u", r);
+
+	/* Step 1 is forgotten now: refused, through the wire and locally. */
+	again.seq = 1;
+	run_bounded(net, &again);
+	cr_assert_eq(again.rc, EMDB_ERR_INVALID, "%d %s", again.rc, again.msg);
+	cr_assert(strstr(again.msg, "from the past"), "%s", again.msg);
+	again.home = 0;
+	run_bounded(net, &again);
+	cr_assert_eq(again.rc, EMDB_ERR_INVALID, "%d %s", again.rc, again.msg);
+	for (uint32_t r = 0; r < 3; r++)
+		cr_assert_eq(steps_on(net, t, r), 2, "node %u", r);
 	memnet_close(net);
 }

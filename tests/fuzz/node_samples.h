@@ -19,7 +19,7 @@ static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
 static const float node_sample_w[5] = { 0.5f, -1.0f, 2.0f, 0.0f, 3.0f };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 38
+#define NODE_SAMPLES 39
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -84,7 +84,7 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		return true;
 	case 14:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_ARRIVE;
-		m->u.step = (proto_node_step){ 3, 1000, (2ull << 48) | 7 };
+		m->u.step = (proto_node_step){ 3, 1000, (2ull << 48) | 7, 0, 0, 0 };
 		return true;
 	case 15:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_TABLE_PREPARE, m->hdr.table = 0;
@@ -112,7 +112,7 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		return true;
 	case 20:
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_LEAVE, m->hdr.table = 0;
-		m->u.step = (proto_node_step){ 0, 0, (2ull << 48) | 7 };
+		m->u.step = (proto_node_step){ 0, 0, (2ull << 48) | 7, 0, 0, 0 };
 		return true;
 	case 21: /* a weighted pooled PUSH by IDs: a weight per position */
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH;
@@ -185,6 +185,10 @@ static inline bool node_sample(int k, proto_node_msg *m)
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_PUSH_RANKED;
 		m->u.grads = (proto_node_grads){ 0, 5, 4, 3, PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED,
 						 node_sample_ids, node_sample_rows, node_sample_w, node_sample_f, 2 };
+		return true;
+	case 38: /* worker 1's step 5 (of its session), numbered */
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_ARRIVE_SEQ;
+		m->u.step = (proto_node_step){ 3, 1000, (2ull << 48) | 7, 5, 0x9e3779b97f4a7c15ull, 1 };
 		return true;
 	}
 	return false;

@@ -145,7 +145,9 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = RESP_("push_resp", PUSH);
 	m = REQ_("update_req", UPDATE);
 	m = REQ_("update_req_sync", UPDATE);
-	m->update_req = (proto_update_req){ 7, 3 };
+	m->update_req = (proto_update_req){ 7, 3, 0, 0 };
+	m = REQ_("update_req_numbered", UPDATE);
+	m->update_req = (proto_update_req){ 7, 3, 12, 0x9e3779b97f4a7c15ull };
 	m = RESP_("update_resp", UPDATE);
 	m->update_resp.rows = 42;
 	m = REQ_("lookup_req", LOOKUP);

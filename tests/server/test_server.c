@@ -96,7 +96,7 @@ Test(server, data_plane_pipelined)
 	uint64_t a = CLI_SEND(&c, proto_pull_req_encode, &pl1);
 	proto_push_req ps = { .table = t, .dim = dim, .ticket = pr.ticket, .n_rows = 5, .grads = grads };
 	uint64_t b = CLI_SEND(&c, proto_push_req_encode, &ps);
-	proto_update_req up = { t, 0 };
+	proto_update_req up = { t, 0, 0, 0 };
 	uint64_t u = CLI_SEND(&c, proto_update_req_encode, &up);
 	proto_pull_req pl2 = { .table = t, .dim = dim, .n_ids = 4, .ids = ids };
 	uint64_t d = CLI_SEND(&c, proto_pull_req_encode, &pl2);
@@ -180,7 +180,7 @@ Test(server, data_plane_pipelined)
 	uint64_t x = CLI_SEND(&c, proto_pull_req_encode, &bad);
 	cli_err(&c, x, EMDB_ERR_DIM, NULL, 0);
 	/* A synchronous step over more workers than the server takes. */
-	proto_update_req many = { t, PROTO_UPDATE_WORKERS_MAX + 1 };
+	proto_update_req many = { t, PROTO_UPDATE_WORKERS_MAX + 1, 0, 0 };
 	x = CLI_SEND(&c, proto_update_req_encode, &many);
 	char why[256];
 	cli_err(&c, x, EMDB_ERR_INVALID, why, sizeof(why));

@@ -70,7 +70,7 @@ Test(auth, tokens_and_roles)
 	proto_prefetch_req pf = { t, 3, ids };
 	id = CLI_SEND(&rdr, proto_prefetch_req_encode, &pf);
 	cli_err(&rdr, id, EMDB_ERR_AUTH, NULL, 0);
-	proto_update_req up = { t, 0 };
+	proto_update_req up = { t, 0, 0, 0 };
 	id = CLI_SEND(&rdr, proto_update_req_encode, &up);
 	cli_err(&rdr, id, EMDB_ERR_AUTH, NULL, 0);
 	proto_config_get_req cg = { proto_cstr("*") };

@@ -176,7 +176,7 @@ static void many_clients(const char *backend)
 
 	/* Every client pushed each of its rows ROUNDS times: one Update, SGD
 	 * lr 0.5, gradient 1 each time. */
-	proto_update_req up = { t, 0 };
+	proto_update_req up = { t, 0, 0, 0 };
 	uint64_t id = CLI_SEND(&adm, proto_update_req_encode, &up);
 	proto_frame *f = cli_ok(&adm, id);
 	proto_update_resp ur;
@@ -243,7 +243,7 @@ static void big_replies(const char *backend)
 	proto_push_req ps = { .table = t, .dim = DIMB, .n_ids = NB, .ids = ids,
 			      .n_rows = NB, .grads = grads };
 	proto_frame_free(cli_ok(&adm, CLI_SEND(&adm, proto_push_req_encode, &ps)));
-	proto_update_req up = { t, 0 };
+	proto_update_req up = { t, 0, 0, 0 };
 	proto_frame_free(cli_ok(&adm, CLI_SEND(&adm, proto_update_req_encode, &up)));
 	proto_lookup_req lk = { .table = t, .dim = DIMB, .n = NB, .ids = ids };
 	proto_frame *ref = cli_ok(&adm, CLI_SEND(&adm, proto_lookup_req_encode, &lk));
@@ -398,7 +398,7 @@ Test(load, big_frames)
 	proto_push_req ps = { .table = t, .dim = D, .n_ids = N, .ids = ids, .n_rows = N, .grads = g };
 	uint64_t id = CLI_SEND(&c, proto_push_req_encode, &ps);
 	proto_frame_free(cli_ok(&c, id));
-	proto_update_req up = { t, 0 };
+	proto_update_req up = { t, 0, 0, 0 };
 	id = CLI_SEND(&c, proto_update_req_encode, &up);
 	proto_frame_free(cli_ok(&c, id));
 	/* 64 MiB reply */

@@ -7,7 +7,9 @@
  * 1 that push the same IDs leave the same rows whichever pushes first,
  * while undeclared ones do not; a rank out of range is malformed (refused,
  * connection closed, nothing changed); WORKER on a version-3 connection
- * is refused and closes it; a reader may not send it.
+ * is refused and closes it; a reader may not send it.  A numbered
+ * UPDATE of a step (seq, session) needs a declared rank; with one, a
+ * resend of an applied step is answered with its rows at once.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -131,6 +133,64 @@ Test(workers, bad_worker_frames_are_refused)
 	proto_frame_free(f);
 	cli_expect_closed(&d);
 	cli_close(&d);
+	srv_shutdown_clean(&S, &w);
+	cli_close(&w);
+}
+
+/* The rows of an UPDATE's response. */
+static uint64_t rows_of(proto_frame *f)
+{
+	proto_update_resp r;
+	cr_assert_eq(proto_update_resp_decode(&f->hdr, f->body, &r), EMDB_OK);
+	proto_frame_free(f);
+	return r.rows;
+}
+
+Test(workers, numbered_steps_need_a_rank_and_a_resend_is_answered_from_memory)
+{
+	srv_start(&S, NULL);
+	cli w, c0, c1;
+	cli_ready(&w, &S);
+	cli_ready(&c0, &S);
+	cli_ready(&c1, &S);
+	uint32_t t = cli_create_table(&w, "n", 1);
+	float g[3] = { 1.0f, 2.0f, 3.0f };
+	push(&c0, t, g);
+	proto_update_req u = { t, 2, 1, 0x5eed };
+	char msg[256];
+	cli_err(&c0, CLI_SEND(&c0, proto_update_req_encode, &u), EMDB_ERR_INVALID, msg, sizeof(msg));
+	cr_assert(strstr(msg, "worker rank"), "%s", msg);
+	declare(&c0, 0);
+	declare(&c1, 1);
+	uint64_t a = CLI_SEND(&c0, proto_update_req_encode, &u);
+	proto_update_req u1 = { t, 2, 1, 0xb0b };
+	uint64_t b = CLI_SEND(&c1, proto_update_req_encode, &u1);
+	uint64_t rows = rows_of(cli_ok(&c1, b));
+	cr_assert_eq(rows, 2);
+	cr_assert_eq(rows_of(cli_ok(&c0, a)), rows);
+	/* c0 resends its step 1: the same answer, and step 2 still needs c1. */
+	cr_assert_eq(rows_of(cli_ok(&c0, CLI_SEND(&c0, proto_update_req_encode, &u))), rows);
+	push(&c0, t, g);
+	u.seq = 2;
+	a = CLI_SEND(&c0, proto_update_req_encode, &u);
+	u1.seq = 2;
+	b = CLI_SEND(&c1, proto_update_req_encode, &u1);
+	cr_assert_eq(rows_of(cli_ok(&c1, b)), 2);
+	cr_assert_eq(rows_of(cli_ok(&c0, a)), 2);
+	emdb_table_info info;
+	proto_table_describe_req d = { .table = t };
+	proto_frame *f = cli_ok(&w, CLI_SEND(&w, proto_table_describe_req_encode, &d));
+	proto_table_describe_resp dr;
+	cr_assert_eq(proto_table_describe_resp_decode(&f->hdr, f->body, &dr), EMDB_OK);
+	info = dr.info;
+	proto_frame_free(f);
+	cr_assert_eq(info.stats.step, 2, "the resend was applied: step %llu", (unsigned long long)info.stats.step);
+	/* Step 1 is forgotten now. */
+	u.seq = 1;
+	cli_err(&c0, CLI_SEND(&c0, proto_update_req_encode, &u), EMDB_ERR_INVALID, msg, sizeof(msg));
+	cr_assert(strstr(msg, "from the past"), "%s", msg);
+	cli_close(&c0);
+	cli_close(&c1);
 	srv_shutdown_clean(&S, &w);
 	cli_close(&w);
 }

@@ -606,6 +606,8 @@ Test(proto, truncated_body_or_trailing_bytes_are_refused)
 		memset(buf + len, 0, 64);
 		/* Every shorter body, and 8 or 16 zero bytes more. */
 		for (uint32_t cut = 0; cut < body; cut += 8) {
+			if (!strcmp(all[i].name, "update_req_numbered") && cut == 8)
+				continue; /* an UPDATE without its (optional) step number */
 			int rc = body_as(buf, cut);
 			cr_assert_eq(rc, EMDB_ERR_PROTOCOL, "%s cut to %u: %d", all[i].name, cut, rc);
 		}

@@ -12,7 +12,13 @@
  * result decided elsewhere (a remote node's) reaches the waiters without
  * the apply hook; a callback may call the barrier again; and, with the
  * real engine, threads meeting in step_wait advance the table's step by
- * one and withdraw alone when their timeout passes.
+ * one and withdraw alone when their timeout passes.  Sequenced arrivals
+ * (a worker's rank, session and step number): a resend while waiting
+ * takes the earlier arrival's place (BUSY to it) and is counted once; a
+ * resend after the step applied is answered with its rows at once and
+ * counted nowhere, so the next step still waits for every worker; an
+ * older step is refused INVALID; a failed step's number may come again;
+ * a new session of the rank starts afresh.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -81,7 +87,7 @@ static step_barrier *barrier(fake_update *f)
 static int arrive(step_barrier *b, uint32_t table, uint32_t workers, answer *a, uint64_t owner,
 		  uint64_t deadline, step **full)
 {
-	step_waiter w = { record, a, owner };
+	step_waiter w = { record, a, owner, { 0 } };
 	return step_arrive(b, table, workers, &w, deadline, full);
 }
 
@@ -138,7 +144,7 @@ Test(step, a_failed_update_reaches_every_waiter)
 	step_barrier *b = barrier(&f);
 	answer a = { 0 }, a2 = { 0 }, last = { 0 };
 	step *full;
-	step_waiter w2 = { record_and_fail, &a2, 3 };
+	step_waiter w2 = { record_and_fail, &a2, 3, { 0 } };
 	cr_assert_eq(arrive(b, 0, 3, &a, 1, 0, &full), EMDB_OK);
 	cr_assert_eq(step_arrive(b, 0, 3, &w2, 0, &full), EMDB_OK);
 	cr_assert_eq(arrive(b, 0, 3, &last, 2, 0, &full), EMDB_OK);
@@ -307,7 +313,7 @@ static void arrive_again(void *arg, int status, uint64_t rows, const char *msg)
 	if (r->calls++)
 		return;
 	step *full;
-	step_waiter w = { arrive_again, r, 1 };
+	step_waiter w = { arrive_again, r, 1, { 0 } };
 	r->rc = step_arrive(r->b, 1, 2, &w, 0, &full);
 }
 
@@ -316,7 +322,7 @@ Test(step, a_callback_may_call_the_barrier)
 	fake_update f = { 0 };
 	step_barrier *b = barrier(&f);
 	reentrant r = { b, 0, -1 };
-	step_waiter w = { arrive_again, &r, 1 };
+	step_waiter w = { arrive_again, &r, 1, { 0 } };
 	step *full;
 	answer last = { 0 };
 	cr_assert_eq(step_arrive(b, 1, 2, &w, 0, &full), EMDB_OK);
@@ -345,7 +351,7 @@ typedef struct sync_worker {
 static void *sync_main(void *arg)
 {
 	sync_worker *w = arg;
-	w->rc = step_wait(w->b, w->table, THREADS, w->timeout_ms, &w->rows);
+	w->rc = step_wait(w->b, w->table, THREADS, NULL, w->timeout_ms, &w->rows);
 	snprintf(w->msg, sizeof(w->msg), "%s", w->rc ? emdb_last_error() : "");
 	return NULL;
 }
@@ -388,7 +394,7 @@ Test(step, step_wait_withdraws_alone_when_its_timeout_passes, .timeout = 60)
 	step_barrier *b;
 	cr_assert_eq(step_barrier_create(&h, &b), EMDB_OK);
 	uint64_t rows = 99;
-	int rc = step_wait(b, t, 2, 50, &rows);
+	int rc = step_wait(b, t, 2, NULL, 50, &rows);
 	cr_assert_eq(rc, EMDB_ERR_TIMEOUT, "%s", emdb_err_name(rc));
 	char want[200];
 	snprintf(want, sizeof(want),
@@ -401,4 +407,109 @@ Test(step, step_wait_withdraws_alone_when_its_timeout_passes, .timeout = 60)
 	cr_assert_eq(info.stats.step, 0);
 	step_barrier_destroy(b);
 	emdb_db_close(db);
+}
+
+/* ---- sequenced arrivals ----------------------------------------------- */
+
+static int arrive_seq(step_barrier *b, uint32_t table, uint32_t workers, answer *a, uint64_t owner,
+		      uint32_t rank, uint64_t session, uint64_t seq, step **full)
+{
+	step_waiter w = { record, a, owner, { seq, session, rank } };
+	return step_arrive(b, table, workers, &w, 0, full);
+}
+
+Test(step, a_resend_after_its_step_applied_is_answered_from_memory)
+{
+	fake_update f = { .rows = 9 };
+	step_barrier *b = barrier(&f);
+	answer a0 = { 0 }, a1 = { 0 }, again = { 0 }, resent = { 0 };
+	step *full = NULL;
+	/* Worker 0 arrives for its step 1 and resends it while it waits. */
+	cr_assert_eq(arrive_seq(b, 4, 2, &a0, 10, 0, 77, 1, &full), EMDB_OK);
+	cr_assert_null(full);
+	cr_assert_eq(arrive_seq(b, 4, 2, &resent, 11, 0, 77, 1, &full), EMDB_OK);
+	cr_assert_null(full, "a resend while waiting completed the step of 2");
+	cr_assert_eq(step_waiting(b), 1, "the resend was counted twice");
+	cr_assert_eq(a0.calls, 1, "the replaced arrival is answered");
+	cr_assert_eq(a0.status, EMDB_ERR_BUSY);
+	/* Worker 1 completes it. */
+	cr_assert_eq(arrive_seq(b, 4, 2, &a1, 12, 1, 88, 1, &full), EMDB_OK);
+	cr_assert_not_null(full);
+	uint64_t rows = 0;
+	cr_assert_eq(step_apply(b, full, &rows), EMDB_OK);
+	cr_assert_eq(f.calls, 1);
+	cr_assert_eq(resent.calls, 1);
+	cr_assert_eq(resent.rows, 9);
+
+	/* Worker 0 resends step 1 after it applied: answered at once. */
+	f.rows = 5;
+	cr_assert_eq(arrive_seq(b, 4, 2, &again, 13, 0, 77, 1, &full), EMDB_OK);
+	cr_assert_null(full);
+	cr_assert_eq(again.calls, 1, "the resend was not answered");
+	cr_assert_eq(again.status, EMDB_OK);
+	cr_assert_eq(again.rows, 9, "the resend got %llu rows, not its step's", (unsigned long long)again.rows);
+	cr_assert_eq(step_waiting(b), 0, "the resend waits in the next step");
+	cr_assert_eq(f.calls, 1);
+
+	/* Step 2 still needs both. */
+	answer s2 = { 0 }, s2b = { 0 };
+	cr_assert_eq(arrive_seq(b, 4, 2, &s2, 14, 0, 77, 2, &full), EMDB_OK);
+	cr_assert_null(full, "step 2 completed with one worker");
+	cr_assert_eq(step_waiting(b), 1);
+	/* While it waits, step 1 is still the last applied: answered; step 3
+	 * is refused (step 2 waits). */
+	answer old = { 0 };
+	cr_assert_eq(arrive_seq(b, 4, 2, &old, 15, 0, 77, 1, &full), EMDB_OK);
+	cr_assert_null(full);
+	cr_assert_eq(old.calls, 1);
+	cr_assert_eq(old.rows, 9);
+	cr_assert_eq(step_waiting(b), 1);
+	old = (answer){ 0 };
+	cr_assert_eq(arrive_seq(b, 4, 2, &old, 15, 0, 77, 3, &full), EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_last_error(), "still waits"), "%s", emdb_last_error());
+	cr_assert_eq(old.calls, 0);
+	cr_assert_eq(arrive_seq(b, 4, 2, &s2b, 16, 1, 88, 2, &full), EMDB_OK);
+	cr_assert_not_null(full);
+	cr_assert_eq(step_apply(b, full, &rows), EMDB_OK);
+	cr_assert_eq(f.calls, 2);
+	/* Step 1 is no longer remembered: refused. */
+	cr_assert_eq(arrive_seq(b, 4, 2, &old, 15, 0, 77, 1, &full), EMDB_ERR_INVALID);
+	cr_assert(strstr(emdb_last_error(), "from the past"), "%s", emdb_last_error());
+	cr_assert_eq(old.calls, 0);
+	cr_assert_eq(step_waiting(b), 0);
+	/* Another table keeps its own sequence. */
+	cr_assert_eq(arrive_seq(b, 5, 2, &old, 15, 0, 77, 1, &full), EMDB_OK);
+	cr_assert_null(full);
+	cr_assert_eq(step_leave(b, 15, EMDB_ERR_CLOSED, "gone"), 1);
+	step_barrier_destroy(b);
+}
+
+Test(step, a_failed_steps_number_comes_again_and_a_new_session_starts_afresh)
+{
+	fake_update f = { .rows = 3 };
+	step_barrier *b = barrier(&f);
+	answer a = { 0 }, c = { 0 };
+	step *full = NULL;
+	/* Step 1 of worker 0 expires: nothing applied, its number is free. */
+	step_waiter w = { record, &a, 1, { 1, 42, 0 } };
+	cr_assert_eq(step_arrive(b, 7, 2, &w, 100, &full), EMDB_OK);
+	cr_assert_eq(step_expire(b, 200, EMDB_ERR_TIMEOUT, "late"), 1);
+	cr_assert_eq(a.status, EMDB_ERR_TIMEOUT);
+	cr_assert_eq(arrive_seq(b, 7, 2, &a, 1, 0, 42, 1, &full), EMDB_OK);
+	cr_assert_eq(step_waiting(b), 1, "a failed step's number was refused or answered");
+	cr_assert_eq(arrive_seq(b, 7, 2, &c, 2, 1, 43, 1, &full), EMDB_OK);
+	cr_assert_not_null(full);
+	uint64_t rows;
+	cr_assert_eq(step_apply(b, full, &rows), EMDB_OK);
+	/* A restarted worker 0 (another session) numbers from 1 again. */
+	answer d = { 0 };
+	cr_assert_eq(arrive_seq(b, 7, 2, &d, 3, 0, 99, 1, &full), EMDB_OK);
+	cr_assert_null(full);
+	cr_assert_eq(d.calls, 0, "a new session's step 1 was answered from the old one's");
+	cr_assert_eq(step_waiting(b), 1);
+	/* A rank out of range is refused. */
+	cr_assert_eq(arrive_seq(b, 7, 2, &c, 4, EMDB_WORKERS_MAX, 1, 1, &full), EMDB_ERR_INVALID);
+	step_close(b, EMDB_ERR_CLOSED, "closing", "closed");
+	cr_assert_eq(d.status, EMDB_ERR_CLOSED);
+	step_barrier_destroy(b);
 }

@@ -206,6 +206,7 @@ class Client:
         self._tickets: "weakref.WeakSet[Ticket]" = weakref.WeakSet()
         self._futures: "weakref.WeakSet[PrefetchFuture]" = weakref.WeakSet()
         self._dims: Dict[int, Tuple[int, str]] = {}
+        self.worker_rank: Optional[int] = None   # connect(worker_rank=...)
 
     # ---- the handle ------------------------------------------------------
 
@@ -754,12 +755,17 @@ def connect(uri: str, token: Optional[str] = None, *, timeout_ms: Optional[int] 
             connect_timeout_ms: Optional[int] = None, mem_threads: Optional[int] = None,
             client_name: Optional[str] = None, busy_poll_us: Optional[int] = None,
             tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
-            tls_key_file: Optional[str] = None) -> Client:
+            tls_key_file: Optional[str] = None, worker_rank: Optional[int] = None) -> Client:
     """Open a connection: tcp://HOST[:PORT], tls://HOST[:PORT],
     unix:///PATH or mem://[NAME] (the engine in this process), with the
     URI query keys of include/emdb/client.h (token=, timeout=, ...).
 
     Keywords are emdb_client_options' fields; None keeps the C default.
+    worker_rank (0 .. 65535): this connection is that worker of a
+    data-parallel trainer: its pushes are summed in rank order, so a
+    step's rows are the same bits whichever worker pushed first, and its
+    update_sync steps are numbered, so that one called again after an
+    error is never counted twice (include/emdb/client.h).
     Raises emdb.Error subclasses: InvalidError (bad URI), IoError,
     AuthError, TimeoutError, ...
     """
@@ -777,8 +783,11 @@ def connect(uri: str, token: Optional[str] = None, *, timeout_ms: Optional[int] 
         return b
 
     for name, v in (("timeout_ms", timeout_ms), ("connect_timeout_ms", connect_timeout_ms),
-                    ("mem_threads", mem_threads), ("busy_poll_us", busy_poll_us)):
+                    ("mem_threads", mem_threads), ("busy_poll_us", busy_poll_us),
+                    ("worker_rank", worker_rank)):
         if v is not None:
+            if int(v) < 0:
+                raise ValueError(f"{name} must not be negative, not {v}")
             setattr(opts, name, int(v))
     opts.token = cstr(token)
     opts.client_name = cstr(client_name)
@@ -788,4 +797,6 @@ def connect(uri: str, token: Optional[str] = None, *, timeout_ms: Optional[int] 
     out = ffi.new("emdb_client **")
     rc = lib.emdb_client_connect(uri.encode(), opts, out)
     errors.check(native, rc)
-    return Client(native, out[0], uri)
+    c = Client(native, out[0], uri)
+    c.worker_rank = None if worker_rank is None else int(worker_rank)
+    return c

@@ -444,6 +444,10 @@ class Step(torch.optim.Optimizer):
             raise ValueError("Step needs at least one table")
         if workers < 1:
             raise ValueError("workers must be at least 1")
+        for t in self.tables:
+            rank = getattr(t.client, "worker_rank", None)
+            if workers > 1 and rank is not None and rank >= workers:
+                raise ValueError(f"worker_rank {rank} of {t.client.uri} is not below workers={workers}")
         self.workers = workers
         self.last_rows = 0
         self._rows = self.tables[0].client._native.ffi.new("uint64_t *")
