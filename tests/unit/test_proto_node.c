@@ -403,14 +403,14 @@ Test(proto_node, spec_lists_every_node_opcode)
 Test(proto_node, push_ranked_carries_the_rank)
 {
 	proto_node_msg m, d;
-	cr_assert(node_sample(28, &m));
+	cr_assert(node_sample(37, &m));
 	size_t len = encode(&m);
 	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
 	cr_assert_eq(d.u.grads.rank, 2);
 	cr_assert(memcmp(d.u.grads.ids, node_sample_ids, 5 * 8) == 0);
 	uint32_t big = EMDB_WORKERS_MAX, one = 1;
-	refused(28, PROTO_NODE_HDR_SIZE + 24, &big, 4, EMDB_ERR_PROTOCOL, "rank 65536");
-	refused(28, PROTO_NODE_HDR_SIZE + 28, &one, 4, EMDB_ERR_PROTOCOL, "reserved word after the rank");
+	refused(37, PROTO_NODE_HDR_SIZE + 24, &big, 4, EMDB_ERR_PROTOCOL, "rank 65536");
+	refused(37, PROTO_NODE_HDR_SIZE + 28, &one, 4, EMDB_ERR_PROTOCOL, "reserved word after the rank");
 	m.u.grads.rank = EMDB_WORKERS_MAX;
 	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
 	cr_assert(node_sample(5, &m)); /* a PUSH */
