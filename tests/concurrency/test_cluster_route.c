@@ -146,23 +146,7 @@ static void mixed_against_one(uint32_t nodes)
 	}
 
 	/* Every row and every optimizer state, read back from every node. */
-	uint32_t sf = emdb_optimizer_state_floats(EMDB_OPT_ADAM, DIM);
-	size_t n = n_all;
-	float *ra = malloc(n * DIM * 4), *rb = malloc(n * DIM * 4);
-	float *sa = malloc(n * sf * 4), *sb = malloc(n * sf * 4);
-	uint8_t *ha = malloc(n), *hb = malloc(n);
-	cr_assert(ra && rb && sa && sb && ha && hb);
-	cr_assert_eq(emdb_lookup(ref, rt, all, n, DIM, ra, ha), 0);
-	cr_assert_eq(emdb_read_state(ref, rt, all, n, sa, NULL), 0);
-	for (uint32_t home = 0; home < nodes; home++) {
-		cluster_req lk = { .op = CLUSTER_LOOKUP, .table = ct, .dim = DIM, .ids = all, .n = n, .out = rb, .found = hb };
-		run_req(net, home, &lk, EMDB_OK);
-		SAME(ra, rb, n * DIM * 4, "rows");
-		SAME(ha, hb, n, "rows held");
-		cluster_req rs = { .op = CLUSTER_READ_STATE, .table = ct, .ids = all, .n = n, .out = sb, .found = hb };
-		run_req(net, home, &rs, EMDB_OK);
-		SAME(sa, sb, n * sf * 4, "optimizer state");
-	}
+	same_rows(net, nodes, ref, rt, ct, all, n_all, emdb_optimizer_state_floats(EMDB_OPT_ADAM, DIM));
 	/* Rows live on their owners only, and every node took every step. */
 	emdb_table_info ri, ci;
 	cr_assert_eq(emdb_table_describe(ref, rt, &ri), 0);
@@ -175,7 +159,6 @@ static void mixed_against_one(uint32_t nodes)
 	}
 	cr_assert_eq(rows, ri.stats.rows, "the nodes hold %llu rows, one engine %llu", (unsigned long long)rows,
 		     (unsigned long long)ri.stats.rows);
-	free(ra), free(rb), free(sa), free(sb), free(ha), free(hb);
 	emdb_db_close(ref);
 	memnet_close(net);
 }

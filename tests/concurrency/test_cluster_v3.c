@@ -38,28 +38,6 @@
 
 #include "tests/lib/cluster_req.h"
 
-/* Every row and state of ids, read through each node, equal ref's. */
-static void same_rows(memnet *net, uint32_t nodes, emdb_db *ref, uint32_t rt, uint32_t ct, const uint64_t *ids,
-		      size_t n, uint32_t sf)
-{
-	float *ra = malloc(n * DIM * 4), *rb = malloc(n * DIM * 4);
-	float *sa = malloc(n * sf * 4 + 4), *sb = malloc(n * sf * 4 + 4);
-	uint8_t *ha = malloc(n), *hb = malloc(n);
-	cr_assert(ra && rb && sa && sb && ha && hb);
-	cr_assert_eq(emdb_lookup(ref, rt, ids, n, DIM, ra, ha), 0);
-	cr_assert_eq(emdb_read_state(ref, rt, ids, n, sa, NULL), 0);
-	for (uint32_t home = 0; home < nodes; home++) {
-		cluster_req lk = { .op = CLUSTER_LOOKUP, .table = ct, .dim = DIM, .ids = ids, .n = n, .out = rb, .found = hb };
-		run_req(net, home, &lk, EMDB_OK);
-		SAME(ra, rb, n * DIM * 4, "rows");
-		SAME(ha, hb, n, "rows held");
-		cluster_req rs = { .op = CLUSTER_READ_STATE, .table = ct, .ids = ids, .n = n, .out = sb, .found = hb };
-		run_req(net, home, &rs, EMDB_OK);
-		SAME(sa, sb, n * sf * 4, "optimizer state");
-	}
-	free(ra), free(rb), free(sa), free(sb), free(ha), free(hb);
-}
-
 /* A cluster and one engine, each with the table cfg (created on the
  * cluster from node `home`), numbered alike. */
 typedef struct twin {
