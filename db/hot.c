@@ -194,6 +194,7 @@ void hot_destroy(hot *h)
 	if (!h)
 		return;
 	tier_close(h->tier);
+	tier_close(h->zombie);
 	members_free(&h->m);
 	emdb_free(h->cloc);
 	emdb_free(h->ccount);
@@ -264,7 +265,7 @@ void hot_record(hot *h, uint64_t loc, const float *g)
  * emdb_table_tier's failed). */
 static void drop_device(hot *h)
 {
-	tier_close(h->tier);
+	hot_serve_close_tier(h, h->tier);
 	h->tier = NULL;
 	h->nmem = 0;
 	h->nfree = 0;

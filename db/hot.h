@@ -164,16 +164,26 @@ typedef struct hot_staged hot_staged;
 hot_staged *hot_stage(hot *h, const chunk_store *rows, const uint64_t *locs, size_t n);
 void hot_staged_free(hot_staged *s);
 
-/* Pull, rows_lock held for reading.  r->src[i] points into r->buf (rows
- * gathered from the replica) for the rows the tier holds, NULL for the
- * others (read the host); r->held 0 when the tier serves none. */
+/* Pull, rows_lock held for reading, in two halves around the host's
+ * part of the request (tier.h, "Asynchronous work"): hot_pull_submit
+ * enqueues the gather of the rows the tier holds into r->buf (pinned
+ * host memory: tier_host_alloc) and returns; r->src[i] is where row i
+ * will be (NULL for the rows the host serves), r->held how many.  The
+ * caller reads the cold rows from the host meanwhile, then calls
+ * hot_pull_wait once when r->held: true when r->src's rows are there;
+ * false when the device failed meanwhile (the caller reads those rows
+ * from the host too).  hot_rows_free in every case. */
 typedef struct hot_rows {
 	const float **src;
 	float *buf;
 	size_t held;
+	uint64_t *slots;         /* the gather's, kept until the wait        */
+	tier *tier;              /* the tier buf and the job belong to       */
+	tier_job *job;
 } hot_rows;
-void hot_pull_rows(hot *h, const uint64_t *locs, size_t n, const hot_staged *st, hot_rows *r);
-void hot_rows_free(hot_rows *r);
+void hot_pull_submit(hot *h, const uint64_t *locs, size_t n, const hot_staged *st, hot_rows *r);
+bool hot_pull_wait(hot *h, hot_rows *r);
+void hot_rows_free(hot *h, hot_rows *r);
 
 /* The replica whose device memory p is, or -1 (host memory). */
 int hot_ptr_replica(hot *h, const void *p);
@@ -196,8 +206,20 @@ int hot_copy_out(hot *h, int rep, void *dst, const void *src, size_t bytes);
  * NCCL all-reduce on CUDA) before the step, so every replica steps from
  * the same sums. */
 typedef void (*hot_grad_fn)(const void *ctx, uint32_t p, const float **row, float *scale);
+/* The scatter is enqueued (tier_scatter_submit) and runs while the
+ * caller adds the gradients on the host; the caller then calls
+ * hot_push_wait(h, j) once, whatever hot_push did (a no-op when nothing
+ * was enqueued).  Work on the tier after the submit (another push, the
+ * step boundary) is ordered after the scatter, as on a CUDA stream, so
+ * the wait may come after the step that uses the sums. */
+typedef struct hot_push_job {
+	tier *tier;              /* NULL: nothing enqueued                   */
+	tier_job *job;
+	uint32_t rep, m, gen;
+} hot_push_job;
 void hot_push(hot *h, uint32_t rep, uint32_t gen, const uint64_t *slocs, const uint32_t *order,
-	      size_t n, hot_grad_fn fn, const void *ctx);
+	      size_t n, hot_grad_fn fn, const void *ctx, hot_push_job *j);
+void hot_push_wait(hot *h, hot_push_job *j);
 
 /* The replica's tier (tests: to inject failures into a TIER_TEST one). */
 tier *hot_tier(hot *h);

@@ -60,6 +60,10 @@ struct hot {
 				     older epoch are stale                    */
 	uint32_t *lent;           /* [cap_rows] free slots lent to staging    */
 	uint32_t nlent;
+	tier *zombie;             /* a failed tier dropped while jobs on it
+				     were outstanding: closed by the last
+				     wait (hot_serve.c invariant 7)           */
+	uint32_t jobs_out;        /* submitted, not yet waited for            */
 	hot_stats st;
 	uint64_t *dev_gathered;   /* [replicas] hot_device_stats, under tmu  */
 	uint64_t *dev_scattered;  /* [replicas]                               */
@@ -78,6 +82,9 @@ void hot_serve_next(hot *h, uint32_t gen);
 /* Empty the device's accumulators (a refusal leaves them dirty, retried
  * later: hot_serve.c invariant 5).  Returns IO or OK. */
 int hot_serve_discard(hot *h);
+/* Close a tier the device failed on (drop_device), now or, with jobs
+ * outstanding, at the last one's wait.  tmu held. */
+void hot_serve_close_tier(hot *h, tier *t);
 
 /* hot.c, for hot_serve.c: a free slot (allocating a chunk when none is
  * left), UINT32_MAX when the device is full; *io set on a device

@@ -40,6 +40,14 @@
  *      there: the reduced sum is that push's sum, bit for bit (s is never
  *      -0 or NaN), on every replica.  A refused reduce replays the host's
  *      sums, like a refused step.
+ *   7. Push and Pull enqueue their device part (tier_*_submit) and wait
+ *      for it after their host part; jobs_out counts the jobs between.
+ *      A Pull's job ends within the Pull's rows_lock (no step between);
+ *      a Push's may outlive the step boundary, which is safe because the
+ *      tier runs work in submission order (the step's work comes after
+ *      the scatter) and the push counted its rows (npushed) at submit.
+ *      A tier dropped for failing while jobs are out is kept (zombie)
+ *      and closed by the last wait, so no wait uses a closed tier.
  */
 #include <math.h>
 #include <string.h>
@@ -165,14 +173,35 @@ static bool unfaithful(const float *v, uint32_t dim)
 	return false;
 }
 
+void hot_serve_close_tier(hot *h, tier *t)
+{
+	if (!h->jobs_out) {
+		tier_close(t);
+		return;
+	}
+	tier_close(h->zombie); /* a tier only fails once: none is there */
+	h->zombie = t;
+}
+
+/* A job on tier t ended (invariant 7). */
+static void job_ended(hot *h, tier *t)
+{
+	if (--h->jobs_out == 0 && h->zombie) {
+		tier_close(h->zombie);
+		h->zombie = NULL;
+	}
+	(void)t;
+}
+
 void hot_push(hot *h, uint32_t rep, uint32_t gen, const uint64_t *slocs, const uint32_t *order,
-	      size_t n, hot_grad_fn fn, const void *ctx)
+	      size_t n, hot_grad_fn fn, const void *ctx, hot_push_job *job)
 {
 	uint32_t dim = h->dim, m = 0;
 	uint64_t *slots = NULL;
 	float *g = NULL;
 	int rc = EMDB_OK;
 
+	memset(job, 0, sizeof(*job));
 	pthread_mutex_lock(&h->tmu);
 	if (!h->tier || !h->nmem || !h->exact[gen])
 		goto out;
@@ -220,7 +249,7 @@ void hot_push(hot *h, uint32_t rep, uint32_t gen, const uint64_t *slocs, const u
 	}
 	if (!m)
 		goto out;
-	g = emdb_malloc((size_t)m * dim * sizeof(float));
+	g = tier_host_alloc(h->tier, (size_t)m * dim * sizeof(float));
 	if (!g) {
 		rc = EMDB_ERR_NOMEM;
 		goto out;
@@ -238,21 +267,47 @@ void hot_push(hot *h, uint32_t rep, uint32_t gen, const uint64_t *slocs, const u
 	 * step boundary reduces the replicas. */
 	if (rep >= h->st.replicas)
 		rep = 0;
-	rc = tier_scatter_add(h->tier, rep, slots, m, g);
-	if (!rc) {
-		h->dev_scattered[rep] += m;
+	rc = tier_scatter_submit(h->tier, rep, slots, m, g, &job->job);
+	if (!rc) { /* counted now: the step may come before the wait (7) */
+		job->tier = h->tier;
+		job->rep = rep;
+		job->m = m;
+		job->gen = gen;
+		h->jobs_out++;
 		h->npushed += m;
-		h->st.rows_scattered += m;
 	}
 out:
 	if (rc) { /* invariant 3: this step replays the host's sums */
 		h->exact[gen] = false;
 		h->st.fallbacks++;
 	}
+	if (g)
+		tier_host_free(h->tier, g);
 	pthread_mutex_unlock(&h->tmu);
 	emdb_free(slots);
-	emdb_free(g);
 }
+
+void hot_push_wait(hot *h, hot_push_job *j)
+{
+	int rc;
+
+	if (!j->tier)
+		return;
+	pthread_mutex_lock(&h->tmu);
+	rc = tier_job_wait(j->tier, j->job);
+	if (!rc) {
+		h->dev_scattered[j->rep] += j->m;
+		h->st.rows_scattered += j->m;
+	} else { /* IO: the device failed; dropped at the step boundary */
+		h->exact[j->gen] = false;
+		h->st.fallbacks++;
+	}
+	job_ended(h, j->tier);
+	pthread_mutex_unlock(&h->tmu);
+	memset(j, 0, sizeof(*j));
+}
+
+
 
 /* The slot holding locs[i] now (invariant 1), or UINT32_MAX. */
 static uint32_t held_slot(const hot *h, const hot_staged *st, uint64_t epoch, const uint64_t *locs,
@@ -271,17 +326,23 @@ static bool serving(const hot *h)
 	return h->tier && !__atomic_load_n(&h->overflow, __ATOMIC_RELAXED);
 }
 
-void hot_rows_free(hot_rows *r)
+void hot_rows_free(hot *h, hot_rows *r)
 {
+	if (r->job) /* never waited for: wait now (tier.h's rule) */
+		(void)hot_pull_wait(h, r);
+	if (r->buf || r->slots) {
+		pthread_mutex_lock(&h->tmu);
+		tier_host_free(r->tier, r->buf);
+		tier_host_free(r->tier, r->slots);
+		pthread_mutex_unlock(&h->tmu);
+	}
 	emdb_free(r->src);
-	emdb_free(r->buf);
 	memset(r, 0, sizeof(*r));
 }
 
-void hot_pull_rows(hot *h, const uint64_t *locs, size_t n, const hot_staged *st, hot_rows *r)
+void hot_pull_submit(hot *h, const uint64_t *locs, size_t n, const hot_staged *st, hot_rows *r)
 {
 	uint64_t epoch = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
-	uint64_t *slots = NULL;
 	size_t m = 0;
 	int rc = EMDB_OK;
 
@@ -293,10 +354,11 @@ void hot_pull_rows(hot *h, const uint64_t *locs, size_t n, const hot_staged *st,
 		m += held_slot(h, st, epoch, locs, i) != UINT32_MAX;
 	if (!m)
 		goto out;
-	slots = emdb_malloc(m * sizeof(uint64_t));
+	r->tier = h->tier;
+	r->slots = tier_host_alloc(h->tier, m * sizeof(uint64_t));
 	r->src = emdb_calloc(n, sizeof(*r->src));
-	r->buf = emdb_malloc(m * h->dim * sizeof(float));
-	if (!slots || !r->src || !r->buf) {
+	r->buf = tier_host_alloc(h->tier, m * h->dim * sizeof(float));
+	if (!r->slots || !r->src || !r->buf) {
 		rc = EMDB_ERR_NOMEM;
 		goto out;
 	}
@@ -307,22 +369,42 @@ void hot_pull_rows(hot *h, const uint64_t *locs, size_t n, const hot_staged *st,
 		if (s == UINT32_MAX)
 			continue;
 		r->src[i] = r->buf + m * h->dim;
-		slots[m++] = s;
+		r->slots[m++] = s;
 	}
-	rc = tier_gather(h->tier, 0, slots, m, r->buf, false);
+	rc = tier_gather_submit(h->tier, 0, r->slots, m, r->buf, &r->job);
 	if (!rc) {
 		r->held = m;
-		h->st.rows_gathered += m;
-		h->dev_gathered[0] += m;
+		h->jobs_out++;
 	}
 out:
+	pthread_mutex_unlock(&h->tmu);
 	if (rc) { /* the host serves: same floats (a failed tier is dropped
 		   * at the next step) */
-		hot_rows_free(r);
+		hot_rows_free(h, r);
+		pthread_mutex_lock(&h->tmu);
+		h->st.fallbacks++;
+		pthread_mutex_unlock(&h->tmu);
+	}
+}
+
+bool hot_pull_wait(hot *h, hot_rows *r)
+{
+	int rc;
+
+	if (!r->job)
+		return r->held != 0;
+	pthread_mutex_lock(&h->tmu);
+	rc = tier_job_wait(r->tier, r->job);
+	r->job = NULL;
+	if (!rc) {
+		h->st.rows_gathered += r->held;
+		h->dev_gathered[0] += r->held;
+	} else {
 		h->st.fallbacks++;
 	}
+	job_ended(h, r->tier);
 	pthread_mutex_unlock(&h->tmu);
-	emdb_free(slots);
+	return rc == EMDB_OK;
 }
 
 int hot_ptr_replica(hot *h, const void *p)

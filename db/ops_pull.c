@@ -31,13 +31,27 @@
 #define PULL_PREFETCH(row, loc) ops_prefetch_row((row), bytes)
 
 /* src[i], where given, is row i read from the device replica instead of
- * the host (db/hot.h hot_pull_rows: the same floats). */
+ * the host (db/hot.h hot_pull_submit: the same floats). */
 #define PULL_ROW(src, i, r) ((src) && (src)[i] ? (src)[i] : (r))
 
+/* Plain rows into out: every row (src NULL: from the host), or with src
+ * only the host's rows (src[i] NULL), the device part being in flight. */
 static void gather(const tbl *t, const uint64_t *locs, size_t n, const float *const *src, float *out)
 {
 	size_t bytes = (size_t)t->dim * sizeof(float);
-	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r, memcpy(out + i * t->dim, PULL_ROW(src, i, r), bytes););
+	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r,
+		if (!src || !src[i])
+			memcpy(out + i * t->dim, r, bytes);
+	);
+}
+
+/* The device's rows into out, once they are there. */
+static void place_held(const tbl *t, size_t n, const float *const *src, float *out)
+{
+	size_t bytes = (size_t)t->dim * sizeof(float);
+	for (size_t i = 0; i < n; i++)
+		if (src[i])
+			memcpy(out + i * t->dim, src[i], bytes);
 }
 
 static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64_t *offsets, size_t n_bags,
@@ -77,7 +91,10 @@ static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64
 /* The rows of r into out (rows_lock held for reading): the device
  * replica's rows where it holds them (db/hot.h), the host's elsewhere;
  * out may be device memory of the replica (a mem:// trainer's), which
- * a batch the tier holds whole is gathered into directly. */
+ * a batch the tier holds whole is gathered into directly.  The device's
+ * gather is enqueued first and a plain Pull copies the host's rows while
+ * it runs, then waits once (db/tier.h, "Asynchronous work"); a pooled
+ * Pull sums in request order, so it waits before it pools. */
 static int pull_rows(tbl *t, const ops_rows *r, size_t n, const emdb_ticket *tk, const uint64_t *offsets,
 		     size_t n_bags, emdb_pool pool, const float *weights, float *out)
 {
@@ -93,12 +110,19 @@ static int pull_rows(tbl *t, const ops_rows *r, size_t n, const emdb_ticket *tk,
 	if (rep >= 0 && !(dst = emdb_malloc(bytes ? bytes : 1)))
 		return EMDB_ERR_NOMEM;
 	if (t->hot)
-		hot_pull_rows(t->hot, r->locs, n, st, &hr);
-	if (offsets)
-		pool_bags(t, r->locs, n, offsets, n_bags, pool, weights, hr.src, dst);
-	else
-		gather(t, r->locs, n, hr.src, dst);
-	hot_rows_free(&hr);
+		hot_pull_submit(t->hot, r->locs, n, st, &hr);
+	if (offsets) {
+		bool dev = hr.held && hot_pull_wait(t->hot, &hr);
+		pool_bags(t, r->locs, n, offsets, n_bags, pool, weights, dev ? hr.src : NULL, dst);
+	} else {
+		gather(t, r->locs, n, hr.src, dst); /* the host's part, meanwhile */
+		if (hr.held && hot_pull_wait(t->hot, &hr))
+			place_held(t, n, hr.src, dst);
+		else if (hr.held) /* the device failed meanwhile */
+			gather(t, r->locs, n, NULL, dst);
+	}
+	if (t->hot)
+		hot_rows_free(t->hot, &hr);
 	if (rep >= 0) {
 		rc = hot_copy_in(t->hot, rep, out, dst, bytes);
 		emdb_free(dst);

@@ -368,9 +368,12 @@ static int push_rows(tbl *t, const uint64_t *ids, size_t n, const emdb_ticket *t
 		if (rc == EMDB_OK) {
 			if (!tk)
 				ops_rows_commit(t, ids, &r);
-			if (t->hot) /* hot rows' sums to the device too */
-				hot_push(t->hot, g->dev, gen, r.slocs, r.order, n, hot_grad, g);
-			grads_add(t, &r, g, gen);
+			hot_push_job hj = { 0 };
+			if (t->hot) /* hot rows' sums to the device too, enqueued */
+				hot_push(t->hot, g->dev, gen, r.slocs, r.order, n, hot_grad, g, &hj);
+			grads_add(t, &r, g, gen); /* the host's part, meanwhile */
+			if (t->hot)
+				hot_push_wait(t->hot, &hj);
 		} else if (!tk) {
 			ops_rows_abort(t, &r);
 		}

@@ -171,6 +171,10 @@ int tier_open(tier_kind kind, const tier_config *cfg, tier **out)
 	return EMDB_OK;
 }
 
+static void host_release(tier *t, void *block, size_t size);
+static size_t host_block(const void *p);
+#define HOST_HDR 64u
+
 void tier_close(tier *t)
 {
 	if (!t)
@@ -178,6 +182,10 @@ void tier_close(tier *t)
 	for (uint32_t c = 0; c < t->cfg.max_chunks; c++)
 		if (t->chunk_used[c])
 			t->be->chunk_free(t, c);
+	for (int k = 0; k < TIER_HOST_CACHE; k++)
+		if (t->host_cache[k])
+			host_release(t, (char *)t->host_cache[k] - HOST_HDR,
+				     host_block(t->host_cache[k]));
 	t->be->close(t);
 	tier_free_mem(t);
 }
@@ -404,22 +412,42 @@ static void undo_pending(tier *t, uint32_t npend0, const uint32_t *added)
 	t->npend = npend0;
 }
 
-int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
-		     const float *grads)
+struct tier_job {
+	void *be;                 /* the backend's handle; NULL: done       */
+	bool gather;
+	uint64_t bytes;           /* counted when it ends                   */
+	uint32_t *pidx;           /* scatter: the backend reads them until   */
+	float *sum;               /* the wait (tier_host_alloc memory)       */
+};
+
+static void job_free(tier *t, tier_job *j)
+{
+	tier_host_free(t, j->pidx);
+	tier_host_free(t, j->sum);
+	emdb_free(j);
+}
+
+/* tier_scatter_add and tier_scatter_submit (job NULL: synchronous). */
+static int scatter(tier *t, uint32_t replica, const uint64_t *slots, size_t n, const float *grads,
+		   tier_job **job)
 {
 	uint32_t dim = t->cfg.dim, npend0 = t->npend, nu = 0;
 	uint32_t *pidx = NULL, *added = NULL;
 	float *sum = NULL;
+	tier_job *j = NULL;
+	void *bj = NULL;
 	int rc = tier_enter(t, replica, slots, n);
 
 	if (rc)
 		return rc;
 	if (!grads)
 		return emdb__seterr(EMDB_ERR_INVALID, "%s tier: no gradients", t->be->name);
-	pidx = emdb_malloc(n * sizeof(uint32_t));
+	pidx = tier_host_alloc(t, n * sizeof(uint32_t));
 	added = emdb_malloc(n * sizeof(uint32_t));
-	sum = emdb_malloc(n * (size_t)dim * sizeof(float));
-	if (!pidx || !added || !sum) {
+	sum = tier_host_alloc(t, n * (size_t)dim * sizeof(float));
+	if (job && !(j = emdb_calloc(1, sizeof(*j))))
+		rc = EMDB_ERR_NOMEM;
+	if (!pidx || !added || !sum || rc) {
 		rc = EMDB_ERR_NOMEM;
 		goto out;
 	}
@@ -458,16 +486,173 @@ int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
 				s[c] += g[c];
 		}
 	}
-	rc = tier_result(t, t->be->accumulate(t, replica, pidx, nu, sum));
-	if (!rc)
-		t->st.bytes_h2d += (uint64_t)nu * (dim * sizeof(float) + sizeof(uint32_t));
-	else /* invariant 2: nothing added, no row newly pending */
+	if (j && t->be->accumulate_submit)
+		rc = t->be->accumulate_submit(t, replica, pidx, nu, sum, &bj);
+	else
+		rc = t->be->accumulate(t, replica, pidx, nu, sum);
+	rc = tier_result(t, rc);
+	if (rc) { /* invariant 2: nothing added, no row newly pending */
 		undo_pending(t, npend0, added);
+		goto out;
+	}
+	if (j) {
+		*j = (tier_job){ .be = bj, .gather = false, .pidx = pidx, .sum = sum };
+		emdb_free(added);
+		j->bytes = (uint64_t)nu * (dim * sizeof(float) + sizeof(uint32_t));
+		t->st.jobs++;
+		t->st.jobs_async += bj != NULL;
+		*job = j;
+		return EMDB_OK;
+	}
+	t->st.bytes_h2d += (uint64_t)nu * (dim * sizeof(float) + sizeof(uint32_t));
 out:
-	emdb_free(pidx);
+	emdb_free(j);
+	tier_host_free(t, pidx);
 	emdb_free(added);
-	emdb_free(sum);
+	tier_host_free(t, sum);
 	return rc;
+}
+
+int tier_scatter_add(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
+		     const float *grads)
+{
+	return scatter(t, replica, slots, n, grads, NULL);
+}
+
+int tier_scatter_submit(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
+			const float *grads, tier_job **job)
+{
+	if (!job)
+		return emdb__seterr(EMDB_ERR_INVALID, "%s tier: submit without a job", t->be->name);
+	*job = NULL;
+	return scatter(t, replica, slots, n, grads, job);
+}
+
+int tier_gather_submit(tier *t, uint32_t replica, const uint64_t *slots, size_t n, float *out,
+		       tier_job **job)
+{
+	tier_job *j;
+	void *bj = NULL;
+	int rc;
+
+	if (!job)
+		return emdb__seterr(EMDB_ERR_INVALID, "%s tier: submit without a job", t->be->name);
+	*job = NULL;
+	rc = tier_enter(t, replica, slots, n);
+	if (rc)
+		return rc;
+	if (!out)
+		return emdb__seterr(EMDB_ERR_INVALID, "%s tier: gather into NULL", t->be->name);
+	if (!(j = emdb_calloc(1, sizeof(*j))))
+		return EMDB_ERR_NOMEM;
+	if (t->be->gather_submit)
+		rc = t->be->gather_submit(t, replica, slots, n, out, &bj);
+	else
+		rc = t->be->gather(t, replica, slots, n, out, false);
+	rc = tier_result(t, rc);
+	if (rc) {
+		emdb_free(j);
+		return rc;
+	}
+	j->be = bj;
+	j->gather = true;
+	j->bytes = n * (uint64_t)t->cfg.dim * sizeof(float);
+	t->st.jobs++;
+	t->st.jobs_async += bj != NULL;
+	*job = j;
+	return EMDB_OK;
+}
+
+int tier_job_wait(tier *t, tier_job *j)
+{
+	int rc = EMDB_OK;
+
+	if (!j)
+		return emdb__seterr(EMDB_ERR_INVALID, "%s tier: wait for no job", t->be->name);
+	if (j->be)
+		rc = t->be->wait_job(t, j->be);
+	if (rc) /* the backend only fails IO here */
+		rc = tier_result(t, EMDB_ERR_IO);
+	else if (t->st.failed) /* failed since the submit: its work is lost */
+		rc = tier_check_live(t);
+	if (!rc && j->gather)
+		t->st.bytes_d2h += j->bytes;
+	else if (!rc)
+		t->st.bytes_h2d += j->bytes;
+	job_free(t, j);
+	return rc;
+}
+
+/* tier_host_alloc's buffers: a header of HOST_HDR bytes holding the
+ * size of the whole block, a power of two the backend allocated. */
+static size_t host_block(const void *p)
+{
+	return *(const size_t *)((const char *)p - HOST_HDR);
+}
+
+static void host_release(tier *t, void *block, size_t size)
+{
+	if (t->be->host_free)
+		t->be->host_free(t, block);
+	else
+		emdb_free(block);
+	t->st.host_pinned -= size;
+}
+
+void *tier_host_alloc(tier *t, size_t bytes)
+{
+	size_t need = 4096;
+	int best = -1;
+	char *b;
+
+	if (bytes > SIZE_MAX / 4)
+		return NULL;
+	while (need < bytes + HOST_HDR)
+		need *= 2;
+	for (int k = 0; k < TIER_HOST_CACHE; k++) {
+		size_t sz = t->host_cache[k] ? host_block(t->host_cache[k]) : 0;
+
+		if (sz >= need && sz <= 4 * need &&
+		    (best < 0 || sz < host_block(t->host_cache[best])))
+			best = k;
+	}
+	if (best >= 0) {
+		b = t->host_cache[best];
+		t->host_cache[best] = NULL;
+		t->st.host_bufs++;
+		return b;
+	}
+	b = t->be->host_alloc ? t->be->host_alloc(t, need) : emdb_malloc(need);
+	if (!b)
+		return NULL;
+	*(size_t *)b = need;
+	t->st.host_pinned += need;
+	t->st.host_bufs++;
+	return b + HOST_HDR;
+}
+
+void tier_host_free(tier *t, void *p)
+{
+	int slot = -1;
+
+	if (!p)
+		return;
+	for (int k = 0; k < TIER_HOST_CACHE && slot < 0; k++)
+		if (!t->host_cache[k])
+			slot = k;
+	if (slot < 0) { /* full: keep the larger buffers */
+		slot = 0;
+		for (int k = 1; k < TIER_HOST_CACHE; k++)
+			if (host_block(t->host_cache[k]) < host_block(t->host_cache[slot]))
+				slot = k;
+		if (host_block(t->host_cache[slot]) >= host_block(p)) {
+			host_release(t, (char *)p - HOST_HDR, host_block(p));
+			return;
+		}
+		host_release(t, (char *)t->host_cache[slot] - HOST_HDR,
+			     host_block(t->host_cache[slot]));
+	}
+	t->host_cache[slot] = p;
 }
 
 int tier_reduce(tier *t)

@@ -25,7 +25,10 @@
  *     leaves the replicas identical.
  *   - Buffers passed in and out are host memory unless a function says
  *     otherwise; they are read or written before the function returns
- *     (calls are synchronous: a backend with streams waits for them).
+ *     (calls are synchronous: a backend with streams waits for them),
+ *     except for the two *_submit calls, whose device work runs while
+ *     the caller goes on and ends at tier_job_wait ("Asynchronous work"
+ *     below).
  *   - Rows are bit-identical across backends: every backend evaluates the
  *     rules of db/optim_math.h and db/init_math.h, in the same operation
  *     order, per column (CUDA compiles them with --fmad=false).
@@ -84,6 +87,13 @@ typedef struct tier_stats {
 	uint64_t bytes_d2d;       /* inside the tier (gather to tier memory,
 				     reduce)                                  */
 	uint64_t ops;             /* operations run (kernels for CUDA)        */
+	uint64_t jobs;            /* *_submit calls that enqueued work        */
+	uint64_t jobs_async;      /* of them, still running when they
+				     returned (the backend is asynchronous)   */
+	uint64_t host_bufs;       /* tier_host_alloc buffers handed out       */
+	uint64_t host_pinned;     /* bytes of host memory the backend holds
+				     for them now (pinned for CUDA), cached
+				     free buffers included                    */
 	bool failed;              /* sticky error state                       */
 } tier_stats;
 
@@ -177,6 +187,53 @@ bool tier_ptr_in_tier(const tier *t, uint32_t replica, const void *p);
  * Errors: INVALID (not tier memory), IO. */
 int tier_copy_in(tier *t, uint32_t replica, void *dst, const void *src, size_t bytes);
 int tier_copy_out(tier *t, uint32_t replica, void *dst, const void *src, size_t bytes);
+
+/* ---- Asynchronous work within one request ----
+ *
+ * A request with a device part and a host part (a Pull of hot and cold
+ * rows, a Push whose hot rows' sums go to the device) enqueues the device
+ * part, does the host part, then waits once:
+ *
+ *     tier_gather_submit(t, 0, slots, n, buf, &job);   device works...
+ *     ...cold rows on the host...                       ...meanwhile
+ *     tier_job_wait(t, job);                            buf holds the rows
+ *
+ * CUDA enqueues on the replica's stream and records an event that the
+ * wait synchronises; the copies are asynchronous when the host buffers
+ * are pinned (tier_host_alloc), otherwise they go through the tier's
+ * pinned staging before submit returns.  The host backend does the work
+ * in submit; the test backend defers it to the wait, so that tests see
+ * what ran in between (tier_test.h).
+ *
+ * Rules: every submitted job is waited exactly once, by a caller holding
+ * the tier as for any call (other calls may come between submit and
+ * wait, from the same caller or others: they are ordered after the
+ * job's device work); slots, grads and out stay untouched by the caller
+ * until the wait; the tier is not closed with a job outstanding.  Submit
+ * fails as its synchronous twin does (nothing enqueued, *job NULL); the
+ * wait fails only with IO (the tier is then failed; out is undefined and
+ * the caller takes the host's rows). */
+typedef struct tier_job tier_job;
+
+/* tier_gather into host memory `out`, enqueued. */
+int tier_gather_submit(tier *t, uint32_t replica, const uint64_t *slots, size_t n, float *out,
+		       tier_job **job);
+/* tier_scatter_add, enqueued: the pending rows are known when submit
+ * returns (tier_pending counts them); the accumulators hold the sums
+ * after the wait. */
+int tier_scatter_submit(tier *t, uint32_t replica, const uint64_t *slots, size_t n,
+			const float *grads, tier_job **job);
+/* Wait for the job's device work and free it.  EMDB_OK or IO. */
+int tier_job_wait(tier *t, tier_job *job);
+
+/* Host memory that the tier's device reads and writes without staging:
+ * pinned (cudaHostAlloc) for CUDA, ordinary memory for host and test
+ * (counted in tier_stats: host_bufs, host_pinned).  Freed buffers are
+ * kept for reuse (a few, of power-of-two sizes), since pinning is slow.
+ * NULL when out of memory.  Free with tier_host_free on the same tier,
+ * before tier_close. */
+void *tier_host_alloc(tier *t, size_t bytes);
+void tier_host_free(tier *t, void *p);
 
 /* Rows holding an accumulator now. */
 uint32_t tier_pending(const tier *t);

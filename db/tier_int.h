@@ -69,7 +69,22 @@ typedef struct tier_backend {
 	bool (*available)(char *why, size_t why_len);
 	/* Devices present (NULL: one). */
 	uint32_t (*devices)(void);
+	/* Asynchronous twins of gather (into host memory) and accumulate:
+	 * enqueue and set *job to the backend's handle (NULL: the work is
+	 * done already); wait_job waits for it and frees it (IO or OK).
+	 * NULL: the shared part runs gather or accumulate in submit. */
+	int (*gather_submit)(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *out,
+			     void **job);
+	int (*accumulate_submit)(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
+				 const float *grads, void **job);
+	int (*wait_job)(tier *t, void *job);
+	/* Host memory the device reaches without staging (NULL: emdb_malloc
+	 * and emdb_free). */
+	void *(*host_alloc)(tier *t, size_t bytes);
+	void (*host_free)(tier *t, void *p);
 } tier_backend;
+
+#define TIER_HOST_CACHE 8
 
 struct tier {
 	tier_kind kind;
@@ -89,6 +104,7 @@ struct tier {
 	uint32_t *batch_stamp;    /* [max_pending]: last call that saw it     */
 	uint32_t *batch_pos;      /* [max_pending]: its place in that call    */
 	uint32_t stamp;
+	void *host_cache[TIER_HOST_CACHE]; /* free tier_host_alloc buffers  */
 	tier_stats st;
 };
 

@@ -18,6 +18,13 @@
  *      claims as its own: owns_ptr accepts any pointer inside one (of its
  *      replica, or of every replica), so the
  *      engine's device-pointer paths run here as on a GPU.
+ *   4. A submitted gather or accumulate does nothing until its wait or
+ *      the tier's next operation, whichever comes first, as a device
+ *      stream runs work in the order it was enqueued: a caller reading
+ *      the output before the wait may read garbage, as from a device,
+ *      and the tests see (tier_test_on_wait) that the host part of a
+ *      request ran between submit and wait.  Jobs run in submission
+ *      order, each once (done).
  */
 #include <string.h>
 
@@ -36,7 +43,24 @@ typedef struct test_tier {
 	void *buf[TIER_TEST_BUFFERS];  /* invariant 3 */
 	size_t buf_len[TIER_TEST_BUFFERS];
 	int buf_rep[TIER_TEST_BUFFERS]; /* its replica, -1 every one */
+	tier_test_wait_fn on_wait;      /* invariant 4 */
+	void *on_wait_ctx;
+	bool fail_wait;
+	struct test_job *queue, *tail;  /* submitted, in order (the stream) */
 } test_tier;
+
+/* A deferred job (invariant 4): the arguments, which the caller keeps
+ * until the wait (tier.h). */
+typedef struct test_job {
+	bool gather, done;
+	uint32_t r;
+	size_t n;
+	const uint64_t *slots;    /* gather */
+	float *out;
+	const uint32_t *pidx;     /* accumulate */
+	const float *grads;
+	struct test_job *next;
+} test_job;
 
 static test_tier *T(const tier *t)
 {
@@ -109,12 +133,30 @@ static int test_copy(tier *t, uint32_t r, void *dst, const void *src, size_t byt
 	return rc;
 }
 
+/* Run the deferred jobs up to and including `upto` (NULL: every one),
+ * in order (invariant 4).  Only the host backend runs: no failure. */
+static void test_flush(tier *t, const test_job *upto)
+{
+	for (test_job *j = T(t)->queue; j; j = j->next) {
+		if (!j->done) {
+			if (j->gather)
+				(void)tier_host_backend.gather(t, j->r, j->slots, j->n, j->out, false);
+			else
+				(void)tier_host_backend.accumulate(t, j->r, j->pidx, j->n, j->grads);
+			j->done = true;
+		}
+		if (j == upto)
+			break;
+	}
+}
+
 /* EMDB_OK, or the armed failure when its turn has come (invariant 1). */
 static int test_gate(tier *t, const char *op)
 {
 	test_tier *x = T(t);
 	int err = x->fail_err;
 
+	test_flush(t, NULL);
 	x->calls++;
 	if (!err)
 		return EMDB_OK;
@@ -145,6 +187,12 @@ static int test_open(tier *t)
 
 static void test_close(tier *t)
 {
+	while (T(t)->queue) { /* jobs never waited for (tier.h forbids it) */
+		test_job *j = T(t)->queue;
+
+		T(t)->queue = j->next;
+		emdb_free(j);
+	}
 	for (int k = 0; k < TIER_TEST_BUFFERS; k++)
 		emdb_free(T(t)->buf[k]);
 	tier_host_backend.close(t);
@@ -168,6 +216,7 @@ static int test_chunk_alloc(tier *t, uint32_t c)
 
 static void test_chunk_free(tier *t, uint32_t c)
 {
+	test_flush(t, NULL); /* cudaFree waits for the device as well */
 	tier_host_backend.chunk_free(t, c);
 	T(t)->held--;
 }
@@ -225,6 +274,82 @@ static int test_step(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots,
 	return rc ? rc : tier_host_backend.step(t, sc, slots, n, grads);
 }
 
+void tier_test_on_wait(tier *t, tier_test_wait_fn fn, void *ctx)
+{
+	T(t)->on_wait = fn;
+	T(t)->on_wait_ctx = ctx;
+}
+
+void tier_test_fail_wait(tier *t)
+{
+	T(t)->fail_wait = true;
+}
+
+static int test_defer(tier *t, const test_job *a, void **job)
+{
+	test_job *j = emdb_malloc(sizeof(*j));
+
+	if (!j)
+		return EMDB_ERR_NOMEM;
+	*j = *a;
+	j->done = false;
+	j->next = NULL;
+	if (T(t)->tail)
+		T(t)->tail->next = j;
+	else
+		T(t)->queue = j;
+	T(t)->tail = j;
+	*job = j;
+	return EMDB_OK;
+}
+
+static int test_gather_submit(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *out,
+			      void **job)
+{
+	int rc = test_gate(t, "gather");
+
+	return rc ? rc : test_defer(t, &(test_job){ .gather = true, .r = r, .n = n, .slots = slots,
+						     .out = out }, job);
+}
+
+static int test_accumulate_submit(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
+				  const float *grads, void **job)
+{
+	int rc = test_gate(t, "accumulate");
+
+	return rc ? rc : test_defer(t, &(test_job){ .r = r, .n = n, .pidx = pidx, .grads = grads },
+				    job);
+}
+
+/* Invariant 4: the job's work, and the work before it, runs now (unless
+ * an injected failure: then the device failed while it ran). */
+static int test_wait_job(tier *t, void *job)
+{
+	test_job *j = job, **pp;
+	test_tier *x = T(t);
+	int rc = EMDB_OK;
+
+	x->calls++;
+	if (x->on_wait && !j->done)
+		x->on_wait(x->on_wait_ctx);
+	if (x->fail_wait) {
+		x->fail_wait = false;
+		j->done = true; /* its work is lost with the device */
+		rc = emdb__seterr(EMDB_ERR_IO, "test tier: injected failure of a job's wait");
+	}
+	test_flush(t, j);
+	for (pp = &x->queue; *pp != j; pp = &(*pp)->next)
+		;
+	*pp = j->next;
+	if (x->tail == j) {
+		x->tail = NULL;
+		for (test_job *k = x->queue; k; k = k->next)
+			x->tail = k;
+	}
+	emdb_free(j);
+	return rc;
+}
+
 const tier_backend tier_test_backend = {
 	.name = "test",
 	.open = test_open,
@@ -243,4 +368,9 @@ const tier_backend tier_test_backend = {
 	.copy = test_copy,
 	.available = NULL,
 	.devices = NULL,
+	.gather_submit = test_gather_submit,
+	.accumulate_submit = test_accumulate_submit,
+	.wait_job = test_wait_job,
+	.host_alloc = NULL,
+	.host_free = NULL,
 };

@@ -17,6 +17,18 @@
  * err 0 cancels.  t must be a TIER_TEST tier. */
 void tier_test_fail_after(tier *t, uint32_t after, int err);
 
+/* Asynchronous work (tier.h: tier_gather_submit, tier_scatter_submit):
+ * the test tier defers a submitted job's work to its tier_job_wait, as
+ * a device runs it while the caller goes on, so what the caller did in
+ * between is observable: fn(ctx) is called at the start of every wait
+ * of a deferred job, before its work runs (NULL: none).  Submit passes
+ * the failure countdown as one operation, as the synchronous call does;
+ * tier_test_fail_wait makes the next wait fail with IO (a device that
+ * fails while the job runs). */
+typedef void (*tier_test_wait_fn)(void *ctx);
+void tier_test_on_wait(tier *t, tier_test_wait_fn fn, void *ctx);
+void tier_test_fail_wait(tier *t);
+
 /* Backend operations run so far, failed ones included. */
 uint64_t tier_test_calls(const tier *t);
 

@@ -9,16 +9,26 @@
  * Invariants:
  *   1. Every call is synchronous: it enqueues on the replica's stream and
  *      waits for it before returning, so the caller's host buffers are
- *      free again and errors surface in the call that caused them.
+ *      free again and errors surface in the call that caused them;
+ *      except gather_submit and accumulate_submit, which enqueue, record
+ *      an event after their work and return: wait_job synchronises that
+ *      event (tier.h, "Asynchronous work").  Their host buffers are
+ *      copied asynchronously only when pinned (tier_host_alloc); other
+ *      host memory goes through the staging of invariant 3 before the
+ *      call returns.  Everything runs on the replica's stream, so later
+ *      work is ordered after a job, and the legacy default stream (which
+ *      does not order with non-blocking streams) is never used.
  *   2. A failed cudaMalloc is NOMEM and changes nothing (what the call
  *      had allocated is freed; the CUDA context stays usable).  Any other
  *      CUDA error is IO, and db/tier.c fails the tier for good.
  *   3. Host buffers that cross to the device go through two pinned
- *      staging buffers in turn (copy one while the other is in flight),
- *      unless the caller's buffer is pinned already; device scratch
- *      buffers only grow.
+ *      staging buffers in turn (copy one while the other is in flight;
+ *      buffer k is refilled only after every replica's copy from it
+ *      ended), unless the caller's buffer is pinned already; device
+ *      scratch buffers only grow.
  *   4. The directory of chunk pointers on each device changes only in
- *      chunk_alloc and chunk_free, between kernels (invariant 1).
+ *      chunk_alloc and chunk_free, on the replica's stream, which is
+ *      synchronised before a chunk is freed or a scratch buffer replaced.
  */
 #include <stdio.h>
 #include <string.h>
@@ -126,8 +136,15 @@ static int scratch(tier *t, uint32_t r, int k, size_t bytes, void **out)
 		while (cap < bytes)
 			cap *= 2;
 		CK(cudaMalloc(&m, cap), "scratch");
-		if (p->scratch[k])
+		if (p->scratch[k]) { /* a job in flight may still use it */
+			int rc = cuda_err(cudaStreamSynchronize(p->stream), "scratch");
+
+			if (rc) {
+				(void)cudaFree(m);
+				return rc;
+			}
 			(void)cudaFree(p->scratch[k]);
+		}
 		p->scratch[k] = m;
 		p->scratch_cap[k] = cap;
 	}
@@ -160,7 +177,10 @@ static int h2d(tier *t, uint32_t r, void *dst, const void *src, size_t bytes)
 	while (off < bytes) {
 		size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
 
-		CK(cudaEventSynchronize(p->staged[k]), "h2d staging");
+		/* The staging buffers are the tier's: a copy from buffer k
+		 * may still be queued on any replica's stream. */
+		for (uint32_t q = 0; q < t->cfg.replicas; q++)
+			CK(cudaEventSynchronize(C(t)->rep[q].staged[k]), "h2d staging");
 		memcpy(C(t)->stage[k], (const char *)src + off, len);
 		CK(cudaMemcpyAsync((char *)dst + off, C(t)->stage[k], len, cudaMemcpyHostToDevice,
 				   p->stream), "h2d");
@@ -265,6 +285,9 @@ static int open_replica(tier *t, uint32_t r)
 	CK(cudaMalloc((void **)&p->acc, acc_bytes), "accumulators");
 	CK(cudaMemset(p->acc, 0, acc_bytes), "accumulators");
 	CK(cudaMalloc((void **)&p->bad, sizeof(int)), "flag");
+	CK(cudaMemset(p->bad, 0, sizeof(int)), "flag");
+	/* cudaMemset may still run; the stream does not order with it */
+	CK(cudaDeviceSynchronize(), "open");
 	return EMDB_OK;
 }
 
@@ -337,7 +360,9 @@ static void cuda_chunk_free(tier *t, uint32_t c)
 
 		if (!p->h_dir[c] || use(t, r))
 			continue;
-		(void)cudaMemcpy(&p->d_dir[c], &null, sizeof(null), cudaMemcpyHostToDevice);
+		(void)cudaMemcpyAsync(&p->d_dir[c], &null, sizeof(null), cudaMemcpyHostToDevice,
+				      p->stream);
+		(void)cudaStreamSynchronize(p->stream); /* invariant 4 */
 		(void)cudaFree(p->h_dir[c]);
 		p->h_dir[c] = NULL;
 	}
@@ -356,10 +381,12 @@ static int cuda_chunk_alloc(tier *t, uint32_t c)
 		if (!rc)
 			rc = cuda_err(cudaMalloc((void **)&m, bytes), "chunk");
 		if (!rc)
-			rc = cuda_err(cudaMemset(m, 0, bytes), "chunk");
+			rc = cuda_err(cudaMemsetAsync(m, 0, bytes, p->stream), "chunk");
 		if (!rc)
-			rc = cuda_err(cudaMemcpy(&p->d_dir[c], &m, sizeof(m), cudaMemcpyHostToDevice),
-				      "directory");
+			rc = cuda_err(cudaMemcpyAsync(&p->d_dir[c], &m, sizeof(m),
+						      cudaMemcpyHostToDevice, p->stream), "directory");
+		if (!rc) /* &m is on this stack: the copy must be done */
+			rc = cuda_err(cudaStreamSynchronize(p->stream), "directory");
 		if (rc) {
 			if (m)
 				(void)cudaFree(m);
@@ -461,12 +488,10 @@ static int check_device_ptr(tier *t, uint32_t r, const void *p, const char *what
 
 /* The gather kernel over device slots ds into device out, then the bad
  * slot flag: INVALID when a slot was outside the chunks (its row NaN). */
-static int launch_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, float *dout)
+static int enqueue_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, float *dout)
 {
 	cuda_replica *p = &C(t)->rep[r];
-	int bad = 0;
 
-	CK(cudaMemsetAsync(p->bad, 0, sizeof(int), p->stream), "gather");
 	if (t->cfg.dim % 4 == 0 && ((uintptr_t)dout & 15) == 0)
 		tk_gather4<<<tk_blocks(n * (t->cfg.dim / 4)), TK_THREADS, 0, p->stream>>>(
 			rows_of(t, r), ds, n, (float4 *)dout, p->bad);
@@ -474,6 +499,18 @@ static int launch_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, floa
 		tk_gather1<<<tk_blocks(n * t->cfg.dim), TK_THREADS, 0, p->stream>>>(
 			rows_of(t, r), ds, n, dout, p->bad);
 	CK(cudaGetLastError(), "gather");
+	return EMDB_OK;
+}
+
+static int launch_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, float *dout)
+{
+	cuda_replica *p = &C(t)->rep[r];
+	int bad = 0, rc;
+
+	CK(cudaMemsetAsync(p->bad, 0, sizeof(int), p->stream), "gather");
+	rc = enqueue_gather(t, r, ds, n, dout);
+	if (rc)
+		return rc;
 	CK(cudaMemcpyAsync(&bad, p->bad, sizeof(int), cudaMemcpyDeviceToHost, p->stream), "gather");
 	CK(cudaStreamSynchronize(p->stream), "gather");
 	if (bad)
@@ -517,8 +554,9 @@ static int cuda_gather_dev(tier *t, uint32_t r, const uint64_t *slots, size_t n,
 	return rc ? rc : launch_gather(t, r, slots, n, out);
 }
 
-static int cuda_accumulate(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
-			   const float *grads)
+/* The accumulate kernel and its uploads, enqueued on replica r's stream. */
+static int enqueue_accumulate(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
+			      const float *grads)
 {
 	size_t gb = n * t->cfg.dim * sizeof(float);
 	uint32_t *dp;
@@ -537,7 +575,15 @@ static int cuda_accumulate(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
 		return rc;
 	tk_accumulate<<<tk_blocks(n * t->cfg.dim), TK_THREADS, 0, C(t)->rep[r].stream>>>(
 		t->cfg.dim, C(t)->rep[r].acc, dp, n, dg);
-	return finish(t, r, "accumulate");
+	return EMDB_OK;
+}
+
+static int cuda_accumulate(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
+			   const float *grads)
+{
+	int rc = enqueue_accumulate(t, r, pidx, n, grads);
+
+	return rc ? rc : finish(t, r, "accumulate");
 }
 
 /* Replica order through host memory, as the host backend sums. */
@@ -632,6 +678,104 @@ static int cuda_step(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots,
 	return EMDB_OK;
 }
 
+/* ---- asynchronous work (invariant 1) ---- */
+
+typedef struct cuda_job {
+	int dev;
+	cudaEvent_t ev;
+} cuda_job;
+
+/* An event after the work enqueued on replica r's stream; when no event
+ * can be had, the stream is synchronised instead (*job NULL: done). */
+static int record_job(tier *t, uint32_t r, void **job)
+{
+	cuda_replica *p = &C(t)->rep[r];
+	cuda_job *j = (cuda_job *)emdb_malloc(sizeof(*j));
+
+	*job = NULL;
+	CK(cudaGetLastError(), "submit");
+	if (j && cudaEventCreateWithFlags(&j->ev, cudaEventDisableTiming) == cudaSuccess) {
+		int rc = cuda_err(cudaEventRecord(j->ev, p->stream), "submit");
+
+		if (rc) {
+			(void)cudaEventDestroy(j->ev);
+			emdb_free(j);
+			return rc;
+		}
+		j->dev = p->dev;
+		*job = j;
+		return EMDB_OK;
+	}
+	(void)cudaGetLastError();
+	emdb_free(j);
+	return finish(t, r, "submit");
+}
+
+static int cuda_wait_job(tier *t, void *job)
+{
+	cuda_job *j = (cuda_job *)job;
+	int rc = cuda_err(cudaSetDevice(j->dev), "wait");
+
+	(void)t;
+	if (!rc)
+		rc = cuda_err(cudaEventSynchronize(j->ev), "wait");
+	(void)cudaEventDestroy(j->ev);
+	emdb_free(j);
+	return rc;
+}
+
+static int cuda_gather_submit(tier *t, uint32_t r, const uint64_t *slots, size_t n, float *out,
+			      void **job)
+{
+	size_t bytes = n * t->cfg.dim * sizeof(float);
+	uint64_t *ds;
+	float *dout;
+	int rc = use(t, r);
+
+	*job = NULL;
+	if (!rc)
+		rc = upload_slots(t, r, slots, n, &ds);
+	if (!rc)
+		rc = scratch(t, r, 1, bytes, (void **)&dout);
+	if (!rc) /* tier.c checked the slots: the bad flag stays 0 */
+		rc = enqueue_gather(t, r, ds, n, dout);
+	if (rc)
+		return rc;
+	if (!is_pinned(out))
+		return d2h(t, r, out, dout, bytes);
+	CK(cudaMemcpyAsync(out, dout, bytes, cudaMemcpyDeviceToHost, C(t)->rep[r].stream), "gather");
+	return record_job(t, r, job);
+}
+
+static int cuda_accumulate_submit(tier *t, uint32_t r, const uint32_t *pidx, size_t n,
+				  const float *grads, void **job)
+{
+	int rc = enqueue_accumulate(t, r, pidx, n, grads);
+
+	*job = NULL;
+	return rc ? rc : record_job(t, r, job);
+}
+
+/* Pinned host memory, reachable from every device (portable). */
+static void *cuda_host_alloc(tier *t, size_t bytes)
+{
+	void *p = NULL;
+
+	(void)t;
+	if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void cuda_host_free(tier *t, void *p)
+{
+	(void)t;
+	(void)cudaFreeHost(p);
+	(void)cudaGetLastError();
+}
+
 /* cudaPointerGetAttributes: device memory of replica r's device. */
 static bool cuda_owns_ptr(const tier *t, uint32_t r, const void *p)
 {
@@ -685,4 +829,9 @@ extern "C" const tier_backend tier_cuda_backend = {
 	cuda_copy,
 	cuda_available,
 	cuda_devices,
+	cuda_gather_submit,
+	cuda_accumulate_submit,
+	cuda_wait_job,
+	cuda_host_alloc,
+	cuda_host_free,
 };
