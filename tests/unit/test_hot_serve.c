@@ -13,6 +13,8 @@
  * stages its batch so that the Pull copies nothing to the device, and
  * device memory passed as Pull output or Push input is used in place.
  */
+#include <math.h>
+
 #include "tests/lib/hot_twin.h"
 
 /* The six Pull forms on ids (k = 0..2: plain, pooled MEAN, weighted SUM;
@@ -402,5 +404,104 @@ Test(hot_serve, rows_written_outside_an_update_are_read_from_the_host)
 	cr_assert_eq(out[0], 42.0f);
 	cr_assert_eq(hstats(&w).rows_gathered - h1.rows_gathered, 1u);
 	emdb_ticket_free(tk);
+	twin_close(&w);
+}
+
+/* What the test tier's hook sees when a job of the Pull is waited for
+ * (db/tier_test.h: the job's work runs after it). */
+typedef struct overlap {
+	const float *want;       /* the rows, from the twin without replica */
+	const float *out;        /* the Pull's output, being written        */
+	size_t cold_done, hot_pending, other;
+	int waits;
+} overlap;
+
+static void at_wait(void *ctx)
+{
+	overlap *o = ctx;
+
+	o->waits++;
+	o->cold_done = o->hot_pending = o->other = 0;
+	if (!o->out)
+		return;
+	for (size_t i = 0; i < N; i++) {
+		const float *r = o->out + i * DIM;
+
+		if (!memcmp(r, o->want + i * DIM, DIM * sizeof(float)))
+			o->cold_done++;
+		else if (isnan(r[0]))
+			o->hot_pending++;
+		else
+			o->other++;
+	}
+}
+
+Test(hot_serve, device_part_runs_while_the_host_part_does)
+{
+	twin w;
+	uint64_t ids[N];
+	float a[N * DIM], b[N * DIM], g[N * DIM];
+	overlap o = { .want = a, .out = b };
+	tier *tt;
+	hot_stats h0, h1;
+	tier_stats t0, t1;
+
+	twin_open(&w, 64, 0, 1);
+	warm(&w);
+	tt = hot_tier(table_of(&w)->hot);
+	tier_test_on_wait(tt, at_wait, &o);
+	batch(ids, 7000);
+
+	/* Pull: the gather of the hot rows is enqueued, the cold rows are
+	 * copied on the host, then the one wait, then the hot rows land. */
+	for (size_t i = 0; i < N * DIM; i++)
+		b[i] = NAN;
+	t0 = tstats(&w);
+	cr_assert_eq(emdb_pull(w.ref, w.t, ids, N, DIM, a), 0);
+	cr_assert_eq(emdb_pull(w.db, w.t, ids, N, DIM, b), 0);
+	t1 = tstats(&w);
+	cr_assert_eq(o.waits, 1, "one wait per Pull");
+	cr_assert_eq(o.hot_pending, 2u * HOT, "the hot rows came after the wait");
+	cr_assert_eq(o.cold_done, (size_t)N - 2 * HOT, "the cold rows were copied before it");
+	cr_assert_eq(o.other, 0u);
+	cr_assert(!memcmp(a, b, sizeof(a)));
+	cr_assert_eq(t1.jobs_async - t0.jobs_async, 1u);
+	cr_assert_eq(t1.host_bufs - t0.host_bufs, 2u, "slots and rows in the tier's host memory");
+
+	/* Push: the scatter of the hot rows' sums is enqueued before the
+	 * host's adds and waited for after them. */
+	o.out = NULL;
+	o.waits = 0;
+	grads_for(7, g, N);
+	h0 = hstats(&w);
+	for (int d = 0; d < 2; d++) {
+		emdb_db *db = d ? w.db : w.ref;
+
+		cr_assert_eq(emdb_push(db, w.t, ids, N, DIM, g), 0);
+		cr_assert_eq(emdb_update(db, w.t, NULL), 0);
+	}
+	h1 = hstats(&w);
+	cr_assert_eq(o.waits, 1, "the scatter was still queued when the host's adds were done");
+	cr_assert_eq(h1.steps_device - h0.steps_device, 1u);
+	cr_assert_eq(h1.rows_scattered - h0.rows_scattered, (uint64_t)HOT);
+	check_replica(&w);
+	assert_same(&w, ids, N);
+
+	/* The device fails while the Pull's gather runs: the host's rows,
+	 * the same floats; the replica is dropped at the next step. */
+	o.out = b;
+	for (size_t i = 0; i < N * DIM; i++)
+		b[i] = NAN;
+	cr_assert_eq(emdb_pull(w.ref, w.t, ids, N, DIM, a), 0);
+	h0 = hstats(&w);
+	tier_test_fail_wait(tt);
+	cr_assert_eq(emdb_pull(w.db, w.t, ids, N, DIM, b), 0);
+	h1 = hstats(&w);
+	cr_assert(!memcmp(a, b, sizeof(a)), "the host served the hot rows");
+	cr_assert_eq(h1.fallbacks - h0.fallbacks, 1u);
+	cr_assert_eq(h1.rows_gathered, h0.rows_gathered);
+	push_step(&w, 8, 0, 0);
+	cr_assert(hstats(&w).failed, "dropped at the step");
+	assert_same(&w, ids, N);
 	twin_close(&w);
 }

@@ -8,6 +8,7 @@
  * functions the engine's Update runs.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include <emdb/error.h>
@@ -470,6 +471,135 @@ TIER_CASE(host_memory_is_not_the_tiers)
 	cr_assert_eq(tier_copy_in(t, 0, back, host, sizeof(host)), EMDB_ERR_INVALID,
 		     "copy into host memory as if it were the tier's");
 	cr_assert_eq(tier_copy_out(t, 0, back, host, sizeof(host)), EMDB_ERR_INVALID);
+	tier_close(t);
+}
+
+/* A request's device part enqueued, its host part meanwhile, one wait:
+ * the same rows and sums as the synchronous calls, on every backend,
+ * with the buffers from tier_host_alloc (pinned for CUDA). */
+TIER_CASE(submitted_work_equals_the_synchronous_calls)
+{
+	tier_config c = cfg_for(EMDB_OPT_ADAGRAD, 1);
+	tier *t = open_or_skip(kind, &c), *u = open_or_skip(kind, &c);
+	uint32_t rf = tier_row_floats(&c);
+	uint64_t s[6] = { 3, 9, 3, 0, 14, 9 };
+	float rows[6 * 2 * DIM], g[6 * DIM], want[6 * DIM], a[2 * 2 * DIM * 6], b[2 * 2 * DIM * 6];
+	float *out = tier_host_alloc(t, sizeof(want)), *pg = tier_host_alloc(t, sizeof(g));
+	tier_job *j1 = NULL, *j2 = NULL;
+	tier_stats st;
+	emdb_optimizer opt;
+	emdb_opt_scalars sc;
+
+	cr_assert(out && pg);
+	cr_assert_eq(rf, 2 * DIM);
+	for (int k = 0; k < 6 * 2 * DIM; k++)
+		rows[k] = fabsf(val(31, k));
+	for (int k = 0; k < 6 * DIM; k++)
+		pg[k] = g[k] = val(32, k);
+	for (tier **x = (tier *[]){ t, u, NULL }; *x; x++) {
+		cr_assert_eq(tier_chunk_alloc(*x, 0), EMDB_OK);
+		cr_assert_eq(tier_chunk_alloc(*x, 1), EMDB_OK);
+		cr_assert_eq(tier_put_rows(*x, (uint64_t[]){ 3, 9, 0, 14 }, 4, rows), EMDB_OK);
+	}
+	cr_assert_eq(tier_gather(u, 0, s, 6, want, false), EMDB_OK);
+	cr_assert_eq(tier_gather_submit(t, 0, s, 6, out, &j1), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(tier_scatter_submit(t, 0, s, 6, pg, &j2), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(tier_pending(t), 4u, "the pending rows are known at submit");
+	cr_assert_eq(tier_job_wait(t, j1), EMDB_OK);
+	cr_assert(!memcmp(out, want, sizeof(want)), "the gathered rows");
+	cr_assert_eq(tier_job_wait(t, j2), EMDB_OK);
+	cr_assert_eq(tier_scatter_add(u, 0, s, 6, g), EMDB_OK);
+	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_ADAGRAD, &opt), EMDB_OK);
+	emdb_opt_scalars_for_step(&opt, 1, DIM, &sc);
+	cr_assert_eq(tier_step(t, &sc), 4);
+	cr_assert_eq(tier_step(u, &sc), 4);
+	cr_assert_eq(tier_get_rows(t, 0, (uint64_t[]){ 3, 9, 0, 14 }, 4, a), EMDB_OK);
+	cr_assert_eq(tier_get_rows(u, 0, (uint64_t[]){ 3, 9, 0, 14 }, 4, b), EMDB_OK);
+	cr_assert(!memcmp(a, b, 4 * rf * sizeof(float)), "stepped from the submitted sums");
+	/* Submit checks as the synchronous calls do, and enqueues nothing. */
+	cr_assert_eq(tier_gather_submit(t, 0, (uint64_t[]){ 16 }, 1, out, &j1), EMDB_ERR_INVALID);
+	cr_assert_null(j1);
+	cr_assert_eq(tier_scatter_submit(t, 1, s, 1, pg, &j2), EMDB_ERR_INVALID, "replica 1 of 1");
+	cr_assert_null(j2);
+	tier_stats_get(t, &st);
+	cr_assert_eq(st.jobs, 2u);
+	cr_assert(st.host_bufs >= 2u);
+	cr_assert(st.host_pinned > 0u, "the two buffers are the tier's");
+	tier_host_free(t, out);
+	tier_host_free(t, pg);
+	/* Freed buffers are kept and handed out again, not pinned anew. */
+	{
+		tier_stats st2;
+
+		tier_stats_get(t, &st);
+		out = tier_host_alloc(t, sizeof(want));
+		tier_stats_get(t, &st2);
+		cr_assert_not_null(out);
+		cr_assert_eq(st2.host_bufs, st.host_bufs + 1);
+		cr_assert_eq(st2.host_pinned, st.host_pinned);
+		tier_host_free(t, out);
+	}
+	tier_close(t);
+	tier_close(u);
+}
+
+/* The test tier runs a job at its wait (or at the tier's next operation,
+ * as a stream would): what the caller does between is observable. */
+static void count_wait(void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
+Test(tier_test, jobs_run_at_the_wait_in_submission_order)
+{
+	tier_config c = cfg_for(EMDB_OPT_SGD, 1);
+	tier *t = open_or_skip(TIER_TEST, &c);
+	uint64_t s[2] = { 1, 6 };
+	float rows[2 * DIM], *out = tier_host_alloc(t, sizeof(rows)), g[2 * DIM], acc_rows[2 * DIM];
+	tier_job *j = NULL, *k = NULL;
+	tier_stats st0, st1;
+	emdb_optimizer opt;
+	emdb_opt_scalars sc;
+	int waits = 0;
+
+	cr_assert_eq(tier_chunk_alloc(t, 0), EMDB_OK);
+	for (int i = 0; i < 2 * DIM; i++) {
+		rows[i] = val(41, i);
+		g[i] = val(42, i);
+	}
+	cr_assert_eq(tier_put_rows(t, s, 2, rows), EMDB_OK);
+	tier_test_on_wait(t, count_wait, &waits);
+	for (int i = 0; i < 2 * DIM; i++)
+		out[i] = NAN;
+	cr_assert_eq(tier_gather_submit(t, 0, s, 2, out, &j), EMDB_OK);
+	cr_assert(isnan(out[0]) && isnan(out[2 * DIM - 1]), "nothing written before the wait");
+	cr_assert_eq(waits, 0);
+	cr_assert_eq(tier_job_wait(t, j), EMDB_OK);
+	cr_assert_eq(waits, 1, "the hook ran at the wait, before the work");
+	cr_assert(!memcmp(out, rows, sizeof(rows)));
+	/* A later operation runs the jobs before it, as a stream does: the
+	 * step sees the scattered sums although the wait comes after it. */
+	cr_assert_eq(tier_scatter_submit(t, 0, s, 2, g, &k), EMDB_OK);
+	cr_assert_eq(emdb_optimizer_defaults(EMDB_OPT_SGD, &opt), EMDB_OK);
+	emdb_opt_scalars_for_step(&opt, 1, DIM, &sc);
+	cr_assert_eq(tier_step(t, &sc), 2);
+	cr_assert_eq(tier_job_wait(t, k), EMDB_OK);
+	cr_assert_eq(waits, 1, "the job had run already: no hook");
+	memcpy(acc_rows, rows, sizeof(rows));
+	ref_step(EMDB_OPT_SGD, &sc, acc_rows, g);
+	ref_step(EMDB_OPT_SGD, &sc, acc_rows + DIM, g + DIM);
+	cr_assert_eq(tier_get_rows(t, 0, s, 2, out), EMDB_OK);
+	cr_assert(!memcmp(out, acc_rows, sizeof(rows)));
+	/* The device fails while a job runs: IO at the wait, failed for good. */
+	tier_stats_get(t, &st0);
+	cr_assert_eq(tier_gather_submit(t, 0, s, 2, out, &j), EMDB_OK);
+	tier_test_fail_wait(t);
+	cr_assert_eq(tier_job_wait(t, j), EMDB_ERR_IO);
+	tier_stats_get(t, &st1);
+	cr_assert(st1.failed);
+	cr_assert_eq(st1.bytes_d2h, st0.bytes_d2h, "nothing came back");
+	cr_assert_eq(tier_gather_submit(t, 0, s, 2, out, &j), EMDB_ERR_IO);
+	tier_host_free(t, out);
 	tier_close(t);
 }
 
