@@ -207,9 +207,9 @@ static inline void *memnet_thread(void *arg)
 	return NULL;
 }
 
-/* N nodes of P partitions (0: default), engines with default config.
- * Returns NULL on failure (with a message on stderr). */
-static inline memnet *memnet_open(uint32_t nodes, uint32_t partitions)
+/* N nodes of P partitions (0: default), engines with config cfg (NULL:
+ * the default).  Returns NULL on failure (with a message on stderr). */
+static inline memnet *memnet_open_cfg(uint32_t nodes, uint32_t partitions, const emdb_db_config *cfg)
 {
 	memnet *net = calloc(1, sizeof(*net));
 	if (!net || nodes == 0 || nodes > MEMNET_MAX)
@@ -223,7 +223,7 @@ static inline memnet *memnet_open(uint32_t nodes, uint32_t partitions)
 		n->net = net;
 		n->rank = r;
 		net->link[r] = (cluster_link){ &memnet_ops, n, r, nodes };
-		if (emdb_db_open(NULL, &n->db) || cluster_open(n->db, &net->link[r], partitions, &n->cl)) {
+		if (emdb_db_open(cfg, &n->db) || cluster_open(n->db, &net->link[r], partitions, &n->cl)) {
 			fprintf(stderr, "memnet_open: node %u: %s\n", r, emdb_last_error());
 			return NULL;
 		}
@@ -231,6 +231,11 @@ static inline memnet *memnet_open(uint32_t nodes, uint32_t partitions)
 	if (pthread_create(&net->thr, NULL, memnet_thread, net))
 		return NULL;
 	return net;
+}
+
+static inline memnet *memnet_open(uint32_t nodes, uint32_t partitions)
+{
+	return memnet_open_cfg(nodes, partitions, NULL);
 }
 
 /* Wait until the link has nothing left to deliver. */
