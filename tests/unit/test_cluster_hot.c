@@ -71,7 +71,7 @@ static emdb_tier_info owners(memnet *net, uint32_t nodes, uint32_t table, tier_s
 static void against_a_cluster_without_replicas(uint32_t nodes)
 {
 	emdb_db_config dc = EMDB_DB_CONFIG_INIT;
-	memnet *hot, *plain;
+	memnet *hnet, *plain;
 	emdb_db *ref;
 	emdb_table_config cfg = table_cfg("emb", EMDB_OPT_ADAM);
 	uint32_t rt, ct;
@@ -82,12 +82,12 @@ static void against_a_cluster_without_replicas(uint32_t nodes)
 
 	hot_use_tier(TIER_TEST, 0, 1);
 	dc.gpu_memory = 64 * ROW_BYTES; /* every hot row fits on each owner */
-	hot = memnet_open_cfg(nodes, 64, &dc);
+	hnet = memnet_open_cfg(nodes, 64, &dc);
 	plain = memnet_open(nodes, 64);
-	cr_assert(hot && plain);
+	cr_assert(hnet && plain);
 	cr_assert_eq(emdb_db_open(NULL, &ref), 0);
 	cr_assert_eq(emdb_table_create(ref, &cfg, &rt), 0);
-	ct = cl_create(hot, 0, &cfg);
+	ct = cl_create(hnet, 0, &cfg);
 	cr_assert_eq(cl_create(plain, 0, &cfg), ct);
 	cr_assert_eq(ct, rt);
 	for (int s = 0; s < STEPS; s++) {
@@ -105,7 +105,7 @@ static void against_a_cluster_without_replicas(uint32_t nodes)
 		for (int k = 0; k < 2; k++) {
 			cluster_req pf = { .op = CLUSTER_PREFETCH, .table = ct, .ids = ids, .n = NB };
 
-			run_req(k ? hot : plain, home, &pf, EMDB_OK);
+			run_req(k ? hnet : plain, home, &pf, EMDB_OK);
 			tk[k] = pf.ticket_out;
 		}
 		/* Pull by ticket, plain. */
@@ -114,7 +114,7 @@ static void against_a_cluster_without_replicas(uint32_t nodes)
 			cluster_req pl = { .op = CLUSTER_PULL, .table = ct, .dim = DIM, .ticket = tk[k],
 					   .out = k ? c : b };
 
-			run_req(k ? hot : plain, home, &pl, EMDB_OK);
+			run_req(k ? hnet : plain, home, &pl, EMDB_OK);
 		}
 		SAME(b, c, sizeof(b), "a Pull by ticket through the replicas");
 		SAME(a, c, sizeof(a), "a Pull by ticket");
@@ -124,14 +124,14 @@ static void against_a_cluster_without_replicas(uint32_t nodes)
 					   .offsets = off, .n_bags = NBAGS, .pool = EMDB_POOL_SUM,
 					   .out = k ? c : b };
 
-			run_req(k ? hot : plain, home, &pl, EMDB_OK);
+			run_req(k ? hnet : plain, home, &pl, EMDB_OK);
 		}
 		SAME(b, c, NBAGS * DIM * sizeof(float), "a pooled Pull through the replicas");
 		/* Push by IDs, then Update. */
 		cr_assert_eq(emdb_push(ref, rt, ids, NB, DIM, g), 0);
 		cr_assert_eq(emdb_update(ref, rt, NULL), 0);
 		for (int k = 0; k < 2; k++) {
-			memnet *net = k ? hot : plain;
+			memnet *net = k ? hnet : plain;
 			cluster_req ps = { .op = CLUSTER_PUSH, .table = ct, .dim = DIM, .ids = ids, .n = NB,
 					   .grads = g };
 			cluster_req up = { .op = CLUSTER_UPDATE, .table = ct };
@@ -141,15 +141,22 @@ static void against_a_cluster_without_replicas(uint32_t nodes)
 		}
 		emdb_ticket_free(rtk);
 		cluster_ticket_free(memnet_cl(plain, home), tk[0]);
-		cluster_ticket_free(memnet_cl(hot, home), tk[1]);
+		cluster_ticket_free(memnet_cl(hnet, home), tk[1]);
 	}
-	memnet_quiesce(hot);
-	same_rows(hot, nodes, ref, rt, ct, all, STEPS * NB, 2 * DIM);
+	memnet_quiesce(hnet);
+	same_rows(hnet, nodes, ref, rt, ct, all, STEPS * NB, 2 * DIM);
 	same_rows(plain, nodes, ref, rt, ct, all, STEPS * NB, 2 * DIM);
 
 	/* The owners served through their replicas. */
-	ti = owners(hot, nodes, ct, &ts);
-	cr_assert_eq(ti.hot_rows, (uint64_t)NH, "the hot ids are their owners' replicas' rows");
+	ti = owners(hnet, nodes, ct, &ts);
+	cr_log_info("%u nodes: hot_rows %llu gathered %llu scattered %llu staged %llu steps_device %llu "
+		    "jobs %llu (async %llu) host buffers %llu", nodes, (unsigned long long)ti.hot_rows,
+		    (unsigned long long)ti.rows_gathered, (unsigned long long)ti.rows_scattered,
+		    (unsigned long long)ti.rows_staged, (unsigned long long)ti.steps_device,
+		    (unsigned long long)ts.jobs, (unsigned long long)ts.jobs_async,
+		    (unsigned long long)ts.host_bufs);
+	cr_assert(ti.hot_rows >= (uint64_t)NH, "the hot ids (and cold ones that fit) are the "
+		  "owners' replicas' rows (%llu)", (unsigned long long)ti.hot_rows);
 	cr_assert(ti.rows_gathered >= 2 * (uint64_t)NH * 2 * (STEPS - HOT_REVISE_STEPS),
 		  "Pulls read the hot rows from the replicas (%llu)", (unsigned long long)ti.rows_gathered);
 	cr_assert(ti.rows_scattered >= (uint64_t)NH * (STEPS - HOT_REVISE_STEPS),
@@ -162,7 +169,7 @@ static void against_a_cluster_without_replicas(uint32_t nodes)
 		  "gathers and scatters were queued while the owner did its host part");
 	cr_assert(ts.host_bufs >= 2 * ts.jobs, "staged through the tier's host memory");
 
-	memnet_close(hot);
+	memnet_close(hnet);
 	memnet_close(plain);
 	emdb_db_close(ref);
 	hot_use_tier(TIER_CUDA, 0, 0);
