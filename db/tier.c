@@ -19,6 +19,15 @@
  *   5. Within one tier_scatter_add the gradients of one slot are summed in
  *      batch order, first one first, and that sum is added to the
  *      accumulator: the same floats on every backend.
+ *   6. A submitted job (tier_gather_submit, tier_scatter_submit) passed
+ *      every check of its synchronous twin and changed the pending map
+ *      at submit; its bytes are counted when its wait succeeds.  The
+ *      buffers the backend may still read (a scatter's combined sums and
+ *      indices) are the job's, in tier_host_alloc memory, until the wait.
+ *   7. tier_host_alloc's buffers carry their block's size in a header
+ *      before the pointer returned; at most TIER_HOST_CACHE free ones
+ *      are kept (the largest), the others given back to the backend, and
+ *      st.host_pinned is the bytes the backend holds for them.
  */
 #include <math.h>
 #include <stdio.h>
