@@ -544,7 +544,7 @@ hot_staged *hot_stage(hot *h, const chunk_store *rows, const uint64_t *locs, siz
 	}
 	if (!m)
 		goto out;
-	buf = emdb_malloc((size_t)m * h->rf * sizeof(float));
+	buf = tier_host_alloc(h->tier, (size_t)m * h->rf * sizeof(float)); /* pinned */
 	if (!buf) {
 		rc = EMDB_ERR_NOMEM;
 		goto out;
@@ -564,10 +564,11 @@ out:
 		h->st.fallbacks++;
 		m = 0;
 	}
+	if (buf)
+		tier_host_free(h->tier, buf);
 	pthread_mutex_unlock(&h->tmu);
 	emdb_free(first);
 	emdb_free(slots);
-	emdb_free(buf);
 	if (!m) {
 		emdb_free(st);
 		return NULL;
