@@ -6,7 +6,10 @@
  * the replica, Prefetches stage rows into it and Pushes scatter into its
  * accumulators (db/hot_serve.c).  Afterwards every
  * row holds exactly what was pushed to it and the replica equals the
- * host bit for bit.  Runs under ThreadSanitizer too
+ * host bit for bit.  The same with the device failing mid-run (an
+ * injected IO, while other threads' Pulls and Pushes have their device
+ * work queued): every row is still right, from the host, and the
+ * replica is dropped.  Runs under ThreadSanitizer too
  * (tests/lib/plain_runner.h).
  */
 #include <pthread.h>
@@ -16,6 +19,7 @@
 #include <emdb/db.h>
 
 #include "db/db_int.h"
+#include "db/tier_test.h"
 #include "tests/lib/helpers.h"
 
 #define THREADS 4
@@ -88,7 +92,8 @@ static void *train(void *arg)
 	return NULL;
 }
 
-Test(conc_hot, trainers_and_the_replica)
+/* fail_at: the test tier's operation that fails with IO (0: none). */
+static void trainers(uint32_t fail_at)
 {
 	emdb_db_config c = EMDB_DB_CONFIG_INIT;
 	shared s = { 0 };
@@ -104,6 +109,10 @@ Test(conc_hot, trainers_and_the_replica)
 	c.gpu_memory = 256 * 2 * DIM * sizeof(float); /* SGD: 256 rows and accumulators */
 	cr_assert_eq(emdb_db_open(&c, &s.db), 0, "%s", emdb_last_error());
 	s.t = make_sgd_lr1_table(s.db, DIM);
+	cr_assert_eq(db_table_get(s.db, s.t, &t), 0, "table");
+	if (fail_at)
+		tier_test_fail_after(hot_tier(t->hot), fail_at, EMDB_ERR_IO);
+	table_release(t);
 	for (int i = 0; i < THREADS; i++) {
 		w[i].s = &s;
 		w[i].id = i;
@@ -131,6 +140,16 @@ Test(conc_hot, trainers_and_the_replica)
 	cr_assert(!memcmp(want, got, sizeof(want)), "a row lost or doubled a push");
 
 	cr_assert_eq(db_table_get(s.db, s.t, &t), 0, "table");
+	if (fail_at) {
+		emdb_tier_info ti;
+
+		cr_assert_eq(emdb_table_tier(s.db, s.t, &ti), 0, "tier");
+		cr_assert(ti.failed && ti.hot_rows == 0, "the failed device was dropped (failed %d, %d rows)",
+			  (int)ti.failed, (int)ti.hot_rows);
+		table_release(t);
+		emdb_db_close(s.db);
+		return;
+	}
 	for (uint64_t r = 0; r < chunk_rows(&t->rows); r++) {
 		uint64_t loc = chunk_loc_of(&t->rows, r);
 		float dev[DIM];
@@ -147,4 +166,14 @@ Test(conc_hot, trainers_and_the_replica)
 	cr_assert(members >= HOT, "the repeated ids are hot (%d members)", (int)members);
 	table_release(t);
 	emdb_db_close(s.db);
+}
+
+Test(conc_hot, trainers_and_the_replica)
+{
+	trainers(0);
+}
+
+Test(conc_hot, device_failing_mid_run_loses_nothing)
+{
+	trainers(80);
 }
