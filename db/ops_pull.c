@@ -54,16 +54,18 @@ static void place_held(const tbl *t, size_t n, const float *const *src, float *o
 			memcpy(out + i * t->dim, src[i], bytes);
 }
 
-static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64_t *offsets, size_t n_bags,
-		      emdb_pool pool, const float *weights, const float *const *src, float *out)
+/* Bags [b0, b1) of a pooled Pull (offsets index the whole request). */
+static void pool_range(const tbl *t, const uint64_t *locs, const uint64_t *offsets, size_t b0, size_t b1,
+		       emdb_pool pool, const float *weights, const float *const *src, float *out)
 {
 	uint32_t dim = t->dim;
 	size_t bytes = (size_t)dim * sizeof(float);
-	size_t bag = 0;
-	memset(out, 0, n_bags * bytes);
-	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, row_,
+	size_t bag = b0, lo = offsets[b0];
+	memset(out + b0 * dim, 0, (b1 - b0) * bytes);
+	OPS_FOR_ROWS(t, locs + lo, offsets[b1] - lo, PULL_PREFETCH, j, row_,
+		size_t i = lo + j;
 		const float *r = PULL_ROW(src, i, row_);
-		while (offsets[bag + 1] <= i) /* offsets end at n: stops */
+		while (offsets[bag + 1] <= i) /* i < offsets[b1]: stops before b1 */
 			bag++;
 		float *o = out + bag * dim;
 		if (weights) {
@@ -77,7 +79,7 @@ static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64
 	);
 	if (pool != EMDB_POOL_MEAN)
 		return;
-	for (size_t k = 0; k < n_bags; k++) {
+	for (size_t k = b0; k < b1; k++) {
 		uint64_t cnt = offsets[k + 1] - offsets[k];
 		if (cnt > 1) {
 			float inv = 1.0f / (float)cnt;
@@ -88,13 +90,40 @@ static void pool_bags(const tbl *t, const uint64_t *locs, size_t n, const uint64
 	}
 }
 
+/* The bags whose held[k] is cls (every bag with held NULL), run by run. */
+static void pool_bags(const tbl *t, const uint64_t *locs, const uint64_t *offsets, size_t n_bags, emdb_pool pool,
+		      const float *weights, const float *const *src, const uint8_t *held, uint8_t cls, float *out)
+{
+	for (size_t b = 0; b < n_bags;) {
+		size_t e = b;
+		while (e < n_bags && (!held || held[e] == cls))
+			e++;
+		if (e > b)
+			pool_range(t, locs, offsets, b, e, pool, weights, src, out);
+		b = e > b ? e : b + 1;
+	}
+}
+
+/* held[k]: bag k has a row the device serves (src).  NULL on NOMEM. */
+static uint8_t *bags_held(const uint64_t *offsets, size_t n_bags, const float *const *src)
+{
+	uint8_t *held = emdb_calloc(n_bags ? n_bags : 1, 1);
+	if (!held)
+		return NULL;
+	for (size_t k = 0; k < n_bags; k++)
+		for (uint64_t i = offsets[k]; i < offsets[k + 1] && !held[k]; i++)
+			held[k] = src[i] != NULL;
+	return held;
+}
+
 /* The rows of r into out (rows_lock held for reading): the device
  * replica's rows where it holds them (db/hot.h), the host's elsewhere;
  * out may be device memory of the replica (a mem:// trainer's), which
  * a batch the tier holds whole is gathered into directly.  The device's
  * gather is enqueued first and a plain Pull copies the host's rows while
  * it runs, then waits once (db/tier.h, "Asynchronous work"); a pooled
- * Pull sums in request order, so it waits before it pools. */
+ * Pull pools the bags without a device row meanwhile, and the others
+ * after the wait (each bag's sum in request order either way). */
 static int pull_rows(tbl *t, const ops_rows *r, size_t n, const emdb_ticket *tk, const uint64_t *offsets,
 		     size_t n_bags, emdb_pool pool, const float *weights, float *out)
 {
@@ -112,8 +141,14 @@ static int pull_rows(tbl *t, const ops_rows *r, size_t n, const emdb_ticket *tk,
 	if (t->hot)
 		hot_pull_submit(t->hot, r->locs, n, st, &hr);
 	if (offsets) {
+		/* Bags without a device row first, while the gather runs;
+		 * each bag's sum stays in request order. */
+		uint8_t *held = hr.held ? bags_held(offsets, n_bags, hr.src) : NULL;
+		if (held)
+			pool_bags(t, r->locs, offsets, n_bags, pool, weights, NULL, held, 0, dst);
 		bool dev = hr.held && hot_pull_wait(t->hot, &hr);
-		pool_bags(t, r->locs, n, offsets, n_bags, pool, weights, dev ? hr.src : NULL, dst);
+		pool_bags(t, r->locs, offsets, n_bags, pool, weights, dev ? hr.src : NULL, held, 1, dst);
+		emdb_free(held);
 	} else {
 		gather(t, r->locs, n, hr.src, dst); /* the host's part, meanwhile */
 		if (hr.held && hot_pull_wait(t->hot, &hr))

@@ -412,6 +412,7 @@ Test(hot_serve, rows_written_outside_an_update_are_read_from_the_host)
 typedef struct overlap {
 	const float *want;       /* the rows, from the twin without replica */
 	const float *out;        /* the Pull's output, being written        */
+	size_t rows;             /* its rows (N, or BAGS pooled)            */
 	size_t cold_done, hot_pending, other;
 	int waits;
 } overlap;
@@ -424,7 +425,7 @@ static void at_wait(void *ctx)
 	o->cold_done = o->hot_pending = o->other = 0;
 	if (!o->out)
 		return;
-	for (size_t i = 0; i < N; i++) {
+	for (size_t i = 0; i < o->rows; i++) {
 		const float *r = o->out + i * DIM;
 
 		if (!memcmp(r, o->want + i * DIM, DIM * sizeof(float)))
@@ -441,7 +442,7 @@ Test(hot_serve, device_part_runs_while_the_host_part_does)
 	twin w;
 	uint64_t ids[N];
 	float a[N * DIM], b[N * DIM], g[N * DIM];
-	overlap o = { .want = a, .out = b };
+	overlap o = { .want = a, .out = b, .rows = N };
 	tier *tt;
 	hot_stats h0, h1;
 	tier_stats t0, t1;
@@ -467,6 +468,28 @@ Test(hot_serve, device_part_runs_while_the_host_part_does)
 	cr_assert(!memcmp(a, b, sizeof(a)));
 	cr_assert_eq(t1.jobs_async - t0.jobs_async, 1u);
 	cr_assert_eq(t1.host_bufs - t0.host_bufs, 2u, "slots and rows in the tier's host memory");
+
+	/* Pooled: the bags without a hot row are summed while the gather
+	 * runs, the others after the wait, each in request order. */
+	{
+		uint64_t pids[N], off[BAGS + 1];
+
+		for (size_t i = 0; i < N; i++) /* bags 0-3 hot ids, 4-7 cold */
+			pids[i] = i < N / 2 ? scramble(i % HOT) : 7000 + i;
+		offsets_for(off);
+		for (size_t i = 0; i < BAGS * DIM; i++)
+			b[i] = NAN;
+		o.waits = 0;
+		o.rows = BAGS;
+		cr_assert_eq(emdb_pull_bags(w.ref, w.t, pids, N, off, BAGS, EMDB_POOL_SUM, DIM, a), 0);
+		cr_assert_eq(emdb_pull_bags(w.db, w.t, pids, N, off, BAGS, EMDB_POOL_SUM, DIM, b), 0);
+		cr_assert_eq(o.waits, 1);
+		cr_assert_eq(o.hot_pending, (size_t)BAGS / 2, "the hot bags were pooled after the wait");
+		cr_assert_eq(o.cold_done, (size_t)BAGS / 2, "the cold bags before it");
+		cr_assert_eq(o.other, 0u);
+		cr_assert(!memcmp(a, b, BAGS * DIM * sizeof(float)));
+		o.rows = N;
+	}
 
 	/* Push: the scatter of the hot rows' sums is enqueued before the
 	 * host's adds and waited for after them. */
