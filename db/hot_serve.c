@@ -183,14 +183,13 @@ void hot_serve_close_tier(hot *h, tier *t)
 	h->zombie = t;
 }
 
-/* A job on tier t ended (invariant 7). */
-static void job_ended(hot *h, tier *t)
+/* A job ended (invariant 7): the last one closes a dropped tier. */
+static void job_ended(hot *h)
 {
 	if (--h->jobs_out == 0 && h->zombie) {
 		tier_close(h->zombie);
 		h->zombie = NULL;
 	}
-	(void)t;
 }
 
 void hot_push(hot *h, uint32_t rep, uint32_t gen, const uint64_t *slocs, const uint32_t *order,
@@ -302,12 +301,10 @@ void hot_push_wait(hot *h, hot_push_job *j)
 		h->exact[j->gen] = false;
 		h->st.fallbacks++;
 	}
-	job_ended(h, j->tier);
+	job_ended(h);
 	pthread_mutex_unlock(&h->tmu);
 	memset(j, 0, sizeof(*j));
 }
-
-
 
 /* The slot holding locs[i] now (invariant 1), or UINT32_MAX. */
 static uint32_t held_slot(const hot *h, const hot_staged *st, uint64_t epoch, const uint64_t *locs,
@@ -402,7 +399,7 @@ bool hot_pull_wait(hot *h, hot_rows *r)
 	} else {
 		h->st.fallbacks++;
 	}
-	job_ended(h, r->tier);
+	job_ended(h);
 	pthread_mutex_unlock(&h->tmu);
 	return rc == EMDB_OK;
 }
