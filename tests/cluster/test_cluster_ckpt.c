@@ -21,7 +21,13 @@
  *     at the checkpoint, bit for bit; one of a checkpoint that is not
  *     there changes nothing;
  *   - CLI `checkpoint` on a node of a cluster takes a cluster checkpoint,
- *     and CLI `restore latest` restores it on every node.
+ *     and CLI `restore latest` restores it on every node;
+ *   - with checkpoint_every_steps and checkpoint_keep K on every node,
+ *     training through the nodes takes automatic cluster checkpoints, K
+ *     manifests are kept, the newest restores bit for bit, each node's
+ *     store keeps K parts, and an orphan part (one that no manifest
+ *     names, as a coordinator that died before its manifest leaves) is
+ *     never listed or restored and is deleted by retention.
  *
  * Every wait is bounded; the fixture kills every node and removes the
  * checkpoint directory, also after a failed assertion.
@@ -31,6 +37,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include <emdb/checkpoint.h>
 #include <emdb/client.h>
 #include <emdb/db.h>
 
@@ -64,27 +71,39 @@ static void fini(void)
 	ckdir[0] = 0;
 }
 
-/* A cluster of n nodes on ckdir, restoring the latest checkpoint when
- * restore is set. */
-static void start(int n, bool restore)
+/* A cluster of n nodes on ckdir with these settings besides (NULL: none;
+ * at most 8), restoring the latest checkpoint when restore is set. */
+static void start_with(int n, bool restore, const char *const *more)
 {
 	ch_stop_all();
 	ch_init(n);
-	const char *extra[] = { "--node-timeout-ms",
-				"1000",
-				"--cluster-start-timeout-ms",
-				"15000",
-				"--cluster-checkpoint-timeout-ms",
-				"8000",
-				"--cluster-checkpoint-dir",
-				ckdir,
-				restore ? "--restore" : NULL,
-				"latest",
-				NULL };
+	const char *extra[24] = { "--node-timeout-ms",
+				  "1000",
+				  "--cluster-start-timeout-ms",
+				  "15000",
+				  "--cluster-checkpoint-timeout-ms",
+				  "8000",
+				  "--cluster-checkpoint-dir",
+				  ckdir };
+	size_t k = 8;
+	for (size_t i = 0; more && more[i]; i++) {
+		cr_assert_lt(k, 22);
+		extra[k++] = more[i];
+	}
+	if (restore) {
+		extra[k++] = "--restore";
+		extra[k++] = "latest";
+	}
+	extra[k] = NULL;
 	for (int i = 0; i < n; i++)
 		ch_spawn(i, NULL, extra);
 	for (int i = 0; i < n; i++)
 		ch_wait_ready(i, READY_MS);
+}
+
+static void start(int n, bool restore)
+{
+	start_with(n, restore, NULL);
 }
 
 static emdb_table_config cfg_of(const char *name, uint32_t dim, emdb_opt_kind k)
@@ -473,4 +492,125 @@ Test(cluster_ckpt, cli_checkpoint_on_a_node, .init = init, .fini = fini, .timeou
 		emdb_client_close(ci);
 	}
 	emdb_client_close(c);
+}
+
+/* The checkpoints (parts) in node r's store, read-only as a restoring
+ * node reads it; their ids in ids[0..n). */
+static size_t parts_of(int r, uint64_t *ids, size_t cap)
+{
+	char dir[128];
+	snprintf(dir, sizeof(dir), "%s/rank-%d", ckdir, r);
+	emdb_store_options o = EMDB_STORE_OPTIONS_INIT;
+	o.read_only = 1;
+	emdb_store *st;
+	cr_assert_eq(emdb_store_open_ex(dir, &o, &st), EMDB_OK, "%s: %s", dir, emdb_last_error());
+	emdb_ckpt_info v[64];
+	size_t n;
+	cr_assert_eq(emdb_store_list(st, v, 64, &n), EMDB_OK, "%s", emdb_last_error());
+	emdb_store_close(st);
+	for (size_t i = 0; i < n && i < cap; i++)
+		ids[i] = v[i].id;
+	return n;
+}
+
+static bool has(const uint64_t *ids, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+Test(cluster_ckpt, automatic_checkpoints_and_retention, .init = init, .fini = fini, .timeout = 240)
+{
+	/* An orphan in node 1's store: a part written with no manifest
+	 * naming it, as a coordinator that died between the parts and the
+	 * manifest leaves. */
+	char dir[128];
+	snprintf(dir, sizeof(dir), "%s/rank-1", ckdir);
+	emdb_store *st;
+	cr_assert_eq(emdb_store_open(dir, &st), EMDB_OK, "%s", emdb_last_error());
+	emdb_db *odb;
+	cr_assert_eq(emdb_db_open(NULL, &odb), 0);
+	emdb_table_config co = cfg_of("orphan", DIM_B, EMDB_OPT_SGD);
+	uint32_t ot;
+	cr_assert_eq(emdb_table_create(odb, &co, &ot), 0);
+	emdb_ckpt_info oi;
+	cr_assert_eq(emdb_checkpoint(odb, st, EMDB_CKPT_FULL, &oi), EMDB_OK, "%s", emdb_last_error());
+	emdb_store_close(st);
+	emdb_db_close(odb);
+	uint64_t orphan = oi.id;
+
+	/* Every automatic one full, so that each store keeps exactly K. */
+	const char *more[] = { "--checkpoint-every-steps", "4", "--checkpoint-keep", "2", "--checkpoint-full-every", "1", NULL };
+	start_with(2, false, more);
+	emdb_client *c = ch_client(0);
+	emdb_table_config ca = cfg_of("a", DIM_A, EMDB_OPT_ADAM);
+	uint32_t ta;
+	cr_assert_eq(emdb_client_table_create(c, &ca, &ta), EMDB_OK, "%s", emdb_client_last_error());
+	uint64_t last = 0;
+	cr_assert_eq(listed(0, &last), 0, "the orphan part is listed as a cluster checkpoint");
+	emdb_client_close(c);
+	uint64_t ids[64];
+	size_t np = parts_of(1, ids, 64);
+	cr_assert(np == 1 && ids[0] == orphan, "node 1's store before any cluster checkpoint: %zu parts", np);
+
+	/* 24 steps, each home node counting its Updates: an automatic
+	 * cluster checkpoint every 4 on each, one at a time (BUSY ones are
+	 * skipped).  Bounded: 24 steps, then up to 15 s for the newest to
+	 * finish. */
+	emdb_client *cn[2] = { ch_client(0), ch_client(1) };
+	for (int s = 0; s < 24; s++)
+		cr_assert_eq(train_step(cn[s % 2], ta, DIM_A, s), EMDB_OK, "step %d: %s", s,
+			     emdb_client_last_error());
+	emdb_client_close(cn[0]);
+	emdb_client_close(cn[1]);
+	size_t n = 0;
+	uint64_t end = ch_now_ms() + 15000;
+	while ((n = listed(1, &last)) < 2 && ch_now_ms() < end)
+		server_sleep_ms(50);
+	cr_assert_eq(n, 2, "%zu cluster checkpoints listed with checkpoint_keep 2", n);
+	cr_assert_geq(last, 3, "newest automatic cluster checkpoint %llu: too few were taken",
+		      (unsigned long long)last);
+
+	/* Once the automatic ones have settled (nothing trains), a manual one
+	 * is the newest: its step is 24 and retention ran after it. */
+	uint64_t id = 0;
+	for (int tries = 0; tries < 100 && !id; tries++) {
+		emdb_client *ci = ch_client(1);
+		emdb_ckpt_info info;
+		int rc = emdb_client_checkpoint(ci, EMDB_CKPT_FULL, &info);
+		emdb_client_close(ci);
+		if (rc == EMDB_OK)
+			id = info.id;
+		else {
+			cr_assert_eq(rc, EMDB_ERR_BUSY, "%s", emdb_client_last_error());
+			server_sleep_ms(50);
+		}
+	}
+	cr_assert_gt(id, last);
+	cr_assert_eq(listed(0, &last), 2);
+	cr_assert_eq(last, id);
+	for (int r = 0; r < 2; r++) {
+		np = parts_of(r, ids, 64);
+		cr_assert_leq(np, 2, "node %d's store keeps %zu parts with checkpoint_keep 2", r, np);
+	}
+	np = parts_of(1, ids, 64);
+	cr_assert(!has(ids, np, orphan), "the orphan part %llu is still in node 1's store",
+		  (unsigned long long)orphan);
+
+	/* The newest restores on 2 nodes, at step 24, without the orphan's
+	 * table. */
+	snap before;
+	take(&before, 2, ta, DIM_A, EMDB_OPT_ADAM);
+	cr_assert_eq(before.step, 24);
+	start(2, true);
+	snap after;
+	take(&after, 2, ta, DIM_A, EMDB_OPT_ADAM);
+	same(&before, &after, DIM_A, EMDB_OPT_ADAM, "the newest automatic-era checkpoint");
+	snap_free(&before), snap_free(&after);
+	emdb_client *ci = ch_client(0);
+	uint32_t none;
+	cr_assert_neq(emdb_client_table_find(ci, "orphan", &none), EMDB_OK, "the orphan part was restored");
+	emdb_client_close(ci);
 }

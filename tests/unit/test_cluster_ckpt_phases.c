@@ -10,6 +10,9 @@
  *     it has not run) and runs once the checkpoint ended, one step later;
  *   - a part that fails fails the checkpoint naming its node, the others'
  *     parts are deleted, no manifest is written, and Updates go on;
+ *   - a table change (ALTER of the hyperparameters, CREATE) asked while a
+ *     part is being written waits as an Update does, and applies on every
+ *     node once the checkpoint ended: every part holds the old values;
  *   - a hold whose coordinator never ends it lets Updates go at its
  *     timeout (cluster_tick); a hold from a node that is not the
  *     coordinator is refused.
@@ -29,6 +32,7 @@ typedef struct fake {
 	int mode;
 	_Atomic(void *) token;   /* DEFER: the part to complete */
 	uint64_t step_at_write;
+	double lr_at_write;
 	int dropped;
 	uint64_t dropped_part;
 	int published;
@@ -44,6 +48,9 @@ static int fk_write(void *ctx, uint32_t kind, uint64_t id, void *token)
 	emdb_table_info ti;
 	cr_assert_eq(emdb_table_describe(memnet_db(k->net, k->rank), k->table, &ti), 0);
 	k->step_at_write = ti.stats.step;
+	emdb_table_config c;
+	cr_assert_eq(emdb_table_get_config(memnet_db(k->net, k->rank), k->table, &c), 0);
+	k->lr_at_write = c.optimizer.lr;
 	if (k->mode == DEFER)
 		atomic_store(&k->token, token);
 	else if (k->mode == FAIL)
@@ -204,6 +211,31 @@ static uint64_t step_of(uint32_t r)
 	return ti.stats.step;
 }
 
+/* A checkpoint asked of node `on`, stopped while node 2 writes its part:
+ * the part's token, for cluster_ckpt_part_done.  Bounded. */
+static void *node2_writing(uint32_t on)
+{
+	f[2].mode = DEFER;
+	atomic_store(&f[2].token, NULL);
+	cr_assert_eq(cluster_ckpt_start(memnet_cl(net, on), 1, ck_done, &ck), EMDB_OK);
+	for (int i = 0; i < 2000 && !atomic_load(&f[2].token); i++)
+		memnet_quiesce(net);
+	void *tok = atomic_load(&f[2].token);
+	cr_assert_not_null(tok, "node 2 was never asked for its part");
+	return tok;
+}
+
+/* Node 2's part written: the checkpoint ends, then what it held runs
+ * (what: the assertion's words). */
+static void release_node2(void *tok, const char *what)
+{
+	cluster_ckpt_part_done(memnet_cl(net, 2), tok, EMDB_OK, 102, 7, NULL);
+	cr_assert(waiter_wait(&ck));
+	cr_assert_eq(ck.status, EMDB_OK, "%s", ck.msg);
+	cr_assert(waiter_wait(&up), "%s never ran", what);
+	cr_assert_eq(up.status, EMDB_OK, "%s", up.msg);
+}
+
 Test(cluster_ckpt_phases, every_part_then_the_manifest, .init = setup, .fini = teardown, .timeout = 60)
 {
 	for (int s = 0; s < 3; s++)
@@ -232,12 +264,7 @@ Test(cluster_ckpt_phases, every_part_then_the_manifest, .init = setup, .fini = t
 Test(cluster_ckpt_phases, updates_wait_while_a_part_is_written, .init = setup, .fini = teardown, .timeout = 60)
 {
 	cr_assert_eq(update_now(0), EMDB_OK);
-	f[2].mode = DEFER;
-	cr_assert_eq(cluster_ckpt_start(memnet_cl(net, 1), 1, ck_done, &ck), EMDB_OK);
-	for (int i = 0; i < 2000 && !atomic_load(&f[2].token); i++)
-		memnet_quiesce(net);
-	void *tok = atomic_load(&f[2].token);
-	cr_assert_not_null(tok, "node 2 was never asked for its part");
+	void *tok = node2_writing(1);
 	upd = (cluster_req){ .op = CLUSTER_UPDATE, .table = table, .done = upd_done };
 	cr_assert_eq(cluster_submit(memnet_cl(net, 1), &upd), EMDB_OK, "%s", upd.msg);
 	memnet_quiesce(net);
@@ -246,14 +273,68 @@ Test(cluster_ckpt_phases, updates_wait_while_a_part_is_written, .init = setup, .
 	pthread_mutex_unlock(&up.mu);
 	cr_assert(!ran, "an Update ran while node 2 wrote its part");
 	cr_assert_eq(step_of(1), 1);
-	cluster_ckpt_part_done(memnet_cl(net, 2), tok, EMDB_OK, 102, 7, NULL);
-	cr_assert(waiter_wait(&ck));
-	cr_assert_eq(ck.status, EMDB_OK, "%s", ck.msg);
-	cr_assert(waiter_wait(&up), "the held Update never ran");
-	cr_assert_eq(up.status, EMDB_OK, "%s", up.msg);
+	release_node2(tok, "the held Update");
 	for (uint32_t r = 0; r < 3; r++) {
 		cr_assert_eq(f[r].step_at_write, 1);
 		cr_assert_eq(step_of(r), 2, "node %u", r);
+	}
+}
+
+static double lr_on(uint32_t r)
+{
+	emdb_table_config c;
+	cr_assert_eq(emdb_table_get_config(memnet_db(net, r), table, &c), 0);
+	return c.optimizer.lr;
+}
+
+static bool up_done(void)
+{
+	pthread_mutex_lock(&up.mu);
+	bool ran = up.done;
+	pthread_mutex_unlock(&up.mu);
+	return ran;
+}
+
+Test(cluster_ckpt_phases, table_changes_wait_while_a_part_is_written, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	double lr0 = lr_on(0);
+	void *tok = node2_writing(1);
+	/* An ALTER asked of a node that is not the coordinator while node 2
+	 * writes its part. */
+	emdb_table_config cfg;
+	cr_assert_eq(emdb_table_get_config(memnet_db(net, 0), table, &cfg), 0);
+	emdb_optimizer o = cfg.optimizer;
+	o.lr = lr0 / 4;
+	upd = (cluster_req){ .op = CLUSTER_TABLE_ALTER, .table = table, .opt = &o, .done = upd_done };
+	cr_assert_eq(cluster_submit(memnet_cl(net, 1), &upd), EMDB_OK, "%s", upd.msg);
+	memnet_quiesce(net);
+	cr_assert(!up_done(), "an ALTER ran while node 2 wrote its part");
+	for (uint32_t r = 0; r < 3; r++)
+		cr_assert_eq(lr_on(r), lr0, "node %u has the new lr while node 2 writes its part", r);
+	release_node2(tok, "the held ALTER");
+	for (uint32_t r = 0; r < 3; r++) {
+		cr_assert_eq(f[r].lr_at_write, lr0, "node %u's part holds lr %g", r, f[r].lr_at_write);
+		cr_assert_eq(lr_on(r), lr0 / 4, "node %u has lr %g after the checkpoint", r, lr_on(r));
+	}
+
+	/* A CREATE asked of the coordinator waits as well. */
+	emdb_table_config c2 = EMDB_TABLE_CONFIG_INIT;
+	strcpy(c2.name, "later");
+	c2.dim = 4;
+	waiter_init(&ck);
+	waiter_init(&up);
+	tok = node2_writing(0);
+	upd = (cluster_req){ .op = CLUSTER_TABLE_CREATE, .cfg = &c2, .done = upd_done };
+	cr_assert_eq(cluster_submit(memnet_cl(net, 0), &upd), EMDB_OK, "%s", upd.msg);
+	memnet_quiesce(net);
+	cr_assert(!up_done(), "a CREATE ran while node 2 wrote its part");
+	uint32_t none;
+	cr_assert_neq(emdb_table_find(memnet_db(net, 0), "later", &none), EMDB_OK);
+	release_node2(tok, "the held CREATE");
+	for (uint32_t r = 0; r < 3; r++) {
+		uint32_t id;
+		cr_assert_eq(emdb_table_find(memnet_db(net, r), "later", &id), EMDB_OK, "node %u", r);
 	}
 }
 
