@@ -40,6 +40,9 @@
  *      with a durable part; without it the checkpoint is invisible
  *      (restore and listing read manifests only).
  *   4. Every run answers its origin exactly once.
+ *   5. The manifest holds the coordinator's workers' last applied steps
+ *      (db/step.h) as they are while Updates are held, so at the parts'
+ *      step boundary; a restore's SWAP puts them back on the coordinator.
  *
  * State changes: the gate (under ckpt_state.mu); the nodes' stores and the
  * manifests, through cluster_ckpt_ops.
@@ -54,6 +57,7 @@
 #include "base/error_int.h"
 #include "cluster/cluster_int.h"
 #include "cluster/phases.h"
+#include "db/step.h"
 
 #define HOLD_MS_DEFAULT 600000u /* cluster_ckpt_set_ops's hold_ms 0 */
 
@@ -320,13 +324,27 @@ static void reply_empty(cluster *cl, cluster_responder *r, uint16_t op)
 	cluster__reply(cl, r, op, 0, buf, len, rc);
 }
 
-/* This node's part of a SWAP; an error names nothing (the caller does). */
+/* This node's part of a SWAP; an error names nothing (the caller does).
+ * The coordinator takes on the checkpoint's workers' steps, so that a
+ * ranked worker's resend of a step the checkpoint holds is answered, not
+ * applied again (invariant 5). */
 static int swap_here(cluster *cl)
 {
 	ckpt_state *s = cl->ckpt;
 	if (!s->have_ops)
 		return emdb__seterr(EMDB_ERR_UNSUPPORTED, "no cluster checkpoint store here");
-	return s->ops.swap(s->ctx);
+	step_seq_rec *seqs = NULL;
+	size_t n = 0;
+	int rc = s->ops.swap(s->ctx, &seqs, &n);
+	if (rc == EMDB_OK && cl->rank == CLUSTER_COORDINATOR)
+		rc = step_seq_import(cl->steps, seqs, n);
+	emdb_free(seqs);
+	return rc;
+}
+
+int cluster_ckpt_steps_restored(cluster *cl, const step_seq_rec *seqs, size_t n)
+{
+	return cl->rank == CLUSTER_COORDINATOR ? step_seq_import(cl->steps, seqs, n) : EMDB_OK;
 }
 
 /* END: Updates go again; an abort forgets what a LOAD staged (and the
@@ -469,7 +487,15 @@ static void run_next(phases *p)
 		ru->commit = status == EMDB_OK;
 	} else if (status == EMDB_OK) { /* every part is durable: the manifest, last */
 		char why[200] = "";
-		int rc = cl->ckpt->ops.publish(cl->ckpt->ctx, ru->id, ru->kind, ru->parts, cl->nodes, why, sizeof(why));
+		step_seq_rec *seqs = NULL;
+		size_t nseqs = 0;
+		int rc = step_seq_export(cl->steps, &seqs, &nseqs);
+		if (rc)
+			snprintf(why, sizeof(why), "%s", emdb_last_error());
+		else
+			rc = cl->ckpt->ops.publish(cl->ckpt->ctx, ru->id, ru->kind, ru->parts, cl->nodes, seqs, nseqs, why,
+						   sizeof(why));
+		emdb_free(seqs);
 		if (rc)
 			phases_fail(p, cl->rank, rc, why);
 		else

@@ -13,14 +13,20 @@
  *   - a table change (ALTER of the hyperparameters, CREATE) asked while a
  *     part is being written waits as an Update does, and applies on every
  *     node once the checkpoint ended: every part holds the old values;
+ *   - a ranked worker's applied step is in the manifest (publish), and
+ *     after a restore onto a new cluster its resend is answered with that
+ *     step's rows, not applied again;
  *   - a hold whose coordinator never ends it lets Updates go at its
  *     timeout (cluster_tick); a hold from a node that is not the
  *     coordinator is refused.
  */
 #include <criterion/criterion.h>
+#include <emdb/alloc.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "db/step.h"
 #include "protocol/proto_node.h"
 #include "tests/lib/cluster_mem.h"
 
@@ -74,12 +80,21 @@ static int fk_next(void *ctx, uint64_t *id)
 	return EMDB_OK;
 }
 
-static int fk_publish(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n, char *why,
-		      size_t whylen)
+/* The workers' steps the last manifest held (publish's), and what a
+ * restore's swap hands back. */
+static step_seq_rec published_seqs[4];
+static size_t n_published_seqs;
+
+static int fk_publish(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n,
+		      const step_seq_rec *seqs, size_t nseqs, char *why, size_t whylen)
 {
 	fake *k = ctx;
 	(void)id, (void)kind, (void)why, (void)whylen;
 	cr_assert_eq(n, 3);
+	cr_assert_leq(nseqs, 4);
+	if (nseqs)
+		memcpy(published_seqs, seqs, nseqs * sizeof(*seqs));
+	n_published_seqs = nseqs;
 	memcpy(k->parts, parts, sizeof(k->parts));
 	k->published++;
 	return EMDB_OK;
@@ -100,9 +115,16 @@ static int fk_load(void *ctx, uint64_t id, void *token)
 	return EMDB_OK;
 }
 
-static int fk_swap(void *ctx)
+static int fk_swap(void *ctx, step_seq_rec **seqs, size_t *nseqs)
 {
 	(void)ctx;
+	*seqs = NULL;
+	*nseqs = n_published_seqs;
+	if (n_published_seqs) {
+		*seqs = emdb_malloc(n_published_seqs * sizeof(**seqs));
+		cr_assert_not_null(*seqs);
+		memcpy(*seqs, published_seqs, n_published_seqs * sizeof(**seqs));
+	}
 	return EMDB_OK;
 }
 
@@ -336,6 +358,90 @@ Test(cluster_ckpt_phases, table_changes_wait_while_a_part_is_written, .init = se
 		uint32_t id;
 		cr_assert_eq(emdb_table_find(memnet_db(net, r), "later", &id), EMDB_OK, "node %u", r);
 	}
+}
+
+/* Ranked worker `rank` of 2 (session) at step seq, asked of node
+ * 1 + rank. */
+typedef struct ranked {
+	uint32_t rank;
+	uint64_t seq, session;
+	uint32_t timeout_ms; /* 0: 20 s */
+	int rc;
+	uint64_t rows;
+	char msg[256];
+} ranked;
+
+static void *ranked_main(void *arg)
+{
+	ranked *w = arg;
+	cluster_req r = { .op = CLUSTER_STEP, .table = table, .workers = 2, .worker = 70 + w->rank,
+			  .timeout_ms = w->timeout_ms ? w->timeout_ms : 20000,
+			  .seq = w->seq, .session = w->session, .rank = w->rank };
+	int rc = cluster_run(memnet_cl(net, 1 + w->rank), &r);
+	w->rc = rc ? rc : r.status;
+	w->rows = r.rows;
+	snprintf(w->msg, sizeof(w->msg), "%s", r.msg);
+	return NULL;
+}
+
+/* Both workers' step seq, each on its own thread (bounded by the step's
+ * timeout); the rows they heard. */
+static uint64_t both_at(uint64_t seq)
+{
+	ranked w[2] = { { 0, seq, 0xa11ce, 0, 0, 0, "" }, { 1, seq, 0xb0b, 0, 0, 0, "" } };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, ranked_main, &w[0]), 0);
+	ranked_main(&w[1]);
+	pthread_join(th, NULL);
+	cr_assert_eq(w[0].rc, EMDB_OK, "worker 0, step %llu: %s", (unsigned long long)seq, w[0].msg);
+	cr_assert_eq(w[1].rc, EMDB_OK, "worker 1, step %llu: %s", (unsigned long long)seq, w[1].msg);
+	cr_assert_eq(w[0].rows, w[1].rows);
+	return w[0].rows;
+}
+
+Test(cluster_ckpt_phases, a_restored_ranked_step_is_answered_not_counted, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	uint64_t ids[8];
+	float g[8 * 4];
+	for (int i = 0; i < 8; i++)
+		ids[i] = (uint64_t)i * 977 + 1;
+	for (int i = 0; i < 32; i++)
+		g[i] = 0.25f;
+	cluster_req p = { .op = CLUSTER_PUSH, .table = table, .dim = 4, .ids = ids, .n = 8, .grads = g };
+	cr_assert_eq(cluster_run(memnet_cl(net, 2), &p), EMDB_OK, "%s", p.msg);
+	cr_assert_eq(both_at(1), 8);
+	n_published_seqs = 0;
+	cr_assert_eq(cluster_ckpt_start(memnet_cl(net, 2), 1, ck_done, &ck), EMDB_OK);
+	cr_assert(waiter_wait(&ck));
+	cr_assert_eq(ck.status, EMDB_OK, "%s", ck.msg);
+	cr_assert_eq(n_published_seqs, 2, "the manifest holds %zu workers' steps", n_published_seqs);
+	for (size_t i = 0; i < 2; i++) {
+		const step_seq_rec *q = &published_seqs[i];
+		cr_assert_eq(q->table, table);
+		cr_assert_eq(q->session, q->worker ? 0xb0b : 0xa11ce);
+		cr_assert_eq(q->applied, 1);
+		cr_assert_eq(q->rows, 8);
+	}
+
+	/* A new cluster (the coordinator's steps forgotten, as after a
+	 * restart), restored from that checkpoint: worker 0's resend of
+	 * step 1 is answered at once with its rows and applied nowhere. */
+	teardown();
+	setup();
+	cr_assert_eq(cluster_ckpt_restore(memnet_cl(net, 1), 1, ck_done, &ck), EMDB_OK, "%s", emdb_last_error());
+	cr_assert(waiter_wait(&ck));
+	cr_assert_eq(ck.status, EMDB_OK, "%s", ck.msg);
+	ranked again = { 0, 1, 0xa11ce, 2000, 0, 0, "" }; /* counted, it would wait for worker 1: TIMEOUT */
+	ranked_main(&again);
+	cr_assert_eq(again.rc, EMDB_OK, "the resend after the restore: %s", again.msg);
+	cr_assert_eq(again.rows, 8, "the resend heard %llu rows", (unsigned long long)again.rows);
+	for (uint32_t r = 0; r < 3; r++)
+		cr_assert_eq(step_of(r), 0, "node %u applied the restored step again", r);
+	/* The next step counts. */
+	both_at(2);
+	for (uint32_t r = 0; r < 3; r++)
+		cr_assert_eq(step_of(r), 1, "node %u", r);
 }
 
 Test(cluster_ckpt_phases, a_failed_part_aborts_everywhere, .init = setup, .fini = teardown, .timeout = 60)
