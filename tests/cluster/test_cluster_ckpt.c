@@ -27,7 +27,10 @@
  *     manifests are kept, the newest restores bit for bit, each node's
  *     store keeps K parts, and an orphan part (one that no manifest
  *     names, as a coordinator that died before its manifest leaves) is
- *     never listed or restored and is deleted by retention.
+ *     never listed or restored and is deleted by retention;
+ *   - the manifest holds each ranked worker's last synchronous step (its
+ *     rank, step 1, its rows), and a cluster restored with --restore
+ *     takes them on at its coordinator.
  *
  * Every wait is bounded; the fixture kills every node and removes the
  * checkpoint directory, also after a failed assertion.
@@ -41,6 +44,7 @@
 #include <emdb/client.h>
 #include <emdb/db.h>
 
+#include "checkpoint/cluster_ckpt.h"
 #include "tests/lib/cli_run.h"
 /* GCC's range analysis, with this file's paths in view, believes a
  * node's socket path may overflow the URI buffer of ch_client; it cannot
@@ -618,4 +622,81 @@ Test(cluster_ckpt, automatic_checkpoints_and_retention, .init = init, .fini = fi
 	uint32_t none;
 	cr_assert_neq(emdb_client_table_find(ci, "orphan", &none), EMDB_OK, "the orphan part was restored");
 	emdb_client_close(ci);
+}
+
+typedef struct worker_arg {
+	int node;
+	uint32_t rank, table;
+	uint64_t rows;
+	int rc;
+} worker_arg;
+
+/* Ranked worker `rank` (on node `node`): its gradients, then step 1 of
+ * 2 workers. */
+static void *ranked_worker(void *arg)
+{
+	worker_arg *w = arg;
+	char uri[200];
+	snprintf(uri, sizeof(uri), "unix://%s", ch.node[w->node].sock);
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.worker_rank = w->rank;
+	emdb_client *c = NULL;
+	w->rc = emdb_client_connect(uri, &o, &c);
+	uint64_t ids[40];
+	float g[40 * DIM_B];
+	for (size_t i = 0; i < 40; i++)
+		ids[i] = id_of(i * 2 + w->rank);
+	for (size_t i = 0; i < 40 * DIM_B; i++)
+		g[i] = 0.01f * (float)(i % 7);
+	if (w->rc == EMDB_OK)
+		w->rc = emdb_client_push(c, w->table, ids, 40, DIM_B, g);
+	if (w->rc == EMDB_OK)
+		w->rc = emdb_client_update_sync(c, w->table, 2, &w->rows);
+	emdb_client_close(c);
+	return NULL;
+}
+
+Test(cluster_ckpt, ranked_workers_steps_in_the_manifest, .init = init, .fini = fini, .timeout = 240)
+{
+	start(2, false);
+	emdb_client *c = ch_client(1);
+	emdb_table_config cb = cfg_of("b", DIM_B, EMDB_OPT_SGD);
+	uint32_t tb;
+	cr_assert_eq(emdb_client_table_create(c, &cb, &tb), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c);
+	/* Two ranked workers, one per node, meet at step 1 (bounded by the
+	 * server's step timeout). */
+	worker_arg w[2] = { { 0, 0, tb, 0, -1 }, { 1, 1, tb, 0, -1 } };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, ranked_worker, &w[0]), 0);
+	ranked_worker(&w[1]);
+	pthread_join(th, NULL);
+	cr_assert_eq(w[0].rc, EMDB_OK, "worker 0: %d", w[0].rc);
+	cr_assert_eq(w[1].rc, EMDB_OK, "worker 1: %d", w[1].rc);
+	cr_assert_eq(w[0].rows, 80);
+	uint64_t id = checkpoint_on(1);
+
+	cman m;
+	cr_assert_eq(cman_read(ckdir, id, &m), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(m.n_seqs, 2, "the manifest holds %u workers' steps", m.n_seqs);
+	bool seen[2] = { false, false };
+	for (uint32_t i = 0; i < m.n_seqs; i++) {
+		cr_assert_eq(m.seqs[i].table, tb);
+		cr_assert_lt(m.seqs[i].worker, 2);
+		cr_assert_eq(m.seqs[i].seq, 1);
+		cr_assert_eq(m.seqs[i].rows, 80);
+		cr_assert_neq(m.seqs[i].session, 0);
+		seen[m.seqs[i].worker] = true;
+	}
+	cr_assert(seen[0] && seen[1], "not every worker's step is in the manifest");
+	cman_free(&m);
+
+	start(2, true);
+	cr_assert(strstr(ch_log(0), "2 ranked workers' last steps restored"), "rank 0 did not take them on:\n%s",
+		  ch_log(0));
+	c = ch_client(0);
+	emdb_table_info ti;
+	cr_assert_eq(emdb_client_table_describe(c, tb, &ti), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(ti.stats.step, 1);
+	emdb_client_close(c);
 }
