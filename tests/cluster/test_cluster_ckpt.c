@@ -121,6 +121,17 @@ static emdb_table_config cfg_of(const char *name, uint32_t dim, emdb_opt_kind k)
 	return c;
 }
 
+/* Table `name` created through node i; its id. */
+static uint32_t create_on(int i, const char *name, uint32_t dim, emdb_opt_kind k)
+{
+	emdb_client *c = ch_client(i);
+	emdb_table_config cfg = cfg_of(name, dim, k);
+	uint32_t t;
+	cr_assert_eq(emdb_client_table_create(c, &cfg, &t), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c);
+	return t;
+}
+
 static uint64_t id_of(size_t i)
 {
 	return i * 0x9E3779B97F4A7C15ull + 3; /* spread over every owner */
@@ -369,11 +380,8 @@ static void *trainer_main(void *arg)
 Test(cluster_ckpt, under_load_one_step_everywhere, .init = init, .fini = fini, .timeout = 240)
 {
 	start(3, false);
-	emdb_client *c0 = ch_client(0);
 	emdb_table_config ca = cfg_of("a", DIM_A, EMDB_OPT_ADAM);
-	uint32_t ta;
-	cr_assert_eq(emdb_client_table_create(c0, &ca, &ta), EMDB_OK, "%s", emdb_client_last_error());
-	emdb_client_close(c0);
+	uint32_t ta = create_on(0, "a", DIM_A, EMDB_OPT_ADAM);
 	trainer k = { .t = ta };
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, trainer_main, &k), 0);
@@ -659,11 +667,7 @@ static void *ranked_worker(void *arg)
 Test(cluster_ckpt, ranked_workers_steps_in_the_manifest, .init = init, .fini = fini, .timeout = 240)
 {
 	start(2, false);
-	emdb_client *c = ch_client(1);
-	emdb_table_config cb = cfg_of("b", DIM_B, EMDB_OPT_SGD);
-	uint32_t tb;
-	cr_assert_eq(emdb_client_table_create(c, &cb, &tb), EMDB_OK, "%s", emdb_client_last_error());
-	emdb_client_close(c);
+	uint32_t tb = create_on(1, "b", DIM_B, EMDB_OPT_SGD);
 	/* Two ranked workers, one per node, meet at step 1 (bounded by the
 	 * server's step timeout). */
 	worker_arg w[2] = { { 0, 0, tb, 0, -1 }, { 1, 1, tb, 0, -1 } };
@@ -694,7 +698,7 @@ Test(cluster_ckpt, ranked_workers_steps_in_the_manifest, .init = init, .fini = f
 	start(2, true);
 	cr_assert(strstr(ch_log(0), "2 ranked workers' last steps restored"), "rank 0 did not take them on:\n%s",
 		  ch_log(0));
-	c = ch_client(0);
+	emdb_client *c = ch_client(0);
 	emdb_table_info ti;
 	cr_assert_eq(emdb_client_table_describe(c, tb, &ti), EMDB_OK, "%s", emdb_client_last_error());
 	cr_assert_eq(ti.stats.step, 1);
