@@ -28,6 +28,8 @@
  *     store keeps K parts, and an orphan part (one that no manifest
  *     names, as a coordinator that died before its manifest leaves) is
  *     never listed or restored and is deleted by retention;
+ *   - checkpoint_every_seconds on every node takes cluster checkpoints by
+ *     the clock;
  *   - the manifest holds each ranked worker's last synchronous step (its
  *     rank, step 1, its rows), and a cluster restored with --restore
  *     takes them on at its coordinator.
@@ -703,4 +705,29 @@ Test(cluster_ckpt, ranked_workers_steps_in_the_manifest, .init = init, .fini = f
 	cr_assert_eq(emdb_client_table_describe(c, tb, &ti), EMDB_OK, "%s", emdb_client_last_error());
 	cr_assert_eq(ti.stats.step, 1);
 	emdb_client_close(c);
+}
+
+Test(cluster_ckpt, automatic_checkpoints_by_the_clock, .init = init, .fini = fini, .timeout = 120)
+{
+	const char *more[] = { "--checkpoint-every-seconds", "1", NULL };
+	start_with(2, false, more);
+	uint32_t ta = create_on(1, "a", DIM_A, EMDB_OPT_SGD);
+	emdb_client *c = ch_client(1);
+	cr_assert_eq(train_step(c, ta, DIM_A, 0), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c);
+	/* checkpoint_every_seconds 1 on each node: cluster checkpoints follow
+	 * by themselves, every one at step 1 on every table.  Bounded: 15 s
+	 * for two. */
+	uint64_t last = 0;
+	size_t n = 0;
+	uint64_t end = ch_now_ms() + 15000;
+	while ((n = listed(0, &last)) < 2 && ch_now_ms() < end)
+		server_sleep_ms(50);
+	cr_assert_geq(n, 2, "%zu cluster checkpoints by the clock in 15 s", n);
+	cman m;
+	cr_assert_eq(cman_read(ckdir, last, &m), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(m.nodes, 2);
+	cr_assert_eq(m.n_tables, 1);
+	cr_assert_eq(m.tables[0].step, 1);
+	cman_free(&m);
 }
