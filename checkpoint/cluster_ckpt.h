@@ -27,11 +27,12 @@
 #include <emdb/db.h>
 
 #define CMAN_MAGIC 0x4D434D45u /* "EMCM" read as a LE u32 */
-#define CMAN_VERSION 1
+#define CMAN_VERSION 2           /* 1 still read: no workers' steps */
 #define CMAN_ID_MAX 63          /* cluster id bytes */
 #define CMAN_ADDR_MAX 255       /* node address bytes */
 #define CMAN_PARTITIONS_MAX (1u << 24)
 #define CMAN_TABLES_MAX 65536
+#define CMAN_SEQS_MAX (1u << 24) /* workers' steps */
 
 typedef struct cman_part {
 	uint32_t rank;
@@ -46,6 +47,14 @@ typedef struct cman_table {
 	uint64_t step;
 } cman_table;
 
+/* A ranked worker's last applied step on a table at the checkpoint
+ * (db/step.h's step_seq_rec), so that its resend after a restore is
+ * answered, not counted. */
+typedef struct cman_seq {
+	uint32_t table, worker;
+	uint64_t session, seq, rows;
+} cman_seq;
+
 typedef struct cman {
 	uint64_t id;              /* >= 1, numbered by the coordinator */
 	uint32_t kind;            /* 1 full, 2 incremental (as asked) */
@@ -58,6 +67,8 @@ typedef struct cman {
 	uint32_t n_tables;
 	cman_table *tables;       /* every table's id and step */
 	cman_part *parts;
+	uint32_t n_seqs;          /* version 2 */
+	cman_seq *seqs;
 } cman;
 
 /* The checksum a manifest records for a part: XXH3-64 of the fields of

@@ -35,6 +35,7 @@
 #define HEAD 56 /* magic .. reserved, before the cluster id */
 #define TABLE_REC 16
 #define PART_REC 32
+#define SEQ_REC 32
 
 typedef struct wr {
 	uint8_t *p;
@@ -112,6 +113,14 @@ static const char *wrong(const cman *m)
 		if (strnlen(p->addr, sizeof(p->addr)) > CMAN_ADDR_MAX)
 			return "a node address longer than 255 bytes";
 	}
+	if (m->n_seqs > CMAN_SEQS_MAX)
+		return "count of workers' steps";
+	for (uint32_t i = 0; i < m->n_seqs; i++)
+		if (!m->seqs[i].table || !m->seqs[i].seq || m->seqs[i].worker >= EMDB_WORKERS_MAX) {
+			snprintf(why, sizeof(why), "worker step %u: table %u, worker %u, seq %llu", i, m->seqs[i].table,
+				 m->seqs[i].worker, (unsigned long long)m->seqs[i].seq);
+			return why;
+		}
 	return NULL;
 }
 
@@ -128,7 +137,7 @@ static void encode_into(const cman *m, wr *w)
 	w32(w, m->n_tables);
 	w64(w, m->epoch);
 	w32(w, (uint32_t)idl);
-	w32(w, 0);
+	w32(w, m->n_seqs);
 	wbytes(w, m->cluster_id, idl);
 	for (uint32_t i = 0; i < m->partitions; i++)
 		w32(w, m->rank_of[i]);
@@ -146,6 +155,14 @@ static void encode_into(const cman *m, wr *w)
 		w64(w, p->rows);
 		w64(w, p->sum);
 		wbytes(w, p->addr, al);
+	}
+	for (uint32_t i = 0; i < m->n_seqs; i++) {
+		const cman_seq *q = &m->seqs[i];
+		w32(w, q->table);
+		w32(w, q->worker);
+		w64(w, q->session);
+		w64(w, q->seq);
+		w64(w, q->rows);
 	}
 }
 
@@ -178,6 +195,7 @@ void cman_free(cman *m)
 	emdb_free(m->rank_of);
 	emdb_free(m->tables);
 	emdb_free(m->parts);
+	emdb_free(m->seqs);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -236,9 +254,9 @@ int cman_decode(const uint8_t *p, size_t len, cman *m)
 	memcpy(&version, p + 4, 4);
 	if (magic != CMAN_MAGIC)
 		return corrupt(m, "bad magic (not \"EMCM\")");
-	if (version != CMAN_VERSION)
-		return emdb__seterr(EMDB_ERR_CORRUPT, "cluster manifest: version %u, this build reads %d", version,
-				    CMAN_VERSION);
+	if (version != 1 && version != CMAN_VERSION)
+		return emdb__seterr(EMDB_ERR_CORRUPT, "cluster manifest: version %u, this build reads 1 and %d",
+				    version, CMAN_VERSION);
 	uint64_t sum;
 	memcpy(&sum, p + len - 8, 8);
 	if (sum != XXH3_64bits(p, len - 8))
@@ -252,21 +270,26 @@ int cman_decode(const uint8_t *p, size_t len, cman *m)
 	m->n_tables = r32(&r);
 	m->epoch = r64(&r);
 	uint32_t idl = r32(&r);
-	if (r32(&r))
+	m->n_seqs = r32(&r); /* version 1: reserved, 0 */
+	if (version == 1 && m->n_seqs)
 		return corrupt(m, "reserved bytes not zero");
+	if (m->n_seqs > CMAN_SEQS_MAX)
+		return corrupt(m, "bad count of workers' steps");
 	if (idl == 0 || idl > CMAN_ID_MAX || !rstr(&r, idl, m->cluster_id))
 		return corrupt(m, "bad cluster id");
 	if (!m->nodes || m->nodes > m->partitions || m->partitions > CMAN_PARTITIONS_MAX ||
 	    m->n_tables > CMAN_TABLES_MAX)
 		return corrupt(m, "bad node, partition or table count");
 	/* Counts against the bytes left before allocating (invariant 1). */
-	uint64_t need = (uint64_t)m->partitions * 4 + (uint64_t)m->n_tables * TABLE_REC + (uint64_t)m->nodes * PART_REC;
+	uint64_t need = (uint64_t)m->partitions * 4 + (uint64_t)m->n_tables * TABLE_REC + (uint64_t)m->nodes * PART_REC +
+			(uint64_t)m->n_seqs * SEQ_REC;
 	if (!has(&r, need))
 		return corrupt(m, "truncated");
 	m->rank_of = emdb_malloc((size_t)m->partitions * 4);
 	m->tables = emdb_calloc(m->n_tables ? m->n_tables : 1, sizeof(*m->tables));
 	m->parts = emdb_calloc(m->nodes, sizeof(*m->parts));
-	if (!m->rank_of || !m->tables || !m->parts) {
+	m->seqs = m->n_seqs ? emdb_calloc(m->n_seqs, sizeof(*m->seqs)) : NULL;
+	if (!m->rank_of || !m->tables || !m->parts || (m->n_seqs && !m->seqs)) {
 		cman_free(m);
 		return emdb__seterr(EMDB_ERR_NOMEM, "cluster manifest");
 	}
@@ -287,6 +310,14 @@ int cman_decode(const uint8_t *p, size_t len, cman *m)
 		pt->sum = r64(&r);
 		if (al > CMAN_ADDR_MAX || !rstr(&r, al, pt->addr))
 			return corrupt(m, r.bad ? "truncated" : "bad node address");
+	}
+	for (uint32_t i = 0; i < m->n_seqs && !r.bad; i++) {
+		cman_seq *q = &m->seqs[i];
+		q->table = r32(&r);
+		q->worker = r32(&r);
+		q->session = r64(&r);
+		q->seq = r64(&r);
+		q->rows = r64(&r);
 	}
 	if (r.bad)
 		return corrupt(m, "truncated");

@@ -16,8 +16,12 @@
  *            the table alike and node-to-node frames can name it);
  *   ABORT    when one said no: the others forget it, and the change is
  *            refused with that node's error, applied nowhere.
- * A node other than the coordinator forwards the change (TABLE_ADMIN) and
- * answers its client with the coordinator's result.
+ * The phases run through the driver in phases.h.  A node other than the
+ * coordinator forwards the change (TABLE_ADMIN) and answers its client
+ * with the coordinator's result.  While a cluster checkpoint holds
+ * Updates (ckpt.c), a CREATE, DROP or ALTER asked of a node waits there
+ * until the checkpoint ended, so that every node's part holds the same
+ * tables and hyperparameters.
  *
  * Invariants:
  *   1. One transaction runs at a time; table ids are agreed, never
@@ -49,32 +53,27 @@
 #include "base/clock.h"
 #include "base/error_int.h"
 #include "cluster/cluster_int.h"
+#include "cluster/phases.h"
 #include "db/db_cluster.h"
 
 #define ADMIN_CALL_MS 60000u /* a forwarded change may queue behind others */
+#define RESERVE_MS 600000u   /* a RESERVE's COMMIT maps memory */
+
+/* The phase after ABORT: the undo of a CREATE that failed at COMMIT
+ * somewhere (a COMMIT of DROP where it was applied). */
+#define PHASE_UNDO (PROTO_NODE_TABLE_ABORT + 1)
 
 typedef struct txn txn;
-
-typedef struct txn_call {
-	cluster_call call;
-	txn *t;
-	uint32_t rank;
-} txn_call;
 
 struct txn {
 	txn *next;
 	cluster *cl;
-	cluster_req *req;      /* origin: a local request, or */
-	cluster_responder *r;  /* a peer's TABLE_ADMIN          */
+	phases *p;
 	proto_node_admin a;
+	uint32_t asked;        /* the action asked (a.action is DROP in an undo) */
 	uint32_t table;        /* header table: DROP and RESERVE */
-	uint16_t phase;        /* PROTO_NODE_TABLE_PREPARE, _COMMIT, _ABORT */
-	_Atomic uint32_t pending;
-	_Atomic int status;
-	char msg[240];
+	uint16_t phase;        /* PROTO_NODE_TABLE_PREPARE, _COMMIT, _ABORT, PHASE_UNDO */
 	_Atomic uint32_t max_id; /* PREPARE of CREATE: the largest next id */
-	uint8_t *ok;           /* [nodes]: the phase succeeded there */
-	txn_call *calls;       /* [nodes] */
 };
 
 struct admin_state {
@@ -149,25 +148,55 @@ static int local_phase(cluster *cl, uint16_t op, const proto_node_admin *a, uint
 
 static void txn_start(txn *t);
 
-static void txn_free(txn *t)
+static void max_id_at_least(txn *t, uint32_t next)
 {
-	emdb_free(t->ok);
-	emdb_free(t->calls);
-	emdb_free(t);
+	uint32_t cur = atomic_load(&t->max_id);
+	while (next > cur && !atomic_compare_exchange_weak(&t->max_id, &cur, next))
+		;
+}
+
+/* This node's part of the phase (phases_ops.local). */
+static int txn_local(phases *p, const proto_node_msg *m)
+{
+	txn *t = phases_arg(p);
+	uint32_t next;
+	int rc = local_phase(t->cl, m->hdr.opcode, &t->a, t->table, &next);
+	if (rc == EMDB_OK)
+		max_id_at_least(t, next);
+	return rc;
+}
+
+/* A node's answer (phases_ops.answer): PREPARE's next id. */
+static void txn_answer(phases *p, uint32_t rank, const proto_node_msg *m)
+{
+	txn *t = phases_arg(p);
+	(void)rank;
+	if (m->hdr.opcode == PROTO_NODE_TABLE_PREPARE)
+		max_id_at_least(t, (uint32_t)m->u.rows.rows);
+}
+
+/* Run phase op of the change on the nodes in take (NULL: every node). */
+static void txn_phase(txn *t, uint16_t op, const uint8_t *take)
+{
+	proto_node_msg m = { .hdr = cluster__hdr(t->cl, op, t->table, false) };
+	m.u.admin = t->a;
+	uint64_t deadline = 0;
+	if (t->a.action == PROTO_NODE_ADMIN_RESERVE && op == PROTO_NODE_TABLE_COMMIT)
+		deadline = emdb__now_ns() + RESERVE_MS * 1000000ull;
+	phases_run(t->p, &m, take, op == PROTO_NODE_TABLE_ABORT, deadline);
 }
 
 /* Answer the origin, then start the next queued transaction. */
 static void txn_end(txn *t)
 {
 	cluster *cl = t->cl;
-	int status = atomic_load(&t->status);
-	uint32_t id = t->a.action == PROTO_NODE_ADMIN_CREATE ? t->a.id : t->table;
-	if (t->req) {
-		t->req->table_out = status ? 0 : id;
-		cluster__finish(t->req, status, "%s", t->msg);
-	} else {
-		cluster__reply_rows(cl, t->r, PROTO_NODE_TABLE_ADMIN, t->table, status, id, t->msg);
-	}
+	int status = phases_status(t->p);
+	char msg[300] = "";
+	if (status)
+		snprintf(msg, sizeof(msg), "table %s refused by node %u: %s", action_name(t->asked),
+			 phases_failed_node(t->p), phases_why(t->p));
+	uint32_t id = t->asked == PROTO_NODE_ADMIN_CREATE ? t->a.id : t->table;
+	phases_end(t->p, status, id, msg);
 	admin_state *as = cl->admin;
 	pthread_mutex_lock(&as->mu);
 	as->head = t->next;
@@ -175,183 +204,73 @@ static void txn_end(txn *t)
 		as->tail = NULL;
 	txn *next = as->head;
 	pthread_mutex_unlock(&as->mu);
-	txn_free(t);
+	emdb_free(t);
 	if (next)
 		txn_start(next);
 }
 
-static void txn_fail(txn *t, uint32_t rank, int status, const char *why)
+/* A phase is over on every node: decide the next one (phases_ops.next,
+ * invariant 2). */
+static void txn_next(phases *p)
 {
-	int expect = EMDB_OK;
-	if (atomic_compare_exchange_strong(&t->status, &expect, status))
-		snprintf(t->msg, sizeof(t->msg), "table %s refused by node %u: %s", action_name(t->a.action), rank, why);
-}
-
-static void phase_send(txn *t, uint16_t op);
-
-/* A phase is over on every node: decide the next one (invariant 2). */
-static void phase_over(txn *t)
-{
+	txn *t = phases_arg(p);
 	cluster *cl = t->cl;
-	int status = atomic_load(&t->status);
+	int status = phases_status(p);
+	uint8_t take[cl->nodes];
 	if (t->phase == PROTO_NODE_TABLE_PREPARE) {
-		if (status == EMDB_OK) {
-			if (t->a.action == PROTO_NODE_ADMIN_CREATE)
-				t->a.id = atomic_load(&t->max_id);
-			phase_send(t, PROTO_NODE_TABLE_COMMIT);
-		} else {
-			phase_send(t, PROTO_NODE_TABLE_ABORT);
-		}
+		if (status == EMDB_OK && t->a.action == PROTO_NODE_ADMIN_CREATE)
+			t->a.id = atomic_load(&t->max_id);
+		for (uint32_t r = 0; r < cl->nodes; r++)
+			take[r] = status == EMDB_OK || phases_ok(p, r);
+		t->phase = status == EMDB_OK ? PROTO_NODE_TABLE_COMMIT : PROTO_NODE_TABLE_ABORT;
+		txn_phase(t, t->phase, take);
 		return;
 	}
 	if (t->phase == PROTO_NODE_TABLE_COMMIT && status != EMDB_OK && t->a.action == PROTO_NODE_ADMIN_CREATE) {
 		/* Undo where it was applied: a DROP of the new id there. */
+		uint32_t undo = 0;
 		for (uint32_t r = 0; r < cl->nodes; r++) {
-			if (!t->ok[r])
-				continue;
-			if (r == cl->rank)
-				emdb_table_drop(cl->db, t->a.id);
-			t->ok[r] = r != cl->rank;
+			take[r] = phases_ok(p, r) && r != cl->rank;
+			undo += take[r];
 		}
+		if (phases_ok(p, cl->rank))
+			emdb_table_drop(cl->db, t->a.id);
 		t->a.action = PROTO_NODE_ADMIN_DROP;
 		t->table = t->a.id;
-		uint32_t undo = 0;
-		for (uint32_t r = 0; r < cl->nodes; r++)
-			undo += t->ok[r];
 		if (undo) {
-			t->phase = PROTO_NODE_TABLE_ABORT + 1; /* the undo */
-			phase_send(t, PROTO_NODE_TABLE_COMMIT);
+			t->phase = PHASE_UNDO;
+			txn_phase(t, PROTO_NODE_TABLE_COMMIT, take);
 			return;
 		}
 	}
-	if (t->phase == PROTO_NODE_TABLE_ABORT + 1)
-		t->a.action = PROTO_NODE_ADMIN_CREATE; /* answer as the create it was */
 	txn_end(t);
 }
 
-static void part_done(txn *t)
-{
-	if (atomic_fetch_sub_explicit(&t->pending, 1, memory_order_acq_rel) == 1)
-		phase_over(t);
-}
-
-static void phase_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
-{
-	txn_call *tc = call->arg;
-	txn *t = tc->t;
-	char why[200];
-	if (rc < 0) {
-		snprintf(why, sizeof(why), "%s", emdb_last_error());
-	} else {
-		proto_node_msg m;
-		uint8_t *copy;
-		rc = cluster__decode(frame, len, &m, &copy);
-		if (rc == EMDB_OK && !(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE))
-			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "a request where its answer belongs");
-		if (rc)
-			snprintf(why, sizeof(why), "%s", emdb_last_error());
-		else if ((rc = m.hdr.status) < 0)
-			snprintf(why, sizeof(why), "%.*s", (int)m.u.err.len, m.u.err.p ? m.u.err.p : "");
-		else if (m.hdr.opcode == PROTO_NODE_TABLE_PREPARE) {
-			uint32_t next = (uint32_t)m.u.rows.rows, cur = atomic_load(&t->max_id);
-			while (next > cur && !atomic_compare_exchange_weak(&t->max_id, &cur, next))
-				;
-		}
-		emdb_free(copy);
-	}
-	if (rc < 0 && t->phase != PROTO_NODE_TABLE_ABORT)
-		txn_fail(t, tc->rank, rc, why);
-	else
-		t->ok[tc->rank] = 1;
-	part_done(t);
-}
-
-/* Send phase op to every node that takes part in it (every node, or for
- * ABORT and the undo those that succeeded before), in ring order, and
- * run this node's part. */
-static void phase_send(txn *t, uint16_t op)
-{
-	cluster *cl = t->cl;
-	bool only_ok = op == PROTO_NODE_TABLE_ABORT || t->phase == PROTO_NODE_TABLE_ABORT + 1;
-	uint8_t take[cl->nodes];
-	uint32_t n = 0;
-	for (uint32_t r = 0; r < cl->nodes; r++) {
-		take[r] = !only_ok || t->ok[r];
-		n += take[r];
-		t->ok[r] = 0;
-	}
-	if (t->phase != PROTO_NODE_TABLE_ABORT + 1)
-		t->phase = op;
-	atomic_store(&t->pending, n + 1);
-	proto_node_msg m = { .hdr = cluster__hdr(cl, op, t->table, false) };
-	m.u.admin = t->a;
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	int enc = cluster__encode(&m, &buf, &len, NULL);
-	for (uint32_t k = 1; k < cl->nodes; k++) {
-		uint32_t r = (cl->rank + k) % cl->nodes;
-		if (!take[r])
-			continue;
-		txn_call *tc = &t->calls[r];
-		memset(tc, 0, sizeof(*tc));
-		tc->t = t;
-		tc->rank = r;
-		tc->call.done = phase_reply;
-		tc->call.arg = tc;
-		if (t->a.action == PROTO_NODE_ADMIN_RESERVE && op == PROTO_NODE_TABLE_COMMIT)
-			tc->call.deadline_ns = emdb__now_ns() + 600ull * 1000000000ull; /* it maps memory */
-		int rc = enc ? enc : cluster__call(cl, r, buf, len, &tc->call);
-		if (rc) {
-			if (op != PROTO_NODE_TABLE_ABORT)
-				txn_fail(t, r, rc, emdb_last_error());
-			part_done(t);
-		}
-	}
-	emdb_free(buf);
-	if (take[cl->rank]) {
-		uint32_t next;
-		int rc = local_phase(cl, t->phase == PROTO_NODE_TABLE_ABORT + 1 ? PROTO_NODE_TABLE_COMMIT : op, &t->a,
-				     t->table, &next);
-		if (rc && op != PROTO_NODE_TABLE_ABORT)
-			txn_fail(t, cl->rank, rc, emdb_last_error());
-		else {
-			t->ok[cl->rank] = 1;
-			uint32_t cur = atomic_load(&t->max_id);
-			while (next > cur && !atomic_compare_exchange_weak(&t->max_id, &cur, next))
-				;
-		}
-		part_done(t);
-	}
-	part_done(t);
-}
+static const phases_ops txn_ops = { txn_local, txn_answer, txn_next };
 
 static void txn_start(txn *t)
 {
-	atomic_store(&t->status, EMDB_OK);
 	pthread_mutex_lock(&t->cl->admin->mu);
 	t->a.txn = t->cl->admin->next_txn++;
 	pthread_mutex_unlock(&t->cl->admin->mu);
-	t->phase = 0;
-	phase_send(t, PROTO_NODE_TABLE_PREPARE);
+	t->phase = PROTO_NODE_TABLE_PREPARE;
+	txn_phase(t, PROTO_NODE_TABLE_PREPARE, NULL);
 }
 
-/* Queue a change at the coordinator; starts it when none runs. */
-static int txn_queue(cluster *cl, cluster_req *req, cluster_responder *r, const proto_node_admin *a, uint32_t table)
+/* Queue a change at the coordinator, answered to origin; starts it when
+ * none runs. */
+static int txn_queue(cluster *cl, const phases_origin *origin, const proto_node_admin *a, uint32_t table)
 {
 	txn *t = emdb_calloc(1, sizeof(*t));
-	if (t) {
-		t->ok = emdb_calloc(cl->nodes, 1);
-		t->calls = emdb_calloc(cl->nodes, sizeof(*t->calls));
-	}
-	if (!t || !t->ok || !t->calls) {
-		if (t)
-			txn_free(t);
+	if (!t)
 		return emdb__seterr(EMDB_ERR_NOMEM, "a table change");
+	if (!(t->p = phases_new(cl, &txn_ops, t, origin))) {
+		emdb_free(t);
+		return EMDB_ERR_NOMEM;
 	}
 	t->cl = cl;
-	t->req = req;
-	t->r = r;
 	t->a = *a;
+	t->asked = a->action;
 	t->table = table;
 	admin_state *as = cl->admin;
 	pthread_mutex_lock(&as->mu);
@@ -369,17 +288,28 @@ static int txn_queue(cluster *cl, cluster_req *req, cluster_responder *r, const 
 
 /* ---- a node that is not the coordinator ---------------------------------- */
 
-static void fwd_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
+/* The result of a local request's change, run here or at the
+ * coordinator: its id (CREATE) or its error. */
+static void admin_done(void *arg, int status, uint64_t id, const char *msg)
 {
-	cluster_req *req = cluster__req_of(call);
-	uint64_t id;
-	if (cluster__take_reply(req, rc, frame, len, PROTO_NODE_TABLE_ADMIN, "node 0 (the table coordinator)", &id)) {
-		req->table_out = req->op == CLUSTER_TABLE_CREATE ? (uint32_t)id : 0;
-		cluster__finish(req, EMDB_OK, NULL);
-	}
+	cluster_req *req = arg;
+	req->table_out = status == EMDB_OK && req->op == CLUSTER_TABLE_CREATE ? (uint32_t)id : 0;
+	cluster__finish(req, status, "%s", msg);
 }
 
+static int admin_start(cluster *cl, cluster_req *req);
+
 int admin_submit(cluster *cl, cluster_req *req)
+{
+	if (ckpt_gate_enter(cl, req)) /* a cluster checkpoint holds table changes */
+		return EMDB_OK;
+	int rc = admin_start(cl, req);
+	if (rc)
+		ckpt_gate_cancel(cl, req);
+	return rc;
+}
+
+static int admin_start(cluster *cl, cluster_req *req)
 {
 	proto_node_admin a = { .rows = req->rows_in };
 	int rc = EMDB_OK;
@@ -415,13 +345,14 @@ int admin_submit(cluster *cl, cluster_req *req)
 		break;
 	}
 	uint32_t table = a.action == PROTO_NODE_ADMIN_CREATE ? 0 : req->table;
+	phases_origin origin = { .done = admin_done, .arg = req };
 	if (rc == EMDB_OK && cl->rank == CLUSTER_COORDINATOR)
-		rc = txn_queue(cl, req, NULL, &a, table);
+		rc = txn_queue(cl, &origin, &a, table);
 	else if (rc == EMDB_OK) {
 		proto_node_msg m = { .hdr = cluster__hdr(cl, PROTO_NODE_TABLE_ADMIN, table, false) };
 		m.u.admin = a;
-		rc = cluster__send_for(cl, CLUSTER_COORDINATOR, &m, req, fwd_reply,
-				       emdb__now_ns() + ADMIN_CALL_MS * 1000000ull);
+		rc = phases_ask(cl, &m, emdb__now_ns() + ADMIN_CALL_MS * 1000000ull, "node 0 (the table coordinator)",
+				admin_done, req);
 	}
 	if (rc)
 		cluster__set_msg(req, rc, NULL);
@@ -436,7 +367,8 @@ void admin_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_re
 		if (cl->rank != CLUSTER_COORDINATOR)
 			rc = emdb__seterr(EMDB_ERR_INVALID, "node %u is not the table coordinator (node %u is)", cl->rank,
 					  CLUSTER_COORDINATOR);
-		else if ((rc = txn_queue(cl, NULL, r, &m->u.admin, m->hdr.table)) == EMDB_OK)
+		else if ((rc = txn_queue(cl, &(phases_origin){ .r = r, .op = op, .table = m->hdr.table }, &m->u.admin,
+					      m->hdr.table)) == EMDB_OK)
 			return;
 		cluster__reply(cl, r, op, m->hdr.table, NULL, 0, rc);
 		return;

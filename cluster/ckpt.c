@@ -4,9 +4,11 @@
  * written last names the parts (docs/cluster.md "Cluster checkpoints").
  *
  * The coordinator (rank CLUSTER_COORDINATOR) runs one cluster checkpoint
- * at a time, in phases sent to every node in ring order:
+ * at a time, in phases sent to every node in ring order (the driver in
+ * phases.h):
  *   HOLD   each node stops starting Updates (UPDATE, PUSH_UPDATE, the
- *          Update of a synchronous step; LOAD too) as a home node: they are deferred,
+ *          Update of a synchronous step; LOAD and the table changes
+ *          ALTER, CREATE and DROP too) as a home node: they are deferred,
  *          not refused; it answers once the Updates it had started have
  *          ended on every owner (drained).  When every node answered, no
  *          Update is in flight anywhere, and since every Update reaches
@@ -38,6 +40,9 @@
  *      with a durable part; without it the checkpoint is invisible
  *      (restore and listing read manifests only).
  *   4. Every run answers its origin exactly once.
+ *   5. The manifest holds the coordinator's workers' last applied steps
+ *      (db/step.h) as they are while Updates are held, so at the parts'
+ *      step boundary; a restore's SWAP puts them back on the coordinator.
  *
  * State changes: the gate (under ckpt_state.mu); the nodes' stores and the
  * manifests, through cluster_ckpt_ops.
@@ -51,33 +56,23 @@
 #include "base/clock.h"
 #include "base/error_int.h"
 #include "cluster/cluster_int.h"
+#include "cluster/phases.h"
+#include "db/step.h"
 
 #define HOLD_MS_DEFAULT 600000u /* cluster_ckpt_set_ops's hold_ms 0 */
 
 typedef struct run run;
 
-typedef struct run_call {
-	cluster_call call;
-	run *run;
-	uint32_t rank;
-} run_call;
-
 struct run {
 	cluster *cl;
+	phases *p;
 	uint32_t kind;
 	uint64_t id;
 	uint16_t phase;            /* PROTO_NODE_CKPT_HOLD, _WRITE or _LOAD, _SWAP, _END */
 	bool restore;              /* HOLD, LOAD, SWAP, END; else HOLD, WRITE, END */
 	bool commit;               /* END: the manifest is written / the tables swapped */
-	_Atomic uint32_t pending;
-	_Atomic int status;
-	char msg[240];
 	cluster_ckpt_part *parts;  /* [nodes] */
-	run_call *calls;           /* [nodes] */
-	cluster_ckpt_done_fn done; /* origin: a local request, or */
-	void *arg;
-	cluster_responder *r;      /* a peer's CKPT_ASK */
-	char final_msg[240];
+	char final_msg[300];
 	int final_status;
 };
 
@@ -147,8 +142,21 @@ void cluster_ckpt_set_ops(cluster *cl, const cluster_ckpt_ops *ops, void *ctx, u
 static bool gated_op(const cluster_req *req)
 {
 	/* LOAD (import) writes rows as an Update does: held too, so that each
-	 * part holds a load whole or not at all. */
-	return req->op == CLUSTER_UPDATE || req->op == CLUSTER_PUSH_UPDATE || req->op == CLUSTER_LOAD;
+	 * part holds a load whole or not at all.  A table change that alters
+	 * what a part holds (ALTER's hyperparameters, CREATE, DROP) is held
+	 * too, so that no checkpoint holds it on some nodes and not on
+	 * others. */
+	switch (req->op) {
+	case CLUSTER_UPDATE:
+	case CLUSTER_PUSH_UPDATE:
+	case CLUSTER_LOAD:
+	case CLUSTER_TABLE_ALTER:
+	case CLUSTER_TABLE_CREATE:
+	case CLUSTER_TABLE_DROP:
+		return true;
+	default:
+		return false;
+	}
 }
 
 /* req no longer counts as in flight: its own done back in place, and
@@ -267,7 +275,7 @@ static void gate_release(cluster *cl, uint64_t id, bool abort)
 	while (q) {
 		cluster_req *next = q->priv;
 		q->priv = NULL;
-		if (route_submit(cl, q) != EMDB_OK) {
+		if (cluster_submit(cl, q) != EMDB_OK) {
 			char why[sizeof(q->msg)];
 			snprintf(why, sizeof(why), "%s", q->msg);
 			cluster__finish(q, q->status ? q->status : EMDB_ERR_INTERNAL, "%s", why);
@@ -288,9 +296,6 @@ void ckpt_tick(cluster *cl, uint64_t now_ns)
 }
 
 /* ---- a node's part of WRITE ------------------------------------------------- */
-
-static void run_part_end(run *ru, uint32_t rank, int status, const char *why);
-static void run_next(run *ru);
 
 static int start_part(cluster *cl, part_token *tk)
 {
@@ -319,13 +324,27 @@ static void reply_empty(cluster *cl, cluster_responder *r, uint16_t op)
 	cluster__reply(cl, r, op, 0, buf, len, rc);
 }
 
-/* This node's part of a SWAP; an error names nothing (the caller does). */
+/* This node's part of a SWAP; an error names nothing (the caller does).
+ * The coordinator takes on the checkpoint's workers' steps, so that a
+ * ranked worker's resend of a step the checkpoint holds is answered, not
+ * applied again (invariant 5). */
 static int swap_here(cluster *cl)
 {
 	ckpt_state *s = cl->ckpt;
 	if (!s->have_ops)
 		return emdb__seterr(EMDB_ERR_UNSUPPORTED, "no cluster checkpoint store here");
-	return s->ops.swap(s->ctx);
+	step_seq_rec *seqs = NULL;
+	size_t n = 0;
+	int rc = s->ops.swap(s->ctx, &seqs, &n);
+	if (rc == EMDB_OK && cl->rank == CLUSTER_COORDINATOR)
+		rc = step_seq_import(cl->steps, seqs, n);
+	emdb_free(seqs);
+	return rc;
+}
+
+int cluster_ckpt_steps_restored(cluster *cl, const step_seq_rec *seqs, size_t n)
+{
+	return cl->rank == CLUSTER_COORDINATOR ? step_seq_import(cl->steps, seqs, n) : EMDB_OK;
 }
 
 /* END: Updates go again; an abort forgets what a LOAD staged (and the
@@ -349,12 +368,9 @@ void cluster_ckpt_part_done(cluster *cl, void *token, int status, uint64_t part,
 		pthread_mutex_unlock(&s->mu);
 	}
 	if (tk->run) {
-		if (status == EMDB_OK) {
+		if (status == EMDB_OK)
 			tk->run->parts[cl->rank] = (cluster_ckpt_part){ cl->rank, part, rows };
-			run_part_end(tk->run, cl->rank, EMDB_OK, NULL);
-		} else {
-			run_part_end(tk->run, cl->rank, status, msg);
-		}
+		phases_local_done(tk->run->p, status, msg);
 	} else if (status == EMDB_OK && tk->op == PROTO_NODE_CKPT_LOAD) {
 		reply_empty(cl, tk->r, PROTO_NODE_CKPT_LOAD);
 	} else if (status == EMDB_OK) {
@@ -373,145 +389,96 @@ void cluster_ckpt_part_done(cluster *cl, void *token, int status, uint64_t part,
 
 /* ---- the coordinator's run ----------------------------------------------------- */
 
-static void run_fail(run *ru, uint32_t rank, int status, const char *why)
+/* A node's answer (phases_ops.answer): WRITE's part. */
+static void run_answer_of(phases *p, uint32_t rank, const proto_node_msg *m)
 {
-	int expect = EMDB_OK;
-	if (atomic_compare_exchange_strong(&ru->status, &expect, status))
-		snprintf(ru->msg, sizeof(ru->msg), "cluster checkpoint %llu: node %u: %s", (unsigned long long)ru->id,
-			 rank, why && why[0] ? why : emdb_strerror(status));
-}
-
-static void run_part_end(run *ru, uint32_t rank, int status, const char *why)
-{
-	if (status < 0 && ru->phase != PROTO_NODE_CKPT_END)
-		run_fail(ru, rank, status, why);
-	if (atomic_fetch_sub_explicit(&ru->pending, 1, memory_order_acq_rel) == 1)
-		run_next(ru);
-}
-
-static void run_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
-{
-	run_call *rc_ = call->arg;
-	run *ru = rc_->run;
-	char why[240] = "";
-	if (rc < 0) {
-		snprintf(why, sizeof(why), "%s", emdb_last_error());
-	} else {
-		proto_node_msg m;
-		uint8_t *copy;
-		rc = cluster__decode(frame, len, &m, &copy);
-		if (rc == EMDB_OK && (!(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE) || m.hdr.opcode != ru->phase))
-			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "answered node %s with node %s", proto_node_op_name(ru->phase),
-					  proto_node_op_name(m.hdr.opcode));
-		if (rc)
-			snprintf(why, sizeof(why), "%s", emdb_last_error());
-		else if ((rc = m.hdr.status) < 0)
-			snprintf(why, sizeof(why), "%.*s", (int)m.u.err.len, m.u.err.p ? m.u.err.p : "");
-		else if (ru->phase == PROTO_NODE_CKPT_WRITE)
-			ru->parts[rc_->rank] = (cluster_ckpt_part){ rc_->rank, m.u.ckpt.part, m.u.ckpt.rows };
-		emdb_free(copy);
-	}
-	run_part_end(ru, rc_->rank, rc, why);
+	run *ru = phases_arg(p);
+	if (m->hdr.opcode == PROTO_NODE_CKPT_WRITE)
+		ru->parts[rank] = (cluster_ckpt_part){ rank, m->u.ckpt.part, m->u.ckpt.rows };
 }
 
 static void local_held(void *arg)
 {
 	run *ru = arg;
-	run_part_end(ru, ru->cl->rank, EMDB_OK, NULL);
+	phases_local_done(ru->p, EMDB_OK, NULL);
 }
 
-/* Send phase op to every node in ring order, then run this node's part. */
-static void phase_send(run *ru, uint16_t op)
+/* This node's part of a phase (phases_ops.local). */
+static int run_local(phases *p, const proto_node_msg *m)
+{
+	run *ru = phases_arg(p);
+	cluster *cl = ru->cl;
+	uint16_t op = m->hdr.opcode;
+	int rc = EMDB_OK;
+	if (op == PROTO_NODE_CKPT_HOLD) {
+		rc = gate_hold(cl, ru->id, cl->ckpt->hold_ms, local_held, ru);
+	} else if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD) {
+		part_token *tk = emdb_calloc(1, sizeof(*tk));
+		if (!tk)
+			return emdb__seterr(EMDB_ERR_NOMEM, "a checkpoint part");
+		*tk = (part_token){ .cl = cl, .run = ru, .op = op, .kind = ru->kind, .id = ru->id };
+		if ((rc = start_part(cl, tk)))
+			emdb_free(tk);
+	} else if (op == PROTO_NODE_CKPT_SWAP) {
+		return swap_here(cl);
+	} else {
+		end_here(cl, ru->id, ru->commit);
+		return EMDB_OK;
+	}
+	return rc ? rc : PHASES_LATER;
+}
+
+/* Run phase op on every node. */
+static void run_phase(run *ru, uint16_t op)
 {
 	cluster *cl = ru->cl;
 	ckpt_state *s = cl->ckpt;
-	ru->phase = op;
-	atomic_store(&ru->pending, cl->nodes + 1);
 	proto_node_msg m = { .hdr = cluster__hdr(cl, op, 0, false) };
 	m.u.ckpt = (proto_node_ckpt){ .kind = ru->kind, .id = ru->id };
+	ru->phase = op;
 	if (op == PROTO_NODE_CKPT_HOLD)
 		m.u.ckpt.timeout_ms = s->hold_ms;
 	if (op == PROTO_NODE_CKPT_END && ru->commit)
 		m.u.ckpt.flags = PROTO_NODE_CKPT_COMMIT;
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	int enc = cluster__encode(&m, &buf, &len, NULL);
-	for (uint32_t k = 1; k < cl->nodes; k++) {
-		uint32_t r = (cl->rank + k) % cl->nodes;
-		run_call *c = &ru->calls[r];
-		memset(c, 0, sizeof(*c));
-		c->run = ru;
-		c->rank = r;
-		c->call.done = run_reply;
-		c->call.arg = c;
-		if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD) /* a part: up to hold_ms */
-			c->call.deadline_ns = emdb__now_ns() + (uint64_t)s->hold_ms * 1000000ull;
-		int rc = enc ? enc : cluster__call(cl, r, buf, len, &c->call);
-		if (rc)
-			run_part_end(ru, r, rc, emdb_last_error());
-	}
-	emdb_free(buf);
-	int rc = EMDB_OK;
-	if (op == PROTO_NODE_CKPT_HOLD) {
-		rc = gate_hold(cl, ru->id, s->hold_ms, local_held, ru);
-	} else if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD) {
-		part_token *tk = emdb_calloc(1, sizeof(*tk));
-		if (!tk)
-			rc = emdb__seterr(EMDB_ERR_NOMEM, "a checkpoint part");
-		else {
-			*tk = (part_token){ .cl = cl, .run = ru, .op = op, .kind = ru->kind, .id = ru->id };
-			if ((rc = start_part(cl, tk)))
-				emdb_free(tk);
-		}
-	} else if (op == PROTO_NODE_CKPT_SWAP) {
-		if ((rc = swap_here(cl)) == EMDB_OK)
-			run_part_end(ru, cl->rank, EMDB_OK, NULL);
-	} else {
-		end_here(cl, ru->id, ru->commit);
-		run_part_end(ru, cl->rank, EMDB_OK, NULL);
-	}
-	if (rc)
-		run_part_end(ru, cl->rank, rc, emdb_last_error());
-	run_part_end(ru, cl->rank, EMDB_OK, NULL); /* the sender's own count */
+	uint64_t deadline = 0;
+	if (op == PROTO_NODE_CKPT_WRITE || op == PROTO_NODE_CKPT_LOAD) /* a part: up to hold_ms */
+		deadline = emdb__now_ns() + (uint64_t)s->hold_ms * 1000000ull;
+	phases_run(ru->p, &m, NULL, op == PROTO_NODE_CKPT_END, deadline);
 }
 
 static void run_free(run *ru)
 {
 	emdb_free(ru->parts);
-	emdb_free(ru->calls);
 	emdb_free(ru);
 }
 
 static void run_answer(run *ru)
 {
-	cluster *cl = ru->cl;
-	ckpt_state *s = cl->ckpt;
+	ckpt_state *s = ru->cl->ckpt;
 	pthread_mutex_lock(&s->mu);
 	s->running = false;
 	pthread_mutex_unlock(&s->mu);
-	if (ru->done)
-		ru->done(ru->arg, ru->final_status, ru->final_status ? 0 : ru->id, ru->final_msg);
-	else
-		cluster__reply_rows(cl, ru->r, ru->restore ? PROTO_NODE_CKPT_RESTORE : PROTO_NODE_CKPT_ASK, 0,
-				    ru->final_status, ru->id, ru->final_msg);
+	phases_end(ru->p, ru->final_status, ru->id, ru->final_msg);
 	run_free(ru);
 }
 
-/* A phase is over on every node: the next one (invariant 3). */
-static void run_next(run *ru)
+/* A phase is over on every node: the next one (phases_ops.next,
+ * invariant 3). */
+static void run_next(phases *p)
 {
+	run *ru = phases_arg(p);
 	cluster *cl = ru->cl;
-	int status = atomic_load(&ru->status);
+	int status = phases_status(p);
 	if (ru->phase == PROTO_NODE_CKPT_END) {
 		run_answer(ru);
 		return;
 	}
 	if (status == EMDB_OK && ru->phase == PROTO_NODE_CKPT_HOLD) {
-		phase_send(ru, ru->restore ? PROTO_NODE_CKPT_LOAD : PROTO_NODE_CKPT_WRITE);
+		run_phase(ru, ru->restore ? PROTO_NODE_CKPT_LOAD : PROTO_NODE_CKPT_WRITE);
 		return;
 	}
 	if (status == EMDB_OK && ru->phase == PROTO_NODE_CKPT_LOAD) { /* staged everywhere */
-		phase_send(ru, PROTO_NODE_CKPT_SWAP);
+		run_phase(ru, PROTO_NODE_CKPT_SWAP);
 		return;
 	}
 	if (ru->phase == PROTO_NODE_CKPT_SWAP) {
@@ -520,20 +487,31 @@ static void run_next(run *ru)
 		ru->commit = status == EMDB_OK;
 	} else if (status == EMDB_OK) { /* every part is durable: the manifest, last */
 		char why[200] = "";
-		int rc = cl->ckpt->ops.publish(cl->ckpt->ctx, ru->id, ru->kind, ru->parts, cl->nodes, why, sizeof(why));
+		step_seq_rec *seqs = NULL;
+		size_t nseqs = 0;
+		int rc = step_seq_export(cl->steps, &seqs, &nseqs);
 		if (rc)
-			run_fail(ru, cl->rank, rc, why);
+			snprintf(why, sizeof(why), "%s", emdb_last_error());
+		else
+			rc = cl->ckpt->ops.publish(cl->ckpt->ctx, ru->id, ru->kind, ru->parts, cl->nodes, seqs, nseqs, why,
+						   sizeof(why));
+		emdb_free(seqs);
+		if (rc)
+			phases_fail(p, cl->rank, rc, why);
 		else
 			ru->commit = true;
-		status = atomic_load(&ru->status);
+		status = phases_status(p);
 	}
 	ru->final_status = status;
-	snprintf(ru->final_msg, sizeof(ru->final_msg), "%s", status ? ru->msg : "");
-	phase_send(ru, PROTO_NODE_CKPT_END);
+	if (status)
+		snprintf(ru->final_msg, sizeof(ru->final_msg), "cluster checkpoint %llu: node %u: %s",
+			 (unsigned long long)ru->id, phases_failed_node(p), phases_why(p));
+	run_phase(ru, PROTO_NODE_CKPT_END);
 }
 
-static int run_start(cluster *cl, uint32_t kind, bool restore, uint64_t id, cluster_ckpt_done_fn done, void *arg,
-		     cluster_responder *r)
+static const phases_ops run_ops = { run_local, run_answer_of, run_next };
+
+static int run_start(cluster *cl, uint32_t kind, bool restore, uint64_t id, const phases_origin *origin)
 {
 	ckpt_state *s = cl->ckpt;
 	if (cl->rank != CLUSTER_COORDINATOR)
@@ -542,14 +520,16 @@ static int run_start(cluster *cl, uint32_t kind, bool restore, uint64_t id, clus
 	if (kind != 1 && kind != 2)
 		return emdb__seterr(EMDB_ERR_INVALID, "checkpoint kind %u: 1 is full, 2 incremental", kind);
 	run *ru = emdb_calloc(1, sizeof(*ru));
-	if (ru) {
+	if (ru)
 		ru->parts = emdb_calloc(cl->nodes, sizeof(*ru->parts));
-		ru->calls = emdb_calloc(cl->nodes, sizeof(*ru->calls));
-	}
-	if (!ru || !ru->parts || !ru->calls) {
+	if (!ru || !ru->parts) {
 		if (ru)
 			run_free(ru);
 		return emdb__seterr(EMDB_ERR_NOMEM, "a cluster checkpoint");
+	}
+	if (!(ru->p = phases_new(cl, &run_ops, ru, origin))) {
+		run_free(ru);
+		return EMDB_ERR_NOMEM;
 	}
 	pthread_mutex_lock(&s->mu);
 	int rc = EMDB_OK;
@@ -569,54 +549,18 @@ static int run_start(cluster *cl, uint32_t kind, bool restore, uint64_t id, clus
 		pthread_mutex_unlock(&s->mu);
 	}
 	if (rc) {
+		phases_free(ru->p);
 		run_free(ru);
 		return rc;
 	}
 	ru->cl = cl;
 	ru->kind = kind;
 	ru->restore = restore;
-	ru->done = done;
-	ru->arg = arg;
-	ru->r = r;
-	atomic_store(&ru->status, EMDB_OK);
-	phase_send(ru, PROTO_NODE_CKPT_HOLD);
+	run_phase(ru, PROTO_NODE_CKPT_HOLD);
 	return EMDB_OK;
 }
 
 /* ---- a node that is not the coordinator ------------------------------------------ */
-
-typedef struct ask_call {
-	cluster_call call;
-	cluster_ckpt_done_fn done;
-	void *arg;
-	uint16_t op; /* CKPT_ASK or CKPT_RESTORE */
-} ask_call;
-
-static void ask_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
-{
-	ask_call *a = call->arg;
-	char why[256] = "";
-	uint64_t id = 0;
-	if (rc < 0) {
-		snprintf(why, sizeof(why), "node 0 (the checkpoint coordinator): %s", emdb_last_error());
-	} else {
-		proto_node_msg m;
-		uint8_t *copy;
-		rc = cluster__decode(frame, len, &m, &copy);
-		if (rc == EMDB_OK && (m.hdr.opcode != a->op || !(m.hdr.flags & PROTO_NODE_FLAG_RESPONSE)))
-			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "answered node %s with node %s", proto_node_op_name(a->op),
-					  proto_node_op_name(m.hdr.opcode));
-		if (rc)
-			snprintf(why, sizeof(why), "node 0: %s", emdb_last_error());
-		else if ((rc = m.hdr.status) < 0)
-			snprintf(why, sizeof(why), "%.*s", (int)m.u.err.len, m.u.err.p ? m.u.err.p : "");
-		else
-			id = m.u.rows.rows;
-		emdb_free(copy);
-	}
-	a->done(a->arg, rc, id, why);
-	emdb_free(a);
-}
 
 /* Run on the coordinator, or forward op (CKPT_ASK, CKPT_RESTORE) to it. */
 static int start_or_ask(cluster *cl, uint16_t op, uint32_t kind, uint64_t id, cluster_ckpt_done_fn done, void *arg)
@@ -625,32 +569,16 @@ static int start_or_ask(cluster *cl, uint16_t op, uint32_t kind, uint64_t id, cl
 	if (!done)
 		return emdb__seterr(EMDB_ERR_INVALID, "cluster checkpoint: no done callback");
 	if (cl->rank == CLUSTER_COORDINATOR)
-		return run_start(cl, kind, restore, id, done, arg, NULL);
+		return run_start(cl, kind, restore, id, &(phases_origin){ .done = done, .arg = arg });
 	if (kind != 1 && kind != 2)
 		return emdb__seterr(EMDB_ERR_INVALID, "checkpoint kind %u: 1 is full, 2 incremental", kind);
-	ask_call *a = emdb_calloc(1, sizeof(*a));
-	if (!a)
-		return emdb__seterr(EMDB_ERR_NOMEM, "a cluster checkpoint");
-	a->done = done;
-	a->arg = arg;
-	a->op = op;
-	a->call.done = ask_reply;
-	a->call.arg = a;
-	/* The coordinator's hold, the parts and the manifest: within about
-	 * two holds (hold_ms is the same on every node). */
-	a->call.deadline_ns = emdb__now_ns() + 3ull * cl->ckpt->hold_ms * 1000000ull;
 	proto_node_msg m = { .hdr = cluster__hdr(cl, op, 0, false) };
 	m.u.ckpt.kind = kind;
 	m.u.ckpt.id = id;
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	int rc = cluster__encode(&m, &buf, &len, NULL);
-	if (rc == EMDB_OK)
-		rc = cluster__call(cl, CLUSTER_COORDINATOR, buf, len, &a->call);
-	emdb_free(buf);
-	if (rc)
-		emdb_free(a);
-	return rc;
+	/* The coordinator's hold, the parts and the manifest: within about
+	 * two holds (hold_ms is the same on every node). */
+	return phases_ask(cl, &m, emdb__now_ns() + 3ull * cl->ckpt->hold_ms * 1000000ull,
+			  "node 0 (the checkpoint coordinator)", done, arg);
 }
 
 int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, void *arg)
@@ -683,7 +611,8 @@ void ckpt_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_res
 	const proto_node_ckpt *c = &m->u.ckpt;
 	int rc;
 	if (op == PROTO_NODE_CKPT_ASK || op == PROTO_NODE_CKPT_RESTORE) {
-		if ((rc = run_start(cl, c->kind, op == PROTO_NODE_CKPT_RESTORE, c->id, NULL, NULL, r)) == EMDB_OK)
+		if ((rc = run_start(cl, c->kind, op == PROTO_NODE_CKPT_RESTORE, c->id,
+				    &(phases_origin){ .r = r, .op = op })) == EMDB_OK)
 			return;
 		cluster__reply(cl, r, op, 0, NULL, 0, rc);
 		return;

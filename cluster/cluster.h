@@ -246,6 +246,8 @@ typedef struct cluster_ckpt_part {
 	uint64_t rows;
 } cluster_ckpt_part;
 
+typedef struct step_seq_rec step_seq_rec; /* db/step.h: a worker's last applied step */
+
 typedef struct cluster_ckpt_ops {
 	/* Write this node's part of cluster checkpoint `id` (kind 1 full, 2
 	 * incremental), then call cluster_ckpt_part_done(cl, token, ...) once,
@@ -257,9 +259,11 @@ typedef struct cluster_ckpt_ops {
 	/* Coordinator: the id of the next cluster checkpoint. */
 	int (*next_id)(void *ctx, uint64_t *id);
 	/* Coordinator: write the manifest of `id`, whose parts[n] (by rank)
-	 * are all durable.  Errors with the reason in why. */
-	int (*publish)(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n, char *why,
-		       size_t whylen);
+	 * are all durable, with seqs[nseqs]: every ranked worker's last
+	 * applied step (db/step.h) at the checkpoint.  Errors with the
+	 * reason in why. */
+	int (*publish)(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n,
+		       const step_seq_rec *seqs, size_t nseqs, char *why, size_t whylen);
 	/* Coordinator: the complete cluster checkpoint `id` names (0: the
 	 * newest) into *out.  Errors: INVALID (none such). */
 	int (*resolve)(void *ctx, uint64_t id, uint64_t *out);
@@ -267,8 +271,11 @@ typedef struct cluster_ckpt_ops {
 	 * node owns, changing nothing yet; then, from any thread,
 	 * cluster_ckpt_part_done(cl, token, status, 1, rows, msg). */
 	int (*load)(void *ctx, uint64_t id, void *token);
-	/* Replace every table with what load staged, at once. */
-	int (*swap)(void *ctx);
+	/* Replace every table with what load staged, at once; *seqs[*nseqs]
+	 * the staged checkpoint's workers' steps (publish's; emdb_malloc'd,
+	 * the caller frees; NULL and 0 for none), which the coordinator
+	 * takes on for its synchronous steps. */
+	int (*swap)(void *ctx, step_seq_rec **seqs, size_t *nseqs);
 	/* Forget what load staged (none: a no-op). */
 	void (*discard)(void *ctx);
 } cluster_ckpt_ops;
@@ -295,6 +302,12 @@ int cluster_ckpt_start(cluster *cl, uint32_t kind, cluster_ckpt_done_fn done, vo
 /* Restore cluster checkpoint `id` (0: the newest) on every node, all or
  * none: done as cluster_ckpt_start's, with the id restored. */
 int cluster_ckpt_restore(cluster *cl, uint64_t id, cluster_ckpt_done_fn done, void *arg);
+
+/* At start, after `--restore` restored a cluster checkpoint: the workers'
+ * steps of its manifest (publish's seqs), taken on by the coordinator
+ * (other ranks: nothing to do).  Before any request.  Errors as
+ * step_seq_import. */
+int cluster_ckpt_steps_restored(cluster *cl, const step_seq_rec *seqs, size_t n);
 
 /* What write_part's (or load's) work ended with: the part's id and rows, or an error
  * and its message.  Any thread; token is freed here. */

@@ -167,7 +167,8 @@ void admin_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_re
 
 int ckpt_open(cluster *cl);
 void ckpt_close(cluster *cl);
-/* An Update-like request (UPDATE, PUSH_UPDATE, LOAD) about to be routed: 1 when
+/* An Update-like request (UPDATE, PUSH_UPDATE, LOAD; the table changes
+ * ALTER, CREATE, DROP) about to start: 1 when
  * a cluster checkpoint holds Updates (req is deferred: it starts when the
  * hold ends, and its done runs then), 0 when it may go (it counts as in
  * flight until its done).  Other requests: 0. */

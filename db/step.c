@@ -229,6 +229,59 @@ static void settle_locked(step_barrier *b, uint32_t table, const step_seq *id, b
 	e->applying = false;
 }
 
+int step_seq_export(step_barrier *b, step_seq_rec **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&b->lock);
+	size_t k = 0;
+	for (seq_log *l = b->logs; l; l = l->next)
+		for (uint32_t w = 0; w < l->cap; w++)
+			k += l->e[w].applied != 0;
+	step_seq_rec *v = k ? emdb_malloc(k * sizeof(*v)) : NULL;
+	if (k && !v) {
+		pthread_mutex_unlock(&b->lock);
+		return emdb__seterr(EMDB_ERR_NOMEM, "no memory for %zu step sequences", k);
+	}
+	k = 0;
+	for (seq_log *l = b->logs; l; l = l->next)
+		for (uint32_t w = 0; w < l->cap; w++)
+			if (l->e[w].applied)
+				v[k++] = (step_seq_rec){ l->table, w, l->e[w].session, l->e[w].applied, l->e[w].rows };
+	pthread_mutex_unlock(&b->lock);
+	*out = v;
+	*n = k;
+	return EMDB_OK;
+}
+
+int step_seq_import(step_barrier *b, const step_seq_rec *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].worker >= EMDB_WORKERS_MAX || !v[i].applied || !v[i].table)
+			return emdb__seterr(EMDB_ERR_INVALID, "step sequence %zu: worker %u, table %u, seq %llu", i,
+					    v[i].worker, v[i].table, (unsigned long long)v[i].applied);
+	pthread_mutex_lock(&b->lock);
+	/* Room first (an entry made and left zero is no entry), then the
+	 * values: a NOMEM changes nothing. */
+	for (size_t i = 0; i < n; i++)
+		if (!entry_locked(b, v[i].table, v[i].worker, true)) {
+			pthread_mutex_unlock(&b->lock);
+			return emdb__seterr(EMDB_ERR_NOMEM, "no memory for %zu step sequences", n);
+		}
+	for (seq_log *l = b->logs; l; l = l->next)
+		for (uint32_t w = 0; w < l->cap; w++)
+			if (!l->e[w].pending)
+				l->e[w] = (seq_entry){ 0 };
+	for (size_t i = 0; i < n; i++) {
+		seq_entry *e = entry_locked(b, v[i].table, v[i].worker, false);
+		if (e->pending)
+			continue;
+		*e = (seq_entry){ .session = v[i].session, .applied = v[i].applied, .rows = v[i].rows };
+	}
+	pthread_mutex_unlock(&b->lock);
+	return EMDB_OK;
+}
+
 typedef enum { SEQ_NEW, SEQ_ANSWERED, SEQ_RESENT } seq_verdict;
 
 /* What a sequenced arrival w is; *rows the applied step's for

@@ -87,6 +87,25 @@ typedef struct step_hooks {
 	void (*failed)(void *arg, const char *msg);
 } step_hooks;
 
+/* One worker's last applied step on a table: what a checkpoint keeps so
+ * that, restored, the worker's resend of that step is answered, not
+ * counted again. */
+typedef struct step_seq_rec {
+	uint32_t table, worker;
+	uint64_t session;
+	uint64_t applied; /* its seq, >= 1 */
+	uint64_t rows;    /* that step's rows */
+} step_seq_rec;
+
+/* Every worker's last applied step into *out (emdb_malloc'd, emdb_free;
+ * NULL when *n is 0), in no set order.  Errors: NOMEM. */
+int step_seq_export(step_barrier *b, step_seq_rec **out, size_t *n);
+/* A restore: every worker's last applied step becomes v[0..n)'s (none
+ * for a worker not there).  A worker whose arrival waits or is being
+ * applied keeps it (the restore came between).  Errors, nothing changed:
+ * INVALID (a worker over EMDB_WORKERS_MAX, seq 0, table 0), NOMEM. */
+int step_seq_import(step_barrier *b, const step_seq_rec *v, size_t n);
+
 /* The engine's Update of an emdb_db (arg), for step_hooks.apply. */
 int step_apply_update(void *db, uint32_t table, uint64_t *rows);
 

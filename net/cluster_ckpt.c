@@ -42,6 +42,7 @@
 #include "checkpoint/cluster_ckpt.h"
 #include "cluster/cluster.h"
 #include "cluster/owner.h"
+#include "db/step.h"
 #include "net/checkpoint.h"
 #include "net/cluster_ckpt.h"
 #include "net/log.h"
@@ -62,7 +63,14 @@ struct server_cckpt {
 	void *load_token;
 	pthread_mutex_t stage_mu;
 	cman_staged *staged;                 /* under stage_mu */
+	step_seq_rec *staged_seqs;           /* the staged manifest's, under stage_mu */
+	size_t n_staged_seqs;
 };
+
+/* The cluster checkpoint cckpt_restore_at_start restored (0: none), whose
+ * workers' steps cckpt_attach hands the cluster (one server per
+ * process). */
+static uint64_t restored_at_start;
 
 /* Orders a part's end (on the checkpoint job's thread) against
  * cckpt_detach at shutdown (one server per process).  Nothing called
@@ -140,8 +148,29 @@ int cckpt_restore_at_start(server *s, const cluster_conf *conf, char *err, size_
 			 m.id, m.nodes, c->cluster_rank, conf->nodes, m.n_tables, rows, dir,
 			 (double)(stats_now_ns() - t0) / 1e9);
 	}
+	if (rc == EMDB_OK)
+		restored_at_start = m.id;
 	cman_free(&m);
 	return rc;
+}
+
+/* The workers' steps of manifest m as the cluster layer takes them
+ * (emdb_malloc'd into *out; NULL and 0 for none).  Errors: NOMEM. */
+static int seqs_of(const cman *m, step_seq_rec **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!m->n_seqs)
+		return EMDB_OK;
+	step_seq_rec *v = emdb_malloc((size_t)m->n_seqs * sizeof(*v));
+	if (!v)
+		return emdb__seterr(EMDB_ERR_NOMEM, "%u workers' steps", m->n_seqs);
+	for (uint32_t i = 0; i < m->n_seqs; i++)
+		v[i] = (step_seq_rec){ m->seqs[i].table, m->seqs[i].worker, m->seqs[i].session, m->seqs[i].seq,
+				       m->seqs[i].rows };
+	*out = v;
+	*n = m->n_seqs;
+	return EMDB_OK;
 }
 
 /* ---- the operations (cluster_ckpt_ops) --------------------------------------- */
@@ -256,8 +285,8 @@ static int check_part(struct server_cckpt *g, cman_part *p, uint32_t tables, uin
 	return rc;
 }
 
-static int op_publish(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n, char *why,
-		      size_t whylen)
+static int op_publish(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_part *parts, uint32_t n,
+		      const step_seq_rec *seqs, size_t nseqs, char *why, size_t whylen)
 {
 	struct server_cckpt *g = ctx;
 	server *s = g->s;
@@ -273,7 +302,11 @@ static int op_publish(void *ctx, uint64_t id, uint32_t kind, const cluster_ckpt_
 	m.epoch = map->epoch;
 	m.rank_of = map->rank_of; /* borrowed: not freed below */
 	m.parts = emdb_calloc(n, sizeof(*m.parts));
-	int rc = m.parts ? own_tables(s, &m) : emdb__seterr(EMDB_ERR_NOMEM, "a cluster manifest");
+	m.n_seqs = (uint32_t)nseqs;
+	m.seqs = nseqs ? emdb_calloc(nseqs, sizeof(*m.seqs)) : NULL;
+	int rc = m.parts && (!nseqs || m.seqs) ? own_tables(s, &m) : emdb__seterr(EMDB_ERR_NOMEM, "a cluster manifest");
+	for (size_t i = 0; rc == EMDB_OK && i < nseqs; i++)
+		m.seqs[i] = (cman_seq){ seqs[i].table, seqs[i].worker, seqs[i].session, seqs[i].applied, seqs[i].rows };
 	if (rc)
 		snprintf(why, whylen, "%s", emdb_last_error());
 	uint64_t max_step = 0;
@@ -336,9 +369,13 @@ static void *load_main(void *arg)
 	cman_staged *st = NULL;
 	uint64_t rows = 0, t0 = stats_now_ns();
 	map_keep k = { cluster_map(s->cluster), g->rank };
+	step_seq_rec *seqs = NULL;
+	size_t nseqs = 0;
 	int rc = cman_read(g->dir, g->load_id, &m);
 	if (rc == EMDB_OK) {
 		rc = cman_stage(s->db, g->dir, &m, keep_owned, &k, &st, &rows);
+		if (rc == EMDB_OK && (rc = seqs_of(&m, &seqs, &nseqs)))
+			cman_discard(st), st = NULL;
 		cman_free(&m);
 	}
 	char msg[512] = "";
@@ -350,7 +387,10 @@ static void *load_main(void *arg)
 			 g->load_id, rows, (double)(stats_now_ns() - t0) / 1e9);
 	pthread_mutex_lock(&g->stage_mu);
 	cman_discard(g->staged);
+	emdb_free(g->staged_seqs);
 	g->staged = st;
+	g->staged_seqs = seqs;
+	g->n_staged_seqs = nseqs;
 	pthread_mutex_unlock(&g->stage_mu);
 	/* No lock: cckpt_detach joins this thread before the cluster goes,
 	 * and this may run the coordinator's next phase (SWAP) itself. */
@@ -372,14 +412,19 @@ static int op_load(void *ctx, uint64_t id, void *token)
 	return EMDB_OK;
 }
 
-static int op_swap(void *ctx)
+static int op_swap(void *ctx, step_seq_rec **seqs, size_t *nseqs)
 {
 	struct server_cckpt *g = ctx;
 	pthread_mutex_lock(&g->stage_mu);
 	int rc = g->staged ? cman_swap(g->s->db, g->staged)
 			   : emdb__seterr(EMDB_ERR_INVALID, "node %u staged nothing to swap in", g->rank);
-	if (rc == EMDB_OK)
+	if (rc == EMDB_OK) {
 		g->staged = NULL;
+		*seqs = g->staged_seqs;
+		*nseqs = g->n_staged_seqs;
+		g->staged_seqs = NULL;
+		g->n_staged_seqs = 0;
+	}
 	pthread_mutex_unlock(&g->stage_mu);
 	if (rc == EMDB_OK) {
 		ckpts_forget_base(g->s->ckpts); /* the next part is full */
@@ -394,6 +439,9 @@ static void op_discard(void *ctx)
 	pthread_mutex_lock(&g->stage_mu);
 	cman_discard(g->staged);
 	g->staged = NULL;
+	emdb_free(g->staged_seqs);
+	g->staged_seqs = NULL;
+	g->n_staged_seqs = 0;
 	pthread_mutex_unlock(&g->stage_mu);
 }
 
@@ -595,6 +643,27 @@ int cckpt_attach(server *s, const cluster_conf *conf, char *err, size_t errlen)
 	for (uint32_t r = 0; r < conf->nodes; r++)
 		snprintf(g->addr[r], sizeof(g->addr[r]), strchr(conf->node[r].host, ':') ? "[%s]:%u" : "%s:%u",
 			 conf->node[r].host, (unsigned)conf->node[r].port);
+	if (restored_at_start && g->rank == 0) { /* the steps' coordinator: the workers' steps restored */
+		cman m;
+		step_seq_rec *seqs = NULL;
+		size_t n = 0;
+		int rc = cman_read(g->dir, restored_at_start, &m);
+		if (rc == EMDB_OK) {
+			if ((rc = seqs_of(&m, &seqs, &n)) == EMDB_OK)
+				rc = cluster_ckpt_steps_restored(s->cluster, seqs, n);
+			cman_free(&m);
+		}
+		emdb_free(seqs);
+		if (rc) {
+			snprintf(err, errlen, "the workers' steps of cluster checkpoint %" PRIu64 ": %s", restored_at_start,
+				 emdb_last_error());
+			pthread_mutex_destroy(&g->stage_mu);
+			emdb_free(g->addr);
+			emdb_free(g);
+			return rc;
+		}
+		log_info("cluster checkpoint %" PRIu64 ": %zu ranked workers' last steps restored", restored_at_start, n);
+	}
 	s->cckpt = g;
 	cluster_ckpt_set_ops(s->cluster, &ops, g, s->cfg.cluster_checkpoint_timeout_ms);
 	ckpts_set_auto(s->ckpts, auto_ask, s);
@@ -613,6 +682,7 @@ void cckpt_detach(server *s)
 	if (g->have_loader) /* it answers no one now (cckpt is NULL) */
 		pthread_join(g->loader, NULL);
 	cman_discard(g->staged);
+	emdb_free(g->staged_seqs);
 	pthread_mutex_destroy(&g->stage_mu);
 	emdb_free(g->addr);
 	emdb_free(g);

@@ -21,7 +21,18 @@
  *     at the checkpoint, bit for bit; one of a checkpoint that is not
  *     there changes nothing;
  *   - CLI `checkpoint` on a node of a cluster takes a cluster checkpoint,
- *     and CLI `restore latest` restores it on every node.
+ *     and CLI `restore latest` restores it on every node;
+ *   - with checkpoint_every_steps and checkpoint_keep K on every node,
+ *     training through the nodes takes automatic cluster checkpoints, K
+ *     manifests are kept, the newest restores bit for bit, each node's
+ *     store keeps K parts, and an orphan part (one that no manifest
+ *     names, as a coordinator that died before its manifest leaves) is
+ *     never listed or restored and is deleted by retention;
+ *   - checkpoint_every_seconds on every node takes cluster checkpoints by
+ *     the clock;
+ *   - the manifest holds each ranked worker's last synchronous step (its
+ *     rank, step 1, its rows), and a cluster restored with --restore
+ *     takes them on at its coordinator.
  *
  * Every wait is bounded; the fixture kills every node and removes the
  * checkpoint directory, also after a failed assertion.
@@ -31,9 +42,11 @@
 #include <pthread.h>
 #include <string.h>
 
+#include <emdb/checkpoint.h>
 #include <emdb/client.h>
 #include <emdb/db.h>
 
+#include "checkpoint/cluster_ckpt.h"
 #include "tests/lib/cli_run.h"
 /* GCC's range analysis, with this file's paths in view, believes a
  * node's socket path may overflow the URI buffer of ch_client; it cannot
@@ -64,27 +77,39 @@ static void fini(void)
 	ckdir[0] = 0;
 }
 
-/* A cluster of n nodes on ckdir, restoring the latest checkpoint when
- * restore is set. */
-static void start(int n, bool restore)
+/* A cluster of n nodes on ckdir with these settings besides (NULL: none;
+ * at most 8), restoring the latest checkpoint when restore is set. */
+static void start_with(int n, bool restore, const char *const *more)
 {
 	ch_stop_all();
 	ch_init(n);
-	const char *extra[] = { "--node-timeout-ms",
-				"1000",
-				"--cluster-start-timeout-ms",
-				"15000",
-				"--cluster-checkpoint-timeout-ms",
-				"8000",
-				"--cluster-checkpoint-dir",
-				ckdir,
-				restore ? "--restore" : NULL,
-				"latest",
-				NULL };
+	const char *extra[24] = { "--node-timeout-ms",
+				  "1000",
+				  "--cluster-start-timeout-ms",
+				  "15000",
+				  "--cluster-checkpoint-timeout-ms",
+				  "8000",
+				  "--cluster-checkpoint-dir",
+				  ckdir };
+	size_t k = 8;
+	for (size_t i = 0; more && more[i]; i++) {
+		cr_assert_lt(k, 22);
+		extra[k++] = more[i];
+	}
+	if (restore) {
+		extra[k++] = "--restore";
+		extra[k++] = "latest";
+	}
+	extra[k] = NULL;
 	for (int i = 0; i < n; i++)
 		ch_spawn(i, NULL, extra);
 	for (int i = 0; i < n; i++)
 		ch_wait_ready(i, READY_MS);
+}
+
+static void start(int n, bool restore)
+{
+	start_with(n, restore, NULL);
 }
 
 static emdb_table_config cfg_of(const char *name, uint32_t dim, emdb_opt_kind k)
@@ -96,6 +121,17 @@ static emdb_table_config cfg_of(const char *name, uint32_t dim, emdb_opt_kind k)
 	c.init = (emdb_init){ EMDB_INIT_NORMAL, 0, 0.05 };
 	c.seed = 7;
 	return c;
+}
+
+/* Table `name` created through node i; its id. */
+static uint32_t create_on(int i, const char *name, uint32_t dim, emdb_opt_kind k)
+{
+	emdb_client *c = ch_client(i);
+	emdb_table_config cfg = cfg_of(name, dim, k);
+	uint32_t t;
+	cr_assert_eq(emdb_client_table_create(c, &cfg, &t), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c);
+	return t;
 }
 
 static uint64_t id_of(size_t i)
@@ -346,11 +382,8 @@ static void *trainer_main(void *arg)
 Test(cluster_ckpt, under_load_one_step_everywhere, .init = init, .fini = fini, .timeout = 240)
 {
 	start(3, false);
-	emdb_client *c0 = ch_client(0);
 	emdb_table_config ca = cfg_of("a", DIM_A, EMDB_OPT_ADAM);
-	uint32_t ta;
-	cr_assert_eq(emdb_client_table_create(c0, &ca, &ta), EMDB_OK, "%s", emdb_client_last_error());
-	emdb_client_close(c0);
+	uint32_t ta = create_on(0, "a", DIM_A, EMDB_OPT_ADAM);
 	trainer k = { .t = ta };
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, trainer_main, &k), 0);
@@ -473,4 +506,228 @@ Test(cluster_ckpt, cli_checkpoint_on_a_node, .init = init, .fini = fini, .timeou
 		emdb_client_close(ci);
 	}
 	emdb_client_close(c);
+}
+
+/* The checkpoints (parts) in node r's store, read-only as a restoring
+ * node reads it; their ids in ids[0..n). */
+static size_t parts_of(int r, uint64_t *ids, size_t cap)
+{
+	char dir[128];
+	snprintf(dir, sizeof(dir), "%s/rank-%d", ckdir, r);
+	emdb_store_options o = EMDB_STORE_OPTIONS_INIT;
+	o.read_only = 1;
+	emdb_store *st;
+	cr_assert_eq(emdb_store_open_ex(dir, &o, &st), EMDB_OK, "%s: %s", dir, emdb_last_error());
+	emdb_ckpt_info v[64];
+	size_t n;
+	cr_assert_eq(emdb_store_list(st, v, 64, &n), EMDB_OK, "%s", emdb_last_error());
+	emdb_store_close(st);
+	for (size_t i = 0; i < n && i < cap; i++)
+		ids[i] = v[i].id;
+	return n;
+}
+
+static bool has(const uint64_t *ids, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+Test(cluster_ckpt, automatic_checkpoints_and_retention, .init = init, .fini = fini, .timeout = 240)
+{
+	/* An orphan in node 1's store: a part written with no manifest
+	 * naming it, as a coordinator that died between the parts and the
+	 * manifest leaves. */
+	char dir[128];
+	snprintf(dir, sizeof(dir), "%s/rank-1", ckdir);
+	emdb_store *st;
+	cr_assert_eq(emdb_store_open(dir, &st), EMDB_OK, "%s", emdb_last_error());
+	emdb_db *odb;
+	cr_assert_eq(emdb_db_open(NULL, &odb), 0);
+	emdb_table_config co = cfg_of("orphan", DIM_B, EMDB_OPT_SGD);
+	uint32_t ot;
+	cr_assert_eq(emdb_table_create(odb, &co, &ot), 0);
+	emdb_ckpt_info oi;
+	cr_assert_eq(emdb_checkpoint(odb, st, EMDB_CKPT_FULL, &oi), EMDB_OK, "%s", emdb_last_error());
+	emdb_store_close(st);
+	emdb_db_close(odb);
+	uint64_t orphan = oi.id;
+
+	/* Every automatic one full, so that each store keeps exactly K. */
+	const char *more[] = { "--checkpoint-every-steps", "4", "--checkpoint-keep", "2", "--checkpoint-full-every", "1", NULL };
+	start_with(2, false, more);
+	emdb_client *c = ch_client(0);
+	emdb_table_config ca = cfg_of("a", DIM_A, EMDB_OPT_ADAM);
+	uint32_t ta;
+	cr_assert_eq(emdb_client_table_create(c, &ca, &ta), EMDB_OK, "%s", emdb_client_last_error());
+	uint64_t last = 0;
+	cr_assert_eq(listed(0, &last), 0, "the orphan part is listed as a cluster checkpoint");
+	emdb_client_close(c);
+	uint64_t ids[64];
+	size_t np = parts_of(1, ids, 64);
+	cr_assert(np == 1 && ids[0] == orphan, "node 1's store before any cluster checkpoint: %zu parts", np);
+
+	/* Three rounds of 8 steps, half through each home node: each node
+	 * counts 4 Updates a round, so at least one automatic cluster
+	 * checkpoint follows each round (a node that meets another running
+	 * skips its own).  Bounded: 15 s per round for a newer one to be
+	 * listed. */
+	emdb_client *cn[2] = { ch_client(0), ch_client(1) };
+	uint64_t prev = 0;
+	size_t n = 0;
+	for (int round = 0; round < 3; round++) {
+		for (int s = round * 8; s < round * 8 + 8; s++)
+			cr_assert_eq(train_step(cn[s % 2], ta, DIM_A, s), EMDB_OK, "step %d: %s", s,
+				     emdb_client_last_error());
+		uint64_t end = ch_now_ms() + 15000;
+		while ((n = listed(1, &last), last <= prev) && ch_now_ms() < end)
+			server_sleep_ms(50);
+		cr_assert_gt(last, prev, "no automatic cluster checkpoint after round %d", round);
+		cr_assert_leq(n, 2, "%zu cluster checkpoints listed with checkpoint_keep 2", n);
+		prev = last;
+	}
+	emdb_client_close(cn[0]);
+	emdb_client_close(cn[1]);
+	cr_assert_geq(last, 3);
+
+	/* Nothing trains now: a manual one, at step 24 (an automatic one
+	 * still running meanwhile answers BUSY). */
+	uint64_t id = 0;
+	for (int tries = 0; tries < 100 && !id; tries++) {
+		emdb_client *ci = ch_client(1);
+		emdb_ckpt_info info;
+		int rc = emdb_client_checkpoint(ci, EMDB_CKPT_FULL, &info);
+		emdb_client_close(ci);
+		if (rc == EMDB_OK)
+			id = info.id;
+		else {
+			cr_assert_eq(rc, EMDB_ERR_BUSY, "%s", emdb_client_last_error());
+			server_sleep_ms(50);
+		}
+	}
+	cr_assert_gt(id, prev);
+	cr_assert_eq(listed(0, &last), 2, "checkpoint_keep 2");
+	cr_assert_geq(last, id); /* a node's automatic one may come after it */
+	for (int r = 0; r < 2; r++) {
+		np = parts_of(r, ids, 64);
+		cr_assert_leq(np, 2, "node %d's store keeps %zu parts with checkpoint_keep 2", r, np);
+	}
+	np = parts_of(1, ids, 64);
+	cr_assert(!has(ids, np, orphan), "the orphan part %llu is still in node 1's store",
+		  (unsigned long long)orphan);
+
+	/* The newest restores on 2 nodes, at step 24, without the orphan's
+	 * table. */
+	snap before;
+	take(&before, 2, ta, DIM_A, EMDB_OPT_ADAM);
+	cr_assert_eq(before.step, 24);
+	start(2, true);
+	snap after;
+	take(&after, 2, ta, DIM_A, EMDB_OPT_ADAM);
+	same(&before, &after, DIM_A, EMDB_OPT_ADAM, "the newest automatic-era checkpoint");
+	snap_free(&before), snap_free(&after);
+	emdb_client *ci = ch_client(0);
+	uint32_t none;
+	cr_assert_neq(emdb_client_table_find(ci, "orphan", &none), EMDB_OK, "the orphan part was restored");
+	emdb_client_close(ci);
+}
+
+typedef struct worker_arg {
+	int node;
+	uint32_t rank, table;
+	uint64_t rows;
+	int rc;
+} worker_arg;
+
+/* Ranked worker `rank` (on node `node`): its gradients, then step 1 of
+ * 2 workers. */
+static void *ranked_worker(void *arg)
+{
+	worker_arg *w = arg;
+	char uri[200];
+	snprintf(uri, sizeof(uri), "unix://%s", ch.node[w->node].sock);
+	emdb_client_options o = EMDB_CLIENT_OPTIONS_INIT;
+	o.worker_rank = w->rank;
+	emdb_client *c = NULL;
+	w->rc = emdb_client_connect(uri, &o, &c);
+	uint64_t ids[40];
+	float g[40 * DIM_B];
+	for (size_t i = 0; i < 40; i++)
+		ids[i] = id_of(i * 2 + w->rank);
+	for (size_t i = 0; i < 40 * DIM_B; i++)
+		g[i] = 0.01f * (float)(i % 7);
+	if (w->rc == EMDB_OK)
+		w->rc = emdb_client_push(c, w->table, ids, 40, DIM_B, g);
+	if (w->rc == EMDB_OK)
+		w->rc = emdb_client_update_sync(c, w->table, 2, &w->rows);
+	emdb_client_close(c);
+	return NULL;
+}
+
+Test(cluster_ckpt, ranked_workers_steps_in_the_manifest, .init = init, .fini = fini, .timeout = 240)
+{
+	start(2, false);
+	uint32_t tb = create_on(1, "b", DIM_B, EMDB_OPT_SGD);
+	/* Two ranked workers, one per node, meet at step 1 (bounded by the
+	 * server's step timeout). */
+	worker_arg w[2] = { { 0, 0, tb, 0, -1 }, { 1, 1, tb, 0, -1 } };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, ranked_worker, &w[0]), 0);
+	ranked_worker(&w[1]);
+	pthread_join(th, NULL);
+	cr_assert_eq(w[0].rc, EMDB_OK, "worker 0: %d", w[0].rc);
+	cr_assert_eq(w[1].rc, EMDB_OK, "worker 1: %d", w[1].rc);
+	cr_assert_eq(w[0].rows, 80);
+	uint64_t id = checkpoint_on(1);
+
+	cman m;
+	cr_assert_eq(cman_read(ckdir, id, &m), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(m.n_seqs, 2, "the manifest holds %u workers' steps", m.n_seqs);
+	bool seen[2] = { false, false };
+	for (uint32_t i = 0; i < m.n_seqs; i++) {
+		cr_assert_eq(m.seqs[i].table, tb);
+		cr_assert_lt(m.seqs[i].worker, 2);
+		cr_assert_eq(m.seqs[i].seq, 1);
+		cr_assert_eq(m.seqs[i].rows, 80);
+		cr_assert_neq(m.seqs[i].session, 0);
+		seen[m.seqs[i].worker] = true;
+	}
+	cr_assert(seen[0] && seen[1], "not every worker's step is in the manifest");
+	cman_free(&m);
+
+	start(2, true);
+	cr_assert(strstr(ch_log(0), "2 ranked workers' last steps restored"), "rank 0 did not take them on:\n%s",
+		  ch_log(0));
+	emdb_client *c = ch_client(0);
+	emdb_table_info ti;
+	cr_assert_eq(emdb_client_table_describe(c, tb, &ti), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(ti.stats.step, 1);
+	emdb_client_close(c);
+}
+
+Test(cluster_ckpt, automatic_checkpoints_by_the_clock, .init = init, .fini = fini, .timeout = 120)
+{
+	const char *more[] = { "--checkpoint-every-seconds", "1", NULL };
+	start_with(2, false, more);
+	uint32_t ta = create_on(1, "a", DIM_A, EMDB_OPT_SGD);
+	emdb_client *c = ch_client(1);
+	cr_assert_eq(train_step(c, ta, DIM_A, 0), EMDB_OK, "%s", emdb_client_last_error());
+	emdb_client_close(c);
+	/* checkpoint_every_seconds 1 on each node: cluster checkpoints follow
+	 * by themselves, every one at step 1 on every table.  Bounded: 15 s
+	 * for two. */
+	uint64_t last = 0;
+	size_t n = 0;
+	uint64_t end = ch_now_ms() + 15000;
+	while ((n = listed(0, &last)) < 2 && ch_now_ms() < end)
+		server_sleep_ms(50);
+	cr_assert_geq(n, 2, "%zu cluster checkpoints by the clock in 15 s", n);
+	cman m;
+	cr_assert_eq(cman_read(ckdir, last, &m), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(m.nodes, 2);
+	cr_assert_eq(m.n_tables, 1);
+	cr_assert_eq(m.tables[0].step, 1);
+	cman_free(&m);
 }

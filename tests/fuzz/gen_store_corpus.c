@@ -89,8 +89,9 @@ int main(int argc, char **argv)
 		cp[r] = (cman_part){ .rank = r, .part = 3 + r, .rows = 40 * r, .sum = 0x5151 + r };
 		snprintf(cp[r].addr, sizeof(cp[r].addr), "node%u.example:7900", r);
 	}
+	cman_seq cs[2] = { { 1, 0, 0xa11ce, 3, 40 }, { 2, 1, 0xb0b, 5, 80 } }; /* ranked workers' steps */
 	cman cm = { .id = 2, .kind = 1, .created_ms = 1700000000000ull, .nodes = 3, .partitions = 4, .epoch = 1,
-		    .rank_of = rank_of, .n_tables = 2, .tables = ct, .parts = cp };
+		    .rank_of = rank_of, .n_tables = 2, .tables = ct, .parts = cp, .n_seqs = 2, .seqs = cs };
 	strcpy(cm.cluster_id, "ads-training");
 	uint8_t *cmb;
 	size_t cml;

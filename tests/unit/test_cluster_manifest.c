@@ -2,7 +2,8 @@
  * test_cluster_manifest.c - the cluster manifest (checkpoint/cluster_ckpt.h):
  * its codec and its files, and read-only stores.
  *
- * What is checked: a manifest round-trips field for field; every shorter
+ * What is checked: a manifest round-trips field for field (the ranked
+ * workers' last steps too), one of version 1 (no workers' steps) reads; every shorter
  * prefix, a flipped byte anywhere (checksum), another magic or version,
  * and fields that break a rule (re-checksummed so that the rule, not the
  * checksum, refuses them) are refused with CORRUPT and leave nothing
@@ -35,11 +36,12 @@ static void tmpdir_make(char *dir, size_t len)
 
 static uint32_t rank_of[8] = { 0, 0, 0, 1, 1, 1, 2, 2 };
 static cman_table tables[2] = { { 1, 5 }, { 3, 9 } };
+static cman_seq seqs[2] = { { 1, 0, 0xa11ce, 5, 640 }, { 3, 7, 0xb0b, 9, 12 } };
 
 static cman sample(cman_part parts[3])
 {
 	cman m = { .id = 4, .kind = 1, .created_ms = 1700000000000ull, .nodes = 3, .partitions = 8, .epoch = 1,
-		   .rank_of = rank_of, .n_tables = 2, .tables = tables, .parts = parts };
+		   .rank_of = rank_of, .n_tables = 2, .tables = tables, .parts = parts, .n_seqs = 2, .seqs = seqs };
 	strcpy(m.cluster_id, "ads-training");
 	for (uint32_t r = 0; r < 3; r++) {
 		parts[r] = (cman_part){ .rank = r, .part = 10 + r, .rows = 100 * r, .sum = 0xabc0 + r };
@@ -80,7 +82,36 @@ Test(cluster_manifest, round_trip)
 		cr_assert_eq(d.parts[r].sum, 0xabc0 + r);
 		cr_assert_str_eq(d.parts[r].addr, parts[r].addr);
 	}
+	cr_assert_eq(d.n_seqs, 2);
+	cr_assert(memcmp(d.seqs, seqs, sizeof(seqs)) == 0, "the workers' steps differ");
 	cman_free(&d);
+	emdb_free(buf);
+}
+
+Test(cluster_manifest, version_1_is_read_without_workers_steps)
+{
+	cman_part parts[3];
+	cman m = sample(parts), d;
+	m.n_seqs = 0;
+	m.seqs = NULL;
+	uint8_t *buf;
+	size_t len;
+	cr_assert_eq(cman_encode(&m, &buf, &len), EMDB_OK);
+	uint32_t v1 = 1;
+	memcpy(buf + 4, &v1, 4); /* what a build before the workers' steps wrote */
+	resum(buf, len);
+	cr_assert_eq(cman_decode(buf, len, &d), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(d.n_seqs, 0);
+	cr_assert_eq(d.parts[2].part, 12);
+	cman_free(&d);
+	emdb_free(buf);
+	/* Version 1 with a step count where its reserved bytes were: refused. */
+	m = sample(parts);
+	cr_assert_eq(cman_encode(&m, &buf, &len), EMDB_OK);
+	memcpy(buf + 4, &v1, 4);
+	resum(buf, len);
+	cr_assert_eq(cman_decode(buf, len, &d), EMDB_ERR_CORRUPT);
+	cr_assert(strstr(emdb_last_error(), "reserved"), "%s", emdb_last_error());
 	emdb_free(buf);
 }
 
@@ -111,17 +142,21 @@ Test(cluster_manifest, damage_refused)
 	} bad[] = {
 		/* layout: 56-byte head, the 12-byte id, rank_of at 68, tables
 		 * at 100, parts at 132 (32 bytes and the 13-byte address each) */
-		{ 4, 2, "version 2" },
+		{ 4, 3, "version 3" },
 		{ 0, 0x4e444d45, "another magic" },
 		{ 24, 3, "kind 3" },
 		{ 28, 9, "9 nodes for 8 partitions" },
 		{ 28, 4, "4 nodes, 3 parts there" },
 		{ 36, 3, "a table count larger than the bytes" },
-		{ 52, 1, "reserved bytes" },
+		{ 52, 3, "a count of workers' steps larger than the bytes" },
 		{ 68 + 4 * 7, 3, "partition 7 mapped to rank 3 of 3" },
 		{ 100 + 16, 1, "table 1 twice" },
 		{ 132 + 45, 0, "part 1 says rank 0" },
 		{ 132 + 4, 300, "an address longer than 255 bytes" },
+		/* the workers' steps at 132 + 3 * 45 = 267, 32 bytes each */
+		{ 267, 0, "a worker's step of table 0" },
+		{ 267 + 32 + 4, 65536, "worker 65536" },
+		{ 267 + 32 + 16, 0, "a worker's step 0" },
 	};
 	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
 		memcpy(c, buf, len);
@@ -157,6 +192,11 @@ Test(cluster_manifest, encoder_refuses_what_the_decoder_would)
 	m.rank_of = bad_map;
 	cr_assert_eq(cman_encode(&m, &buf, &len), EMDB_ERR_INVALID);
 	cr_assert_null(buf);
+	m = sample(parts);
+	cman_seq zero[1] = { { 1, 0, 1, 0, 0 } };
+	m.seqs = zero;
+	m.n_seqs = 1;
+	cr_assert_eq(cman_encode(&m, &buf, &len), EMDB_ERR_INVALID);
 }
 
 Test(cluster_manifest, files)
