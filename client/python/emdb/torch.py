@@ -33,6 +33,32 @@ from torch import nn
 from . import arrays, errors, schema
 from .client import Client, Table, TableRef
 
+try:
+    #: The fast path's forward and backward in C++ (_torch_bags.cpp), built
+    #: by CMake where torch's C++ headers are (libtorch-dev); without it
+    #: the Python Function _PooledPull does the same.
+    from . import _torch_bags  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built without libtorch-dev
+    _torch_bags = None
+
+
+def _conn(client: Client) -> Any:
+    """The _torch_bags.Conn of a client (made once, cleared by close()):
+    its handle and the addresses of the C calls of its cffi module."""
+    conn = getattr(client, "_torch_conn", None)
+    if conn is None:
+        ffi, lib = client._native
+
+        def addr(p: Any) -> int:
+            return int(ffi.cast("uintptr_t", p))
+
+        conn = _torch_bags.Conn(addr(client._h()), addr(ffi.addressof(lib, "emdb_client_pull_bags")),
+                                addr(ffi.addressof(lib, "emdb_client_push_bags")),
+                                addr(ffi.addressof(lib, "emdb_client_last_error")))
+        client._torch_conn = conn
+        client._on_close.append(conn.close)
+    return conn
+
 
 class _Batch:
     """One forward's bags, as the arrays the C calls take, for every batch
@@ -230,6 +256,8 @@ class EmbeddingBag(nn.Module):
         # What forward's fast path passes to the C calls, fixed for the
         # module's life (a table's id and dim never change).
         self._tid, self._dim, self._cast = self.table.id, self.table.dim, client._native.ffi.cast
+        # The C++ forward and backward of the fast path, when built.
+        self._conn = _conn(client) if _torch_bags is not None else None
         # The leaf autograd hangs the Pull/Push function on: never updated,
         # not a parameter (torch optimizers over .parameters() ignore it).
         self._anchor = torch.empty(0, requires_grad=True)
@@ -342,6 +370,9 @@ class EmbeddingBag(nn.Module):
                 and input.dtype is torch.int64 and offsets.dtype is torch.int64
                 and input.dim() == 1 and offsets.dim() == 1 and input.is_cpu and offsets.is_cpu
                 and input.is_contiguous() and offsets.is_contiguous()):
+            if self._conn is not None:
+                return _torch_bags.pull_bags(self._conn, self.client, input, offsets, self._tid,
+                                             self._pool, self._dim)
             cast = self._cast
             return _PooledPull.apply(
                 self._anchor, self.client,
