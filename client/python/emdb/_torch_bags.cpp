@@ -4,10 +4,11 @@
  * neither forward nor backward runs Python code (docs/python.md,
  * "Benchmark").
  *
- * Design.  emdb.torch's fast path (1-D contiguous int64 CPU IDs and
- * offsets with the end, no padding, no weights, grad mode on) calls
- * pull_bags(conn, client, ids, offsets, table, pool, dim): it makes the
- * output, makes the C call with the GIL released (as cffi does) and hangs
+ * Design.  emdb.torch's forward, for a module with the end in its offsets
+ * and neither padding nor weights, calls pull_bags(conn, client, ids,
+ * offsets, table, pool, dim) first: where IDs and offsets are 1-D
+ * contiguous int64 CPU tensors and grad mode is on (checked here, in a
+ * fraction of what the same checks cost in Python), it makes the output, makes the C call with the GIL released (as cffi does) and hangs
  * a PushBags node on the output (torch::autograd::Node, no next edges: the
  * table has no torch parameter).  The engine runs PushBags::apply without
  * the GIL: the pooled Push of the output's gradient, the IDs and offsets
@@ -33,6 +34,7 @@
  */
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <atomic>
@@ -151,12 +153,26 @@ struct PushBags : public torch::autograd::Node {
 	}
 };
 
-/* forward: the pooled Pull into a new (bags, dim) float32 tensor whose
- * grad_fn is a PushBags.  ids and offsets: 1-D contiguous int64 CPU
- * tensors (emdb.torch checks; the engine checks the offsets). */
-at::Tensor pull_bags(const std::shared_ptr<Conn> &conn, py::handle client, const at::Tensor &ids,
-		     const at::Tensor &offsets, uint32_t table, int pool, uint32_t dim)
+/* The fast path's form: a 1-D contiguous int64 CPU tensor. */
+bool fits(const at::Tensor &t)
 {
+	return t.scalar_type() == at::kLong && t.dim() == 1 && t.is_cpu() && t.is_contiguous();
+}
+
+/* forward: the pooled Pull into a new (bags, dim) float32 tensor whose
+ * grad_fn is a PushBags; None, with nothing done, where input and offsets
+ * are not both tensors of the fast path's form or grad mode is off (the
+ * caller takes its Python path).  The engine checks the offsets. */
+py::object pull_bags(const std::shared_ptr<Conn> &conn, py::handle client, py::handle input,
+		     py::handle offs, uint32_t table, int pool, uint32_t dim)
+{
+	if (!THPVariable_Check(input.ptr()) || !THPVariable_Check(offs.ptr()) ||
+	    !at::GradMode::is_enabled())
+		return py::none();
+	const at::Tensor &ids = THPVariable_Unpack(input.ptr());
+	const at::Tensor &offsets = THPVariable_Unpack(offs.ptr());
+	if (!fits(ids) || !fits(offsets) || offsets.numel() < 1)
+		return py::none();
 	int64_t n = ids.numel(), bags = offsets.numel() - 1;
 	at::Tensor out = n ? at::empty({bags, (int64_t)dim}, at::kFloat)
 			   : at::zeros({bags, (int64_t)dim}, at::kFloat);
@@ -179,7 +195,7 @@ at::Tensor pull_bags(const std::shared_ptr<Conn> &conn, py::handle client, const
 		new PushBags(conn, client.ptr(), ids, offsets, table, (emdb_pool)pool, dim),
 		torch::autograd::deleteNode);
 	torch::autograd::create_gradient_edge(out, std::move(node));
-	return out;
+	return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(out)));
 }
 
 } // namespace

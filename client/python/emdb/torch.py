@@ -360,19 +360,24 @@ class EmbeddingBag(nn.Module):
 
     def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                 per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
-        grad = torch.is_grad_enabled()
         # A training loop's usual batch: 1-D int64 IDs and offsets with the
         # end, in CPU memory, no padding or weights.  The C calls read the
         # tensors' own memory: nothing is converted, checked or allocated
-        # but the output (the engine checks the offsets).
+        # but the output (the engine checks the offsets).  In C++ where
+        # emdb._torch_bags is built (it checks the tensors and grad mode,
+        # and returns None when they do not fit), else the Python Function.
+        if (self._conn is not None and per_sample_weights is None and offsets is not None
+                and self.include_last_offset and self.padding_idx is None):
+            out = _torch_bags.pull_bags(self._conn, self.client, input, offsets, self._tid,
+                                        self._pool, self._dim)
+            if out is not None:
+                return out
+        grad = torch.is_grad_enabled()
         if (grad and per_sample_weights is None and offsets is not None
                 and self.include_last_offset and self.padding_idx is None
                 and input.dtype is torch.int64 and offsets.dtype is torch.int64
                 and input.dim() == 1 and offsets.dim() == 1 and input.is_cpu and offsets.is_cpu
                 and input.is_contiguous() and offsets.is_contiguous()):
-            if self._conn is not None:
-                return _torch_bags.pull_bags(self._conn, self.client, input, offsets, self._tid,
-                                             self._pool, self._dim)
             cast = self._cast
             return _PooledPull.apply(
                 self._anchor, self.client,
