@@ -142,9 +142,10 @@ class _PooledPull(torch.autograd.Function):
     args are what the two C calls share before the rows: (table id, ids,
     n, offsets, bags, pool, dim), pointers into the memory of `keep`'s
     tensors or arrays, which the graph keeps referenced until backward.
-    Nothing else is built per step: this is the path of a training loop's
-    every batch, and its cost is what the benchmark holds against the bare
-    C calls (docs/python.md, "Benchmark")."""
+    Nothing else is built per step: where emdb._torch_bags is not built,
+    this is the path of a training loop's every batch (where it is, the
+    C++ node PushBags does the same for the fast path's batches, and this
+    Function serves the other forms; docs/python.md, "Benchmark")."""
 
     @staticmethod
     def forward(ctx: Any, anchor: torch.Tensor, client: Client,  # type: ignore[override]
