@@ -210,6 +210,7 @@ class Client:
         #: Called by close() before the handle is freed (emdb.torch's C++
         #: autograd nodes hold the handle and must stop using it).
         self._on_close: List[Callable[[], None]] = []
+        self._torch_conn: Any = None             # emdb.torch's _torch_bags.Conn, made once
 
     # ---- the handle ------------------------------------------------------
 

@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover - built without libtorch-dev
 def _conn(client: Client) -> Any:
     """The _torch_bags.Conn of a client (made once, cleared by close()):
     its handle and the addresses of the C calls of its cffi module."""
-    conn = getattr(client, "_torch_conn", None)
+    conn = client._torch_conn
     if conn is None:
         ffi, lib = client._native
 
