@@ -11,6 +11,7 @@ pkgs=(
 	redis-server clang
 	prometheus # only for its promtool: tests/server/test_server_metrics.c checks /metrics with it
 	python3-dev python3-cffi python3-numpy python3-pytest python3-torch
+	libtorch-dev pybind11-dev # emdb._torch_bags, emdb.torch's training step in C++ (client/python)
 )
 
 missing=()

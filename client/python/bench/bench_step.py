@@ -264,15 +264,18 @@ def main() -> int:
     res = {k: float(np.median([w for w, _ in v])) for k, v in runs.items() if v}
     best = {k: float(np.min([w for w, _ in v])) for k, v in runs.items() if v}
     cpu = {k: float(np.median([c for _, c in v])) for k, v in runs.items() if v}
+    # Where emdb.torch's forward and backward run (docs/python.md).
+    step_in = "C++" if getattr(emdb.torch, "_torch_bags", None) is not None else "Python"
     if args.json:
         print(json.dumps({"uri": args.uri, "steps": args.steps, "batch": args.batch,
                           "bag": args.bag, "dim": args.dim, "vocab": args.vocab,
                           "optimizer": args.optimizer, "rounds": args.rounds, "step_us": res,
                           "best_us": best, "cpu_us": cpu, "runs_us": runs, "paired": pair,
-                          "loadavg": load}))
+                          "loadavg": load, "torch_step": step_in}))
         return 0
     print(f"{args.uri}: {args.steps} steps of {args.batch} IDs (bags of {args.bag}), dim {args.dim}, "
           f"{args.optimizer}, vocabulary {args.vocab}; median of {args.rounds} rounds; "
+          f"emdb.torch's step in {step_in}; "
           f"load average {load[0]:.1f} at the start, {load[1]:.1f} at the end")
     if res:
         print(f"{'side':<12} {'median us':>10} {'vs c':>8} {'best us':>10} {'vs c':>8} "

@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import weakref
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -207,6 +207,10 @@ class Client:
         self._futures: "weakref.WeakSet[PrefetchFuture]" = weakref.WeakSet()
         self._dims: Dict[int, Tuple[int, str]] = {}
         self.worker_rank: Optional[int] = None   # connect(worker_rank=...)
+        #: Called by close() before the handle is freed (emdb.torch's C++
+        #: autograd nodes hold the handle and must stop using it).
+        self._on_close: List[Callable[[], None]] = []
+        self._torch_conn: Any = None             # emdb.torch's _torch_bags.Conn, made once
 
     # ---- the handle ------------------------------------------------------
 
@@ -219,6 +223,8 @@ class Client:
             f.free()
         for t in list(self._tickets):
             t.free()
+        for fn in self._on_close:
+            fn()
         c, self._c = self._c, None
         self._native.lib.emdb_client_close(c)
 

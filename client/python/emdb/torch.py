@@ -33,6 +33,32 @@ from torch import nn
 from . import arrays, errors, schema
 from .client import Client, Table, TableRef
 
+try:
+    #: The fast path's forward and backward in C++ (_torch_bags.cpp), built
+    #: by CMake where torch's C++ headers are (libtorch-dev); without it
+    #: the Python Function _PooledPull does the same.
+    from . import _torch_bags  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built without libtorch-dev
+    _torch_bags = None
+
+
+def _conn(client: Client) -> Any:
+    """The _torch_bags.Conn of a client (made once, cleared by close()):
+    its handle and the addresses of the C calls of its cffi module."""
+    conn = client._torch_conn
+    if conn is None:
+        ffi, lib = client._native
+
+        def addr(p: Any) -> int:
+            return int(ffi.cast("uintptr_t", p))
+
+        conn = _torch_bags.Conn(addr(client._h()), addr(ffi.addressof(lib, "emdb_client_pull_bags")),
+                                addr(ffi.addressof(lib, "emdb_client_push_bags")),
+                                addr(ffi.addressof(lib, "emdb_client_last_error")))
+        client._torch_conn = conn
+        client._on_close.append(conn.close)
+    return conn
+
 
 class _Batch:
     """One forward's bags, as the arrays the C calls take, for every batch
@@ -116,9 +142,10 @@ class _PooledPull(torch.autograd.Function):
     args are what the two C calls share before the rows: (table id, ids,
     n, offsets, bags, pool, dim), pointers into the memory of `keep`'s
     tensors or arrays, which the graph keeps referenced until backward.
-    Nothing else is built per step: this is the path of a training loop's
-    every batch, and its cost is what the benchmark holds against the bare
-    C calls (docs/python.md, "Benchmark")."""
+    Nothing else is built per step: where emdb._torch_bags is not built,
+    this is the path of a training loop's every batch (where it is, the
+    C++ node PushBags does the same for the fast path's batches, and this
+    Function serves the other forms; docs/python.md, "Benchmark")."""
 
     @staticmethod
     def forward(ctx: Any, anchor: torch.Tensor, client: Client,  # type: ignore[override]
@@ -230,6 +257,8 @@ class EmbeddingBag(nn.Module):
         # What forward's fast path passes to the C calls, fixed for the
         # module's life (a table's id and dim never change).
         self._tid, self._dim, self._cast = self.table.id, self.table.dim, client._native.ffi.cast
+        # The C++ forward and backward of the fast path, when built.
+        self._conn = _conn(client) if _torch_bags is not None else None
         # The leaf autograd hangs the Pull/Push function on: never updated,
         # not a parameter (torch optimizers over .parameters() ignore it).
         self._anchor = torch.empty(0, requires_grad=True)
@@ -332,11 +361,19 @@ class EmbeddingBag(nn.Module):
 
     def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                 per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
-        grad = torch.is_grad_enabled()
         # A training loop's usual batch: 1-D int64 IDs and offsets with the
         # end, in CPU memory, no padding or weights.  The C calls read the
         # tensors' own memory: nothing is converted, checked or allocated
-        # but the output (the engine checks the offsets).
+        # but the output (the engine checks the offsets).  In C++ where
+        # emdb._torch_bags is built (it checks the tensors and grad mode,
+        # and returns None when they do not fit), else the Python Function.
+        if (self._conn is not None and per_sample_weights is None and offsets is not None
+                and self.include_last_offset and self.padding_idx is None):
+            out = _torch_bags.pull_bags(self._conn, self.client, input, offsets, self._tid,
+                                        self._pool, self._dim)
+            if out is not None:
+                return out
+        grad = torch.is_grad_enabled()
         if (grad and per_sample_weights is None and offsets is not None
                 and self.include_last_offset and self.padding_idx is None
                 and input.dtype is torch.int64 and offsets.dtype is torch.int64

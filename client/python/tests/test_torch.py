@@ -257,13 +257,96 @@ def test_kept_outputs_and_two_forwards_before_backward(db: emdb.Client) -> None:
     assert a3.grad_fn is not None and a3.data_ptr() not in (a1.data_ptr(), a2.data_ptr())
 
 
-def test_backward_after_close_raises(uri: str) -> None:
+# ---- forward's fast path: C++ (emdb._torch_bags) and the Python Function ----
+
+def fast_path(module, path: str):
+    """The module with its fast path in C++ (path "cpp", skipped where
+    emdb._torch_bags is not built) or in the Python Function ("python")."""
+    if path == "cpp" and emdb.torch._torch_bags is None:
+        pytest.skip("emdb._torch_bags is not built (libtorch-dev, pybind11-dev missing)")
+    if path == "python":
+        module._conn = None
+    return module
+
+
+@pytest.fixture(params=["cpp", "python"])
+def path(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def test_fast_paths_agree_bit_for_bit(db: emdb.Client) -> None:
+    """Six Adam steps through the C++ node and through the Python Function,
+    on two tables holding the same rows: the same outputs, rows and
+    optimizer state, bit for bit, and each output's grad_fn is its path's."""
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((V, D)).astype(np.float32)
+    mods = []
+    for path in ("cpp", "python"):
+        t = db.create_table(f"fast_{path}", D, "adam", lr=0.01)
+        t.load(np.arange(V), rows)
+        mods.append((t, fast_path(emdb.torch.EmbeddingBag(db, t, mode="mean",
+                                                          include_last_offset=True), path)))
+    steps = [emdb.torch.Step(m) for _, m in mods]
+    for s in range(6):
+        ids = torch.from_numpy(rng.integers(0, V, 30))          # duplicates within and across bags
+        offsets = torch.tensor([0, 4, 4, 19, 30])                # an empty bag too
+        r = torch.from_numpy(rng.standard_normal((4, D)).astype(np.float32))
+        outs = [m(ids, offsets) for _, m in mods]
+        assert "PushBags" in outs[0].grad_fn.name() and "PushBags" not in outs[1].grad_fn.name()
+        assert torch.equal(outs[0], outs[1])
+        for out, step in zip(outs, steps):
+            (out * r).sum().backward()
+            step.step()
+    (t1, _), (t2, _) = mods
+    np.testing.assert_array_equal(t1.lookup(np.arange(V)), t2.lookup(np.arange(V)))
+    for a, b in zip(t1.read_state(np.arange(V)), t2.read_state(np.arange(V))):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fast_path_errors(db: emdb.Client, path: str) -> None:
+    """A refused Pull raises its emdb.Error from forward, a refused Push
+    from backward(), with the C library's message, on either path."""
+    t = db.create_table("errs", D, "sgd")
+    ours = fast_path(emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True), path)
+    ids = torch.tensor([1, 2, 3])
+    with pytest.raises(emdb.InvalidError, match="offsets"):
+        ours(ids, torch.tensor([0, 2, 5]))                     # ends past the IDs
+    out = ours(ids, torch.tensor([0, 1, 3]))
+    t.drop()
+    with pytest.raises(emdb.NoTableError):
+        out.sum().backward()
+
+
+def test_backward_after_close_raises(uri: str, path: str) -> None:
     """A graph that outlives its client: backward raises, nothing is pushed
     through a closed handle."""
     db = emdb.connect(uri)
-    t = db.create_table("closed", D, "sgd")
-    ours = emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True)
+    t = db.create_table("closed2", D, "sgd")
+    ours = fast_path(emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True), path)
     out = ours(torch.tensor([1, 2]), torch.tensor([0, 2]))
     db.close()
     with pytest.raises(ValueError, match="closed"):
         out.sum().backward()
+
+
+def test_graph_keeps_its_client(path: str) -> None:
+    """An output whose module and client the program dropped keeps the
+    client open until its backward ran and the graph is gone (as a torch
+    graph keeps its parameters)."""
+    import gc
+    import weakref
+    db = emdb.connect("mem://")
+    t = db.create_table("kept", D, "sgd", lr=1.0)
+    ours = fast_path(emdb.torch.EmbeddingBag(db, t, mode="sum", include_last_offset=True), path)
+    out = ours(torch.tensor([1, 2]), torch.tensor([0, 2]))
+    alive = weakref.ref(db)
+    del db, ours, t                                             # the graph holds the only reference
+    gc.collect()
+    assert alive() is not None
+    out.sum().backward()                                        # pushes through the open client
+    alive().update()
+    np.testing.assert_array_equal(alive().table("kept").lookup([1, 2]),
+                                  -np.ones((2, D), np.float32))
+    del out
+    gc.collect()
+    assert alive() is None
