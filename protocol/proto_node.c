@@ -131,22 +131,14 @@ static int hdr_read(const uint8_t *p, size_t len, proto_node_hdr *h)
 
 /* An array copied from p, or reserved (zeroed) where p is NULL; *at gets
  * where it landed (NULL when count is 0 or it does not fit). */
-/* The writer of proto_node_encode: caller_fills when it was given a
- * proto_node_where, whose caller writes every reserved array itself. */
-typedef struct node_wr {
-	proto_wr w; /* first: the functions below get &node_wr.w */
-	bool caller_fills;
-} node_wr;
-
 static void wr_arr(proto_wr *w, const void *p, uint64_t count, size_t elsize, const char *field,
 		   void **at)
 {
-	bool fills = ((const node_wr *)w)->caller_fills;
 	void *dst = NULL;
 	size_t before = w->off;
 	if (p)
 		wr_array(w, p, count, elsize, field);
-	else if ((dst = wr_reserve(w, count, elsize, field)) != NULL && !fills)
+	else if ((dst = wr_reserve(w, count, elsize, field)) != NULL && !w->caller_fills)
 		memset(dst, 0, (size_t)(w->off - before));
 	if (at)
 		*at = count && w->off <= w->cap && !w->err ? w->buf + before : NULL;
@@ -356,90 +348,91 @@ int proto_node_encode(uint8_t *buf, size_t cap, const proto_node_msg *m, size_t 
 {
 	proto_node_where scratch;
 	proto_node_where *at = where ? where : &scratch;
-	node_wr nw = { .caller_fills = where != NULL };
+	proto_wr w;
 	memset(at, 0, sizeof(*at));
-	node_wr_begin(&nw.w, buf, cap);
+	node_wr_begin(&w, buf, cap);
+	w.caller_fills = where != NULL; /* it writes the arrays it reserves */
 	const proto_node_hdr *h = &m->hdr;
 	bool resp = h->flags & PROTO_NODE_FLAG_RESPONSE;
 	if (!proto_node_op_known(h->opcode) && !(h->opcode == PROTO_NODE_NONE && resp && h->status < 0))
-		proto__wr_fail(&nw.w, "unknown node opcode 0x%04x", h->opcode);
+		proto__wr_fail(&w, "unknown node opcode 0x%04x", h->opcode);
 	if (h->flags & ~PROTO_NODE_FLAG_RESPONSE)
-		proto__wr_fail(&nw.w, "node frame flags 0x%02x", h->flags);
+		proto__wr_fail(&w, "node frame flags 0x%02x", h->flags);
 	if (resp ? h->status > 0 : h->status != 0)
-		proto__wr_fail(&nw.w, "node frame status %d", (int)h->status);
+		proto__wr_fail(&w, "node frame status %d", (int)h->status);
 	if (resp && h->status < 0) {
 		size_t n = m->u.err.len;
 		if ((n && !m->u.err.p) || n > PROTO_ERRMSG_MAX)
-			proto__wr_fail(&nw.w, "error message of %zu bytes", n);
-		err_write(&nw.w, m->u.err.p, n);
-		return node_wr_end(&nw.w, h, len);
+			proto__wr_fail(&w, "error message of %zu bytes", n);
+		err_write(&w, m->u.err.p, n);
+		return node_wr_end(&w, h, len);
 	}
 	switch (codec_of(h->opcode, resp)) {
 	case C_EMPTY:
 		break;
 	case C_SEL:
-		sel_write(&nw.w, h->opcode, &m->u.sel, at);
+		sel_write(&w, h->opcode, &m->u.sel, at);
 		break;
 	case C_GRADS:
-		grads_write(&nw.w, h->opcode, &m->u.grads, at);
+		grads_write(&w, h->opcode, &m->u.grads, at);
 		break;
 	case C_STEP:
 		if (h->opcode == PROTO_NODE_STEP_LEAVE ? m->u.step.workers || m->u.step.timeout_ms : m->u.step.workers < 2)
-			proto__wr_fail(&nw.w, "node %s of %u workers, timeout %u", proto_node_op_name(h->opcode),
+			proto__wr_fail(&w, "node %s of %u workers, timeout %u", proto_node_op_name(h->opcode),
 				       m->u.step.workers, m->u.step.timeout_ms);
-		wr_u32(&nw.w, m->u.step.workers);
-		wr_u32(&nw.w, m->u.step.timeout_ms);
-		wr_u64(&nw.w, m->u.step.worker);
+		wr_u32(&w, m->u.step.workers);
+		wr_u32(&w, m->u.step.timeout_ms);
+		wr_u64(&w, m->u.step.worker);
 		if (h->opcode == PROTO_NODE_STEP_ARRIVE_SEQ) {
 			if (!m->u.step.seq || m->u.step.rank >= EMDB_WORKERS_MAX)
-				proto__wr_fail(&nw.w, "node STEP_ARRIVE_SEQ of seq %llu, rank %u",
+				proto__wr_fail(&w, "node STEP_ARRIVE_SEQ of seq %llu, rank %u",
 					       (unsigned long long)m->u.step.seq, m->u.step.rank);
-			wr_u64(&nw.w, m->u.step.seq);
-			wr_u64(&nw.w, m->u.step.session);
-			wr_u32(&nw.w, m->u.step.rank);
-			wr_u32(&nw.w, 0);
+			wr_u64(&w, m->u.step.seq);
+			wr_u64(&w, m->u.step.session);
+			wr_u32(&w, m->u.step.rank);
+			wr_u32(&w, 0);
 		}
 		break;
 	case C_ADMIN:
-		admin_write(&nw.w, h->opcode, &m->u.admin);
+		admin_write(&w, h->opcode, &m->u.admin);
 		break;
 	case C_TICKET:
 		if (!m->u.ticket.handle)
-			proto__wr_fail(&nw.w, "ticket handle 0");
-		wr_u64(&nw.w, m->u.ticket.handle);
-		wr_u32(&nw.w, m->u.ticket.count);
-		wr_zero(&nw.w, 4);
+			proto__wr_fail(&w, "ticket handle 0");
+		wr_u64(&w, m->u.ticket.handle);
+		wr_u32(&w, m->u.ticket.count);
+		wr_zero(&w, 4);
 		break;
 	case C_VECS:
-		vecs_write(&nw.w, &m->u.vecs, at);
+		vecs_write(&w, &m->u.vecs, at);
 		break;
 	case C_ROWS:
-		wr_u64(&nw.w, m->u.rows.rows);
+		wr_u64(&w, m->u.rows.rows);
 		break;
 	case C_SCAN:
 		if (!m->u.scan.max_rows || !m->u.scan.dim || (m->u.scan.flags & ~(uint32_t)PROTO_NODE_SCAN_STATE))
-			proto__wr_fail(&nw.w, "node SCAN of %u rows, dim %u, flags 0x%x", m->u.scan.max_rows, m->u.scan.dim,
+			proto__wr_fail(&w, "node SCAN of %u rows, dim %u, flags 0x%x", m->u.scan.max_rows, m->u.scan.dim,
 				       m->u.scan.flags);
-		wr_u64(&nw.w, m->u.scan.cursor);
-		wr_u32(&nw.w, m->u.scan.max_rows);
-		wr_u32(&nw.w, m->u.scan.dim);
-		wr_u32(&nw.w, m->u.scan.flags);
-		wr_zero(&nw.w, 4);
+		wr_u64(&w, m->u.scan.cursor);
+		wr_u32(&w, m->u.scan.max_rows);
+		wr_u32(&w, m->u.scan.dim);
+		wr_u32(&w, m->u.scan.flags);
+		wr_zero(&w, 4);
 		break;
 	case C_PAGE:
-		page_write(&nw.w, &m->u.page, at);
+		page_write(&w, &m->u.page, at);
 		break;
 	case C_LOAD:
-		load_write(&nw.w, &m->u.load, at);
+		load_write(&w, &m->u.load, at);
 		break;
 	case C_STATS:
-		stats_write(&nw.w, &m->u.stats);
+		stats_write(&w, &m->u.stats);
 		break;
 	case C_CKPT:
-		ckpt_write(&nw.w, h->opcode, resp, &m->u.ckpt);
+		ckpt_write(&w, h->opcode, resp, &m->u.ckpt);
 		break;
 	}
-	return node_wr_end(&nw.w, h, len);
+	return node_wr_end(&w, h, len);
 }
 
 int proto_node_err_encode(uint8_t *buf, size_t cap, uint16_t op, uint32_t table, uint64_t epoch,
