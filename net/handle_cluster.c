@@ -14,10 +14,13 @@
  * later, so what the cluster layer reads after cluster_submit returns is
  * copied into the request's block (a pooled Pull's offsets and weights,
  * TABLE_LOAD's arrays); IDs and gradients of the routed data ops are
- * read inside cluster_submit only (cluster.h "Ownership") and are not; the connection then owes the answer
- * (answers_owed) until the cluster layer's completion comes back to the
- * connection's I/O thread as an io_completion (net/loop.h), which writes
- * the reply or the error.
+ * read inside cluster_submit only (cluster.h "Ownership") and are not.
+ * The reply of a PULL, LOOKUP or READ_STATE is laid out at submit in a
+ * block of its own, the parts write their rows straight into it, and it
+ * joins the connection's output as it is (reply_frame, obuf_adopt).  The
+ * connection then owes the answer (answers_owed) until the cluster
+ * layer's completion comes back to the connection's I/O thread as an
+ * io_completion (net/loop.h), which writes the reply or the error.
  *
  * Invariants:
  *   1. Exactly one reply per request: the handler's error when the
@@ -50,6 +53,7 @@
 #include "net/handle_int.h"
 #include "net/info.h"
 #include "net/loop.h"
+#include "net/obuf.h"
 #include "net/server.h"
 
 typedef struct routed {
@@ -66,6 +70,8 @@ typedef struct routed {
 	emdb_optimizer opt;    /* TABLE_ALTER */
 	char section[PROTO_NAME_MAX + 1]; /* INFO */
 	uint8_t *mem;       /* copies of the request's arrays and the outputs */
+	void *frame;        /* PULL, LOOKUP, READ_STATE: the reply, rows landing in it */
+	size_t frame_len;
 } routed;
 
 bool handle_is_routed(uint16_t op)
@@ -102,6 +108,7 @@ void handle_cluster_ticket_free(void *cl, void *t)
 
 static void routed_free(routed *a)
 {
+	obuf_detached_free(a->frame);
 	emdb_free(a->mem);
 	emdb_free(a);
 }
@@ -129,19 +136,12 @@ static int reply_ok(conn *c, routed *a)
 		return rc;
 	}
 	case PROTO_OP_PULL:
-	case PROTO_OP_PULL_WEIGHTED: {
-		proto_pull_resp m = { a->n_rows, a->width, r->out };
-		return a->op == PROTO_OP_PULL ? HANDLE_REPLY(c, a->req_id, proto_pull_resp_encode, &m)
-					      : HANDLE_REPLY(c, a->req_id, proto_pull_weighted_resp_encode, &m);
-	}
-	case PROTO_OP_LOOKUP: {
-		proto_lookup_resp m = { a->n_rows, a->width, r->out, a->want_found ? r->found : NULL };
-		return HANDLE_REPLY(c, a->req_id, proto_lookup_resp_encode, &m);
-	}
-	case PROTO_OP_READ_STATE: {
-		proto_read_state_resp m = { a->n_rows, a->width, r->out, r->found };
-		return HANDLE_REPLY(c, a->req_id, proto_read_state_resp_encode, &m);
-	}
+	case PROTO_OP_PULL_WEIGHTED:
+	case PROTO_OP_LOOKUP:
+	case PROTO_OP_READ_STATE: /* complete in its own block: no copy */
+		obuf_adopt(&c->out, a->frame, a->frame_len);
+		a->frame = NULL;
+		return EMDB_OK;
 	case PROTO_OP_UPDATE:
 	case PROTO_OP_PUSH_UPDATE: {
 		proto_update_resp m = { r->rows };
@@ -246,6 +246,7 @@ static int ticket_of(conn *c, uint64_t handle, const cluster_ticket **out)
 }
 
 static const float no_weights[1]; /* a weighted request's, when it has none */
+static float no_rows[1]; /* the rows of a reply with none (READ_STATE of SGD) */
 static const uint64_t no_ids[1]; /* a request's IDs, when it has none */
 
 /* With a ticket, a weighted request's weights are one per ID of the
@@ -263,6 +264,48 @@ static int check_rows(conn *c, uint64_t n_rows, uint32_t width, bool found)
 {
 	uint64_t bytes = PROTO_HDR_SIZE + 16 + n_rows * width * 4 + (found ? n_rows + 8 : 0);
 	return handle_check_reply(c, bytes);
+}
+
+/* The reply of a PULL, LOOKUP or READ_STATE laid out (everything but
+ * the rows and found flags) into buf[cap], as its proto_*_resp_begin
+ * does; same return convention. */
+static int layout(const routed *a, uint8_t *buf, size_t cap, float **vecs, uint8_t **found, size_t *len)
+{
+	switch (a->op) {
+	case PROTO_OP_PULL:
+		return proto_pull_resp_begin(buf, cap, a->req_id, a->n_rows, a->width, vecs, len);
+	case PROTO_OP_PULL_WEIGHTED:
+		return proto_pull_weighted_resp_begin(buf, cap, a->req_id, a->n_rows, a->width, vecs, len);
+	case PROTO_OP_LOOKUP:
+		return proto_lookup_resp_begin(buf, cap, a->req_id, a->n_rows, a->width, a->want_found, vecs, found,
+					       len);
+	default:
+		return proto_read_state_resp_begin(buf, cap, a->req_id, a->n_rows, a->width, vecs, found, len);
+	}
+}
+
+/* The reply frame made at submit, in a block of its own
+ * (obuf_detached_new): the cluster layer writes the rows (and found
+ * flags) straight into it as the parts come in, and the completion
+ * appends it to the connection's output as it is (obuf_adopt), where
+ * assembling the rows elsewhere and encoding them into the output would
+ * copy them once more. */
+static int reply_frame(routed *a)
+{
+	cluster_req *r = &a->r;
+	float *vecs = NULL;
+	uint8_t *found = NULL;
+	size_t len = 0;
+	int rc = layout(a, NULL, 0, &vecs, &found, &len);
+	if (rc != EMDB_ERR_LIMIT)
+		return handle_fail(rc ? rc : EMDB_ERR_INTERNAL, "laying out a reply of %u rows", a->n_rows);
+	if (!(a->frame = obuf_detached_new(len)))
+		return handle_fail(EMDB_ERR_NOMEM, "no memory for a reply of %zu bytes", len);
+	if ((rc = layout(a, a->frame, len, &vecs, &found, &a->frame_len)))
+		return handle_fail(rc, "laying out a reply of %u rows", a->n_rows);
+	r->out = vecs ? vecs : no_rows;
+	r->found = a->want_found ? found : NULL;
+	return EMDB_OK;
 }
 
 /* TABLE_SCAN: one page of the cluster's cursor; the page's reply checked
@@ -400,15 +443,13 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		/* the IDs are read in cluster_submit only; offsets and weights
 		 * when the pooled rows are assembled, so they are copied */
 		in = (n_bags ? ((size_t)n_bags + 1) * 8 : 0) + (size_t)n_weights * 4;
-		out = (size_t)a->n_rows * a->width * 4 + a->n_rows + 16;
-		if (!(a->mem = emdb_malloc(in + out + 24)))
+		if (in && !(a->mem = emdb_malloc(in + 16)))
 			break;
 		uint8_t *at = a->mem;
 		r->ids = tk ? NULL : ids ? ids : no_ids;
 		r->offsets = n_bags ? take(&at, offsets, ((size_t)n_bags + 1) * 8) : NULL;
 		r->weights = weights ? take(&at, weights, (size_t)n_weights * 4) : NULL;
-		r->out = take(&at, NULL, (size_t)a->n_rows * a->width * 4);
-		r->found = a->want_found ? take(&at, NULL, a->n_rows) : NULL;
+		rc = reply_frame(a);
 		break;
 	}
 	case PROTO_OP_PUSH:

@@ -142,6 +142,47 @@ void obuf_commit(obuf *b, size_t n)
 	b->reserved = 0;
 }
 
+static obuf_block *block_of(void *data)
+{
+	return (obuf_block *)((uint8_t *)data - offsetof(obuf_block, data));
+}
+
+void *obuf_detached_new(size_t n)
+{
+	obuf_block *k = emdb_malloc(sizeof(*k) + n);
+	if (!k)
+		return NULL;
+	k->next = NULL;
+	k->cap = n;
+	k->used = 0;
+	return k->data;
+}
+
+void obuf_detached_free(void *data)
+{
+	if (data)
+		emdb_free(block_of(data));
+}
+
+void obuf_adopt(obuf *b, void *data, size_t len)
+{
+	obuf_block *k = block_of(data);
+	assert(len <= k->cap && len % 8 == 0);
+	if (len == 0) {
+		emdb_free(k);
+		return;
+	}
+	assert(b->reserved == 0); /* a commit after this would add to k */
+	k->used = len;
+	b->allocated += sizeof(*k) + k->cap;
+	if (b->tail)
+		b->tail->next = k;
+	else
+		b->head = k;
+	b->tail = k;
+	b->pending += len;
+}
+
 int obuf_iov(const obuf *b, struct iovec *iov, int max)
 {
 	int n = 0;

@@ -55,6 +55,19 @@ void obuf_commit(obuf *b, size_t n);
 /* Forget the open reservation; a block made for it is given back. */
 void obuf_cancel(obuf *b);
 
+/* A block made apart from the queue, for a reply that is built over time
+ * by other threads (a cluster node's routed Pull: the owners' rows land in
+ * it as they arrive) and joins the stream when it is complete, without
+ * being copied.  obuf_detached_new gives n bytes (8-aligned data, NULL
+ * when memory is refused); obuf_adopt appends its first len bytes (a
+ * multiple of 8) to the stream, after everything committed before, and
+ * the obuf owns it from then (no reservation may be open: replies are
+ * adopted between frames); obuf_detached_free drops one never adopted
+ * (NULL is fine). */
+void *obuf_detached_new(size_t n);
+void obuf_adopt(obuf *b, void *data, size_t len);
+void obuf_detached_free(void *data);
+
 /* Describe up to max iovecs of unsent bytes, oldest first; returns how
  * many were filled (0 when nothing is pending). */
 int obuf_iov(const obuf *b, struct iovec *iov, int max);

@@ -213,6 +213,7 @@ typedef struct proto_wr {
 	proto_iov *v;
 	size_t scr; /* gather mode: scratch bytes used */
 	int err;
+	bool caller_fills; /* proto_node_encode: arrays reserved are not zeroed */
 } proto_wr;
 
 /* Record EMDB_ERR_INVALID unless an error is recorded; returns w->err. */
@@ -232,6 +233,7 @@ static inline void wr_begin(proto_wr *w, uint8_t *buf, size_t cap)
 	w->v = NULL;
 	w->scr = 0;
 	w->err = EMDB_OK;
+	w->caller_fills = false;
 }
 
 static inline void wr_begin_iov(proto_wr *w, proto_iov *v)
@@ -242,6 +244,7 @@ static inline void wr_begin_iov(proto_wr *w, proto_iov *v)
 	w->v = v;
 	w->scr = 0;
 	w->err = EMDB_OK;
+	w->caller_fills = false;
 	v->n = 0;
 	v->len = 0;
 	static const uint8_t hdr[PROTO_HDR_SIZE];

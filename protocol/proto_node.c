@@ -138,7 +138,7 @@ static void wr_arr(proto_wr *w, const void *p, uint64_t count, size_t elsize, co
 	size_t before = w->off;
 	if (p)
 		wr_array(w, p, count, elsize, field);
-	else if ((dst = wr_reserve(w, count, elsize, field)) != NULL)
+	else if ((dst = wr_reserve(w, count, elsize, field)) != NULL && !w->caller_fills)
 		memset(dst, 0, (size_t)(w->off - before));
 	if (at)
 		*at = count && w->off <= w->cap && !w->err ? w->buf + before : NULL;
@@ -351,6 +351,7 @@ int proto_node_encode(uint8_t *buf, size_t cap, const proto_node_msg *m, size_t 
 	proto_wr w;
 	memset(at, 0, sizeof(*at));
 	node_wr_begin(&w, buf, cap);
+	w.caller_fills = where != NULL; /* it writes the arrays it reserves */
 	const proto_node_hdr *h = &m->hdr;
 	bool resp = h->flags & PROTO_NODE_FLAG_RESPONSE;
 	if (!proto_node_op_known(h->opcode) && !(h->opcode == PROTO_NODE_NONE && resp && h->status < 0))

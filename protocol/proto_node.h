@@ -33,9 +33,12 @@
  *
  * Encoding (proto_node_encode) follows protocol/proto.h's convention
  * (EMDB_OK / LIMIT with the size needed / INVALID).  An array pointer left
- * NULL with a nonzero count is reserved in the frame (zeroed) instead of
- * copied, and proto_node_where tells where each array landed, so that a
- * sender gathers rows or the engine writes floats straight into the frame.
+ * NULL with a nonzero count is reserved in the frame instead of copied,
+ * and proto_node_where tells where each array landed, so that a sender
+ * gathers rows or the engine writes floats straight into the frame.  With
+ * where given such an array is left as it is (the caller writes every
+ * byte of it before the frame leaves: no zeroing of a megabyte that is
+ * overwritten at once); with where NULL it is zeroed.
  *
  * Decoding (proto_node_decode) checks the whole frame: header, the opcode
  * known and of the right direction, status, then the body against the

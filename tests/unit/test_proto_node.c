@@ -8,7 +8,9 @@
  * body_len, reserved bytes, padding, trailing bytes, counts that do not
  * add up, per-opcode fields that must be zero, a gradient row past the
  * rows sent) are refused with PROTOCOL (UNSUPPORTED for the version);
- * the encoder refuses what the decoder would.  Then, through a 2-node
+ * the encoder refuses what the decoder would; an array left NULL is
+ * reserved zeroed, or untouched for a caller that asked where it landed
+ * and fills it.  Then, through a 2-node
  * in-process cluster: a node answers a malformed frame, a frame of
  * another epoch, a response where a request belongs, an unknown table and
  * another peer's ticket with an error reply, and none of them changes a
@@ -416,4 +418,40 @@ Test(proto_node, push_ranked_carries_the_rank)
 	cr_assert(node_sample(5, &m)); /* a PUSH */
 	m.u.grads.rank = 1;
 	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+}
+
+/* An array left NULL is reserved: zeroed when the caller asks nothing,
+ * left for the caller to fill when it asks where it landed (an owner's
+ * engine writes the rows there, a home node gathers IDs and gradients). */
+Test(proto_node, reserved_arrays_zeroed_unless_the_caller_fills)
+{
+	proto_node_msg m = { .hdr = { PROTO_NODE_VERSION, PROTO_NODE_FLAG_RESPONSE, PROTO_NODE_LOOKUP, 0, 3, 9, 0 } };
+	m.u.vecs = (proto_node_vecs){ .n = 4, .width = 2, .flags = PROTO_NODE_VECS_FOUND };
+	size_t len = 0;
+	proto_node_where at;
+
+	memset(buf, 0xAA, sizeof(buf));
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_OK);
+	proto_node_msg d;
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(d.u.vecs.n, 4);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(d.u.vecs.vecs[i], 0.0f);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(d.u.vecs.found[i], 0);
+
+	memset(buf, 0xAA, sizeof(buf));
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, &at), EMDB_OK);
+	cr_assert_not_null(at.floats);
+	cr_assert_not_null(at.found);
+	for (int i = 0; i < 8 * 4; i++)
+		cr_assert_eq(((uint8_t *)at.floats)[i], 0xAA, "byte %d of the rows was written", i);
+	for (int i = 0; i < 8; i++)
+		at.floats[i] = (float)i;
+	for (int i = 0; i < 4; i++)
+		at.found[i] = (uint8_t)(i & 1);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK, "%s", emdb_last_error());
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(d.u.vecs.vecs[i], (float)i);
+	cr_assert_eq(d.u.vecs.found[3], 1);
 }
