@@ -3,8 +3,11 @@
  * configuration (256-ID batches, a few hundred requests in all) runs end
  * to end, exits 0, and prints one JSON line per operation with the link's
  * counters, messages per request within N-1, the bytes sent at least
- * the bytes that must cross and each server's CPU per request; SIGINT in the middle of a run stops the bench
- * and every emdb-server it started.  No figure of speed is asserted.
+ * the bytes that must cross, each server's CPU per request, and both bare
+ * UCX references (between processes, the goal's, and in one process);
+ * SIGINT in the middle of a run stops the bench, every emdb-server it
+ * started and every process of its bare exchange.  No figure of speed is
+ * asserted.
  *
  * The bench runs as a child process that dies with the test
  * (PR_SET_PDEATHSIG, tests/lib/cli_run.h's prog_start); every wait is
@@ -147,12 +150,29 @@ Test(cluster_bench, two_nodes_end_to_end_json_has_the_counters)
 			cr_assert_leq(fabs(jnum(v, "bytes_per_op") - jnum(v, "cluster_bytes_sent") / ops), 0.1);
 		}
 
-		/* The bare exchange ran with the messages the home node sent. */
-		cr_assert_eq(jnum(v, "bare_msgs_per_round"), msgs / ops > 1.5 ? 2 : 1, "%s", op);
-		cr_assert_eq(jget(v, "bare_req_bytes")->n, jnum(v, "bare_msgs_per_round"));
+		/* Both bare exchanges ran with the messages the home node
+		 * sent, to the peer it sent them to; the goal's between a
+		 * home and an owner process, each on its event fd. */
+		double n_bare = jnum(v, "bare_msgs_per_round");
+		cr_assert_eq(n_bare, msgs / ops > 1.5 ? 2 : 1, "%s", op);
+		cr_assert_eq(jget(v, "bare_req_bytes")->n, n_bare);
+		cr_assert_eq(jget(v, "bare_msg_ranks")->n, n_bare);
+		cr_assert_eq(jnum(v, "bare_msg_ranks.0"), 1, "%s", op);
+		cr_assert_eq(jnum(v, "bare_processes"), 2, "%s", op);
+		cr_assert_str_eq(jstr(v, "bare_progress"), "event_fd");
+		cr_assert_str_eq(jstr(v, "statistic"), "best of 3");
 		cr_assert_gt(jnum(v, "bare_rounds_per_sec"), 0, "%s", op);
 		cr_assert_gt(jnum(v, "ratio_bare"), 0, "%s", op);
 		cr_assert_eq(jget(v, "goal_ratio_bare")->t, J_NUM);
+		cr_assert_gt(jnum(v, "cpu_us_per_round_bare_home"), 0, "%s", op);
+		cr_assert_gt(jnum(v, "cpu_us_per_round_bare_owners"), 0, "%s", op);
+		cr_assert_gt(jnum(v, "bare_polled_rounds_per_sec"), 0, "%s", op);
+		cr_assert_gt(jnum(v, "ratio_bare_polled"), 0, "%s", op);
+		/* Both ratios are of the same node goodput. */
+		double node = jnum(v, "node_goodput_bytes_per_sec");
+		cr_assert_leq(fabs(jnum(v, "ratio_bare") * jnum(v, "bare_goodput_bytes_per_sec") - node), node * 1e-2 + 1);
+		cr_assert_leq(fabs(jnum(v, "ratio_bare_polled") * jnum(v, "bare_polled_goodput_bytes_per_sec") - node),
+			      node * 1e-2 + 1);
 		/* Each server's CPU for its requests (its process CPU clock). */
 		cr_assert_gt(jnum(v, "cpu_us_per_op_home"), 0, "%s", op);
 		cr_assert_gt(jnum(v, "cpu_us_per_op_single"), 0, "%s", op);
@@ -180,7 +200,7 @@ Test(cluster_bench, sigint_stops_the_bench_and_every_node)
 	}
 	pid_t kids[16];
 	int n = children_of(running.pid, kids, 16);
-	cr_assert_eq(n, 3, "two nodes and a single node, found %d children", n);
+	cr_assert_eq(n, 5, "two nodes, a single node and the bare exchange's two processes, found %d children", n);
 
 	cr_assert_eq(kill(running.pid, SIGINT), 0);
 	prog_wait(&running, "emdb-bench after SIGINT", 30000);

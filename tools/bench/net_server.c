@@ -14,7 +14,8 @@
  *   1. Servers bind 127.0.0.1 or a Unix socket under the bench's own
  *      temporary directory; redis-server runs with --save "" and
  *      --appendonly no, so nothing is written to disk.
- *   2. A started server is in the table until net_server_stop reaped it.
+ *   2. A started server is in the table until net_server_stop reaped it;
+ *      an adopted child (net_servers_adopt) until net_servers_release.
  */
 #include "tools/bench/net_server.h"
 
@@ -32,7 +33,7 @@
 
 #include "tools/bench/harness.h"
 
-#define MAX_CHILDREN 8
+#define MAX_CHILDREN 16
 #define MAX_FILES 32
 
 static volatile pid_t children[MAX_CHILDREN];
@@ -110,18 +111,24 @@ const char *net_servers_file(const char *name)
 	return add_file(name);
 }
 
+static int free_slot(void)
+{
+	for (int i = 0; i < MAX_CHILDREN; i++)
+		if (children[i] <= 0)
+			return i;
+	harness_die("too many servers");
+}
+
+void net_servers_adopt(pid_t pid)
+{
+	children[free_slot()] = pid;
+}
+
 static pid_t spawn(const char *const *argv, const char *log)
 {
 	pid_t parent = getpid(), pid;
-	int slot = -1;
+	int slot = free_slot();
 
-	for (int i = 0; i < MAX_CHILDREN; i++)
-		if (children[i] <= 0) {
-			slot = i;
-			break;
-		}
-	if (slot < 0)
-		harness_die("too many servers");
 	pid = fork();
 	if (pid < 0)
 		harness_die("fork: %s", strerror(errno));
@@ -143,7 +150,7 @@ static pid_t spawn(const char *const *argv, const char *log)
 	return pid;
 }
 
-static void forget(pid_t pid)
+void net_servers_release(pid_t pid)
 {
 	for (int i = 0; i < MAX_CHILDREN; i++)
 		if (children[i] == pid)
@@ -175,7 +182,7 @@ static void wait_up(net_server *s, const char *what, const char *log, const char
 	for (int tries = 0; tries < 2000; tries++) {
 		int st, fd;
 		if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
-			forget(s->pid);
+			net_servers_release(s->pid);
 			s->pid = 0;
 			show_log(log);
 			harness_die("%s exited at start (status 0x%x)", what, st);
@@ -372,7 +379,7 @@ void net_server_stop(net_server *s)
 		kill(s->pid, SIGKILL);
 		while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
 			;
-		forget(s->pid);
+		net_servers_release(s->pid);
 		s->pid = 0;
 	}
 }

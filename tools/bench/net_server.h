@@ -62,6 +62,12 @@ int net_server_start_redis(net_server *s, net_transport tr);
 /* Kill and reap the server.  Idempotent. */
 void net_server_stop(net_server *s);
 
+/* Kill pid with the servers on every way out (exit, SIGINT ...): a child
+ * started elsewhere, such as the bare UCX group's (tools/linkbench/
+ * ucx_group.h).  net_servers_release it before reaping it yourself. */
+void net_servers_adopt(pid_t pid);
+void net_servers_release(pid_t pid);
+
 #define NET_REDIS_BIN "/usr/bin/redis-server"
 
 #endif

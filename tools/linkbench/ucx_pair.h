@@ -2,8 +2,10 @@
  * ucx_pair.h - the bare UCX active-message exchange that emdb's benchmarks
  * compare the node-to-node link with: two UCX workers in one process, A
  * connected to B through a listener on 127.0.0.1, driven by one thread
- * that polls both.  No copy, no thread hand-over, no event fd: what UCX
- * itself costs for a given set of message sizes.  emdb-link-bench
+ * that polls both.  No copy, no thread hand-over, no event fd, no
+ * context switch: what UCX itself costs for a given set of message sizes
+ * (ucx_group.h is the exchange with one process per end, each driven from
+ * its worker's event fd as the nodes are).  emdb-link-bench
  * (tools/linkbench/main.c) and emdb-bench --cluster (tools/bench/
  * cluster_bench.c) both use it.
  *
@@ -19,15 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define UCX_PAIR_MAX_MSGS 16 /* messages per round */
+#include "tools/linkbench/ucx_am.h"
+
+#define UCX_PAIR_MAX_MSGS UCX_AM_MAX_MSGS /* messages per round */
 
 typedef struct ucx_pair ucx_pair;
-
-typedef struct ucx_pair_result {
-	uint64_t rounds;   /* rounds completed */
-	uint64_t ns;       /* from the first send to the last reply */
-	uint64_t bytes;    /* payload bytes both ways, every round */
-} ucx_pair_result;
+typedef ucx_am_result ucx_pair_result;
 
 /* Open the two workers and connect A to B.  Returns 0, or -1 with a
  * message in err.  Free with ucx_pair_close. */
