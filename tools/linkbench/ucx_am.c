@@ -15,8 +15,8 @@
  *
  * Invariants
  *   1. e->got counts replies whose bytes are in, never more than once.
- *   2. Any failure of a receive, an answer or an accept sets e->failed;
- *      the exchanges check it and give up.
+ *   2. Any failure of a receive, an answer, an accept or an endpoint (a
+ *      peer lost) sets e->failed; the exchanges check it and give up.
  */
 #include "tools/linkbench/ucx_am.h"
 
@@ -144,12 +144,23 @@ int ucx_am_end_open(ucx_am_end *e, ucx_am_role role, int wakeup)
 	return ucp_worker_set_am_recv_handler(e->worker, &ap) == UCS_OK ? 0 : -1;
 }
 
+/* A peer lost (killed, timed out): the end's exchange gives up (inv. 2). */
+static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+	ucx_am_end *e = arg;
+	(void)ep;
+	(void)st;
+	e->failed = 1;
+}
+
 static void on_conn(ucp_conn_request_h req, void *arg)
 {
 	ucx_am_end *e = arg;
-	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+					     UCP_EP_PARAM_FIELD_ERR_HANDLER,
 			       .conn_request = req,
-			       .err_mode = UCP_ERR_HANDLING_MODE_PEER };
+			       .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+			       .err_handler = { on_ep_error, e } };
 	if (e->ep || ucp_ep_create(e->worker, &ep, &e->ep) != UCS_OK)
 		e->failed = 1;
 }
@@ -179,10 +190,11 @@ int ucx_am_connect(ucx_am_end *e, unsigned port, ucp_ep_h *out)
 {
 	struct sockaddr_in sa = loopback(port);
 	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-					     UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+					     UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
 			       .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
 			       .sockaddr = { (struct sockaddr *)&sa, sizeof(sa) },
-			       .err_mode = UCP_ERR_HANDLING_MODE_PEER };
+			       .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+			       .err_handler = { on_ep_error, e } };
 	if (ucp_ep_create(e->worker, &ep, out) != UCS_OK) {
 		*out = NULL;
 		return -1;
@@ -244,7 +256,7 @@ int ucx_am_rounds(ucx_am_end *a, const ucp_ep_h *to, const size_t *req, const si
 		if (wait(ctx, err, errlen) < 0)
 			return -1;
 		if (a->failed) {
-			snprintf(err, errlen, "UCX: a reply could not be received");
+			snprintf(err, errlen, "UCX: a peer failed, or a reply could not be received");
 			return -1;
 		}
 		if (a->got != seen) {
