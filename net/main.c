@@ -31,7 +31,16 @@
  * the memory is kept.  So keep up to 256 MiB of freed heap for reuse and
  * serve allocations up to 32 MiB (glibc's largest threshold) from the heap.
  * The row store's chunks are mapped by the engine itself and not affected.
- * An operator's MALLOC_*_ environment variables win over these. */
+ * An operator's MALLOC_*_ environment variables win over these.
+ *
+ * The number of arenas is left to glibc (up to 8 per core, one per I/O
+ * thread in practice): glibc applies M_TRIM_THRESHOLD to the threads'
+ * heaps too, so freed request and reply buffers stay in whichever arena
+ * holds them.  MALLOC_ARENA_MAX=1, once credited with a third less CPU
+ * per request, changed neither the server's page faults nor its maps per
+ * request (4096 and 100k-row Pulls, docs/benchmarks-history.md "Server
+ * memory arenas"), and one arena would serialise every I/O thread's
+ * allocations on one lock on a many-core server. */
 static void malloc_keep_freed(void)
 {
 	if (!getenv("MALLOC_MMAP_THRESHOLD_"))
