@@ -28,6 +28,7 @@
 
 #include "base/error_int.h"
 #include "checkpoint/cluster_ckpt.h"
+#include "checkpoint/rows_in.h"
 #include "db/db_int.h"
 
 #define PAGE 65536
@@ -35,10 +36,7 @@
 typedef struct stage {
 	tbl **t;      /* [m->n_tables], by the manifest's table order */
 	uint32_t n;
-	uint64_t *ids, *locs, *hash;
-	uint32_t *order, *start;
-	size_t cap;   /* rows of scratch */
-	uint32_t shards_cap;
+	rows_in in;   /* the kept rows' way into s->t */
 } stage;
 
 static void stage_free(stage *s, bool tables)
@@ -47,49 +45,7 @@ static void stage_free(stage *s, bool tables)
 		if (s->t[i])
 			table_release(s->t[i]);
 	emdb_free(s->t);
-	emdb_free(s->ids);
-	emdb_free(s->locs);
-	emdb_free(s->hash);
-	emdb_free(s->order);
-	emdb_free(s->start);
-}
-
-static int grow(stage *s, size_t rows, size_t width, uint32_t shards)
-{
-	(void)width;
-	if (rows <= s->cap && shards <= s->shards_cap)
-		return EMDB_OK;
-	emdb_free(s->ids);
-	emdb_free(s->locs);
-	emdb_free(s->hash);
-	emdb_free(s->order);
-	emdb_free(s->start);
-	s->ids = emdb_malloc(rows * 8);
-	s->locs = emdb_malloc(rows * 8);
-	s->hash = emdb_malloc(rows * 8);
-	s->order = emdb_malloc(rows * 4);
-	s->start = emdb_malloc(((size_t)shards + 1) * 4);
-	s->cap = s->ids && s->locs && s->hash && s->order && s->start ? rows : 0;
-	s->shards_cap = s->cap ? shards : 0;
-	return s->cap ? EMDB_OK : emdb__seterr(EMDB_ERR_NOMEM, "restoring a cluster checkpoint");
-}
-
-/* Insert n rows (ids, rows of width floats) into t (a private table). */
-static int insert_rows(stage *s, tbl *t, const uint64_t *ids, const float *rows, size_t n, size_t width)
-{
-	if (!n)
-		return EMDB_OK;
-	int rc = grow(s, n, width, t->shards);
-	if (rc)
-		return rc;
-	memcpy(s->ids, ids, n * 8);
-	dit_plan plan = { 0, s->hash, s->order, s->start };
-	if ((rc = table_resolve_prepare(t, s->ids, n, &plan)) != EMDB_OK)
-		return rc;
-	table_resolve_commit_raw(t, s->ids, &plan, s->locs, NULL);
-	for (size_t i = 0; i < n; i++)
-		memcpy(table_row(t, s->locs[i]), rows + i * width, width * sizeof(float));
-	return EMDB_OK;
+	rows_in_free(&s->in);
 }
 
 static const cman_table *find_table(const cman *m, uint32_t id, uint32_t *at)
@@ -134,7 +90,7 @@ static int take_table(stage *s, emdb_db *src, uint32_t id, uint32_t at, cman_kee
 			k++;
 		}
 		if (rc == EMDB_OK)
-			rc = insert_rows(s, t, mine, rows, k, width);
+			rc = rows_in_put(&s->in, t, mine, rows, k, width * sizeof(float));
 		*kept += k;
 	} while (rc == EMDB_OK && cursor);
 	emdb_free(vecs);
@@ -255,9 +211,7 @@ int cman_stage(emdb_db *db, const char *dir, const cman *m, cman_keep_fn keep, v
 		return rc;
 	}
 	/* The scratch is not needed past here. */
-	emdb_free(s->ids), emdb_free(s->locs), emdb_free(s->hash), emdb_free(s->order), emdb_free(s->start);
-	s->ids = s->locs = s->hash = NULL;
-	s->order = s->start = NULL;
+	rows_in_free(&s->in);
 	if (rows_out)
 		*rows_out = st->rows;
 	*out = st;

@@ -34,6 +34,7 @@
 
 #include "base/error_int.h"
 #include "checkpoint/job_int.h"
+#include "checkpoint/rows_in.h"
 #include "checkpoint/store_int.h"
 #include "db/db_int.h"
 
@@ -111,56 +112,8 @@ typedef struct rworker {
 	uint64_t rows, bytes;
 	int rc;
 	char msg[512];
-	uint64_t *ids, *locs, *hash;
-	uint32_t *order, *start;
-	size_t cap;
+	rows_in in;            /* its own scratch */
 } rworker;
-
-static int grow_scratch(rworker *w, size_t n, uint32_t shards)
-{
-	if (n <= w->cap)
-		return EMDB_OK;
-	emdb_free(w->ids);
-	emdb_free(w->locs);
-	emdb_free(w->hash);
-	emdb_free(w->order);
-	emdb_free(w->start);
-	w->ids = emdb_malloc(n * 8);
-	w->locs = emdb_malloc(n * 8);
-	w->hash = emdb_malloc(n * 8);
-	w->order = emdb_malloc(n * 4);
-	w->start = emdb_malloc(((size_t)shards + 1) * 4);
-	w->cap = w->ids && w->locs && w->hash && w->order && w->start ? n : 0;
-	return w->cap ? EMDB_OK : EMDB_ERR_NOMEM;
-}
-
-static void free_scratch(rworker *w)
-{
-	emdb_free(w->ids);
-	emdb_free(w->locs);
-	emdb_free(w->hash);
-	emdb_free(w->order);
-	emdb_free(w->start);
-	w->cap = 0;
-}
-
-/* Load one block's rows into t. */
-static int load_block(rworker *w, tbl *t, const block_view *b)
-{
-	int rc = grow_scratch(w, b->n, t->shards);
-	if (rc != EMDB_OK)
-		return rc;
-	memcpy(w->ids, b->ids, (size_t)b->n * 8);
-	dit_plan plan = { 0, w->hash, w->order, w->start };
-	rc = table_resolve_prepare(t, w->ids, b->n, &plan);
-	if (rc != EMDB_OK)
-		return rc;
-	table_resolve_commit_raw(t, w->ids, &plan, w->locs, NULL);
-	size_t row_bytes = (size_t)b->row_floats * 4;
-	for (uint32_t i = 0; i < b->n; i++)
-		memcpy(table_row(t, w->locs[i]), b->rows + i * row_bytes, row_bytes);
-	return EMDB_OK;
-}
 
 /* Check one block and load it: EMDB_OK, or an error with its message. */
 static int take_block(rworker *w, const char *k, size_t klen, const char *v, size_t vlen, uint64_t want)
@@ -184,7 +137,7 @@ static int take_block(rworker *w, const char *k, size_t klen, const char *v, siz
 		return emdb__seterr(EMDB_ERR_CORRUPT, "checkpoint %llu, table %u: rows of %u floats, table has %u",
 				    ck, w->rec->id, b.row_floats, rf);
 	if (rc == EMDB_OK)
-		rc = load_block(w, w->t, &b);
+		rc = rows_in_put(&w->in, w->t, b.ids, b.rows, b.n, (size_t)b.row_floats * 4);
 	if (rc == EMDB_OK) {
 		w->hashes[want] = b.hash;
 		w->rows += b.n;
@@ -295,7 +248,7 @@ static int load_link(rctx *c, tbl *t, uint64_t ck, const manifest_table *rec)
 			rc = emdb__seterr(w[i].rc, "%s", w[i].msg);
 		rows += w[i].rows;
 		bytes += w[i].bytes;
-		free_scratch(&w[i]);
+		rows_in_free(&w[i].in);
 	}
 	for (uint64_t b = 0; rc == EMDB_OK && b < rec->blocks; b++)
 		hash = store_hash_chain(hash, hashes[b]);
