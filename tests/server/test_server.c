@@ -408,8 +408,15 @@ Test(server, sigterm_drains)
 	uint64_t first = c.next_id - N;
 	cr_assert_eq(cli_send_raw(&c, all, one * N), 0);
 	free(all);
-	t_sleep_ms(200);
-	cr_assert_geq(cli_info_num_other(&S, "clients", "connections_paused"), 1);
+	/* the server pauses the connection once its replies fill the limit;
+	 * a slow build (TSan) takes longer, so poll, within a bound */
+	long long paused = 0;
+	for (int waited = 0; waited < 10000 && paused < 1; waited += 20) {
+		paused = cli_info_num_other(&S, "clients", "connections_paused");
+		if (paused < 1)
+			t_sleep_ms(20);
+	}
+	cr_assert_geq(paused, 1, "no connection paused within 10 s");
 	kill(S.pid, SIGTERM);
 	t_sleep_ms(100);
 	for (uint64_t id = first; id < first + N; id++) {
