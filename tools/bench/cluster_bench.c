@@ -338,9 +338,16 @@ static double bare_best(const cl_run *r, ucx_pair *pair, cl_rec *x)
 	return best;
 }
 
-/* The bare exchanges of the sizes the home node's counters gave. */
-static void measure_bare(const cl_run *r, ucx_pair *pair, cl_rec *x)
+/* The bare exchanges of the sizes the home node's counters gave.  The
+ * one-process pair lives only while it is measured: an open UCX context
+ * keeps an async thread in this process, and an idle one left connected
+ * woke on its sockets over and over, taking most of a core from whatever
+ * was measured next (the nodes and the single node included). */
+static void measure_bare(const cl_run *r, cl_rec *x)
 {
+	char err[256];
+	ucx_pair *pair;
+
 	x->bare_n = 0;
 	x->bare_round_bytes = 0;
 	if (!x->ops)
@@ -365,7 +372,10 @@ static void measure_bare(const cl_run *r, ucx_pair *pair, cl_rec *x)
 	x->load_bare = load_now();
 	x->bare_rounds = bare_best(r, NULL, x);
 	x->load_polled = load_now();
+	if (ucx_pair_open(&pair, err, sizeof(err)) < 0)
+		harness_die("bare UCX exchange: %s", err);
 	x->polled_rounds = bare_best(r, pair, x);
+	ucx_pair_close(pair);
 }
 
 /* Derived figures of one record. */
@@ -607,7 +617,6 @@ void cluster_bench_run(const cluster_bench_opts *opts)
 	keys_source src;
 	pool p;
 	char err[256];
-	ucx_pair *pair;
 	cl_run run = { .o = &o };
 
 	if (!o.net.rows)
@@ -631,8 +640,6 @@ void cluster_bench_run(const cluster_bench_opts *opts)
 	run.single_pid = single.pid;
 	make_table(&wc, connect_to(&nodes[CL_HOME]), &o);
 	make_table(&ws, connect_to(&single), &o);
-	if (ucx_pair_open(&pair, err, sizeof(err)) < 0)
-		harness_die("bare UCX exchange: %s", err);
 
 	measure_info_cost(&run);
 	keys_source_init(&src, o.net.dist, o.net.rows);
@@ -652,13 +659,12 @@ void cluster_bench_run(const cluster_bench_opts *opts)
 		net_wl_measure_marked(&ws, x->op, &p, &x->single, mark_single, &run);
 		x->load_cluster = load_now();
 		net_wl_measure_marked(&wc, x->op, &p, &x->cluster, mark, &run);
-		measure_bare(&run, pair, x);
+		measure_bare(&run, x);
 		harness_log("%s: single %.0f op/s, cluster %.0f op/s, bare %.0f rounds/s between processes, %.0f in one "
 			    "(load %.2f)",
 			    net_op_name(x->op), x->single.best / o.net.batch, x->cluster.best / o.net.batch, x->bare_rounds,
 			    x->polled_rounds, x->load_cluster);
 	}
-	ucx_pair_close(pair);
 	for (unsigned i = 0; ucx_group_pid(run.group, i) > 0; i++)
 		net_servers_release(ucx_group_pid(run.group, i));
 	ucx_group_close(run.group);
