@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <emdb/checkpoint.h>
 #include <emdb/db.h>
@@ -100,7 +101,7 @@ static void *inserter(void *arg)
 		g[i] = 0.25f;
 	uint64_t next = 0;
 	while (!atomic_load(&s->stop)) {
-		if (next >= 1000000) /* from here on existing rows only: lookups stay one batch */
+		if (next >= 200000) /* from here on existing rows only: checkpoints and lookups stay small */
 			next = 0;
 		for (int i = 0; i < 256; i++)
 			ids[i] = rid(next++);
@@ -199,9 +200,10 @@ Test(conc_ckpt, checkpoints_while_training_are_consistent)
 		int rc = emdb_checkpoint(s.db, st, k % 3 ? EMDB_CKPT_INCREMENTAL : EMDB_CKPT_FULL, &info);
 		cr_assert_eq(rc, 0, "checkpoint %d: %s", k, emdb_last_error());
 		ids[k] = info.id;
-		/* wait for a couple of steps so each link sees changes */
+		/* wait for a couple of steps so each link sees changes; sleep
+		 * while waiting: a spinning wait took a core from the trainer */
 		while (atomic_load(&s.steps) < before + 2)
-			;
+			nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 	}
 	atomic_store(&s.stop, 1);
 	for (int i = 0; i < 3; i++)
