@@ -1,8 +1,8 @@
 /*
  * cluster/cluster.c - the cluster layer's handle (cluster.h): open and
  * close, the dispatch of a request to its module (route.c, steps.c,
- * admin.c), home tickets, traffic counters, and the small helpers every
- * module uses to talk through the link (cluster_int.h).
+ * admin.c, linktest.c), home tickets, traffic counters, and the small
+ * helpers every module uses to talk through the link (cluster_int.h).
  *
  * Invariants:
  *   1. Every frame this layer sends goes through cluster__call and every
@@ -134,6 +134,8 @@ int cluster_submit(cluster *cl, cluster_req *req)
 		return scan_submit(cl, req);
 	case CLUSTER_TABLE_STATS:
 		return stats_submit(cl, req);
+	case CLUSTER_LINKTEST:
+		return linktest_submit(cl, req);
 	}
 	cluster__set_msg(req, emdb__seterr(EMDB_ERR_INVALID, "cluster_submit: unknown op %d", (int)req->op), NULL);
 	return EMDB_ERR_INVALID;

@@ -56,6 +56,7 @@ struct cluster {
 	admin_state *admin;
 	ckpt_state *ckpt;
 	peer_counters *count;  /* [nodes] */
+	_Atomic bool linktest_busy; /* linktest.c: one at a time */
 };
 
 /* The part of one request that one owner answers. */
@@ -132,6 +133,10 @@ void scan_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_res
 
 int stats_submit(cluster *cl, cluster_req *req);
 void stats_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r);
+
+/* ---- linktest.c: the node-to-node path measured ------------------- */
+
+int linktest_submit(cluster *cl, cluster_req *req);
 
 /* ---- otickets.c ---------------------------------------------------- */
 

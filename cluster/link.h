@@ -85,6 +85,10 @@ typedef struct cluster_link {
 	void *ctx;       /* first argument of every op */
 	uint32_t rank;   /* this node */
 	uint32_t nodes;  /* N, ranks 0 .. N-1 */
+	/* Bytes the link adds to every frame it carries and counts in its
+	 * per-peer counters (its own header); 0 for a link that adds none.
+	 * A linktest (cluster/linktest.c) sizes its frames by it. */
+	uint32_t frame_overhead;
 } cluster_link;
 
 #endif

@@ -607,6 +607,7 @@ void node_link_as_cluster_link(node_link *l, cluster_link *out)
 	out->ctx = l;
 	out->rank = l->rank;
 	out->nodes = l->n;
+	out->frame_overhead = NODE_HDR_LEN;
 }
 
 void node_link_serve(node_link *l, cluster_serve_fn fn, void *ctx)

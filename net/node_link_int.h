@@ -17,9 +17,10 @@
 
 #include "net/node_link.h"
 #include "net/node_wire.h"
+#include "protocol/proto_node.h"
 
 #define NODE_AM_ID 0x4e /* 'N': the one active message id of the link */
-#define NODE_MAX_MESSAGE (1ull << 31) /* larger bodies are refused */
+#define NODE_MAX_MESSAGE PROTO_NODE_FRAME_MAX /* larger bodies are refused */
 #define NODE_RETRY_MIN_MS 50
 #define NODE_RETRY_MAX_MS 1000
 

@@ -1,0 +1,306 @@
+/*
+ * cluster/linktest.c - the home side of a linktest (cluster.h
+ * "Linktest", docs/cluster.md): rounds of ECHO messages kept in flight
+ * through the link, timed, with no engine and no client in between; the
+ * owners answer them in serve.c (serve_echo).
+ *
+ * Invariants:
+ *   1. Everything is checked in linktest_submit, before anything is sent;
+ *      a refusal (INVALID, BUSY, NOMEM) changes nothing and done never
+ *      runs.  Once accepted, done runs exactly once, on the link's
+ *      thread.
+ *   2. One linktest per node at a time: cl->linktest_busy is taken in
+ *      submit and given back right before done runs.
+ *   3. After submit the test lives on the link's thread only (started
+ *      there through the link's post), so its slots, counters and
+ *      deadline need no lock.  Each of the `depth` slots holds one round:
+ *      its n calls and the count of those not yet ended; a round counts
+ *      when the last one ends, and the slot starts the next round unless
+ *      the duration is over or a call failed.
+ *   4. A call may end inside call_owned (the link failed to send it):
+ *      a slot's count holds one extra unit while its round is being
+ *      issued, so a round never ends before all its calls were made.
+ *   5. Bytes are counted as the link counts them: every frame plus the
+ *      link's frame_overhead, for the rounds that counted only.
+ *
+ * State changes: cl->linktest_busy, the test's own block (freed at the
+ * end).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <emdb/alloc.h>
+#include <emdb/error.h>
+
+#include "base/clock.h"
+#include "base/error_int.h"
+#include "cluster/cluster_int.h"
+
+typedef struct lt_test lt_test;
+
+/* One message of a round as sent: the request frame's and the reply
+ * payload's sizes, the overhead left out. */
+typedef struct lt_msg {
+	uint32_t rank;
+	uint32_t reply_len;  /* the reply's ECHO payload */
+	size_t frame;        /* the request frame        */
+	size_t counted_req;  /* frame + overhead         */
+	size_t counted_rep;  /* reply frame + overhead   */
+} lt_msg;
+
+typedef struct lt_call {
+	cluster_call call;   /* first: a call's address is its record's */
+	struct lt_slot *slot;
+} lt_call;
+
+typedef struct lt_slot {
+	lt_test *t;
+	uint32_t left;       /* calls of the round not ended (+1 while issuing) */
+	bool failed;         /* one of them did not come back */
+	lt_call *calls;      /* [n] */
+} lt_slot;
+
+struct lt_test {
+	cluster *cl;
+	cluster_req *req;
+	uint32_t n, depth, busy_slots;
+	uint64_t start_ns, end_ns, last_ns;
+	uint64_t rounds, bytes_sent, bytes_received;
+	int status;          /* the first error */
+	char msg[256];
+	lt_msg *msgs;        /* [n] */
+	lt_slot *slots;      /* [depth] */
+};
+
+static void lt_free(lt_test *t)
+{
+	if (!t)
+		return;
+	for (uint32_t s = 0; t->slots && s < t->depth; s++)
+		emdb_free(t->slots[s].calls);
+	emdb_free(t->slots);
+	emdb_free(t->msgs);
+	emdb_free(t);
+}
+
+static void lt_fail(lt_test *t, int rc, const char *why)
+{
+	if (t->status)
+		return;
+	t->status = rc;
+	snprintf(t->msg, sizeof(t->msg), "linktest: %s", why);
+}
+
+static void lt_finish(lt_test *t)
+{
+	cluster_req *req = t->req;
+	cluster *cl = t->cl;
+	req->rounds = t->rounds;
+	req->elapsed_ns = t->last_ns > t->start_ns ? t->last_ns - t->start_ns : 0;
+	req->bytes_sent = t->bytes_sent;
+	req->bytes_received = t->bytes_received;
+	int status = t->status;
+	char msg[256];
+	snprintf(msg, sizeof(msg), "%s", t->msg);
+	lt_free(t);
+	atomic_store(&cl->linktest_busy, false);
+	cluster__finish(req, status, "%s", msg);
+}
+
+static void slot_issue(lt_slot *sl);
+
+/* The last call of a slot's round ended (invariant 3). */
+static void slot_done(lt_slot *sl)
+{
+	lt_test *t = sl->t;
+	uint64_t now = emdb__now_ns();
+	t->last_ns = now;
+	if (!sl->failed) {
+		t->rounds++;
+		for (uint32_t i = 0; i < t->n; i++) {
+			t->bytes_sent += t->msgs[i].counted_req;
+			t->bytes_received += t->msgs[i].counted_rep;
+		}
+	}
+	if (!t->status && now < t->end_ns) {
+		slot_issue(sl);
+		return;
+	}
+	if (--t->busy_slots == 0)
+		lt_finish(t);
+}
+
+static void slot_release(lt_slot *sl)
+{
+	if (--sl->left == 0)
+		slot_done(sl);
+}
+
+/* A reply, or the link's error (link thread). */
+static void lt_reply(cluster_call *call, int rc, const uint8_t *frame, size_t len)
+{
+	lt_call *c = (lt_call *)call;
+	lt_slot *sl = c->slot;
+	lt_test *t = sl->t;
+	const lt_msg *m = &t->msgs[c - sl->calls];
+	if (rc == EMDB_OK) {
+		proto_node_msg d;
+		uint8_t *copy;
+		rc = cluster__decode(frame, len, &d, &copy);
+		if (rc == EMDB_OK && (d.hdr.opcode != PROTO_NODE_ECHO || !(d.hdr.flags & PROTO_NODE_FLAG_RESPONSE)))
+			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "node %u answered an ECHO with %s", m->rank,
+					  proto_node_op_name(d.hdr.opcode));
+		else if (rc == EMDB_OK && d.hdr.status < 0)
+			rc = emdb__seterr(d.hdr.status, "node %u: %.*s", m->rank, (int)d.u.err.len,
+					  d.u.err.p ? d.u.err.p : "");
+		else if (rc == EMDB_OK && len + t->cl->link.frame_overhead != m->counted_rep)
+			rc = emdb__seterr(EMDB_ERR_PROTOCOL, "node %u answered %zu bytes, %zu were asked", m->rank,
+					  len + t->cl->link.frame_overhead, m->counted_rep);
+		emdb_free(copy);
+	}
+	if (rc) {
+		sl->failed = true;
+		lt_fail(t, rc, emdb_last_error());
+	}
+	slot_release(sl);
+}
+
+/* Send one round (link thread; invariant 4). */
+static void slot_issue(lt_slot *sl)
+{
+	lt_test *t = sl->t;
+	cluster *cl = t->cl;
+	sl->failed = false;
+	sl->left = t->n + 1;
+	for (uint32_t i = 0; i < t->n; i++) {
+		const lt_msg *m = &t->msgs[i];
+		lt_call *c = &sl->calls[i];
+		int rc = EMDB_OK;
+		uint8_t *frame = t->status ? NULL : emdb_malloc(m->frame);
+		if (t->status) {
+			rc = t->status; /* an earlier call of this round failed at once */
+		} else if (!frame) {
+			rc = emdb__seterr(EMDB_ERR_NOMEM, "a %zu-byte echo", m->frame);
+		} else {
+			proto_node_msg q = { .hdr = cluster__hdr(cl, PROTO_NODE_ECHO, 0, false) };
+			q.u.echo = (proto_node_echo){ .reply_len = m->reply_len,
+						      .len = (uint32_t)(m->frame - PROTO_NODE_HDR_SIZE - 8) };
+			size_t len;
+			rc = proto_node_encode(frame, m->frame, &q, &len, NULL); /* the payload zeroed */
+			if (rc)
+				emdb_free(frame);
+		}
+		if (rc == EMDB_OK) {
+			memset(&c->call, 0, sizeof(c->call));
+			c->call.done = lt_reply;
+			c->call.arg = c;
+			c->slot = sl;
+			rc = cluster__call_owned(cl, m->rank, frame, m->frame, &c->call);
+		}
+		if (rc) {
+			sl->failed = true;
+			if (rc != t->status)
+				lt_fail(t, rc, emdb_last_error());
+			sl->left--;
+		}
+	}
+	slot_release(sl);
+}
+
+static void lt_start(void *arg)
+{
+	lt_test *t = arg;
+	t->start_ns = t->last_ns = emdb__now_ns();
+	t->end_ns = t->start_ns + t->req->duration_ns;
+	t->busy_slots = t->depth;
+	for (uint32_t s = 0; s < t->depth; s++)
+		slot_issue(&t->slots[s]);
+}
+
+static int refuse(cluster_req *req, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(cluster_req *req, int rc, const char *fmt, ...)
+{
+	char why[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	emdb__seterr(rc, "linktest: %s", why);
+	cluster__set_msg(req, rc, NULL);
+	return rc;
+}
+
+/* The frame sizes of message q (invariant 5): a counted size below the
+ * smallest ECHO or off its grid rounds up. */
+static int lt_size(const cluster *cl, cluster_req *req, uint32_t i, lt_msg *m)
+{
+	const cluster_linktest_msg *q = &req->msgs[i];
+	uint64_t ovh = cl->link.frame_overhead, min_req = PROTO_NODE_HDR_SIZE + 8, min_rep = PROTO_NODE_HDR_SIZE;
+	if (q->rank >= cl->nodes || q->rank == cl->rank)
+		return refuse(req, EMDB_ERR_INVALID, "message %u goes to rank %u: another node of this %u-node cluster "
+				  "is needed (this node is rank %u)", i, q->rank, cl->nodes, cl->rank);
+	if (q->req_bytes > PROTO_NODE_FRAME_MAX + ovh || q->rep_bytes > PROTO_NODE_FRAME_MAX + ovh)
+		return refuse(req, EMDB_ERR_INVALID,
+			      "message %u of %llu / %llu bytes: a node frame is at most %llu bytes (+%llu of the link's)",
+			      i, (unsigned long long)q->req_bytes, (unsigned long long)q->rep_bytes,
+			      (unsigned long long)PROTO_NODE_FRAME_MAX, (unsigned long long)ovh);
+	uint64_t rq = q->req_bytes > ovh + min_req ? q->req_bytes - ovh : min_req;
+	uint64_t rp = q->rep_bytes > ovh + min_rep ? q->rep_bytes - ovh : min_rep;
+	rq = (rq + 7) & ~7ull;
+	rp = (rp + 7) & ~7ull;
+	*m = (lt_msg){ .rank = q->rank, .reply_len = (uint32_t)(rp - PROTO_NODE_HDR_SIZE), .frame = (size_t)rq,
+		       .counted_req = (size_t)(rq + ovh), .counted_rep = (size_t)(rp + ovh) };
+	return EMDB_OK;
+}
+
+int linktest_submit(cluster *cl, cluster_req *req)
+{
+	req->rounds = req->elapsed_ns = req->bytes_sent = req->bytes_received = 0;
+	if (!req->duration_ns || req->duration_ns > LINKTEST_NS_MAX)
+		return refuse(req, EMDB_ERR_INVALID, "a duration of %.3f s: more than 0, at most %.0f s",
+			      (double)req->duration_ns / 1e9, (double)LINKTEST_NS_MAX / 1e9);
+	if (!req->depth || req->depth > LINKTEST_MAX)
+		return refuse(req, EMDB_ERR_INVALID, "depth %u: 1 to %u rounds in flight", req->depth, LINKTEST_MAX);
+	if (!req->n || req->n > LINKTEST_MAX || !req->msgs)
+		return refuse(req, EMDB_ERR_INVALID, "%zu messages per round: 1 to %u", req->n, LINKTEST_MAX);
+	if (cl->nodes < 2)
+		return refuse(req, EMDB_ERR_INVALID, "a cluster of one node has no link to test");
+	lt_test *t = emdb_calloc(1, sizeof(*t));
+	if (!t || !(t->msgs = emdb_calloc(req->n, sizeof(*t->msgs))) ||
+	    !(t->slots = emdb_calloc(req->depth, sizeof(*t->slots)))) {
+		lt_free(t);
+		return refuse(req, EMDB_ERR_NOMEM, "no memory for a test of %u x %zu messages", req->depth, req->n);
+	}
+	t->cl = cl;
+	t->req = req;
+	t->n = (uint32_t)req->n;
+	t->depth = req->depth;
+	uint64_t round = 0;
+	for (uint32_t i = 0; i < t->n; i++) {
+		int rc = lt_size(cl, req, i, &t->msgs[i]);
+		if (rc) {
+			lt_free(t);
+			return rc;
+		}
+		round += t->msgs[i].frame + t->msgs[i].reply_len + PROTO_NODE_HDR_SIZE;
+	}
+	if (round * t->depth > LINKTEST_INFLIGHT_MAX) {
+		lt_free(t);
+		return refuse(req, EMDB_ERR_INVALID, "%u rounds of %llu bytes in flight: at most %llu bytes", t->depth,
+			      (unsigned long long)round, (unsigned long long)LINKTEST_INFLIGHT_MAX);
+	}
+	for (uint32_t s = 0; s < t->depth; s++) {
+		t->slots[s].t = t;
+		if (!(t->slots[s].calls = emdb_calloc(t->n, sizeof(lt_call)))) {
+			lt_free(t);
+			return refuse(req, EMDB_ERR_NOMEM, "no memory for a test of %u x %u messages", t->depth, t->n);
+		}
+	}
+	if (atomic_exchange(&cl->linktest_busy, true)) {
+		lt_free(t);
+		return refuse(req, EMDB_ERR_BUSY, "one runs on this node already: try again when it ends");
+	}
+	cl->link.ops->post(cl->link.ctx, lt_start, t);
+	return EMDB_OK;
+}
