@@ -287,14 +287,14 @@ int linktest_submit(cluster *cl, cluster_req *req)
 	}
 	if (round * t->depth > LINKTEST_INFLIGHT_MAX) {
 		lt_free(t);
-		return refuse(req, EMDB_ERR_INVALID, "%u rounds of %llu bytes in flight: at most %llu bytes", t->depth,
+		return refuse(req, EMDB_ERR_INVALID, "%u rounds of %llu bytes in flight: at most %llu bytes", req->depth,
 			      (unsigned long long)round, (unsigned long long)LINKTEST_INFLIGHT_MAX);
 	}
 	for (uint32_t s = 0; s < t->depth; s++) {
 		t->slots[s].t = t;
 		if (!(t->slots[s].calls = emdb_calloc(t->n, sizeof(lt_call)))) {
 			lt_free(t);
-			return refuse(req, EMDB_ERR_NOMEM, "no memory for a test of %u x %u messages", t->depth, t->n);
+			return refuse(req, EMDB_ERR_NOMEM, "no memory for a test of %u x %zu messages", req->depth, req->n);
 		}
 	}
 	if (atomic_exchange(&cl->linktest_busy, true)) {
