@@ -552,11 +552,14 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 		*r = (cluster_req){ .op = CLUSTER_LINKTEST, .n = q->n, .depth = q->depth,
 				    .duration_ns = (uint64_t)q->duration_ms * 1000000ull, .done = routed_finished,
 				    .arg = a };
-		in = ((size_t)q->n + 1) * sizeof(cluster_linktest_msg);
+		/* more than LINKTEST_MAX is refused before a message is read:
+		 * copy no more than that */
+		uint32_t n = q->n < LINKTEST_MAX ? q->n : LINKTEST_MAX;
+		in = ((size_t)n + 1) * sizeof(cluster_linktest_msg);
 		if (!(a->mem = emdb_malloc(in)))
 			break;
 		cluster_linktest_msg *lm = (cluster_linktest_msg *)a->mem;
-		for (uint32_t i = 0; i < q->n; i++)
+		for (uint32_t i = 0; i < n; i++)
 			lm[i] = (cluster_linktest_msg){ .rank = q->msgs[i].rank, .req_bytes = q->msgs[i].request_bytes,
 							.rep_bytes = q->msgs[i].reply_bytes };
 		r->msgs = lm;

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE /* tests/lib/cli_run.h */
 #include <criterion/criterion.h>
+#include <pthread.h>
 
 #include <emdb/db.h>
 
@@ -408,6 +409,23 @@ static void lt_refused(emdb_client *c, const emdb_linktest_msg *m, size_t n, uin
 	cr_assert(strstr(emdb_client_last_error(), why), "'%s' not in: %s", why, emdb_client_last_error());
 }
 
+/* A linktest of 1 s on a thread of its own. */
+typedef struct lt_bg {
+	emdb_client *c;
+	const emdb_linktest_msg *m;
+	emdb_linktest_result res;
+	int rc;
+	char msg[256];
+} lt_bg;
+
+static void *lt_run_bg(void *arg)
+{
+	lt_bg *b = arg;
+	b->rc = emdb_client_linktest(b->c, b->m, 2, 2, 1000, &b->res);
+	snprintf(b->msg, sizeof(b->msg), "%s", b->rc ? emdb_client_last_error() : "");
+	return NULL;
+}
+
 Test(cluster, linktest_measures_the_link_and_refuses_what_it_cannot, .fini = fini, .timeout = 120)
 {
 	ch_init(3);
@@ -467,6 +485,25 @@ Test(cluster, linktest_measures_the_link_and_refuses_what_it_cannot, .fini = fin
 	uint64_t c = lt_counter(adm, 1, "msgs_sent");
 	cr_assert_eq(c - b, b - a, "refused linktests sent messages: %llu, not %llu", (unsigned long long)(c - b),
 		     (unsigned long long)(b - a));
+
+	/* One at a time per node: a second, from another connection while
+	 * the first runs, is BUSY; the first is not disturbed. */
+	lt_bg bg = { .c = adm, .m = m };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, lt_run_bg, &bg), 0);
+	emdb_client *adm2 = lt_client(0, "adm");
+	int busy = EMDB_OK;
+	for (int tries = 0; tries < 200 && busy != EMDB_ERR_BUSY; tries++) {
+		busy = emdb_client_linktest(adm2, m, 1, 1, 1, &res);
+		if (busy != EMDB_ERR_BUSY)
+			server_sleep_ms(5);
+	}
+	cr_assert_eq(busy, EMDB_ERR_BUSY, "%d %s", busy, emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "runs on this node already"), "%s", emdb_client_last_error());
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(bg.rc, EMDB_OK, "%s", bg.msg);
+	cr_assert_gt(bg.res.rounds, 0);
+	emdb_client_close(adm2);
 
 	/* Only an admin may run one. */
 	emdb_client *trn = lt_client(0, "trn"), *rdr = lt_client(0, "rdr");
