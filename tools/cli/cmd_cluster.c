@@ -303,8 +303,9 @@ static void print_linktest(const cli_session *s, const emdb_linktest_msg *m, uin
 	printf("linktest: %u message%s per round (to node", n, n == 1 ? "" : "s");
 	for (uint32_t i = 0; i < n; i++)
 		printf("%s%u", i ? ", " : " ", m[i].rank);
-	printf("), %" PRIu64 " bytes out, %" PRIu64 " back, %u rounds in flight, %.2f s\n", r->rounds ? r->bytes_sent / r->rounds / n : 0,
-	       r->rounds ? r->bytes_received / r->rounds / n : 0, depth, el);
+	printf("), %" PRIu64 " bytes out, %" PRIu64 " back, %u rounds in flight, %.2f s\n",
+	       r->rounds ? r->bytes_sent / r->rounds / n : 0, r->rounds ? r->bytes_received / r->rounds / n : 0, depth,
+	       el);
 	printf("rounds: %" PRIu64 "  (%.1f rounds/s)\n", r->rounds, rps);
 	printf("bytes:  %" PRIu64 " sent, %" PRIu64 " received  (%.1f MB/s both ways)\n", r->bytes_sent,
 	       r->bytes_received, mbps);
