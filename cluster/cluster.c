@@ -62,6 +62,7 @@ void cluster_close(cluster *cl)
 	if (!cl)
 		return;
 	ckpt_close(cl);
+	linktest_close(cl);
 	admin_close(cl);
 	steps_close(cl);
 	otickets_destroy(&cl->tickets);
@@ -246,6 +247,20 @@ int cluster__call_owned(cluster *cl, uint32_t rank, uint8_t *frame, size_t len, 
 		return rc;
 	}
 	int rc = cl->link.ops->call_owned(cl->link.ctx, rank, frame, len, call);
+	if (rc == EMDB_OK)
+		count_call(cl, rank, len);
+	return rc;
+}
+
+int cluster__call_lent(cluster *cl, uint32_t rank, const void *frame, size_t len, cluster_call *call,
+		       void (*release)(void *arg), void *arg)
+{
+	if (!cl->link.ops->call_lent || rank >= cl->nodes || rank == cl->rank) {
+		int rc = cluster__call(cl, rank, frame, len, call);
+		release(arg);
+		return rc;
+	}
+	int rc = cl->link.ops->call_lent(cl->link.ctx, rank, frame, len, call, release, arg);
 	if (rc == EMDB_OK)
 		count_call(cl, rank, len);
 	return rc;

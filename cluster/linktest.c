@@ -1,8 +1,8 @@
 /*
- * cluster/linktest.c - the home side of a linktest (cluster.h
- * "Linktest", docs/cluster.md): rounds of ECHO messages kept in flight
+ * cluster/linktest.c - both sides of a linktest (cluster.h "Linktest",
+ * docs/cluster.md): the home side keeps rounds of ECHO messages in flight
  * through the link, timed, with no engine and no client in between; the
- * owners answer them in serve.c (serve_echo).
+ * owner's side (linktest_echo, from serve.c's dispatch) answers them.
  *
  * Invariants:
  *   1. Everything is checked in linktest_submit, before anything is sent;
@@ -22,9 +22,17 @@
  *      issued, so a round never ends before all its calls were made.
  *   5. Bytes are counted as the link counts them: every frame plus the
  *      link's frame_overhead, for the rounds that counted only.
+ *   6. The frames are made once and lent to the link (call_lent,
+ *      reply_lent) where it can borrow: a request frame per message of
+ *      the test, a reply frame per size on the owner (cl->echo_frames,
+ *      the link's thread only).  A frame is counted (lt_frame.refs): one
+ *      for its keeper, one per message the link still reads it for; its
+ *      zeros are calloc's, so no stale heap byte reaches a peer, and none
+ *      is written per message.  A link that cannot borrow gets a fresh
+ *      copy per message (call_owned, reply_owned).
  *
- * State changes: cl->linktest_busy, the test's own block (freed at the
- * end).
+ * State changes: cl->linktest_busy, cl->echo_frames, the test's own
+ * block (freed at the end).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,6 +47,39 @@
 
 typedef struct lt_test lt_test;
 
+/* A frame lent to the link (invariant 6). */
+struct lt_frame {
+	_Atomic uint32_t refs;
+	uint32_t reserved;
+	uint64_t epoch;      /* a reply frame's header's */
+	size_t len;
+	_Alignas(8) uint8_t data[];
+};
+
+/* A new frame of len zero bytes, one reference (the caller's). */
+static lt_frame *lt_frame_new(size_t len)
+{
+	lt_frame *f = emdb_calloc(1, sizeof(*f) + len);
+	if (f) {
+		atomic_init(&f->refs, 1);
+		f->len = len;
+	}
+	return f;
+}
+
+/* Drop one reference (the link's release, or a keeper's). */
+static void lt_frame_put(void *arg)
+{
+	lt_frame *f = arg;
+	if (f && atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1)
+		emdb_free(f);
+}
+
+static void lt_frame_get(lt_frame *f)
+{
+	atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+}
+
 /* One message of a round as sent: the request frame's and the reply
  * payload's sizes, the overhead left out. */
 typedef struct lt_msg {
@@ -47,6 +88,7 @@ typedef struct lt_msg {
 	size_t frame;        /* the request frame        */
 	size_t counted_req;  /* frame + overhead         */
 	size_t counted_rep;  /* reply frame + overhead   */
+	lt_frame *req;       /* the request, encoded once (invariant 6) */
 } lt_msg;
 
 typedef struct lt_call {
@@ -79,6 +121,8 @@ static void lt_free(lt_test *t)
 		return;
 	for (uint32_t s = 0; t->slots && s < t->depth; s++)
 		emdb_free(t->slots[s].calls);
+	for (uint32_t i = 0; t->msgs && i < t->n; i++)
+		lt_frame_put(t->msgs[i].req);
 	emdb_free(t->slots);
 	emdb_free(t->msgs);
 	emdb_free(t);
@@ -176,27 +220,14 @@ static void slot_issue(lt_slot *sl)
 	for (uint32_t i = 0; i < t->n; i++) {
 		const lt_msg *m = &t->msgs[i];
 		lt_call *c = &sl->calls[i];
-		int rc = EMDB_OK;
-		uint8_t *frame = t->status ? NULL : emdb_malloc(m->frame);
-		if (t->status) {
-			rc = t->status; /* an earlier call of this round failed at once */
-		} else if (!frame) {
-			rc = emdb__seterr(EMDB_ERR_NOMEM, "a %zu-byte echo", m->frame);
-		} else {
-			proto_node_msg q = { .hdr = cluster__hdr(cl, PROTO_NODE_ECHO, 0, false) };
-			q.u.echo = (proto_node_echo){ .reply_len = m->reply_len,
-						      .len = (uint32_t)(m->frame - PROTO_NODE_HDR_SIZE - 8) };
-			size_t len;
-			rc = proto_node_encode(frame, m->frame, &q, &len, NULL); /* the payload zeroed */
-			if (rc)
-				emdb_free(frame);
-		}
+		int rc = t->status; /* an earlier call of this round failed at once */
 		if (rc == EMDB_OK) {
 			memset(&c->call, 0, sizeof(c->call));
 			c->call.done = lt_reply;
 			c->call.arg = c;
 			c->slot = sl;
-			rc = cluster__call_owned(cl, m->rank, frame, m->frame, &c->call);
+			lt_frame_get(m->req);
+			rc = cluster__call_lent(cl, m->rank, m->req->data, m->frame, &c->call, lt_frame_put, m->req);
 		}
 		if (rc) {
 			sl->failed = true;
@@ -290,6 +321,20 @@ int linktest_submit(cluster *cl, cluster_req *req)
 		return refuse(req, EMDB_ERR_INVALID, "%u rounds of %llu bytes in flight: at most %llu bytes", req->depth,
 			      (unsigned long long)round, (unsigned long long)LINKTEST_INFLIGHT_MAX);
 	}
+	for (uint32_t i = 0; i < t->n; i++) {
+		lt_msg *m = &t->msgs[i];
+		proto_node_msg q = { .hdr = cluster__hdr(cl, PROTO_NODE_ECHO, 0, false) };
+		q.u.echo = (proto_node_echo){ .reply_len = m->reply_len,
+					      .len = (uint32_t)(m->frame - PROTO_NODE_HDR_SIZE - 8) };
+		proto_node_where at; /* the payload: calloc's zeros */
+		size_t len;
+		int rc = (m->req = lt_frame_new(m->frame)) ? proto_node_encode(m->req->data, m->frame, &q, &len, &at)
+							   : emdb__seterr(EMDB_ERR_NOMEM, "a %zu-byte echo", m->frame);
+		if (rc) {
+			lt_free(t);
+			return refuse(req, rc, "message %u: %s", i, emdb_last_error());
+		}
+	}
 	for (uint32_t s = 0; s < t->depth; s++) {
 		t->slots[s].t = t;
 		if (!(t->slots[s].calls = emdb_calloc(t->n, sizeof(lt_call)))) {
@@ -303,4 +348,63 @@ int linktest_submit(cluster *cl, cluster_req *req)
 	}
 	cl->link.ops->post(cl->link.ctx, lt_start, t);
 	return EMDB_OK;
+}
+
+/* ---- the owner's side ------------------------------------------------- */
+
+/* The reply frame of `len` bytes at this node's epoch, kept (invariant
+ * 6); NULL on NOMEM (message set). */
+static lt_frame *echo_frame(cluster *cl, size_t len)
+{
+	for (uint32_t k = 0; k < LT_ECHO_CACHE; k++) {
+		lt_frame *f = cl->echo_frames[k];
+		if (f && f->len == len && f->epoch == cl->map.epoch)
+			return f;
+	}
+	proto_node_msg rep = { .hdr = cluster__hdr(cl, PROTO_NODE_ECHO, 0, true) };
+	rep.u.echo = (proto_node_echo){ .len = (uint32_t)(len - PROTO_NODE_HDR_SIZE) };
+	proto_node_where at; /* the payload: calloc's zeros */
+	lt_frame *f = lt_frame_new(len);
+	if (!f) {
+		emdb__seterr(EMDB_ERR_NOMEM, "an echo of %zu bytes", len);
+		return NULL;
+	}
+	if (proto_node_encode(f->data, len, &rep, &len, &at)) {
+		lt_frame_put(f);
+		return NULL;
+	}
+	f->epoch = cl->map.epoch;
+	uint32_t k = cl->echo_next++ % LT_ECHO_CACHE;
+	lt_frame_put(cl->echo_frames[k]);
+	cl->echo_frames[k] = f;
+	return f;
+}
+
+void linktest_echo(cluster *cl, cluster_responder *r, const proto_node_msg *m)
+{
+	size_t len = PROTO_NODE_HDR_SIZE + (size_t)m->u.echo.reply_len;
+	lt_frame *f = echo_frame(cl, len);
+	if (!f) {
+		cluster__reply(cl, r, PROTO_NODE_ECHO, 0, NULL, 0, EMDB_ERR_NOMEM);
+		return;
+	}
+	if (cl->link.ops->reply_lent) {
+		lt_frame_get(f);
+		cl->link.ops->reply_lent(cl->link.ctx, r, f->data, len, lt_frame_put, f);
+		return;
+	}
+	uint8_t *copy = emdb_malloc(len);
+	if (copy)
+		memcpy(copy, f->data, len);
+	else
+		emdb__seterr(EMDB_ERR_NOMEM, "an echo of %zu bytes", len);
+	cluster__reply(cl, r, PROTO_NODE_ECHO, 0, copy, len, copy ? EMDB_OK : EMDB_ERR_NOMEM);
+}
+
+void linktest_close(cluster *cl)
+{
+	for (uint32_t k = 0; k < LT_ECHO_CACHE; k++) {
+		lt_frame_put(cl->echo_frames[k]);
+		cl->echo_frames[k] = NULL;
+	}
 }

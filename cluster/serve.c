@@ -312,20 +312,10 @@ static void serve_ckpt_ask(cluster *cl, uint32_t from, const proto_node_msg *m, 
 	ckpt_serve(cl, from, m, r);
 }
 
-/* A linktest's message (cluster/linktest.c): reply_len zero bytes, the
- * request's payload unread.  The frame comes from calloc (no stale heap
- * bytes reach a peer, and a large block arrives zeroed by the kernel
- * rather than by a memset) and goes to the link as it is (reply_owned). */
+/* A linktest's message: answered by linktest.c, which owns ECHO. */
 static void serve_echo(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
 {
-	proto_node_msg rep = { .hdr = cluster__hdr(cl, m->hdr.opcode, 0, true) };
-	rep.u.echo = (proto_node_echo){ .len = m->u.echo.reply_len };
-	proto_node_where at;
-	size_t len = PROTO_NODE_HDR_SIZE + (size_t)m->u.echo.reply_len;
-	uint8_t *buf = emdb_calloc(1, len);
-	int rc = buf ? proto_node_encode(buf, len, &rep, &len, &at)
-		     : emdb__seterr(EMDB_ERR_NOMEM, "an echo of %u bytes", m->u.echo.reply_len);
-	reply_end(cl, r, m, buf, len, rc);
+	linktest_echo(cl, r, m);
 }
 
 #define serve_ckpt_hold serve_ckpt_ask

@@ -409,7 +409,7 @@ static void lt_refused(emdb_client *c, const emdb_linktest_msg *m, size_t n, uin
 	cr_assert(strstr(emdb_client_last_error(), why), "'%s' not in: %s", why, emdb_client_last_error());
 }
 
-/* A linktest of 1 s on a thread of its own. */
+/* A linktest of 1 s on a thread of its own, retried while BUSY. */
 typedef struct lt_bg {
 	emdb_client *c;
 	const emdb_linktest_msg *m;
@@ -421,7 +421,10 @@ typedef struct lt_bg {
 static void *lt_run_bg(void *arg)
 {
 	lt_bg *b = arg;
-	b->rc = emdb_client_linktest(b->c, b->m, 2, 2, 1000, &b->res);
+	/* the main thread's short ones may hold the node's one slot */
+	b->rc = EMDB_ERR_BUSY;
+	for (int tries = 0; tries < 200 && b->rc == EMDB_ERR_BUSY; tries++)
+		b->rc = emdb_client_linktest(b->c, b->m, 2, 2, 1000, &b->res);
 	snprintf(b->msg, sizeof(b->msg), "%s", b->rc ? emdb_client_last_error() : "");
 	return NULL;
 }
@@ -498,7 +501,9 @@ Test(cluster, linktest_measures_the_link_and_refuses_what_it_cannot, .fini = fin
 		if (busy != EMDB_ERR_BUSY)
 			server_sleep_ms(5);
 	}
-	cr_assert_eq(busy, EMDB_ERR_BUSY, "%d %s", busy, emdb_client_last_error());
+	if (busy != EMDB_ERR_BUSY)
+		pthread_join(th, NULL);
+	cr_assert_eq(busy, EMDB_ERR_BUSY, "%d %s; the long one: %d %s", busy, emdb_client_last_error(), bg.rc, bg.msg);
 	cr_assert(strstr(emdb_client_last_error(), "runs on this node already"), "%s", emdb_client_last_error());
 	cr_assert_eq(pthread_join(th, NULL), 0);
 	cr_assert_eq(bg.rc, EMDB_OK, "%s", bg.msg);
