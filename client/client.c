@@ -342,6 +342,18 @@ int emdb_client_table_reserve(emdb_client *c, uint32_t table, uint64_t rows)
 	return cl_call(c, &a);
 }
 
+int emdb_client_linktest(emdb_client *c, const emdb_linktest_msg *msgs, size_t n, uint32_t depth,
+			 uint32_t duration_ms, emdb_linktest_result *out)
+{
+	CL_ARGS(CL_LINKTEST, "emdb_client_linktest");
+	a.lt_msgs = msgs;
+	a.n = n;
+	a.workers = depth;
+	a.arg = duration_ms;
+	a.lt_out = out;
+	return cl_call(c, &a);
+}
+
 int emdb_client_table_find(emdb_client *c, const char *name, uint32_t *out_id)
 {
 	CL_ARGS(CL_TABLE_FIND, "emdb_client_table_find");

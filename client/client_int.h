@@ -80,7 +80,8 @@
 	X(CKPT_LIST, CHECKPOINT_LIST, chk_ckpt_list, ENC_FLAT(enc_empty), RX_BODY(dec_ckpt_list),      \
 	  mem_no_store)                                                                                \
 	X(CKPT_DELETE, CHECKPOINT_DELETE, chk_none, ENC_FLAT(enc_ckpt_delete), RX_BODY(NULL),          \
-	  mem_no_store)
+	  mem_no_store)                                                                                \
+	X(LINKTEST, LINKTEST, chk_linktest, ENC_FLAT(enc_linktest), RX_BODY(dec_linktest), mem_no_cluster)
 
 /* What a request asks for: a row of CL_OP_MAP. */
 typedef enum cl_op {
@@ -149,6 +150,8 @@ typedef struct cl_args {
 	float *state_out;        /* state (per_row > 0), count in n_out,    */
 	uint64_t *next_out;      /* the next cursor (arg: this one), and    */
 	uint64_t *step_out;      /* the page's step (may be NULL)           */
+	const emdb_linktest_msg *lt_msgs; /* LINKTEST [n]; depth in workers, */
+	emdb_linktest_result *lt_out;     /* duration_ms in arg              */
 } cl_args;
 
 /* Declare `cl_args a` for operation op_ of public function what_. */

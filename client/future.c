@@ -71,6 +71,8 @@ static void future_init(emdb_client *c, emdb_future *f, const cl_args *a)
 	f->state = FUT_NEW;
 	uint32_t ms = __atomic_load_n(&c->timeout_ms, __ATOMIC_RELAXED);
 	f->deadline = ms ? cl_now_ns() + (uint64_t)ms * 1000000ull : 0;
+	if (f->deadline && a->op == CL_LINKTEST) /* the timeout counts from the test's end */
+		f->deadline += a->arg * 1000000ull;
 	cond_init(&f->cond);
 }
 
@@ -302,6 +304,19 @@ static int chk_ckpt_list(emdb_client *c, const cl_args *a)
 		return cl_seterr(EMDB_ERR_INVALID, "%s: out or n is NULL", a->what);
 	*a->ckpts = NULL;
 	*a->n_out = 0;
+	return EMDB_OK;
+}
+
+static int chk_linktest(emdb_client *c, const cl_args *a)
+{
+	if (!a->lt_out || (a->n && !a->lt_msgs))
+		return cl_seterr(EMDB_ERR_INVALID, "%s: out or msgs is NULL", a->what);
+	if (a->n > UINT32_MAX)
+		return cl_seterr(EMDB_ERR_INVALID, "%s: %zu messages", a->what, a->n);
+	for (size_t i = 0; i < a->n; i++)
+		if (a->lt_msgs[i].reserved)
+			return cl_seterr(EMDB_ERR_INVALID, "%s: message %zu: reserved is not 0", a->what, i);
+	memset(a->lt_out, 0, sizeof(*a->lt_out));
 	return EMDB_OK;
 }
 

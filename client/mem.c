@@ -399,6 +399,14 @@ MEM_OP(no_store)
 	return EMDB_ERR_UNSUPPORTED;
 }
 
+/* LINKTEST: an in-process database has no link between nodes. */
+MEM_OP(no_cluster)
+{
+	snprintf(msg, msglen, "%s: a mem:// database is not a cluster node: ask an emdb-server of a cluster",
+		 f->a.what);
+	return EMDB_ERR_UNSUPPORTED;
+}
+
 static const mem_fn mem_ops[CL_OP_COUNT] = {
 #define MEM_ROW_(NAME, wire, check, encode, receive, mem) [CL_##NAME] = mem,
 	CL_OP_MAP(MEM_ROW_)

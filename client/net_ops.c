@@ -22,6 +22,7 @@
  *      allocated, queues the ticket as an orphan under c->lock).
  *   3. Nothing here touches the socket: net.c sends and receives.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -184,6 +185,18 @@ ENC_FLAT_OP(ckpt_delete)
 {
 	proto_checkpoint_delete_req m = { a->arg };
 	return proto_checkpoint_delete_req_encode(buf, cap, id, &m, len);
+}
+
+_Static_assert(sizeof(emdb_linktest_msg) == sizeof(proto_linktest_msg) &&
+		       offsetof(emdb_linktest_msg, request_bytes) == offsetof(proto_linktest_msg, request_bytes) &&
+		       offsetof(emdb_linktest_msg, reply_bytes) == offsetof(proto_linktest_msg, reply_bytes),
+	       "emdb_linktest_msg is a LINKTEST record");
+
+ENC_FLAT_OP(linktest)
+{
+	proto_linktest_req m = { .duration_ms = (uint32_t)a->arg, .depth = a->workers, .n = (uint32_t)a->n,
+				 .msgs = (const proto_linktest_msg *)a->lt_msgs };
+	return proto_linktest_req_encode(buf, cap, id, &m, len);
 }
 
 ENC_IOV_OP(prefetch)
@@ -396,6 +409,14 @@ DEC_OP(push_update)
 {
 	if (f->a.rows)
 		*f->a.rows = m->push_update_resp.rows;
+	return EMDB_OK;
+}
+
+DEC_OP(linktest)
+{
+	const proto_linktest_resp *r = &m->linktest_resp;
+	*f->a.lt_out = (emdb_linktest_result){ .rounds = r->rounds, .elapsed_ns = r->elapsed_ns,
+					       .bytes_sent = r->bytes_sent, .bytes_received = r->bytes_received };
 	return EMDB_OK;
 }
 

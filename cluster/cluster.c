@@ -1,8 +1,8 @@
 /*
  * cluster/cluster.c - the cluster layer's handle (cluster.h): open and
  * close, the dispatch of a request to its module (route.c, steps.c,
- * admin.c), home tickets, traffic counters, and the small helpers every
- * module uses to talk through the link (cluster_int.h).
+ * admin.c, linktest.c), home tickets, traffic counters, and the small
+ * helpers every module uses to talk through the link (cluster_int.h).
  *
  * Invariants:
  *   1. Every frame this layer sends goes through cluster__call and every
@@ -62,6 +62,7 @@ void cluster_close(cluster *cl)
 	if (!cl)
 		return;
 	ckpt_close(cl);
+	linktest_close(cl);
 	admin_close(cl);
 	steps_close(cl);
 	otickets_destroy(&cl->tickets);
@@ -134,6 +135,8 @@ int cluster_submit(cluster *cl, cluster_req *req)
 		return scan_submit(cl, req);
 	case CLUSTER_TABLE_STATS:
 		return stats_submit(cl, req);
+	case CLUSTER_LINKTEST:
+		return linktest_submit(cl, req);
 	}
 	cluster__set_msg(req, emdb__seterr(EMDB_ERR_INVALID, "cluster_submit: unknown op %d", (int)req->op), NULL);
 	return EMDB_ERR_INVALID;
@@ -244,6 +247,20 @@ int cluster__call_owned(cluster *cl, uint32_t rank, uint8_t *frame, size_t len, 
 		return rc;
 	}
 	int rc = cl->link.ops->call_owned(cl->link.ctx, rank, frame, len, call);
+	if (rc == EMDB_OK)
+		count_call(cl, rank, len);
+	return rc;
+}
+
+int cluster__call_lent(cluster *cl, uint32_t rank, const void *frame, size_t len, cluster_call *call,
+		       void (*release)(void *arg), void *arg)
+{
+	if (!cl->link.ops->call_lent || rank >= cl->nodes || rank == cl->rank) {
+		int rc = cluster__call(cl, rank, frame, len, call);
+		release(arg);
+		return rc;
+	}
+	int rc = cl->link.ops->call_lent(cl->link.ctx, rank, frame, len, call, release, arg);
 	if (rc == EMDB_OK)
 		count_call(cl, rank, len);
 	return rc;

@@ -118,8 +118,39 @@ typedef enum cluster_op {
 	CLUSTER_TABLE_ALTER,  /* table, opt: on every node, all or none        */
 	CLUSTER_SCAN,         /* table, cursor, max_rows, dim -> one page      */
 	CLUSTER_LOAD,         /* table, ids, n, dim, vecs (, state) at owners  */
-	CLUSTER_TABLE_STATS   /* table (0: every table) -> per-node stats      */
+	CLUSTER_TABLE_STATS,  /* table (0: every table) -> per-node stats      */
+	CLUSTER_LINKTEST      /* msgs, n, depth, duration_ns -> rounds, bytes   */
 } cluster_op;
+
+/* ---- Linktest (cluster/linktest.c, docs/cluster.md "Linktest") ------
+ *
+ * The node-to-node path alone, measured from this node: rounds of ECHO
+ * messages (protocol/proto_node.h) to other nodes through the link, the
+ * owners answering from their serve path with no engine and no table.
+ * A round is a list of messages; `depth` rounds are kept in flight; a
+ * round counts when all its replies are in; no round starts after the
+ * duration, those in flight are waited for, and the test ends once.
+ *
+ * Sizes are frame sizes as the link's per-peer counters count them, its
+ * own header included (cluster_link.frame_overhead): a size below the
+ * smallest ECHO frame, or off its 8-byte grid, is rounded up to the next
+ * one, and the bytes reported are those sent.  Bounds (INVALID beyond,
+ * with nothing sent): duration 1 ns .. LINKTEST_NS_MAX, depth and
+ * messages per round 1 .. LINKTEST_MAX, each frame within
+ * PROTO_NODE_FRAME_MAX, depth x a round's bytes within
+ * LINKTEST_INFLIGHT_MAX, every rank another node of the cluster.  One
+ * linktest at a time per node (BUSY).  A peer that fails or does not
+ * answer within the link's deadline ends the test with its error
+ * (EMDB_ERR_NODE naming the node) once the rounds in flight are in. */
+#define LINKTEST_MAX 64u
+#define LINKTEST_NS_MAX (10ull * 1000000000ull)
+#define LINKTEST_INFLIGHT_MAX (1ull << 30)
+
+typedef struct cluster_linktest_msg {
+	uint32_t rank;      /* another node                        */
+	uint64_t req_bytes; /* the request, as the link counts it  */
+	uint64_t rep_bytes; /* its reply, the same way             */
+} cluster_linktest_msg;
 
 /* CLUSTER_SCAN's cursor: the node being scanned in the top bits, the row
  * number at that node (emdb_table_scan's cursor) below.  0 starts at
@@ -174,6 +205,10 @@ struct cluster_req {
 					 [rows][state floats]             */
 	const float *vecs;            /* LOAD [n][dim]                   */
 	cluster_node_stats *per_node; /* TABLE_STATS [nodes]             */
+	const cluster_linktest_msg *msgs; /* LINKTEST [n]: one round,
+					 read in cluster_submit only      */
+	uint32_t depth;               /* LINKTEST: rounds in flight      */
+	uint64_t duration_ns;         /* LINKTEST                        */
 	bool ranked;                  /* PUSH: pushed as worker `rank`   */
 	uint32_t rank;                /* (emdb_push_as), sent to every
 					 owner (PUSH_RANKED)             */
@@ -188,6 +223,10 @@ struct cluster_req {
 	uint32_t table_out;           /* TABLE_CREATE                    */
 	uint64_t next_cursor, step;   /* SCAN (rows: the page's rows;
 					 `out` gets their vectors)        */
+	uint64_t rounds, elapsed_ns;  /* LINKTEST: rounds done, from the
+					 first send to the last reply     */
+	uint64_t bytes_sent, bytes_received; /* LINKTEST: of those rounds,
+					 frames as the link counts them   */
 
 	void *priv;                   /* the cluster's, while in flight  */
 	cluster *priv_cluster;        /* the cluster's (cluster/ckpt.c)  */

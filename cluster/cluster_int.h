@@ -43,6 +43,8 @@ typedef struct peer_counters {
 } peer_counters;
 
 typedef struct admin_state admin_state; /* admin.c */
+typedef struct lt_frame lt_frame;       /* linktest.c */
+#define LT_ECHO_CACHE 8 /* ECHO reply frames kept, by size */
 typedef struct ckpt_state ckpt_state;   /* ckpt.c */
 
 struct cluster {
@@ -56,6 +58,9 @@ struct cluster {
 	admin_state *admin;
 	ckpt_state *ckpt;
 	peer_counters *count;  /* [nodes] */
+	_Atomic bool linktest_busy; /* linktest.c: one at a time */
+	lt_frame *echo_frames[LT_ECHO_CACHE]; /* linktest.c, link thread */
+	uint32_t echo_next;
 };
 
 /* The part of one request that one owner answers. */
@@ -79,6 +84,11 @@ int cluster__call(cluster *cl, uint32_t rank, const void *frame, size_t len, clu
 /* As cluster__call, but frame (an emdb_malloc block) is handed over: freed
  * here or by the link, sent without a copy where the link can. */
 int cluster__call_owned(cluster *cl, uint32_t rank, uint8_t *frame, size_t len, cluster_call *call);
+/* As cluster__call, the frame lent (cluster/link.h, Ownership):
+ * release(arg) runs once, also on an error return.  A link without
+ * call_lent gets a copy. */
+int cluster__call_lent(cluster *cl, uint32_t rank, const void *frame, size_t len, cluster_call *call,
+		       void (*release)(void *arg), void *arg);
 /* Answer a request served for `from` with frame[0..len) (emdb_malloc'd:
  * freed here) or, when frame is NULL, with an error reply of status and
  * emdb_last_error()'s message. */
@@ -132,6 +142,14 @@ void scan_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_res
 
 int stats_submit(cluster *cl, cluster_req *req);
 void stats_serve(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r);
+
+/* ---- linktest.c: the node-to-node path measured ------------------- */
+
+int linktest_submit(cluster *cl, cluster_req *req);
+/* Answer a peer's ECHO (serve.c): its reply_len zero bytes. */
+void linktest_echo(cluster *cl, cluster_responder *r, const proto_node_msg *m);
+/* Drop the ECHO reply frames kept (cluster_close). */
+void linktest_close(cluster *cl);
 
 /* ---- otickets.c ---------------------------------------------------- */
 

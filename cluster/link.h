@@ -24,6 +24,10 @@
  *     with the reply (valid only during the callback) or an error.
  *   - The reply bytes handed to reply() are copied before it returns;
  *     those handed to reply_owned() become the link's, as for call_owned.
+ *   - A frame lent with call_lent() or reply_lent() stays the caller's
+ *     and unchanged until the link calls release(arg), once per lending,
+ *     when UCX no longer reads it (sent, or at once on an error); the
+ *     same frame may be lent to several messages at once.
  *
  * Errors ending a call: EMDB_ERR_NODE (the peer is down, unreachable, or
  * did not answer by the deadline; the message names its rank and
@@ -78,6 +82,13 @@ typedef struct cluster_link_ops {
 	 * of emdb_malloc, and sends it without copying it (see Ownership). */
 	int (*call_owned)(void *link, uint32_t rank, void *frame, size_t len, cluster_call *call);
 	int (*reply_owned)(void *link, cluster_responder *r, void *frame, size_t len);
+	/* Optional (NULL: the cluster layer sends a copy with call_owned /
+	 * reply_owned): as those, but frame is lent (see Ownership); release
+	 * runs on the link's thread, or before an error return. */
+	int (*call_lent)(void *link, uint32_t rank, const void *frame, size_t len, cluster_call *call,
+			 void (*release)(void *arg), void *arg);
+	int (*reply_lent)(void *link, cluster_responder *r, const void *frame, size_t len,
+			  void (*release)(void *arg), void *arg);
 } cluster_link_ops;
 
 typedef struct cluster_link {
@@ -85,6 +96,10 @@ typedef struct cluster_link {
 	void *ctx;       /* first argument of every op */
 	uint32_t rank;   /* this node */
 	uint32_t nodes;  /* N, ranks 0 .. N-1 */
+	/* Bytes the link adds to every frame it carries and counts in its
+	 * per-peer counters (its own header); 0 for a link that adds none.
+	 * A linktest (cluster/linktest.c) sizes its frames by it. */
+	uint32_t frame_overhead;
 } cluster_link;
 
 #endif

@@ -312,6 +312,12 @@ static void serve_ckpt_ask(cluster *cl, uint32_t from, const proto_node_msg *m, 
 	ckpt_serve(cl, from, m, r);
 }
 
+/* A linktest's message: answered by linktest.c, which owns ECHO. */
+static void serve_echo(cluster *cl, uint32_t from, const proto_node_msg *m, cluster_responder *r)
+{
+	linktest_echo(cl, r, m);
+}
+
 #define serve_ckpt_hold serve_ckpt_ask
 #define serve_ckpt_write serve_ckpt_ask
 #define serve_ckpt_end serve_ckpt_ask

@@ -5,8 +5,9 @@
  * TABLE_RESERVE, TABLE_ALTER, TABLE_SCAN, TABLE_LOAD, TABLE_DESCRIBE,
  * STATS and INFO (its cluster section) go through the cluster layer
  * (cluster/cluster.h) instead of the local engine when the server is part
- * of a cluster (s->cluster set).  handle.c sends those opcodes here then;
- * a server alone never comes here.  TABLE_LIST stays local: every node
+ * of a cluster (s->cluster set), and so does LINKTEST, which exists only
+ * there.  handle.c sends those opcodes here then; a server alone comes
+ * here only for handle_linktest, its refusal.  TABLE_LIST stays local: every node
  * holds the same tables (table changes apply on all or none).
  *
  * A request is decoded as handle_data.c decodes it and submitted.  The
@@ -95,6 +96,7 @@ bool handle_is_routed(uint16_t op)
 	case PROTO_OP_TABLE_DESCRIBE:
 	case PROTO_OP_STATS:
 	case PROTO_OP_INFO:
+	case PROTO_OP_LINKTEST:
 		return true;
 	default:
 		return false; /* TICKET_FREE is local: the ticket table's free frees the owners' parts */
@@ -188,6 +190,11 @@ static int reply_ok(conn *c, routed *a)
 		rc = HANDLE_REPLY(c, a->req_id, proto_info_resp_encode, &m);
 		emdb_free(text);
 		return rc;
+	}
+	case PROTO_OP_LINKTEST: {
+		proto_linktest_resp m = { .rounds = r->rounds, .elapsed_ns = r->elapsed_ns, .bytes_sent = r->bytes_sent,
+					  .bytes_received = r->bytes_received };
+		return HANDLE_REPLY(c, a->req_id, proto_linktest_resp_encode, &m);
 	}
 	default: { /* PUSH, PUSH_WEIGHTED, TABLE_DROP, TABLE_RESERVE, TABLE_ALTER: empty */
 		uint8_t *p = conn_reply_reserve(c, PROTO_HDR_SIZE);
@@ -540,6 +547,24 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 			r->per_node = (cluster_node_stats *)a->mem;
 		break;
 	}
+	case PROTO_OP_LINKTEST: { /* the messages are read in cluster_submit only */
+		const proto_linktest_req *q = &m.linktest_req;
+		*r = (cluster_req){ .op = CLUSTER_LINKTEST, .n = q->n, .depth = q->depth,
+				    .duration_ns = (uint64_t)q->duration_ms * 1000000ull, .done = routed_finished,
+				    .arg = a };
+		/* more than LINKTEST_MAX is refused before a message is read:
+		 * copy no more than that */
+		uint32_t n = q->n < LINKTEST_MAX ? q->n : LINKTEST_MAX;
+		in = ((size_t)n + 1) * sizeof(cluster_linktest_msg);
+		if (!(a->mem = emdb_malloc(in)))
+			break;
+		cluster_linktest_msg *lm = (cluster_linktest_msg *)a->mem;
+		for (uint32_t i = 0; i < n; i++)
+			lm[i] = (cluster_linktest_msg){ .rank = q->msgs[i].rank, .req_bytes = q->msgs[i].request_bytes,
+							.rep_bytes = q->msgs[i].reply_bytes };
+		r->msgs = lm;
+		break;
+	}
 	default:
 		rc = handle_fail(EMDB_ERR_INTERNAL, "%s is not routed", proto_op_name(h->opcode));
 	}
@@ -553,4 +578,15 @@ int handle_routed(conn *c, const proto_hdr *h, const uint8_t *body)
 	}
 	c->answers_owed++;
 	return HANDLED_OK; /* answered by routed_done */
+}
+
+/* LINKTEST on a server alone: there is no link to test. */
+int handle_linktest(conn *c, const proto_hdr *h, const uint8_t *body)
+{
+	proto_linktest_req q;
+	int rc = proto_linktest_req_decode(h, body, &q);
+	if (rc)
+		return rc;
+	return handle_fail(EMDB_ERR_UNSUPPORTED,
+			   "LINKTEST: this server is not part of a cluster; it measures the links between cluster nodes");
 }

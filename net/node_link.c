@@ -99,6 +99,8 @@ static tx *tx_alloc(node_link *l, node_kind kind, int32_t status, uint64_t call_
 	t->len = len;
 	t->body = t->data;
 	t->owned = NULL;
+	t->release = NULL;
+	t->release_arg = NULL;
 	return t;
 }
 
@@ -122,8 +124,24 @@ tx *nl_tx_take(node_link *l, node_kind kind, int32_t status, uint64_t call_id, v
 	return t;
 }
 
+tx *nl_tx_lend(node_link *l, node_kind kind, uint64_t call_id, const void *body, size_t len,
+	       void (*release)(void *arg), void *arg)
+{
+	tx *t = tx_alloc(l, kind, 0, call_id, 0, len);
+	if (!t) {
+		release(arg);
+		return NULL;
+	}
+	t->body = body;
+	t->release = release;
+	t->release_arg = arg;
+	return t;
+}
+
 void nl_tx_free(tx *t)
 {
+	if (t->release)
+		t->release(t->release_arg);
 	emdb_free(t->owned);
 	emdb_free(t);
 }
@@ -528,6 +546,15 @@ static int op_call_owned(void *ctx, uint32_t rank, void *frame, size_t len, clus
 	return call_tx(ctx, rank, frame, len, call, t);
 }
 
+static int op_call_lent(void *ctx, uint32_t rank, const void *frame, size_t len, cluster_call *call,
+			void (*release)(void *arg), void *arg)
+{
+	tx *t = nl_tx_lend(ctx, NODE_REQUEST, 0, frame, len, release, arg);
+	if (!t)
+		return emdb__seterr(EMDB_ERR_NOMEM, "node link: no memory for a %zu-byte request", len);
+	return call_tx(ctx, rank, frame, len, call, t);
+}
+
 static void send_reply(void *arg)
 {
 	tx *t = arg;
@@ -586,6 +613,18 @@ static int op_reply_owned(void *ctx, cluster_responder *r, void *frame, size_t l
 	return reply_tx(l, r, len, t);
 }
 
+static int op_reply_lent(void *ctx, cluster_responder *r, const void *frame, size_t len,
+			 void (*release)(void *arg), void *arg)
+{
+	node_link *l = ctx;
+	tx *t = NULL;
+	if (len <= NODE_MAX_MESSAGE)
+		t = nl_tx_lend(l, NODE_REPLY, r->call_id, frame, len, release, arg);
+	else
+		release(arg);
+	return reply_tx(l, r, len, t);
+}
+
 static void op_post(void *ctx, void (*fn)(void *arg), void *arg)
 {
 	node_link *l = ctx;
@@ -599,6 +638,8 @@ static const cluster_link_ops ops = {
 	.post = op_post,
 	.call_owned = op_call_owned,
 	.reply_owned = op_reply_owned,
+	.call_lent = op_call_lent,
+	.reply_lent = op_reply_lent,
 };
 
 void node_link_as_cluster_link(node_link *l, cluster_link *out)
@@ -607,6 +648,7 @@ void node_link_as_cluster_link(node_link *l, cluster_link *out)
 	out->ctx = l;
 	out->rank = l->rank;
 	out->nodes = l->n;
+	out->frame_overhead = NODE_HDR_LEN;
 }
 
 void node_link_serve(node_link *l, cluster_serve_fn fn, void *ctx)

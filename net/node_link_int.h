@@ -17,9 +17,10 @@
 
 #include "net/node_link.h"
 #include "net/node_wire.h"
+#include "protocol/proto_node.h"
 
 #define NODE_AM_ID 0x4e /* 'N': the one active message id of the link */
-#define NODE_MAX_MESSAGE (1ull << 31) /* larger bodies are refused */
+#define NODE_MAX_MESSAGE PROTO_NODE_FRAME_MAX /* larger bodies are refused */
 #define NODE_RETRY_MIN_MS 50
 #define NODE_RETRY_MAX_MS 1000
 
@@ -85,8 +86,10 @@ typedef struct tx {
 	cluster_call *call;         /* REQUEST: the call */
 	uint64_t in_gen;            /* REPLY: the inbound endpoint to answer on */
 	size_t len;
-	const uint8_t *body;        /* data, or owned */
+	const uint8_t *body;        /* data, owned, or lent */
 	void *owned;                /* freed with the tx; NULL for a copy */
+	void (*release)(void *arg); /* a lent body: called with the tx's end */
+	void *release_arg;
 	uint8_t data[];
 } tx;
 
@@ -168,6 +171,10 @@ tx *nl_tx_new(node_link *l, node_kind kind, int32_t status, uint64_t call_id, co
 /* As nl_tx_new, but body (an emdb_malloc block) is taken, not copied; it
  * is freed with the tx, or at once when NULL is returned. */
 tx *nl_tx_take(node_link *l, node_kind kind, int32_t status, uint64_t call_id, void *body, size_t len);
+/* As nl_tx_new, but body is lent (cluster/link.h): release(arg) runs
+ * when the tx is freed, or at once when NULL is returned. */
+tx *nl_tx_lend(node_link *l, node_kind kind, uint64_t call_id, const void *body, size_t len,
+	       void (*release)(void *arg), void *arg);
 /* A REPLY from peer p's endpoint; a REQUEST on an authenticated inbound
  * endpoint (link thread; body valid for the call). */
 void nl_reply_arrived(node_link *l, peer *p, const node_hdr *h, const uint8_t *body, size_t len);

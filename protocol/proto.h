@@ -79,7 +79,8 @@
  *   header, whatever the connection's: version 2 added PUSH_UPDATE and
  *   TABLE_RESERVE and nothing else, so on a version-2 connection a PING
  *   still says 1; version 3 added PULL_WEIGHTED, PUSH_WEIGHTED,
- *   TABLE_ALTER, TABLE_SCAN and TABLE_LOAD; version 4 added WORKER.  A receiver refuses a frame whose version is not its
+ *   TABLE_ALTER, TABLE_SCAN and TABLE_LOAD; version 4 added WORKER;
+ *   version 5 added LINKTEST.  A receiver refuses a frame whose version is not its
  *   opcode's (proto_hdr_decode) or is above the connection's
  *   (proto_reader's pin, the server's check): to a version-1 peer a
  *   PUSH_UPDATE or a TABLE_RESERVE does not exist.
@@ -107,7 +108,7 @@
 
 #define PROTO_MAGIC 0x42444D45u   /* the bytes "EMDB" read as a LE u32 */
 #define PROTO_VERSION_MIN 1       /* oldest version this build speaks  */
-#define PROTO_VERSION_MAX 4       /* newest version this build speaks  */
+#define PROTO_VERSION_MAX 5       /* newest version this build speaks  */
 #define PROTO_HDR_SIZE 24
 #define PROTO_ALIGN 8             /* body lengths and array offsets    */
 
@@ -136,7 +137,7 @@
 #define PROTO_OP_RANGE_DATA 0x0200    /* data plane                     */
 #define PROTO_OP_RANGE_PERSIST 0x0300 /* checkpoints, restore and their jobs */
 #define PROTO_OP_RANGE_HOTSET 0x0400  /* reserved: hot-set report, RESHARD, EXPIRE */
-#define PROTO_OP_RANGE_CLUSTER 0x0500 /* reserved: cluster view and membership */
+#define PROTO_OP_RANGE_CLUSTER 0x0500 /* cluster view, membership, the link between nodes */
 #define PROTO_OP_RANGE_NODE 0x0600    /* reserved: node-to-node row exchange */
 #define PROTO_OP_RANGE_PRIVATE 0xF000 /* 0xF000..0xFFFF: never assigned by emdb */
 
@@ -197,7 +198,8 @@ typedef enum proto_role {
 	X(RESTORE, restore, 0x0301, 1, PROTO_ROLE_ADMIN, BODY, BODY)                      \
 	X(JOB_STATUS, job_status, 0x0302, 1, PROTO_ROLE_READER, BODY, BODY)               \
 	X(CHECKPOINT_LIST, checkpoint_list, 0x0303, 1, PROTO_ROLE_READER, EMPTY, BODY)    \
-	X(CHECKPOINT_DELETE, checkpoint_delete, 0x0304, 1, PROTO_ROLE_ADMIN, BODY, EMPTY)
+	X(CHECKPOINT_DELETE, checkpoint_delete, 0x0304, 1, PROTO_ROLE_ADMIN, BODY, EMPTY)   \
+	X(LINKTEST, linktest, 0x0500, 5, PROTO_ROLE_ADMIN, BODY, BODY)
 
 typedef enum proto_op {
 	/* Only in a response with status < 0 and an error body: the peer
@@ -986,6 +988,42 @@ int proto_checkpoint_delete_req_encode(uint8_t *buf, size_t cap, uint64_t id,
 				       const proto_checkpoint_delete_req *m, size_t *len);
 int proto_checkpoint_delete_req_decode(const proto_hdr *h, const uint8_t *body,
 				       proto_checkpoint_delete_req *m);
+
+/* LINKTEST (version 5): the node-to-node path measured from the node
+ * asked (docs/cluster.md "Linktest"): for duration_ms, rounds of n
+ * messages, depth rounds in flight; each message goes to node `rank`
+ * with request_bytes and asks for reply_bytes back (frame sizes as the
+ * link counts them).  The records are used in place.  Decoder: n
+ * records present, reserved words zero; the bounds (n, depth, duration,
+ * sizes, ranks) are the server's to check (INVALID, the connection
+ * stays open).  Response: what the test measured. */
+typedef struct proto_linktest_msg {
+	uint32_t rank;
+	uint32_t reserved;       /* 0 */
+	uint64_t request_bytes;
+	uint64_t reply_bytes;
+} proto_linktest_msg;
+
+#define PROTO_LINKTEST_MSG_SIZE 24
+
+typedef struct proto_linktest_req {
+	uint32_t duration_ms;
+	uint32_t depth;
+	uint32_t n;
+	const proto_linktest_msg *msgs; /* [n] */
+} proto_linktest_req;
+
+typedef struct proto_linktest_resp {
+	uint64_t rounds;
+	uint64_t elapsed_ns;     /* first send to last reply */
+	uint64_t bytes_sent;     /* of the rounds counted, link headers included */
+	uint64_t bytes_received;
+} proto_linktest_resp;
+
+int proto_linktest_req_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_linktest_req *m, size_t *len);
+int proto_linktest_req_decode(const proto_hdr *h, const uint8_t *body, proto_linktest_req *m);
+int proto_linktest_resp_encode(uint8_t *buf, size_t cap, uint64_t id, const proto_linktest_resp *m, size_t *len);
+int proto_linktest_resp_decode(const proto_hdr *h, const uint8_t *body, proto_linktest_resp *m);
 
 /* ------------------------------------------------------------------ */
 /* Any message                                                         */

@@ -1,7 +1,7 @@
 /*
  * protocol/proto_node.c - the node-to-node frames (proto_node.h,
  * docs/protocol.md "Node-to-node"): the header, the opcode table and the
- * thirteen body codecs.
+ * fourteen body codecs.
  *
  * Invariants:
  *   1. Opcode names, values and codecs come only from PROTO_NODE_OP_MAP:
@@ -28,7 +28,7 @@
 
 #define GRADS_FLAGS (PROTO_NODE_GRADS_MAPPED | PROTO_NODE_GRADS_WEIGHTED)
 
-enum node_codec { C_EMPTY, C_SEL, C_GRADS, C_STEP, C_ADMIN, C_TICKET, C_VECS, C_ROWS, C_SCAN, C_PAGE, C_LOAD, C_STATS, C_CKPT };
+enum node_codec { C_EMPTY, C_SEL, C_GRADS, C_STEP, C_ADMIN, C_TICKET, C_VECS, C_ROWS, C_SCAN, C_PAGE, C_LOAD, C_STATS, C_CKPT, C_ECHO };
 
 bool proto_node_op_known(uint16_t op)
 {
@@ -308,6 +308,35 @@ static void stats_write(proto_wr *w, const proto_node_stats *m)
 	wr_u64(w, m->alloc_bytes);
 }
 
+/* What an ECHO body may hold; the writer and the reader share it.  NULL
+ * when it is right, else why not. */
+static const char *echo_wrong(bool resp, const proto_node_echo *m, uint32_t table)
+{
+	if (table)
+		return "table (0: an echo names none)";
+	if (resp && m->reply_len)
+		return "reply_len (in a request only)";
+	if (m->reply_len % PROTO_ALIGN)
+		return "reply_len (a multiple of 8)";
+	if (m->reply_len > PROTO_NODE_FRAME_MAX - PROTO_NODE_HDR_SIZE)
+		return "reply_len (a reply over the link's frame limit)";
+	return NULL;
+}
+
+static void echo_write(proto_wr *w, bool resp, uint32_t table, const proto_node_echo *m)
+{
+	const char *bad = echo_wrong(resp, m, table);
+	if (bad)
+		proto__wr_fail(w, "node ECHO: bad %s", bad);
+	if (m->len % PROTO_ALIGN)
+		proto__wr_fail(w, "node ECHO: payload of %u bytes, not a multiple of 8", m->len);
+	if (!resp) {
+		wr_u32(w, m->reply_len);
+		wr_zero(w, 4);
+	}
+	wr_arr(w, m->payload, m->len, 1, "payload", NULL);
+}
+
 static int node_wr_end(proto_wr *w, const proto_node_hdr *h, size_t *len)
 {
 	proto_node_hdr hh = *h;
@@ -430,6 +459,9 @@ int proto_node_encode(uint8_t *buf, size_t cap, const proto_node_msg *m, size_t 
 		break;
 	case C_CKPT:
 		ckpt_write(&w, h->opcode, resp, &m->u.ckpt);
+		break;
+	case C_ECHO:
+		echo_write(&w, resp, h->table, &m->u.echo);
 		break;
 	}
 	return node_wr_end(&w, h, len);
@@ -601,6 +633,21 @@ static void load_read(proto_rd *r, proto_node_load *m)
 		rows_read(r, m->n, m->dim, m->per_row, &m->ids, &m->vecs, &m->state);
 }
 
+/* The payload is the rest of the body, a multiple of 8 (hdr_read). */
+static void echo_read(proto_rd *r, bool resp, uint32_t table, proto_node_echo *m)
+{
+	m->reply_len = 0;
+	if (!resp) {
+		m->reply_len = rd_u32(r, "reply_len");
+		rd_zero(r, 4, "reserved");
+	}
+	m->len = r->err ? 0 : (uint32_t)(r->len - r->off);
+	m->payload = rd_arr(r, m->len, 1, "payload");
+	const char *bad = r->err ? NULL : echo_wrong(resp, m, table);
+	if (bad)
+		proto__rd_fail(r, "bad %s", bad);
+}
+
 int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -692,6 +739,9 @@ int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
 		break;
 	case C_CKPT:
 		ckpt_read(&r, h->opcode, resp, &m->u.ckpt);
+		break;
+	case C_ECHO:
+		echo_read(&r, resp, h->table, &m->u.echo);
 		break;
 	}
 	return rd_end(&r);

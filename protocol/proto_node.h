@@ -28,7 +28,8 @@
  *   PAGE   that page: IDs, vectors, optionally state (proto_node_page);
  *   LOAD   rows written at their owner (proto_node_load);
  *   STATS  a node's statistics of a table or of all (proto_node_stats);
- *   CKPT   one phase of a cluster checkpoint (proto_node_ckpt).
+ *   CKPT   one phase of a cluster checkpoint (proto_node_ckpt);
+ *   ECHO   opaque bytes, and in a request the reply's length (proto_node_echo).
  * A response with status < 0 has the error body instead (a message).
  *
  * Encoding (proto_node_encode) follows protocol/proto.h's convention
@@ -68,6 +69,9 @@
 #define PROTO_NODE_VERSION 1
 #define PROTO_NODE_HDR_SIZE 32
 #define PROTO_NODE_FLAG_RESPONSE 0x01
+/* The largest node frame (header included) a link carries; the link
+ * refuses a larger one before sending it (net/node_link.h). */
+#define PROTO_NODE_FRAME_MAX (1ull << 31)
 
 /* proto_node_sel.flags */
 #define PROTO_NODE_SEL_FOUND 0x1  /* LOOKUP: send found[] back */
@@ -122,7 +126,10 @@ enum {
  *                 rank order at the owner (db/gradrank.h)
  *   STEP_ARRIVE_SEQ  STEP_ARRIVE of a ranked worker's numbered step (seq,
  *                 session, rank): a resend is counted once, a resend of
- *                 an applied step answered with its rows (db/step.h) */
+ *                 an applied step answered with its rows (db/step.h)
+ *   ECHO          a linktest message (cluster/linktest.h): the owner
+ *                 answers reply_len zero bytes, reading nothing of the
+ *                 request's payload; no engine, no table */
 #define PROTO_NODE_OP_MAP(X)                                          \
 	X(PREFETCH, prefetch, 0x0600, SEL, TICKET)                    \
 	X(PULL, pull, 0x0601, SEL, VECS)                              \
@@ -149,7 +156,8 @@ enum {
 	X(CKPT_LOAD, ckpt_load, 0x0625, CKPT, EMPTY)                  \
 	X(CKPT_SWAP, ckpt_swap, 0x0626, CKPT, EMPTY)                  \
 	X(PUSH_RANKED, push_ranked, 0x0630, GRADS, EMPTY)             \
-	X(STEP_ARRIVE_SEQ, step_arrive_seq, 0x0631, STEP, ROWS)
+	X(STEP_ARRIVE_SEQ, step_arrive_seq, 0x0631, STEP, ROWS)        \
+	X(ECHO, echo, 0x0640, ECHO, ECHO)
 
 typedef enum proto_node_op {
 	/* Only in an error response to a frame whose opcode could not be
@@ -314,6 +322,16 @@ typedef struct proto_node_stats {
 	uint64_t alloc_bytes;
 } proto_node_stats;
 
+/* ECHO: len bytes of opaque payload (a multiple of 8; NULL: zeros,
+ * written by the encoder); in a request also reply_len, the payload
+ * bytes wanted back (a multiple of 8, at most PROTO_NODE_FRAME_MAX -
+ * PROTO_NODE_HDR_SIZE), 0 in a response.  The header's table is 0. */
+typedef struct proto_node_echo {
+	uint32_t reply_len;
+	uint32_t len;
+	const uint8_t *payload; /* [len] */
+} proto_node_echo;
+
 /* A decoded frame, or one to encode: the header (body_len ignored by the
  * encoder) and the member of its opcode's codec for its direction; err
  * when status < 0. */
@@ -333,6 +351,7 @@ typedef struct proto_node_msg {
 		proto_node_page page;
 		proto_node_load load;
 		proto_node_stats stats;
+		proto_node_echo echo;
 	} u;
 } proto_node_msg;
 

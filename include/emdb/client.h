@@ -536,6 +536,44 @@ int emdb_client_checkpoint_list(emdb_client *c, emdb_ckpt_info **out, size_t *n)
  * CLOSED, TIMEOUT, AUTH.  Role: admin. */
 int emdb_client_checkpoint_delete(emdb_client *c, uint64_t id);
 
+/* ---- Cluster: the link between nodes (docs/cluster.md "Linktest") ----
+ *
+ * A linktest measures the node-to-node path of the node this handle is
+ * connected to, as `ceph tell osd.N bench` or iperf do for theirs: that
+ * node keeps `depth` rounds of messages in flight for duration_ms, each
+ * round being msgs[0 .. n) (a request of request_bytes to node `rank`,
+ * answered with reply_bytes), through its own link (its thread, framing,
+ * authenticated UCX endpoints, the peers' serve path), with no table, no
+ * engine and no client in between.  Sizes are frames as the nodes' INFO
+ * cluster counters count them (link header included); a size below the
+ * smallest message or off its 8-byte grid is rounded up, and the bytes
+ * reported are those sent. */
+typedef struct emdb_linktest_msg {
+	uint32_t rank;           /* another node of the cluster            */
+	uint32_t reserved;       /* 0                                      */
+	uint64_t request_bytes;  /* at most 2^31 + the link's header        */
+	uint64_t reply_bytes;
+} emdb_linktest_msg;
+
+typedef struct emdb_linktest_result {
+	uint64_t rounds;         /* rounds whose every reply came back     */
+	uint64_t elapsed_ns;     /* from the first send to the last reply  */
+	uint64_t bytes_sent;     /* of those rounds, as the link counts    */
+	uint64_t bytes_received;
+} emdb_linktest_result;
+
+/* Run a linktest on the node and wait for its end (duration_ms plus the
+ * rounds in flight; the handle's timeout counts from then).  Errors:
+ * INVALID (duration 0 or over 10000 ms, depth or n outside 1..64, a rank
+ * that is this node's or no node's, a size over the frame limit, more
+ * than 1 GiB in flight: nothing is sent); BUSY (a linktest runs on that
+ * node); NODE (a peer failed or did not answer within the node's
+ * node_timeout_ms; the message names it); UNSUPPORTED (the server is not
+ * part of a cluster, mem://, or a server older than protocol version 5);
+ * the transport errors.  Role: admin. */
+int emdb_client_linktest(emdb_client *c, const emdb_linktest_msg *msgs, size_t n, uint32_t depth,
+			 uint32_t duration_ms, emdb_linktest_result *out);
+
 /* ------------------------------------------------------------------ */
 /* Tickets                                                             */
 /* ------------------------------------------------------------------ */

@@ -247,6 +247,14 @@ Test(cli, cluster_info_of_a_single_node, .init = srv_up, .fini = srv_down)
 	EXPECT(r, 0);
 	cr_assert_str_eq(r.out, "# Cluster\nenabled: no\n");
 	run_free(&r);
+	/* A linktest has no link to test: the server's refusal. */
+	r = CLI("cluster", "linktest", "--seconds", "0.1");
+	EXPECT(r, 1);
+	expect_has(r.err, "not part of a cluster");
+	run_free(&r);
+	r = CLI("cluster", "linktest", "--depth", "0");
+	EXPECT(r, 2);
+	run_free(&r);
 }
 
 /* `info tier`: each table's GPU replica; without gpu_memory, in host

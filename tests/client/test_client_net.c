@@ -561,7 +561,7 @@ Test(client_net, push_update_against_a_version_1_server_is_refused_unsent, .time
 
 	cr_assert_eq(vs.hellos, 1);
 	cr_assert_eq(vs.offered_min, 1);
-	cr_assert_eq(vs.offered_max, 4, "the client offers versions 1..4");
+	cr_assert_eq(vs.offered_max, 5, "the client offers versions 1..5");
 	cr_assert_eq(vs.refused, 0, "the server refused a frame: %s", vs.why);
 	cr_assert_eq(vs.pings, 2);
 	cr_assert_eq(vs.prefetches, 1);
@@ -647,13 +647,13 @@ Test(client_net, weighted_calls_against_a_version_2_server_are_refused_unsent, .
 /* A server of this build and mem:// both give version 4, and PUSH_UPDATE
  * and TABLE_RESERVE (version 2's) and the weighted Pull (version 3's) go
  * through. */
-Test(client_net, protocol_version_4_with_a_server_of_this_build, .init = srv_start,
+Test(client_net, protocol_version_5_with_a_server_of_this_build, .init = srv_start,
      .fini = srv_stop, .timeout = 60)
 {
 	const char *uris[] = { srv.tcp_uri, srv.unix_uri, "mem://" };
 	for (size_t i = 0; i < 3; i++) {
 		emdb_client *c = test_client_open(uris[i], 30000);
-		cr_assert_eq(emdb_client_protocol_version(c), 4, "%s", uris[i]);
+		cr_assert_eq(emdb_client_protocol_version(c), 5, "%s", uris[i]);
 		uint32_t t = create_table(c, "v3", 4);
 		uint64_t ids[3] = { 1, 2, 1 }, rows = 0, offs[2] = { 0, 3 };
 		float g[12] = { 0 }, w[3] = { 1, 1, 1 }, out[4];

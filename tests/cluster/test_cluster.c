@@ -9,12 +9,16 @@
  * node's /metrics carries each peer's state and traffic; the version-3
  * operations (weighted Pull and Push, table alter, export and import)
  * work across three nodes, and INFO, DESCRIBE and cluster info give the
- * cluster's rows per node and in total (unknown with a node down).
+ * cluster's rows per node and in total (unknown with a node down); a
+ * linktest moves rounds x its sizes through the link (the nodes' own
+ * counters agree), refuses bad requests and other roles with nothing
+ * sent, and names a node killed under it.
  *
  * Each test bounds every wait (seconds); the fixture kills every node.
  */
 #define _GNU_SOURCE /* tests/lib/cli_run.h */
 #include <criterion/criterion.h>
+#include <pthread.h>
 
 #include <emdb/db.h>
 
@@ -361,4 +365,185 @@ Test(cluster, killed_node_shows_down_and_rejoins, .fini = fini, .timeout = 120)
 	cr_assert_eq(emdb_client_table_find(c, "t", &id2), EMDB_OK, "%s", emdb_client_last_error());
 	cr_assert_eq(id2, id);
 	emdb_client_close(c);
+}
+
+/* ---- linktest ------------------------------------------------------------ */
+
+static const char *const lt_args[] = { "--node-timeout-ms", "1000", "--cluster-start-timeout-ms", "15000",
+				       "--admin-token", "adm", "--trainer-token", "trn", "--reader-token", "rdr",
+				       NULL };
+
+static emdb_client *lt_client(int i, const char *token)
+{
+	char uri[256];
+	snprintf(uri, sizeof(uri), "unix://%s?token=%s", ch.node[i].sock, token);
+	emdb_client *c = NULL;
+	cr_assert_eq(emdb_client_connect(uri, NULL, &c), EMDB_OK, "connect to node %d: %s", i,
+		     emdb_client_last_error());
+	return c;
+}
+
+/* Node i's link counter `key` towards peer `peer` (INFO cluster). */
+static uint64_t lt_counter(emdb_client *c, int peer, const char *key)
+{
+	char *t = NULL, head[32], k[40];
+	cr_assert_eq(emdb_client_info(c, "cluster", &t), EMDB_OK, "%s", emdb_client_last_error());
+	snprintf(head, sizeof(head), "\nnode_%d: ", peer);
+	snprintf(k, sizeof(k), " %s=", key);
+	const char *line = strstr(t, head);
+	cr_assert_not_null(line, "%s", t);
+	const char *end = strchr(line + 1, '\n');
+	const char *at = strstr(line, k);
+	cr_assert(at && (!end || at < end), "no %s for node %d:\n%s", key, peer, t);
+	uint64_t v = strtoull(at + strlen(k), NULL, 10);
+	emdb_free(t);
+	return v;
+}
+
+static void lt_refused(emdb_client *c, const emdb_linktest_msg *m, size_t n, uint32_t depth, uint32_t ms,
+		       const char *why)
+{
+	emdb_linktest_result res;
+	int rc = emdb_client_linktest(c, m, n, depth, ms, &res);
+	cr_assert_eq(rc, EMDB_ERR_INVALID, "%s: %d %s\n%s", why, rc, emdb_client_last_error(), ch_log(0));
+	cr_assert(strstr(emdb_client_last_error(), why), "'%s' not in: %s", why, emdb_client_last_error());
+}
+
+/* A linktest of 1 s on a thread of its own, retried while BUSY. */
+typedef struct lt_bg {
+	emdb_client *c;
+	const emdb_linktest_msg *m;
+	emdb_linktest_result res;
+	int rc;
+	char msg[256];
+} lt_bg;
+
+static void *lt_run_bg(void *arg)
+{
+	lt_bg *b = arg;
+	/* the main thread's short ones may hold the node's one slot */
+	b->rc = EMDB_ERR_BUSY;
+	for (int tries = 0; tries < 200 && b->rc == EMDB_ERR_BUSY; tries++)
+		b->rc = emdb_client_linktest(b->c, b->m, 2, 2, 1000, &b->res);
+	snprintf(b->msg, sizeof(b->msg), "%s", b->rc ? emdb_client_last_error() : "");
+	return NULL;
+}
+
+Test(cluster, linktest_measures_the_link_and_refuses_what_it_cannot, .fini = fini, .timeout = 120)
+{
+	ch_init(3);
+	for (int i = 0; i < 3; i++)
+		ch_spawn(i, NULL, lt_args);
+	for (int i = 0; i < 3; i++)
+		ch_wait_ready(i, READY_MS);
+	emdb_client *adm = lt_client(0, "adm");
+	emdb_client *peer1 = lt_client(1, "adm");
+
+	/* Sizes on the ECHO grid: frames of 4112 and 65552 bytes as the
+	 * link counts them (its 16-byte header included). */
+	emdb_linktest_msg m[65];
+	for (int i = 0; i < 65; i++)
+		m[i] = (emdb_linktest_msg){ .rank = 1 + i % 2, .request_bytes = 4112, .reply_bytes = 65552 };
+	uint64_t sent0 = lt_counter(adm, 1, "bytes_sent"), recv0 = lt_counter(adm, 1, "bytes_received");
+	uint64_t in0 = lt_counter(peer1, 0, "bytes_received");
+	emdb_linktest_result res;
+	cr_assert_eq(emdb_client_linktest(adm, m, 2, 4, 300, &res), EMDB_OK, "%s\n%s", emdb_client_last_error(), ch_log(0));
+	cr_assert_gt(res.rounds, 0);
+	cr_assert_gt(res.elapsed_ns, 0);
+	cr_assert_eq(res.bytes_sent, res.rounds * 2 * 4112);
+	cr_assert_eq(res.bytes_received, res.rounds * 2 * 65552);
+	/* The link's own counters saw at least that much, on both ends
+	 * (INFO itself adds its few messages). */
+	cr_assert_geq(lt_counter(adm, 1, "bytes_sent") - sent0, res.rounds * 4112);
+	cr_assert_geq(lt_counter(adm, 1, "bytes_received") - recv0, res.rounds * 65552);
+	cr_assert_geq(lt_counter(peer1, 0, "bytes_received") - in0, res.rounds * 4112);
+
+	/* A size below the smallest ECHO rounds up to it (56 and 48 bytes). */
+	m[0].request_bytes = m[0].reply_bytes = 1;
+	cr_assert_eq(emdb_client_linktest(adm, m, 1, 1, 50, &res), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_gt(res.rounds, 0);
+	cr_assert_eq(res.bytes_sent, res.rounds * 56);
+	cr_assert_eq(res.bytes_received, res.rounds * 48);
+	m[0].request_bytes = 4112, m[0].reply_bytes = 65552;
+
+	/* Bad requests: INVALID with the reason, and not one message sent
+	 * (the counters move by exactly what one INFO sends). */
+	uint64_t a = lt_counter(adm, 1, "msgs_sent"), b = lt_counter(adm, 1, "msgs_sent");
+	lt_refused(adm, m, 2, 0, 100, "depth 0");
+	lt_refused(adm, m, 2, 65, 100, "depth 65");
+	lt_refused(adm, m, 65, 1, 100, "65 messages");
+	lt_refused(adm, m, 0, 1, 100, "0 messages");
+	lt_refused(adm, m, 2, 1, 0, "a duration of 0.000 s");
+	lt_refused(adm, m, 2, 1, 10001, "a duration of 10.001 s");
+	emdb_linktest_msg bad = m[0];
+	bad.rank = 0;
+	lt_refused(adm, &bad, 1, 1, 100, "goes to rank 0");
+	bad.rank = 3;
+	lt_refused(adm, &bad, 1, 1, 100, "goes to rank 3");
+	bad = m[0];
+	bad.reply_bytes = (1ull << 31) + 17;
+	lt_refused(adm, &bad, 1, 1, 100, "a node frame is at most");
+	bad.reply_bytes = 1ull << 30; /* 1 GiB replies, 2 in flight */
+	lt_refused(adm, &bad, 1, 2, 100, "in flight");
+	uint64_t c = lt_counter(adm, 1, "msgs_sent");
+	cr_assert_eq(c - b, b - a, "refused linktests sent messages: %llu, not %llu", (unsigned long long)(c - b),
+		     (unsigned long long)(b - a));
+
+	/* One at a time per node: a second, from another connection while
+	 * the first runs, is BUSY; the first is not disturbed. */
+	lt_bg bg = { .c = adm, .m = m };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, lt_run_bg, &bg), 0);
+	emdb_client *adm2 = lt_client(0, "adm");
+	int busy = EMDB_OK;
+	for (int tries = 0; tries < 200 && busy != EMDB_ERR_BUSY; tries++) {
+		busy = emdb_client_linktest(adm2, m, 1, 1, 1, &res);
+		if (busy != EMDB_ERR_BUSY)
+			server_sleep_ms(5);
+	}
+	if (busy != EMDB_ERR_BUSY)
+		pthread_join(th, NULL);
+	cr_assert_eq(busy, EMDB_ERR_BUSY, "%d %s; the long one: %d %s", busy, emdb_client_last_error(), bg.rc, bg.msg);
+	cr_assert(strstr(emdb_client_last_error(), "runs on this node already"), "%s", emdb_client_last_error());
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(bg.rc, EMDB_OK, "%s", bg.msg);
+	cr_assert_gt(bg.res.rounds, 0);
+	emdb_client_close(adm2);
+
+	/* Only an admin may run one. */
+	emdb_client *trn = lt_client(0, "trn"), *rdr = lt_client(0, "rdr");
+	cr_assert_eq(emdb_client_linktest(trn, m, 2, 1, 100, &res), EMDB_ERR_AUTH);
+	cr_assert_eq(emdb_client_linktest(rdr, m, 2, 1, 100, &res), EMDB_ERR_AUTH);
+	emdb_client_close(trn);
+	emdb_client_close(rdr);
+
+	/* emdb-cli cluster linktest, as text and as JSON. */
+	char uri[256];
+	snprintf(uri, sizeof(uri), "unix://%s?token=adm", ch.node[2].sock);
+	cli_run r = run_cli_env(NULL, NULL,
+				ARGS("-u", uri, "cluster", "linktest", "--seconds", "0.2", "--depth", "2", "--request",
+				     "1K", "--reply", "8K"));
+	EXPECT(r, 0);
+	expect_has(r.out, "to node 0, 1)");
+	expect_has(r.out, "1024 bytes out, 8192 back, 2 rounds in flight");
+	expect_has(r.out, "rounds/s");
+	expect_has(r.out, "MB/s");
+	expect_has(r.out, "per message:");
+	run_free(&r);
+	r = run_cli_env(NULL, NULL, ARGS("-u", uri, "--json", "cluster", "linktest", "--seconds", "0.1"));
+	EXPECT(r, 0);
+	expect_has(r.out, "\"rounds\":");
+	expect_has(r.out, "\"us_per_message\":");
+	run_free(&r);
+
+	/* A node killed under a linktest: NODE, naming it. */
+	ch_kill(2);
+	int rc = emdb_client_linktest(adm, m, 2, 4, 3000, &res);
+	cr_assert_eq(rc, EMDB_ERR_NODE, "%d %s", rc, emdb_client_last_error());
+	cr_assert(strstr(emdb_client_last_error(), "node 2"), "%s", emdb_client_last_error());
+	/* The node keeps its other link: a test of node 1 alone works. */
+	cr_assert_eq(emdb_client_linktest(adm, m, 1, 1, 50, &res), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_gt(res.rounds, 0);
+	emdb_client_close(peer1);
+	emdb_client_close(adm);
 }

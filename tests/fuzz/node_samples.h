@@ -17,9 +17,10 @@ static const float node_sample_scale[3] = { 1.0f, 0.5f, 0.25f };
 static const float node_sample_f[5 * 4] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 };
 static const uint8_t node_sample_found[5] = { 1, 0, 1, 1, 0 };
 static const float node_sample_w[5] = { 0.5f, -1.0f, 2.0f, 0.0f, 3.0f };
+static const uint8_t node_sample_echo[16] = { 'e', 'm', 'd', 'b', 0, 1, 2, 3, 0xff, 0xfe, 0, 0, 7, 7, 7, 7 };
 
 /* Fill m with sample k (0 .. NODE_SAMPLES-1); false past the last. */
-#define NODE_SAMPLES 39
+#define NODE_SAMPLES 42
 static inline bool node_sample(int k, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -189,6 +190,18 @@ static inline bool node_sample(int k, proto_node_msg *m)
 	case 38: /* worker 1's step 5 (of its session), numbered */
 		m->hdr = h, m->hdr.opcode = PROTO_NODE_STEP_ARRIVE_SEQ;
 		m->u.step = (proto_node_step){ 3, 1000, (2ull << 48) | 7, 5, 0x9e3779b97f4a7c15ull, 1 };
+		return true;
+	case 39: /* a linktest message: 16 payload bytes, 64 wanted back */
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_ECHO, m->hdr.table = 0;
+		m->u.echo = (proto_node_echo){ .reply_len = 64, .len = 16, .payload = node_sample_echo };
+		return true;
+	case 40: /* the smallest one: no payload, an empty reply wanted */
+		m->hdr = h, m->hdr.opcode = PROTO_NODE_ECHO, m->hdr.table = 0;
+		m->u.echo = (proto_node_echo){ .reply_len = 0, .len = 0, .payload = NULL };
+		return true;
+	case 41:
+		m->hdr = r, m->hdr.opcode = PROTO_NODE_ECHO, m->hdr.table = 0;
+		m->u.echo = (proto_node_echo){ .reply_len = 0, .len = 16, .payload = node_sample_echo };
 		return true;
 	}
 	return false;

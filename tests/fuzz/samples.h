@@ -23,6 +23,8 @@ static const uint64_t sample_offsets[3] = { 0, 2, 5 };
 static const float sample_weights[5] = { 0.5f, 2, -1, 0, 0.25f };
 static const float sample_vecs[15] = { 0.5f, -1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, -0.0f };
 static const uint8_t sample_found[5] = { 1, 0, 1, 1, 0 };
+static const proto_linktest_msg sample_linktest[2] = { { .rank = 1, .request_bytes = 11024, .reply_bytes = 699056 },
+						       { .rank = 2, .request_bytes = 56, .reply_bytes = 48 } };
 static const proto_kv sample_kv[3] = {
 	{ { "maxmemory", 9 }, { "1073741824", 10 } },
 	{ { "bind", 4 }, { "127.0.0.1 ::1", 13 } },
@@ -270,6 +272,11 @@ static inline size_t proto_samples(proto_sample *out, size_t cap)
 	m = REQ_("worker_req_none", WORKER);
 	m->worker_req = (proto_worker_req){ EMDB_WORKER_NONE };
 	m = RESP_("worker_resp", WORKER);
+	m = REQ_("linktest_req", LINKTEST);
+	m->linktest_req = (proto_linktest_req){ .duration_ms = 1000, .depth = 4, .n = 2, .msgs = sample_linktest };
+	m = RESP_("linktest_resp", LINKTEST);
+	m->linktest_resp = (proto_linktest_resp){ .rounds = 5000, .elapsed_ns = 1000123456, .bytes_sent = 55400000,
+						  .bytes_received = 3495520000ull };
 #undef REQ_
 #undef RESP_
 	for (size_t i = 0; i < n && i < cap; i++) {

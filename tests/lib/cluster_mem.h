@@ -222,7 +222,7 @@ static inline memnet *memnet_open_cfg(uint32_t nodes, uint32_t partitions, const
 		memnode *n = &net->node[r];
 		n->net = net;
 		n->rank = r;
-		net->link[r] = (cluster_link){ &memnet_ops, n, r, nodes };
+		net->link[r] = (cluster_link){ &memnet_ops, n, r, nodes, 0 };
 		if (emdb_db_open(cfg, &n->db) || cluster_open(n->db, &net->link[r], partitions, &n->cl)) {
 			fprintf(stderr, "memnet_open: node %u: %s\n", r, emdb_last_error());
 			return NULL;

@@ -26,7 +26,8 @@ Test(versions, hello_settles_on_the_highest_common_version)
 	srv_start(&S, NULL);
 	static const struct {
 		uint16_t lo, hi, want;
-	} cases[] = { { 1, 1, 1 }, { 1, 2, 2 }, { 2, 2, 2 }, { 1, 3, 3 }, { 1, 4, 4 }, { 1, 9, 4 }, { 2, 9, 4 } };
+	} cases[] = { { 1, 1, 1 }, { 1, 2, 2 }, { 2, 2, 2 }, { 1, 3, 3 }, { 1, 4, 4 },
+		      { 1, 5, 5 }, { 1, 9, 5 }, { 2, 9, 5 } };
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cli c;
 		cli_tcp(&c, &S);
@@ -43,7 +44,7 @@ Test(versions, hello_settles_on_the_highest_common_version)
 	cli w;
 	cli_ready(&w, &S);
 	char *info = cli_info(&w, "server");
-	cr_assert(strstr(info, "protocol_versions: 1..4\n"), "%s", info);
+	cr_assert(strstr(info, "protocol_versions: 1..5\n"), "%s", info);
 	free(info);
 	srv_shutdown_clean(&S, &w);
 	cli_close(&w);

@@ -67,6 +67,8 @@ static uint8_t version_of(uint16_t op)
 		return 3;
 	if (op == PROTO_OP_WORKER)
 		return 4;
+	if (op == PROTO_OP_LINKTEST)
+		return 5;
 	return 1;
 }
 
@@ -93,7 +95,7 @@ Test(proto, every_sample_round_trips_bit_for_bit)
 {
 	SAMPLES();
 	uint8_t *buf2 = (uint8_t *)bufmem2;
-	bool seen_req[0x400] = { 0 }, seen_resp[0x400] = { 0 };
+	bool seen_req[0x600] = { 0 }, seen_resp[0x600] = { 0 };
 	for (size_t i = 0; i < n_all; i++) {
 		const proto_sample *s = &all[i];
 		size_t need = 0, len = enc(s, buf, sizeof(bufmem));
@@ -117,7 +119,7 @@ Test(proto, every_sample_round_trips_bit_for_bit)
 			     "%s: %s", s->name, emdb_last_error());
 		cr_assert_eq(len2, len, "%s", s->name);
 		cr_assert_eq(memcmp(buf, buf2, len), 0, "%s: bytes differ", s->name);
-		if (s->h.opcode < 0x400 && s->h.status == 0)
+		if (s->h.opcode < 0x600 && s->h.status == 0)
 			(proto_hdr_is_response(&s->h) ? seen_resp : seen_req)[s->h.opcode] = true;
 	}
 #define CHECK_SEEN_(NAME, name, value, ver, role, rq, rs)                              \
@@ -301,7 +303,7 @@ Test(proto, frames_carry_the_version_of_their_opcode)
 {
 	SAMPLES();
 	cr_assert_eq(PROTO_VERSION_MIN, 1);
-	cr_assert_eq(PROTO_VERSION_MAX, 4);
+	cr_assert_eq(PROTO_VERSION_MAX, 5);
 #define OP_VER_(NAME, name, value, ver, role, rq, rs) \
 	cr_assert_eq(proto_op_version(value), version_of(value), #NAME);
 	PROTO_OP_MAP(OP_VER_)
@@ -526,8 +528,8 @@ Test(proto, malformed_headers_are_refused_with_the_right_code)
 	cr_assert_eq(hdr_with(0x42444D46, 1, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
 	cr_assert(strstr(emdb_last_error(), "magic"), "%s", emdb_last_error());
 	cr_assert_eq(hdr_with(PROTO_MAGIC, 0, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
-	cr_assert_eq(hdr_with(PROTO_MAGIC, 5, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
-	cr_assert(strstr(emdb_last_error(), "version 5, this build speaks 1..4"), "%s",
+	cr_assert_eq(hdr_with(PROTO_MAGIC, 6, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_UNSUPPORTED);
+	cr_assert(strstr(emdb_last_error(), "version 6, this build speaks 1..5"), "%s",
 		  emdb_last_error());
 	/* A version this build speaks, but not the opcode's. */
 	cr_assert_eq(hdr_with(PROTO_MAGIC, 2, 0, PROTO_OP_PING, 0, 8, 64), EMDB_ERR_PROTOCOL);
@@ -1204,7 +1206,7 @@ Test(proto, roles_nest_as_the_issue_says)
 				  PROTO_OP_LOOKUP, PROTO_OP_JOB_STATUS, PROTO_OP_CHECKPOINT_LIST };
 	uint16_t admin_ops[] = { PROTO_OP_TABLE_CREATE, PROTO_OP_TABLE_DROP, PROTO_OP_CONFIG_SET,
 				 PROTO_OP_SHUTDOWN, PROTO_OP_CHECKPOINT, PROTO_OP_RESTORE,
-				 PROTO_OP_CHECKPOINT_DELETE, PROTO_OP_TABLE_RESERVE };
+				 PROTO_OP_CHECKPOINT_DELETE, PROTO_OP_TABLE_RESERVE, PROTO_OP_LINKTEST };
 	int n_reader = 0, n_trainer = 0, n_admin = 0, n_none = 0;
 	for (uint32_t op = 0; op <= 0xFFFF; op++) {
 		n_none += proto_op_allowed(PROTO_ROLE_NONE, (uint16_t)op);

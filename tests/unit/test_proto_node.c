@@ -455,3 +455,70 @@ Test(proto_node, reserved_arrays_zeroed_unless_the_caller_fills)
 		cr_assert_eq(d.u.vecs.vecs[i], (float)i);
 	cr_assert_eq(d.u.vecs.found[3], 1);
 }
+
+/* ECHO (a linktest's message): the payload and the reply length travel;
+ * a reply length off the 8-byte grid or over the frame limit, a nonzero
+ * reserved word or table, a reply length in a response are refused by
+ * the decoder and the encoder alike; an owner answers the length asked,
+ * in zeros, and refuses an oversize ask with an error reply. */
+Test(proto_node, echo_carries_payload_and_reply_length)
+{
+	proto_node_msg m, d;
+	size_t len;
+	cr_assert(node_sample(39, &m));
+	len = encode(&m);
+	cr_assert_eq(len, PROTO_NODE_HDR_SIZE + 8 + 16);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(d.u.echo.reply_len, 64);
+	cr_assert_eq(d.u.echo.len, 16);
+	cr_assert(memcmp(d.u.echo.payload, node_sample_echo, 16) == 0);
+	cr_assert(node_sample(41, &m));
+	len = encode(&m);
+	cr_assert_eq(len, PROTO_NODE_HDR_SIZE + 16);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(d.u.echo.len, 16);
+
+	uint32_t odd = 12, huge = 0x80000000u, one = 1;
+	refused(39, PROTO_NODE_HDR_SIZE, &odd, 4, EMDB_ERR_PROTOCOL, "a reply length off the 8-byte grid");
+	refused(39, PROTO_NODE_HDR_SIZE, &huge, 4, EMDB_ERR_PROTOCOL, "a reply over the frame limit");
+	refused(39, PROTO_NODE_HDR_SIZE + 4, &one, 4, EMDB_ERR_PROTOCOL, "the reserved word");
+	refused(39, 12, &one, 4, EMDB_ERR_PROTOCOL, "a table in an echo");
+
+	cr_assert(node_sample(39, &m));
+	m.u.echo.reply_len = 12;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(39, &m));
+	m.u.echo.len = 12;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	cr_assert(node_sample(41, &m));
+	m.u.echo.reply_len = 8;
+	cr_assert_eq(proto_node_encode(buf, sizeof(buf), &m, &len, NULL), EMDB_ERR_INVALID);
+	/* A NULL payload is reserved zeroed. */
+	cr_assert(node_sample(39, &m));
+	m.u.echo.payload = NULL;
+	memset(buf, 0xAA, sizeof(buf));
+	len = encode(&m);
+	cr_assert_eq(proto_node_decode(buf, len, &d), EMDB_OK);
+	for (int i = 0; i < 16; i++)
+		cr_assert_eq(d.u.echo.payload[i], 0);
+
+	memnet *net = memnet_open(2, 0);
+	cr_assert_not_null(net);
+	char msg[1100];
+	cr_assert(node_sample(39, &m));
+	len = encode(&m);
+	uint8_t *reply;
+	size_t rlen;
+	cr_assert_eq(memnet_send_raw(net, 0, 1, buf, len, &reply, &rlen), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(proto_node_decode(reply, rlen, &d), EMDB_OK, "%s", emdb_last_error());
+	cr_assert_eq(d.hdr.opcode, PROTO_NODE_ECHO);
+	cr_assert_eq(d.hdr.status, EMDB_OK);
+	cr_assert_eq(d.u.echo.len, 64);
+	for (int i = 0; i < 64; i++)
+		cr_assert_eq(d.u.echo.payload[i], 0, "byte %d of the reply", i);
+	emdb_free(reply);
+	memcpy(buf + PROTO_NODE_HDR_SIZE, &huge, 4);
+	cr_assert_eq(answer_of(net, buf, len, msg, sizeof(msg)), EMDB_ERR_PROTOCOL);
+	cr_assert_not_null(strstr(msg, "reply_len"), "%s", msg);
+	memnet_close(net);
+}

@@ -74,6 +74,7 @@ Test(proto, opcode_table_agrees_with_the_spec)
 	cr_assert_eq(strstr(cells[3], "version 2") != NULL, (ver) == 2, #NAME ": version");           \
 	cr_assert_eq(strstr(cells[3], "version 3") != NULL, (ver) == 3, #NAME ": version");           \
 	cr_assert_eq(strstr(cells[3], "version 4") != NULL, (ver) == 4, #NAME ": version");           \
+	cr_assert_eq(strstr(cells[3], "version 5") != NULL, (ver) == 5, #NAME ": version");           \
 	cr_assert_eq(proto_op_version(value), (ver), #NAME);                                           \
 	cr_assert_eq(proto_empty_encode(NULL, 0, 1, value, false, &len),                               \
 		     IS_EMPTY_##rq ? EMDB_ERR_LIMIT : EMDB_ERR_INVALID, #NAME ": empty request");     \

@@ -26,14 +26,24 @@
  *           peer k going to owner k;
  *        b. the one-process reference (tools/linkbench/ucx_pair.h): all
  *           messages between two workers of this process, polled by one
- *           thread, which pays no wake-up and no context switch.
+ *           thread, which pays no wake-up and no context switch;
+ *     4. the nodes' own link moving exactly the messages of 3a: a
+ *        linktest asked of the home node (emdb_client_linktest, ECHO
+ *        rounds through its link thread, framing, authenticated
+ *        endpoints and the owners' serve path, with no engine and no
+ *        client in between), with every node's process CPU clock read
+ *        around it.
  *   From those: messages per request per home node (goal <= N-1), the
  *   bytes sent by all nodes over the bytes that must cross (the IDs and
  *   rows, in request positions, whose owner is not the home node; goal
- *   <= 1.1), and the node-to-node goodput (bytes per request times the
- *   requests per second) over the per-process exchange's (goal >= 0.70
- *   for the operations that carry rows), and over the one-process one
- *   beside it.  Node and bare figures are the same statistic: the best of
+ *   <= 1.1), and the node-to-node goodput: the link's (a linktest round's
+ *   bytes times its rounds per second) over the per-process exchange's
+ *   (link/bare, goal >= 0.70 for the operations that carry rows), and
+ *   end to end (the home node's bytes per request times the requests per
+ *   second, node/bare and node/polled, no goal: on this CPU-bound machine
+ *   the single node's work and the exchange add up, so that a node with
+ *   no overhead of its own reaches only e2e_bound = single / (single +
+ *   bare rounds)).  Every rate is the same statistic: the best of
  *   HARNESS_REPS repetitions after a warm-up, of the same length.
  *
  * Invariants
@@ -100,6 +110,11 @@ typedef struct cl_rec {
 	double load_polled;
 	double cpu_bare_home, cpu_bare_owners; /* the group's CPU seconds, timed reps */
 	uint64_t bare_rounds_timed; /* the group's rounds in the timed reps */
+	double link_rounds;    /* the home node's linktest: rounds/s, best repetition */
+	uint64_t link_round_bytes; /* its bytes per round (both ways, link headers) */
+	double load_link;
+	double cpu_link_home, cpu_link_owners; /* the nodes' CPU seconds, timed reps */
+	uint64_t link_rounds_timed;
 	uint64_t single_ops;   /* the single node's operations between its marks */
 	double cpu_single;     /* CPU seconds of the single node between its marks */
 	double cpu_home, cpu_others; /* of the home node, of the other nodes */
@@ -343,6 +358,41 @@ static double bare_best(const cl_run *r, ucx_pair *pair, cl_rec *x)
  * keeps an async thread in this process, and an idle one left connected
  * woke on its sockets over and over, taking most of a core from whatever
  * was measured next (the nodes and the single node included). */
+/* The home node's linktest of the bare exchange's messages (design,
+ * 4), timed as bare_best times the group: the best repetition's rounds
+ * per second, and the nodes' CPU over the timed repetitions. */
+static void measure_link(const cl_run *r, cl_rec *x)
+{
+	emdb_linktest_msg m[UCX_PAIR_MAX_MSGS];
+	emdb_linktest_result res;
+	double rep_s = r->o->net.seconds / HARNESS_REPS;
+	double warm = r->o->net.seconds / 8 < 0.25 ? r->o->net.seconds / 8 : 0.25;
+	for (unsigned j = 0; j < x->bare_n; j++)
+		m[j] = (emdb_linktest_msg){ .rank = x->bare_to[j], .request_bytes = x->bare_req[j],
+					    .reply_bytes = x->bare_rep[j] };
+	x->load_link = load_now();
+	for (int rep = -1; rep < HARNESS_REPS; rep++) {
+		double s = rep < 0 ? warm : rep_s;
+		uint32_t ms = s * 1000 < 1 ? 1 : s * 1000 > 10000 ? 10000 : (uint32_t)(s * 1000);
+		double before[NET_CLUSTER_MAX];
+		for (int i = 0; i < r->o->nodes; i++)
+			before[i] = cpu_of(r->pid[i]);
+		int rc = emdb_client_linktest(r->node[CL_HOME], m, x->bare_n, r->o->net.depth, ms, &res);
+		if (rc != EMDB_OK)
+			harness_die("linktest of node %u: %s", CL_HOME, emdb_client_last_error());
+		double rate = res.elapsed_ns ? (double)res.rounds * 1e9 / (double)res.elapsed_ns : 0;
+		if (rep < 0)
+			continue;
+		for (int i = 0; i < r->o->nodes; i++)
+			*(i == (int)CL_HOME ? &x->cpu_link_home : &x->cpu_link_owners) += cpu_of(r->pid[i]) - before[i];
+		x->link_rounds_timed += res.rounds;
+		if (rate > x->link_rounds) {
+			x->link_rounds = rate;
+			x->link_round_bytes = res.rounds ? (res.bytes_sent + res.bytes_received) / res.rounds : 0;
+		}
+	}
+}
+
 static void measure_bare(const cl_run *r, cl_rec *x)
 {
 	char err[256];
@@ -376,6 +426,7 @@ static void measure_bare(const cl_run *r, cl_rec *x)
 		harness_die("bare UCX exchange: %s", err);
 	x->polled_rounds = bare_best(r, pair, x);
 	ucx_pair_close(pair);
+	measure_link(r, x);
 }
 
 /* Derived figures of one record. */
@@ -385,6 +436,9 @@ typedef struct cl_fig {
 	double node_goodput, bare_goodput, bare_ratio; /* against the group */
 	double polled_goodput, polled_ratio;           /* against the pair */
 	double cpu_bare_home, cpu_bare_owners;         /* the group's CPU us per round */
+	double link_goodput, link_ratio;               /* the home node's linktest, against the group */
+	double cpu_link_home, cpu_link_owners;         /* the nodes' CPU us per linktest round */
+	double e2e_bound;                              /* node/bare of a node with no overhead */
 	uint64_t home_msgs, home_bytes;
 	double cpu_single, cpu_home, cpu_others; /* CPU us per operation */
 	int msgs_ok, bytes_ok, bare_ok; /* 1 met, 0 missed, -1 no goal */
@@ -411,7 +465,12 @@ static void figures(const cluster_bench_opts *o, const cl_rec *x, cl_fig *f)
 	f->polled_ratio = ratio(f->node_goodput, f->polled_goodput);
 	f->cpu_bare_home = ratio(x->cpu_bare_home * 1e6, (double)x->bare_rounds_timed);
 	f->cpu_bare_owners = ratio(x->cpu_bare_owners * 1e6, (double)x->bare_rounds_timed);
-	f->bare_ok = carries_rows(x->op) && f->bare_goodput > 0 ? f->bare_ratio >= CL_GOAL_BARE : -1;
+	f->link_goodput = (double)x->link_round_bytes * x->link_rounds;
+	f->link_ratio = ratio(f->link_goodput, f->bare_goodput);
+	f->cpu_link_home = ratio(x->cpu_link_home * 1e6, (double)x->link_rounds_timed);
+	f->cpu_link_owners = ratio(x->cpu_link_owners * 1e6, (double)x->link_rounds_timed);
+	f->e2e_bound = ratio(f->single_ops, f->single_ops + x->bare_rounds);
+	f->bare_ok = carries_rows(x->op) && f->bare_goodput > 0 ? f->link_ratio >= CL_GOAL_BARE : -1;
 	f->cpu_single = ratio(x->cpu_single * 1e6, (double)x->single_ops);
 	f->cpu_home = ratio(x->cpu_home * 1e6, (double)x->ops);
 	f->cpu_others = ratio(x->cpu_others * 1e6, (double)x->ops);
@@ -470,7 +529,10 @@ static void print_json(const cluster_bench_opts *o, const cl_rec *recs, int n)
 			printf("%s%u", j ? "," : "", x->bare_to[j]);
 		printf("],\"bare_processes\":%d,\"bare_progress\":\"%s\",\"statistic\":\"best of %d\","
 		       "\"bare_rounds_per_sec\":%.1f,\"bare_us_per_round\":%.2f,\"bare_goodput_bytes_per_sec\":%.0f,"
-		       "\"ratio_bare\":%.4f,\"goal_ratio_bare\":%.2f,\"bare_ok\":%s,"
+		       "\"ratio_bare\":%.4f,\"e2e_bound\":%.4f,\"link_rounds_per_sec\":%.1f,\"link_us_per_round\":%.2f,"
+		       "\"link_round_bytes\":%" PRIu64 ",\"link_goodput_bytes_per_sec\":%.0f,\"ratio_link_bare\":%.4f,"
+		       "\"goal_ratio_link_bare\":%.2f,\"bare_ok\":%s,"
+		       "\"cpu_us_per_round_link_home\":%.1f,\"cpu_us_per_round_link_owners\":%.1f,\"load1_link\":%.2f,"
 		       "\"cpu_us_per_round_bare_home\":%.1f,\"cpu_us_per_round_bare_owners\":%.1f,"
 		       "\"bare_polled_rounds_per_sec\":%.1f,\"bare_polled_us_per_round\":%.2f,"
 		       "\"bare_polled_goodput_bytes_per_sec\":%.0f,\"ratio_bare_polled\":%.4f,"
@@ -478,7 +540,9 @@ static void print_json(const cluster_bench_opts *o, const cl_rec *recs, int n)
 		       "\"load1_single\":%.2f,\"load1\":%.2f,\"load1_bare\":%.2f,\"load1_bare_polled\":%.2f,"
 		       "\"goals_failed\":[",
 		       o->nodes, o->busy_poll ? "busy_poll" : "event_fd", HARNESS_REPS, x->bare_rounds,
-		       ratio(1e6, x->bare_rounds), f.bare_goodput, f.bare_ratio, CL_GOAL_BARE, tf(f.bare_ok),
+		       ratio(1e6, x->bare_rounds), f.bare_goodput, f.bare_ratio, f.e2e_bound, x->link_rounds,
+		       ratio(1e6, x->link_rounds), x->link_round_bytes, f.link_goodput, f.link_ratio, CL_GOAL_BARE,
+		       tf(f.bare_ok), f.cpu_link_home, f.cpu_link_owners, x->load_link,
 		       f.cpu_bare_home, f.cpu_bare_owners, x->polled_rounds, ratio(1e6, x->polled_rounds),
 		       f.polled_goodput, f.polled_ratio, f.cpu_single, f.cpu_home, f.cpu_others, x->load_single,
 		       x->load_cluster, x->load_bare, x->load_polled);
@@ -488,7 +552,7 @@ static void print_json(const cluster_bench_opts *o, const cl_rec *recs, int n)
 		if (f.bytes_ok == 0)
 			printf("%s\"ratio_must_cross\"", sep), sep = ",";
 		if (f.bare_ok == 0)
-			printf("%s\"ratio_bare\"", sep);
+			printf("%s\"ratio_link_bare\"", sep);
 		printf("]}\n");
 	}
 }
@@ -504,9 +568,9 @@ static void print_table(const cluster_bench_opts *o, const cl_rec *recs, int n)
 	       " rows; requests through node %u\n\n",
 	       o->nodes, link_name(o->link), o->busy_poll ? " (cluster_busy_poll 1)" : "",
 	       o->net.transport == NET_TCP ? "tcp" : "unix", o->net.depth, o->net.batch, o->net.dim, o->net.rows, CL_HOME);
-	printf("%-18s %9s %8s %9s %8s %7s %12s %10s %10s %13s %9s %9s %13s %10s %11s %5s\n", "operation", "single/s",
-	       "us", "cluster/s", "us", "/single", "msgs/req", "bytes/op", "must/op", "bytes/must", "node MB/s",
-	       "bare MB/s", "node/bare", "polled MB/s", "node/polled", "load");
+	printf("%-18s %9s %8s %9s %8s %7s %12s %10s %10s %13s %9s %9s %9s %9s %13s %10s %11s %5s\n", "operation",
+	       "single/s", "us", "cluster/s", "us", "/single", "msgs/req", "bytes/op", "must/op", "bytes/must",
+	       "node MB/s", "bare MB/s", "node/bare", "link MB/s", "link/bare", "polled MB/s", "node/polled", "load");
 	for (int i = 0; i < n; i++) {
 		const cl_rec *x = &recs[i];
 		cl_fig f;
@@ -517,19 +581,25 @@ static void print_table(const cluster_bench_opts *o, const cl_rec *recs, int n)
 			snprintf(b, sizeof(b), "%.3f%s", f.bytes_ratio, mark_goal(f.bytes_ok));
 		else
 			snprintf(b, sizeof(b), "-");
-		snprintf(g, sizeof(g), "%.2f%s", f.bare_ratio, mark_goal(f.bare_ok));
-		printf("%-18s %9.0f %8.1f %9.0f %8.1f %7.2f %12s %10.0f %10.0f %13s %9.1f %9.1f %13s %10.1f %11.2f %5.2f\n",
+		snprintf(g, sizeof(g), "%.2f%s", f.link_ratio, mark_goal(f.bare_ok));
+		printf("%-18s %9.0f %8.1f %9.0f %8.1f %7.2f %12s %10.0f %10.0f %13s %9.1f %9.1f %9.2f %9.1f %13s "
+		       "%10.1f %11.2f %5.2f\n",
 		       net_op_name(x->op), f.single_ops, ratio(1e6, f.single_ops), f.cluster_ops,
 		       ratio(1e6, f.cluster_ops), ratio(f.cluster_ops, f.single_ops), m, f.bytes_per_op, x->must_cross,
-		       b, f.node_goodput / 1e6, f.bare_goodput / 1e6, g, f.polled_goodput / 1e6, f.polled_ratio,
-		       x->load_cluster);
+		       b, f.node_goodput / 1e6, f.bare_goodput / 1e6, f.bare_ratio, f.link_goodput / 1e6, g,
+		       f.polled_goodput / 1e6, f.polled_ratio, x->load_cluster);
 	}
 	printf("\ngoals: msgs/req <= %d (the home node's messages per client request; prefetch counts its\n"
 	       "ticket free as a second request), bytes/must <= %.1f (bytes all nodes sent over the IDs and\n"
-	       "rows owned elsewhere), node/bare >= %.2f for the operations that carry rows (the home node's\n"
-	       "bytes per request times requests/s, over a bare UCX exchange of the same messages at depth %u\n"
-	       "between %d processes, a home and its owners, each %s as the nodes do).\n"
-	       "node/polled: the same over a bare exchange between two workers of one process polled by one\n"
+	       "rows owned elsewhere), link/bare >= %.2f for the operations that carry rows (the nodes' own\n"
+	       "link: a linktest of the home node moving the bare exchange's messages through its link\n"
+	       "thread, framing, endpoints and the owners' serve path, no engine, no client; over a bare UCX\n"
+	       "exchange of the same messages at depth %u between %d processes, a home and its owners,\n"
+	       "each %s as the nodes do).\n"
+	       "node/bare: end to end, no goal: the home node's bytes per request times requests/s over the\n"
+	       "same bare exchange; engine, client and exchange share the CPUs, so a node with no overhead\n"
+	       "reaches e2e_bound = single/s / (single/s + bare rounds/s) at most (JSON).\n"
+	       "node/polled: node/bare over a bare exchange between two workers of one process polled by one\n"
 	       "thread (no wake-ups, no context switches).  All rates: the best of %d repetitions.\n"
 	       "us: 1e6 / (op/s) with %u requests in flight.  load: 1-minute load average when measured.\n"
 	       "bare UCX messages per request (request / reply bytes -> rank), rounds/s between processes\n"
@@ -545,6 +615,16 @@ static void print_table(const cluster_bench_opts *o, const cl_rec *recs, int n)
 			printf(" %zu/%zu->%u", x->bare_req[j], x->bare_rep[j], x->bare_to[j]);
 		printf("  (%.0f / %.0f rounds/s; CPU %.1f / %.1f)\n", x->bare_rounds, x->polled_rounds, f.cpu_bare_home,
 		       f.cpu_bare_owners);
+	}
+	printf("the home node's linktest of those messages: rounds/s, and the nodes' CPU per round\n"
+	       "(home / owners together, us), beside the bare exchange's:\n");
+	for (int i = 0; i < n; i++) {
+		const cl_rec *x = &recs[i];
+		cl_fig f;
+		figures(o, x, &f);
+		printf("  %-18s %9.0f rounds/s (bare %.0f); CPU %.1f / %.1f (bare %.1f / %.1f); e2e_bound %.2f\n",
+		       net_op_name(x->op), x->link_rounds, x->bare_rounds, f.cpu_link_home, f.cpu_link_owners,
+		       f.cpu_bare_home, f.cpu_bare_owners, f.e2e_bound);
 	}
 	printf("server CPU per operation, us (the process CPU clocks, which other tenants inflate\n"
 	       "far less than wall time): single node / home node / the other nodes together\n");

@@ -49,6 +49,18 @@ static const cli_cmd cmds[] = {
 	  "out, requests served; then why a node not up is not.  A single node\n"
 	  "says it is not part of a cluster.",
 	  EMDB_ROLE_READER, 0, 0, cmd_cluster_info, { CLI_COMP_NONE } },
+	{ "cluster linktest", "[--seconds S] [--depth D] [--request B] [--reply B]",
+	  "measure this server's links to the other nodes",
+	  "For S seconds (default 1, at most 10) the server keeps D rounds in\n"
+	  "flight (default 1, at most 64), each round one message to every other\n"
+	  "node of B bytes (--request, default 4096) answered with B bytes\n"
+	  "(--reply, default 4096); K, M, G multiply by 1024.  Sizes count as the\n"
+	  "nodes' link counters do (cluster info), headers included.  The\n"
+	  "messages go through the nodes' own link, threads and serve path, with\n"
+	  "no table and no engine: a check of the network between nodes, as\n"
+	  "iperf is.  Prints rounds/s, MB/s (both ways) and microseconds per\n"
+	  "message.  The server needs protocol version 5.",
+	  EMDB_ROLE_ADMIN, 0, 8, cmd_cluster_linktest, { CLI_COMP_NONE } },
 	{ "config get", "PATTERN", "the settings whose name matches PATTERN",
 	  "PATTERN is a key or a glob (\"*\" for every setting, \"max_*\");\n"
 	  "tokens read <hidden>.  The keys are those of docs/server.md.",

@@ -4,14 +4,17 @@
  * server) and the link's own counters (the server's INFO cluster
  * section, docs/server.md), as a table or as JSON.  A node whose rows are
  * unknown (it did not answer) prints "unknown" (no rows and bytes keys in
- * JSON), never 0.
+ * JSON), never 0.  `cluster linktest`: the server's own node-to-node path
+ * measured (emdb_client_linktest), one message to every other node per
+ * round.
  *
  * Invariants:
  *   1. The figures are the server's, read from INFO's text as it sent them:
  *      a line this version does not know is skipped, not an error, so a
  *      newer server still prints.
  *   2. A server that is not part of a cluster prints one line saying so
- *      ({"cluster":{"enabled":false}} in JSON), not an error.
+ *      ({"cluster":{"enabled":false}} in JSON), not an error; a linktest
+ *      asked of it is sent anyway, so that its refusal is the server's.
  *
  * State changes: none.
  */
@@ -238,5 +241,127 @@ cli_status cmd_cluster_info(cli_session *s, emdb_client *c, int argc, char **arg
 	else
 		print_table(&cv);
 	free(cv.row);
+	return CLI_OK;
+}
+
+/* A byte count: digits with an optional K, M or G (binary). */
+static int parse_bytes(const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (end == v || v[0] == '-')
+		return -1;
+	uint64_t mul = 1;
+	if (*end == 'k' || *end == 'K')
+		mul = 1024, end++;
+	else if (*end == 'm' || *end == 'M')
+		mul = 1024 * 1024, end++;
+	else if (*end == 'g' || *end == 'G')
+		mul = 1024 * 1024 * 1024, end++;
+	if (*end || x > UINT64_MAX / mul)
+		return -1;
+	*out = x * mul;
+	return 0;
+}
+
+static void print_linktest(const cli_session *s, const emdb_linktest_msg *m, uint32_t n, uint32_t depth,
+			   double seconds, const emdb_linktest_result *r)
+{
+	double el = (double)r->elapsed_ns / 1e9;
+	double rps = el > 0 ? (double)r->rounds / el : 0;
+	double mbps = el > 0 ? (double)(r->bytes_sent + r->bytes_received) / el / 1e6 : 0;
+	double us_msg = r->rounds ? (double)r->elapsed_ns / 1e3 / ((double)r->rounds * n) : 0;
+	double us_round = r->rounds ? (double)r->elapsed_ns / 1e3 * depth / (double)r->rounds : 0;
+	if (s->json) {
+		jw w;
+		jw_open(&w, stdout);
+		jw_bool(&w, "ok", true);
+		jw_obj(&w, "linktest");
+		jw_arr(&w, "peers");
+		for (uint32_t i = 0; i < n; i++) {
+			jw_obj(&w, NULL);
+			jw_u64(&w, "rank", m[i].rank);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+		jw_u64(&w, "request_bytes", m[0].request_bytes);
+		jw_u64(&w, "reply_bytes", m[0].reply_bytes);
+		jw_u64(&w, "depth", depth);
+		jw_double(&w, "seconds", seconds);
+		jw_u64(&w, "rounds", r->rounds);
+		jw_u64(&w, "elapsed_ns", r->elapsed_ns);
+		jw_u64(&w, "bytes_sent", r->bytes_sent);
+		jw_u64(&w, "bytes_received", r->bytes_received);
+		jw_double(&w, "rounds_per_sec", rps);
+		jw_double(&w, "mb_per_sec", mbps);
+		jw_double(&w, "us_per_message", us_msg);
+		jw_double(&w, "us_per_round_in_flight", us_round);
+		jw_obj_end(&w);
+		jw_close(&w);
+		return;
+	}
+	printf("linktest: %u message%s per round (to node", n, n == 1 ? "" : "s");
+	for (uint32_t i = 0; i < n; i++)
+		printf("%s%u", i ? ", " : " ", m[i].rank);
+	printf("), %" PRIu64 " bytes out, %" PRIu64 " back, %u rounds in flight, %.2f s\n",
+	       r->rounds ? r->bytes_sent / r->rounds / n : 0, r->rounds ? r->bytes_received / r->rounds / n : 0, depth,
+	       el);
+	printf("rounds: %" PRIu64 "  (%.1f rounds/s)\n", r->rounds, rps);
+	printf("bytes:  %" PRIu64 " sent, %" PRIu64 " received  (%.1f MB/s both ways)\n", r->bytes_sent,
+	       r->bytes_received, mbps);
+	printf("per message: %.2f us; per round, with %u in flight: %.2f us\n", us_msg, depth, us_round);
+}
+
+cli_status cmd_cluster_linktest(cli_session *s, emdb_client *c, int argc, char **argv)
+{
+	double seconds = 1;
+	uint64_t depth = 1, req = 4096, rep = 4096;
+	for (int i = 0; i < argc; i++) {
+		const char *o = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end = NULL;
+		if (!v)
+			return cmd_usage(s, "%s needs a value", o);
+		if (!strcmp(o, "--seconds")) {
+			seconds = strtod(v, &end);
+			if (*end || !(seconds > 0) || seconds > 10)
+				return cmd_usage(s, "--seconds %s: more than 0, at most 10", v);
+		} else if (!strcmp(o, "--depth")) {
+			depth = strtoull(v, &end, 10);
+			if (*end || v[0] == '-' || !depth || depth > 64)
+				return cmd_usage(s, "--depth %s: 1 to 64", v);
+		} else if (!strcmp(o, "--request") || !strcmp(o, "--reply")) {
+			if (parse_bytes(v, !strcmp(o, "--request") ? &req : &rep) < 0)
+				return cmd_usage(s, "%s %s: bytes, with an optional K, M or G", o, v);
+		} else {
+			return cmd_usage(s, "unknown option %s", o);
+		}
+		i++;
+	}
+	char *text = NULL;
+	int rc = emdb_client_info(c, "cluster", &text);
+	if (rc != EMDB_OK)
+		return session_fail(s, rc);
+	cluster_view cv;
+	memset(&cv, 0, sizeof(cv));
+	cv.row = calloc(MAX_NODES, sizeof(*cv.row));
+	if (!cv.row) {
+		emdb_free(text);
+		return session_fail(s, EMDB_ERR_NOMEM);
+	}
+	parse(&cv, text);
+	emdb_free(text);
+	free(cv.row);
+	emdb_linktest_msg m[64];
+	uint32_t n = 0;
+	for (uint64_t r = 0; cv.enabled && r < cv.nodes && n < 64; r++)
+		if (r != cv.rank)
+			m[n++] = (emdb_linktest_msg){ .rank = (uint32_t)r, .request_bytes = req, .reply_bytes = rep };
+	emdb_linktest_result res;
+	/* Not in a cluster: n is 0 and the server says why it cannot. */
+	rc = emdb_client_linktest(c, m, n, (uint32_t)depth, (uint32_t)(seconds * 1000 + 0.5), &res);
+	if (rc != EMDB_OK)
+		return session_fail(s, rc);
+	print_linktest(s, m, n, (uint32_t)depth, seconds, &res);
 	return CLI_OK;
 }

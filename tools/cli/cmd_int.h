@@ -36,6 +36,7 @@ cli_status cmd_shutdown(cli_session *s, emdb_client *c, int argc, char **argv);
 
 /* cmd_cluster.c: the cluster this server belongs to. */
 cli_status cmd_cluster_info(cli_session *s, emdb_client *c, int argc, char **argv);
+cli_status cmd_cluster_linktest(cli_session *s, emdb_client *c, int argc, char **argv);
 
 /* cmd_table.c: tables and their rows. */
 cli_status cmd_table_create(cli_session *s, emdb_client *c, int argc, char **argv);
