@@ -313,90 +313,82 @@ static double cpu_group(const ucx_group *g, int home)
 	return sum;
 }
 
-/* One bare exchange: a warm-up, then HARNESS_REPS repetitions, as the
- * harness times the nodes; the best repetition's rounds per second. */
-static double bare_best(const cl_run *r, ucx_pair *pair, cl_rec *x)
+/* One timed run of the bare exchange of x's messages: between the
+ * group's processes (pair NULL) or in the one-process pair; its rounds per
+ * second.  The group's CPU over timed runs is added to x. */
+static double bare_once(const cl_run *r, ucx_pair *pair, cl_rec *x, uint64_t ns, bool timed)
 {
 	char err[256];
 	ucx_am_result res;
 	unsigned to[UCX_PAIR_MAX_MSGS];
-	uint64_t rep_ns = (uint64_t)(r->o->net.seconds / HARNESS_REPS * 1e9);
-	double warm = r->o->net.seconds / 8 < 0.25 ? r->o->net.seconds / 8 : 0.25, best = 0;
+	int rc;
 
 	for (unsigned j = 0; j < x->bare_n; j++)
 		to[j] = x->bare_to[j] - 1; /* owner k is rank k + 1: the home is rank 0 */
-	for (int rep = -1; rep < HARNESS_REPS; rep++) {
-		uint64_t ns = rep < 0 ? (uint64_t)(warm * 1e9) : rep_ns;
-		int rc;
-		if (rep == 0 && !pair) {
-			x->cpu_bare_home = -cpu_group(r->group, 1);
-			x->cpu_bare_owners = -cpu_group(r->group, 0);
-		}
-		if (pair)
-			rc = ucx_pair_exchange(pair, x->bare_req, x->bare_rep, x->bare_n, r->o->net.depth, UINT64_MAX, ns,
-					       &res, err, sizeof(err));
-		else
-			rc = ucx_group_exchange(r->group, to, x->bare_req, x->bare_rep, x->bare_n, r->o->net.depth,
-						UINT64_MAX, ns, &res, err, sizeof(err));
-		if (rc < 0)
-			harness_die("bare UCX exchange (%s): %s", pair ? "one process" : "between processes", err);
-		double rate = res.ns ? (double)res.rounds * 1e9 / (double)res.ns : 0;
-		if (rep >= 0 && rate > best)
-			best = rate;
-		if (rep >= 0 && !pair)
-			x->bare_rounds_timed += res.rounds;
+	if (timed && !pair) {
+		x->cpu_bare_home -= cpu_group(r->group, 1);
+		x->cpu_bare_owners -= cpu_group(r->group, 0);
 	}
-	if (!pair) {
+	if (pair)
+		rc = ucx_pair_exchange(pair, x->bare_req, x->bare_rep, x->bare_n, r->o->net.depth, UINT64_MAX, ns, &res,
+				       err, sizeof(err));
+	else
+		rc = ucx_group_exchange(r->group, to, x->bare_req, x->bare_rep, x->bare_n, r->o->net.depth, UINT64_MAX,
+					ns, &res, err, sizeof(err));
+	if (rc < 0)
+		harness_die("bare UCX exchange (%s): %s", pair ? "one process" : "between processes", err);
+	if (timed && !pair) {
 		x->cpu_bare_home += cpu_group(r->group, 1);
 		x->cpu_bare_owners += cpu_group(r->group, 0);
+		x->bare_rounds_timed += res.rounds;
 	}
-	return best;
+	return res.ns ? (double)res.rounds * 1e9 / (double)res.ns : 0;
 }
 
-/* The bare exchanges of the sizes the home node's counters gave.  The
- * one-process pair lives only while it is measured: an open UCX context
- * keeps an async thread in this process, and an idle one left connected
- * woke on its sockets over and over, taking most of a core from whatever
- * was measured next (the nodes and the single node included). */
-/* The home node's linktest of the bare exchange's messages (design,
- * 4), timed as bare_best times the group: the best repetition's rounds
- * per second, and the nodes' CPU over the timed repetitions. */
-static void measure_link(const cl_run *r, cl_rec *x)
+/* One linktest of the home node moving x's messages (design, 4); its
+ * rounds per second.  The nodes' CPU over timed runs is added to x. */
+static double link_once(const cl_run *r, cl_rec *x, double seconds, bool timed)
 {
 	emdb_linktest_msg m[UCX_PAIR_MAX_MSGS];
 	emdb_linktest_result res;
-	double rep_s = r->o->net.seconds / HARNESS_REPS;
-	double warm = r->o->net.seconds / 8 < 0.25 ? r->o->net.seconds / 8 : 0.25;
+	double before[NET_CLUSTER_MAX];
+	uint32_t ms = seconds * 1000 < 1 ? 1 : seconds * 1000 > 10000 ? 10000 : (uint32_t)(seconds * 1000);
+
 	for (unsigned j = 0; j < x->bare_n; j++)
 		m[j] = (emdb_linktest_msg){ .rank = x->bare_to[j], .request_bytes = x->bare_req[j],
 					    .reply_bytes = x->bare_rep[j] };
-	x->load_link = load_now();
-	for (int rep = -1; rep < HARNESS_REPS; rep++) {
-		double s = rep < 0 ? warm : rep_s;
-		uint32_t ms = s * 1000 < 1 ? 1 : s * 1000 > 10000 ? 10000 : (uint32_t)(s * 1000);
-		double before[NET_CLUSTER_MAX];
-		for (int i = 0; i < r->o->nodes; i++)
-			before[i] = cpu_of(r->pid[i]);
-		int rc = emdb_client_linktest(r->node[CL_HOME], m, x->bare_n, r->o->net.depth, ms, &res);
-		if (rc != EMDB_OK)
-			harness_die("linktest of node %u: %s", CL_HOME, emdb_client_last_error());
-		double rate = res.elapsed_ns ? (double)res.rounds * 1e9 / (double)res.elapsed_ns : 0;
-		if (rep < 0)
-			continue;
-		for (int i = 0; i < r->o->nodes; i++)
-			*(i == (int)CL_HOME ? &x->cpu_link_home : &x->cpu_link_owners) += cpu_of(r->pid[i]) - before[i];
-		x->link_rounds_timed += res.rounds;
-		if (rate > x->link_rounds) {
-			x->link_rounds = rate;
-			x->link_round_bytes = res.rounds ? (res.bytes_sent + res.bytes_received) / res.rounds : 0;
-		}
-	}
+	for (int i = 0; i < r->o->nodes; i++)
+		before[i] = cpu_of(r->pid[i]);
+	if (emdb_client_linktest(r->node[CL_HOME], m, x->bare_n, r->o->net.depth, ms, &res) != EMDB_OK)
+		harness_die("linktest of node %u: %s", CL_HOME, emdb_client_last_error());
+	double rate = res.elapsed_ns ? (double)res.rounds * 1e9 / (double)res.elapsed_ns : 0;
+	if (!timed)
+		return rate;
+	for (int i = 0; i < r->o->nodes; i++)
+		*(i == (int)CL_HOME ? &x->cpu_link_home : &x->cpu_link_owners) += cpu_of(r->pid[i]) - before[i];
+	x->link_rounds_timed += res.rounds;
+	if (rate > x->link_rounds)
+		x->link_round_bytes = res.rounds ? (res.bytes_sent + res.bytes_received) / res.rounds : 0;
+	return rate;
 }
 
+/* The bare exchanges of the sizes the home node's counters gave, and the
+ * home node's linktest of the same messages.  The exchange between
+ * processes and the linktest are the goal's two sides, so their
+ * repetitions alternate (bare, link, link, bare, ...: neither always
+ * first), each after a warm-up: a change of load from other tenants falls
+ * on both, and the best repetition of each is its figure.  The
+ * one-process pair comes after them and lives only while it is measured:
+ * an open UCX context keeps an async thread in this process, and an idle
+ * one left connected woke on its sockets over and over, taking most of a
+ * core from whatever was measured next. */
 static void measure_bare(const cl_run *r, cl_rec *x)
 {
 	char err[256];
 	ucx_pair *pair;
+	double rep_s = r->o->net.seconds / HARNESS_REPS;
+	uint64_t rep_ns = (uint64_t)(rep_s * 1e9);
+	double warm = r->o->net.seconds / 8 < 0.25 ? r->o->net.seconds / 8 : 0.25;
 
 	x->bare_n = 0;
 	x->bare_round_bytes = 0;
@@ -420,13 +412,29 @@ static void measure_bare(const cl_run *r, cl_rec *x)
 	if (!x->bare_n)
 		return;
 	x->load_bare = load_now();
-	x->bare_rounds = bare_best(r, NULL, x);
+	bare_once(r, NULL, x, (uint64_t)(warm * 1e9), false);
+	x->load_link = load_now();
+	link_once(r, x, warm, false);
+	for (int rep = 0; rep < HARNESS_REPS; rep++) {
+		for (int side = 0; side < 2; side++) {
+			if ((side ^ rep) & 1) {
+				double rate = link_once(r, x, rep_s, true);
+				x->link_rounds = rate > x->link_rounds ? rate : x->link_rounds;
+			} else {
+				double rate = bare_once(r, NULL, x, rep_ns, true);
+				x->bare_rounds = rate > x->bare_rounds ? rate : x->bare_rounds;
+			}
+		}
+	}
 	x->load_polled = load_now();
 	if (ucx_pair_open(&pair, err, sizeof(err)) < 0)
 		harness_die("bare UCX exchange: %s", err);
-	x->polled_rounds = bare_best(r, pair, x);
+	bare_once(r, pair, x, (uint64_t)(warm * 1e9), false);
+	for (int rep = 0; rep < HARNESS_REPS; rep++) {
+		double rate = bare_once(r, pair, x, rep_ns, true);
+		x->polled_rounds = rate > x->polled_rounds ? rate : x->polled_rounds;
+	}
 	ucx_pair_close(pair);
-	measure_link(r, x);
 }
 
 /* Derived figures of one record. */
