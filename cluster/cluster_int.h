@@ -45,6 +45,7 @@ typedef struct peer_counters {
 typedef struct admin_state admin_state; /* admin.c */
 typedef struct lt_frame lt_frame;       /* linktest.c */
 #define LT_ECHO_CACHE 8 /* ECHO reply frames kept, by size */
+#define LT_ECHO_KEEP_MAX (16u << 20) /* larger ECHO replies are made per message */
 typedef struct ckpt_state ckpt_state;   /* ckpt.c */
 
 struct cluster {

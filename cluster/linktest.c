@@ -25,7 +25,8 @@
  *   6. The frames are made once and lent to the link (call_lent,
  *      reply_lent) where it can borrow: a request frame per message of
  *      the test, a reply frame per size on the owner (cl->echo_frames,
- *      the link's thread only).  A frame is counted (lt_frame.refs): one
+ *      the link's thread only; LT_ECHO_CACHE of them, each at most
+ *      LT_ECHO_KEEP_MAX bytes: a larger one is made per message).  A frame is counted (lt_frame.refs): one
  *      for its keeper, one per message the link still reads it for; its
  *      zeros are calloc's, so no stale heap byte reaches a peer, and none
  *      is written per message.  A link that cannot borrow gets a fresh
@@ -352,14 +353,18 @@ int linktest_submit(cluster *cl, cluster_req *req)
 
 /* ---- the owner's side ------------------------------------------------- */
 
-/* The reply frame of `len` bytes at this node's epoch, kept (invariant
- * 6); NULL on NOMEM (message set). */
+/* The reply frame of `len` bytes at this node's epoch, with one reference
+ * for the caller: kept for the next echoes of that size (invariant 6),
+ * unless it is larger than LT_ECHO_KEEP_MAX (a node does not hold
+ * gigabytes for a test long over).  NULL on NOMEM (message set). */
 static lt_frame *echo_frame(cluster *cl, size_t len)
 {
 	for (uint32_t k = 0; k < LT_ECHO_CACHE; k++) {
 		lt_frame *f = cl->echo_frames[k];
-		if (f && f->len == len && f->epoch == cl->map.epoch)
+		if (f && f->len == len && f->epoch == cl->map.epoch) {
+			lt_frame_get(f);
 			return f;
+		}
 	}
 	proto_node_msg rep = { .hdr = cluster__hdr(cl, PROTO_NODE_ECHO, 0, true) };
 	rep.u.echo = (proto_node_echo){ .len = (uint32_t)(len - PROTO_NODE_HDR_SIZE) };
@@ -374,8 +379,11 @@ static lt_frame *echo_frame(cluster *cl, size_t len)
 		return NULL;
 	}
 	f->epoch = cl->map.epoch;
+	if (len > LT_ECHO_KEEP_MAX)
+		return f;
 	uint32_t k = cl->echo_next++ % LT_ECHO_CACHE;
 	lt_frame_put(cl->echo_frames[k]);
+	lt_frame_get(f);
 	cl->echo_frames[k] = f;
 	return f;
 }
@@ -389,7 +397,6 @@ void linktest_echo(cluster *cl, cluster_responder *r, const proto_node_msg *m)
 		return;
 	}
 	if (cl->link.ops->reply_lent) {
-		lt_frame_get(f);
 		cl->link.ops->reply_lent(cl->link.ctx, r, f->data, len, lt_frame_put, f);
 		return;
 	}
@@ -398,6 +405,7 @@ void linktest_echo(cluster *cl, cluster_responder *r, const proto_node_msg *m)
 		memcpy(copy, f->data, len);
 	else
 		emdb__seterr(EMDB_ERR_NOMEM, "an echo of %zu bytes", len);
+	lt_frame_put(f);
 	cluster__reply(cl, r, PROTO_NODE_ECHO, 0, copy, len, copy ? EMDB_OK : EMDB_ERR_NOMEM);
 }
 

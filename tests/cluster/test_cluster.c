@@ -466,6 +466,13 @@ Test(cluster, linktest_measures_the_link_and_refuses_what_it_cannot, .fini = fin
 	cr_assert_eq(res.bytes_received, res.rounds * 48);
 	m[0].request_bytes = 4112, m[0].reply_bytes = 65552;
 
+	/* A reply larger than the owner keeps for the next echoes (16 MiB) is
+	 * made per message, with the same count of bytes. */
+	emdb_linktest_msg big = { .rank = 2, .request_bytes = 4112, .reply_bytes = (20u << 20) + 16 };
+	cr_assert_eq(emdb_client_linktest(adm, &big, 1, 2, 50, &res), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_gt(res.rounds, 0);
+	cr_assert_eq(res.bytes_received, res.rounds * big.reply_bytes);
+
 	/* Bad requests: INVALID with the reason, and not one message sent
 	 * (the counters move by exactly what one INFO sends). */
 	uint64_t a = lt_counter(adm, 1, "msgs_sent"), b = lt_counter(adm, 1, "msgs_sent");
