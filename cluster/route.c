@@ -22,7 +22,11 @@
  *      once, after its last part, on the thread that finished it.  The
  *      first failing part writes req->msg (a CAS on status picks it); the
  *      finisher reads it after the last decrement (acq_rel).
- *   5. Parts write disjoint positions of the caller's outputs.  Pooled
+ *   5. Parts write disjoint positions of the caller's outputs.  The
+ *      local part's rows go between the engine and the request's own
+ *      buffers at its request positions (db/db_cluster.h's positional
+ *      forms: no private copy to gather or scatter); a remote part's rows
+ *      are scattered from its owner's reply frame.  Pooled
  *      PULL assembles the rows in request order first and pools here
  *      exactly as db/ops_pull.c pools (float32 sums in position order from
  *      zero, MEAN times 1/count): pooling at the owners would sum in
@@ -318,19 +322,21 @@ static void bag_fill(const route_op *op, const route_part *p, uint32_t *row_of, 
 
 /* ---- the local part ---------------------------------------------------- */
 
-/* Scratch for the local part: ids[n], then floats. */
+/* Scratch for the local part, one block: the part's IDs (none with a
+ * ticket), pooled PUSH's row of each position and its scales, LOAD's
+ * rows and state.  Rows to and from the request's buffers are not
+ * copied: the engine's positional forms (db/db_cluster.h) read and
+ * write them at the part's request positions (invariant 5). */
 typedef struct local_buf {
 	uint64_t *ids;
-	float *f;
-	uint8_t *found;
 	uint32_t *row_of;
 	float *scale;
+	float *f;
 } local_buf;
 
-static int local_alloc(local_buf *b, uint32_t n_ids, size_t n_floats, uint32_t n_found, uint32_t n_rowof,
-		       uint32_t n_scale)
+static int local_alloc(local_buf *b, uint32_t n_ids, uint32_t n_rowof, size_t n_scale, size_t n_floats)
 {
-	size_t bytes = (size_t)n_ids * 8 + n_floats * 4 + n_found + (size_t)n_rowof * 4 + (size_t)n_scale * 4 + 32;
+	size_t bytes = (size_t)n_ids * 8 + (size_t)n_rowof * 4 + n_scale * 4 + n_floats * 4 + 32;
 	uint8_t *m = emdb_malloc(bytes);
 	memset(b, 0, sizeof(*b));
 	if (!m)
@@ -339,8 +345,27 @@ static int local_alloc(local_buf *b, uint32_t n_ids, size_t n_floats, uint32_t n
 	b->f = (float *)(b->ids + n_ids);
 	b->row_of = (uint32_t *)(b->f + n_floats);
 	b->scale = (float *)(b->row_of + n_rowof);
-	b->found = (uint8_t *)(b->scale + n_scale);
 	return EMDB_OK;
+}
+
+/* Pooled PUSH's local part reads the bags' gradients where the request
+ * has them: position k takes bag row_of[k] of req->grads, times the
+ * bag's engine scale (scale[bag], every bag) or its own weight (scale[k]),
+ * the values bag_fill sends an owner, so the adds are the same. */
+static void bag_map_local(const route_op *op, const route_part *p, uint32_t *row_of, float *scale)
+{
+	const cluster_req *req = op->req;
+	for (uint32_t k = 0; k < p->n; k++) {
+		row_of[k] = op->bag_of[p->pos[k]];
+		if (req->weights)
+			scale[k] = req->weights[p->pos[k]];
+	}
+	if (req->weights)
+		return;
+	for (size_t b = 0; b < req->n_bags; b++) {
+		uint64_t cnt = req->offsets[b + 1] - req->offsets[b];
+		scale[b] = (req->pool == EMDB_POOL_MEAN && cnt > 1) ? 1.0f / (float)cnt : 1.0f;
+	}
 }
 
 static int run_local(route_op *op, route_part *p)
@@ -351,6 +376,7 @@ static int run_local(route_op *op, route_part *p)
 	uint32_t n = p->n, dim = req->dim, w = op->width;
 	const emdb_ticket *lt = req->ticket ? req->ticket->part[p->rank].local : NULL;
 	bool bags = op->bag_of != NULL;
+	bool push_bags = req->op == CLUSTER_PUSH && bags;
 	local_buf b;
 	int rc;
 
@@ -360,13 +386,11 @@ static int run_local(route_op *op, route_part *p)
 		atomic_fetch_add(&op->rows, updated);
 		return rc;
 	}
-	uint32_t rows = req->op == CLUSTER_PUSH && bags ? bag_rows(op, p) : n;
-	size_t floats = req->op == CLUSTER_PREFETCH ? 0 : (size_t)rows * (req->op == CLUSTER_READ_STATE ? w : dim);
-	if (req->op == CLUSTER_LOAD)
-		floats = (size_t)n * (dim + w);
-	if ((rc = local_alloc(&b, lt ? 0 : n, floats, n, req->op == CLUSTER_PUSH && bags ? n : 0,
-			      req->op == CLUSTER_PUSH && bags ? (req->weights ? n : rows) : 0)))
+	size_t floats = req->op == CLUSTER_LOAD ? (size_t)n * (dim + w) : 0;
+	size_t scales = push_bags ? (req->weights ? n : req->n_bags) : 0;
+	if ((rc = local_alloc(&b, lt ? 0 : n, push_bags ? n : 0, scales, floats)))
 		return rc;
+	const uint64_t *ids = lt ? NULL : b.ids;
 	if (!lt && req->ids)
 		gather_ids(b.ids, req->ids, p->pos, n);
 	uint64_t got_rows = 0;
@@ -379,43 +403,30 @@ static int run_local(route_op *op, route_part *p)
 		break;
 	}
 	case CLUSTER_PULL:
-		rc = lt ? emdb_pull_ticket(db, req->table, lt, dim, b.f) : emdb_pull(db, req->table, b.ids, n, dim, b.f);
-		if (rc == EMDB_OK)
-			scatter_rows(op->assembled ? op->assembled : req->out, b.f, p->pos, n, dim);
+		rc = emdb__pull_at(db, req->table, ids, n, lt, dim, p->pos, op->assembled ? op->assembled : req->out);
 		break;
 	case CLUSTER_PUSH:
-		if (bags)
-			bag_fill(op, p, b.row_of, b.scale, b.f);
-		else
-			gather_rows(b.f, req->grads, p->pos, n, dim);
-		rc = emdb__push_mapped_as(db, req->table, req->ranked ? req->rank : EMDB_WORKER_NONE, lt ? NULL : b.ids,
-					  n, lt, bags ? b.row_of : NULL, bags && !req->weights ? b.scale : NULL,
-					  bags && req->weights ? b.scale : NULL, rows, dim, b.f);
+		if (push_bags) {
+			bag_map_local(op, p, b.row_of, b.scale);
+			rc = emdb__push_mapped_as(db, req->table, req->ranked ? req->rank : EMDB_WORKER_NONE, ids, n,
+						  lt, b.row_of, req->weights ? NULL : b.scale,
+						  req->weights ? b.scale : NULL, req->n_bags, dim, req->grads);
+		} else { /* row_of the positions, no scale: the plain adds */
+			rc = emdb__push_mapped_as(db, req->table, req->ranked ? req->rank : EMDB_WORKER_NONE, ids, n,
+						  lt, p->pos, NULL, NULL, op->n, dim, req->grads);
+		}
 		break;
 	case CLUSTER_PUSH_UPDATE:
-		gather_rows(b.f, req->grads, p->pos, n, dim);
 		if (!n)
 			rc = emdb_update(db, req->table, &got_rows);
-		else if (lt)
-			rc = emdb_push_update_ticket(db, req->table, lt, dim, b.f, &got_rows);
 		else
-			rc = emdb_push_update(db, req->table, b.ids, n, dim, b.f, &got_rows);
+			rc = emdb__push_update_at(db, req->table, ids, n, lt, dim, p->pos, req->grads, &got_rows);
 		break;
 	case CLUSTER_LOOKUP:
-		rc = emdb_lookup(db, req->table, b.ids, n, dim, b.f, req->found ? b.found : NULL);
-		if (rc == EMDB_OK) {
-			scatter_rows(req->out, b.f, p->pos, n, dim);
-			if (req->found)
-				scatter_bytes(req->found, b.found, p->pos, n);
-		}
+		rc = emdb__lookup_at(db, req->table, ids, n, dim, p->pos, req->out, req->found);
 		break;
 	case CLUSTER_READ_STATE:
-		rc = emdb_read_state(db, req->table, b.ids, n, b.f, b.found);
-		if (rc == EMDB_OK) {
-			scatter_rows(req->out, b.f, p->pos, n, w);
-			if (req->found)
-				scatter_bytes(req->found, b.found, p->pos, n);
-		}
+		rc = emdb__read_state_at(db, req->table, ids, n, p->pos, req->out, req->found);
 		break;
 	case CLUSTER_LOAD:
 		gather_rows(b.f, req->vecs, p->pos, n, dim);

@@ -25,8 +25,10 @@ int emdb__push_mapped(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n
 /* Push as worker `rank` of a synchronous step (emdb_push_as;
  * EMDB_WORKER_NONE: none) in any of the forms above: row_of NULL, a
  * plain push (position i takes row i); else emdb__push_mapped (scale) or,
- * with weights set instead, emdb__push_mapped_weighted.  What an owner
- * runs for a home node's PUSH_RANKED (and PUSH). */
+ * with weights set instead, emdb__push_mapped_weighted; with neither,
+ * position i takes row row_of[i] as a plain push adds it (a home node's
+ * local part, row_of its positions in the request's gradients).  What an
+ * owner runs for a home node's PUSH_RANKED (and PUSH). */
 int emdb__push_mapped_as(emdb_db *db, uint32_t table, uint32_t rank, const uint64_t *ids, size_t n,
 			 const emdb_ticket *tk, const uint32_t *row_of, const float *scale, const float *weights,
 			 size_t n_rows, uint32_t dim, const float *grads);
@@ -38,6 +40,23 @@ int emdb__push_mapped_as(emdb_db *db, uint32_t table, uint32_t rank, const uint6
 int emdb__push_mapped_weighted(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n,
 			       const emdb_ticket *tk, const uint32_t *row_of, const float *weights,
 			       size_t n_rows, uint32_t dim, const float *grads);
+
+/* The positional forms, for a cluster home node's local part: the batch
+ * (ids[n], or ticket tk with ids NULL) is part of a larger request, its
+ * position i being the request's position pos[i]; rows are written to
+ * (Pull, Lookup, state reads) or gradients read from (Push+Update) row
+ * pos[i] of the request's buffer, found[pos[i]] likewise, instead of row
+ * i.  Same bits as the plain calls on a copy.  Buffers are host memory.
+ * Errors: as emdb_pull, emdb_lookup, emdb_read_state and
+ * emdb_push_update; INVALID for NULL pos. */
+int emdb__pull_at(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n, const emdb_ticket *tk, uint32_t dim,
+		  const uint32_t *pos, float *out);
+int emdb__lookup_at(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n, uint32_t dim, const uint32_t *pos,
+		    float *out, uint8_t *found);
+int emdb__read_state_at(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n, const uint32_t *pos,
+			float *state, uint8_t *found);
+int emdb__push_update_at(emdb_db *db, uint32_t table, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+			 uint32_t dim, const uint32_t *pos, const float *grads, uint64_t *rows_out);
 
 /* emdb_table_create giving the table exactly `id`, which must not have
  * been given before (ids are never reused: EXISTS), so that every node of

@@ -17,12 +17,17 @@
  *      weights (SUM only, checked by ops_check_weights) each row is
  *      multiplied by its weight as it is added: o += w[i] * r, as torch's
  *      per_sample_weights.
+ *   4. The positional forms (db/db_cluster.h: a cluster home node's local
+ *      part) write row i at out + pos[i] * width and found[pos[i]]
+ *      instead of at i: the same copies, the same bits, into the
+ *      request's own buffer, so no private buffer is scattered after.
  */
 #include <string.h>
 
 #include <emdb/alloc.h>
 
 #include "base/error_int.h"
+#include "db/db_cluster.h"
 #include "db/db_int.h"
 #include "db/init_math.h"
 #include "db/ops.h"
@@ -34,24 +39,32 @@
  * the host (db/hot.h hot_pull_submit: the same floats). */
 #define PULL_ROW(src, i, r) ((src) && (src)[i] ? (src)[i] : (r))
 
+/* Where row i of a batch goes in out (rows of w floats): at i, or at
+ * pos[i] for the positional forms (invariant 4). */
+static inline float *out_row(float *out, const uint32_t *pos, size_t i, size_t w)
+{
+	return out + (pos ? pos[i] : i) * w;
+}
+
 /* Plain rows into out: every row (src NULL: from the host), or with src
  * only the host's rows (src[i] NULL), the device part being in flight. */
-static void gather(const tbl *t, const uint64_t *locs, size_t n, const float *const *src, float *out)
+static void gather(const tbl *t, const uint64_t *locs, size_t n, const float *const *src, const uint32_t *pos,
+		   float *out)
 {
 	size_t bytes = (size_t)t->dim * sizeof(float);
 	OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r,
 		if (!src || !src[i])
-			memcpy(out + i * t->dim, r, bytes);
+			memcpy(out_row(out, pos, i, t->dim), r, bytes);
 	);
 }
 
 /* The device's rows into out, once they are there. */
-static void place_held(const tbl *t, size_t n, const float *const *src, float *out)
+static void place_held(const tbl *t, size_t n, const float *const *src, const uint32_t *pos, float *out)
 {
 	size_t bytes = (size_t)t->dim * sizeof(float);
 	for (size_t i = 0; i < n; i++)
 		if (src[i])
-			memcpy(out + i * t->dim, src[i], bytes);
+			memcpy(out_row(out, pos, i, t->dim), src[i], bytes);
 }
 
 /* Bags [b0, b1) of a pooled Pull (offsets index the whole request). */
@@ -123,12 +136,13 @@ static uint8_t *bags_held(const uint64_t *offsets, size_t n_bags, const float *c
  * gather is enqueued first and a plain Pull copies the host's rows while
  * it runs, then waits once (db/tier.h, "Asynchronous work"); a pooled
  * Pull pools the bags without a device row meanwhile, and the others
- * after the wait (each bag's sum in request order either way). */
+ * after the wait (each bag's sum in request order either way).  With pos
+ * (plain only, out in host memory) row i goes to out's row pos[i]. */
 static int pull_rows(tbl *t, const ops_rows *r, size_t n, const emdb_ticket *tk, const uint64_t *offsets,
-		     size_t n_bags, emdb_pool pool, const float *weights, float *out)
+		     size_t n_bags, emdb_pool pool, const float *weights, const uint32_t *pos, float *out)
 {
 	const hot_staged *st = tk ? tk->staged : NULL;
-	int rep = t->hot ? hot_ptr_replica(t->hot, out) : -1;
+	int rep = t->hot && !pos ? hot_ptr_replica(t->hot, out) : -1;
 	size_t bytes = (offsets ? n_bags : n) * t->dim * sizeof(float);
 	float *dst = out;
 	hot_rows hr = { 0 };
@@ -150,11 +164,11 @@ static int pull_rows(tbl *t, const ops_rows *r, size_t n, const emdb_ticket *tk,
 		pool_bags(t, r->locs, offsets, n_bags, pool, weights, dev ? hr.src : NULL, held, 1, dst);
 		emdb_free(held);
 	} else {
-		gather(t, r->locs, n, hr.src, dst); /* the host's part, meanwhile */
+		gather(t, r->locs, n, hr.src, pos, dst); /* the host's part, meanwhile */
 		if (hr.held && hot_pull_wait(t->hot, &hr))
-			place_held(t, n, hr.src, dst);
+			place_held(t, n, hr.src, pos, dst);
 		else if (hr.held) /* the device failed meanwhile */
-			gather(t, r->locs, n, NULL, dst);
+			gather(t, r->locs, n, NULL, pos, dst);
 	}
 	if (t->hot)
 		hot_rows_free(t->hot, &hr);
@@ -167,7 +181,7 @@ static int pull_rows(tbl *t, const ops_rows *r, size_t n, const emdb_ticket *tk,
 
 static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const emdb_ticket *tk,
 		       const uint64_t *offsets, size_t n_bags, emdb_pool pool, const float *weights,
-		       uint32_t dim, float *out)
+		       uint32_t dim, const uint32_t *pos, float *out)
 {
 	tbl *t;
 	if (!out || (!tk && !ids))
@@ -192,7 +206,7 @@ static int pull_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, 
 	else
 		rc = ops_rows_resolve(t, ids, n, &r);
 	if (rc == EMDB_OK) {
-		rc = pull_rows(t, &r, n, tk, offsets, n_bags, pool, weights, out);
+		rc = pull_rows(t, &r, n, tk, offsets, n_bags, pool, weights, pos, out);
 		ops_rows_done(&r);
 	}
 	pthread_rwlock_unlock(&t->rows_lock);
@@ -207,14 +221,14 @@ out:
 
 int emdb_pull(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim, float *out)
 {
-	return pull_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, NULL, dim, out);
+	return pull_common(db, tid, ids, n, NULL, NULL, 0, EMDB_POOL_SUM, NULL, dim, NULL, out);
 }
 
 int emdb_pull_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, uint32_t dim, float *out)
 {
 	if (!t)
 		return emdb__seterr(EMDB_ERR_INVALID, "pull: ticket is NULL");
-	return pull_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, NULL, dim, out);
+	return pull_common(db, tid, NULL, 0, t, NULL, 0, EMDB_POOL_SUM, NULL, dim, NULL, out);
 }
 
 int emdb_pull_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
@@ -222,7 +236,7 @@ int emdb_pull_bags(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, con
 {
 	if (!offsets)
 		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags: offsets is NULL");
-	return pull_common(db, tid, ids, n, NULL, offsets, n_bags, pool, NULL, dim, out);
+	return pull_common(db, tid, ids, n, NULL, offsets, n_bags, pool, NULL, dim, NULL, out);
 }
 
 int emdb_pull_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
@@ -230,7 +244,7 @@ int emdb_pull_bags_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const
 {
 	if (!t || !offsets)
 		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags: ticket or offsets is NULL");
-	return pull_common(db, tid, NULL, 0, t, offsets, n_bags, pool, NULL, dim, out);
+	return pull_common(db, tid, NULL, 0, t, offsets, n_bags, pool, NULL, dim, NULL, out);
 }
 
 int emdb_pull_bags_weighted(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const uint64_t *offsets,
@@ -238,7 +252,7 @@ int emdb_pull_bags_weighted(emdb_db *db, uint32_t tid, const uint64_t *ids, size
 {
 	if (!offsets || !weights)
 		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags_weighted: offsets or weights is NULL");
-	return pull_common(db, tid, ids, n, NULL, offsets, n_bags, pool, weights, dim, out);
+	return pull_common(db, tid, ids, n, NULL, offsets, n_bags, pool, weights, dim, NULL, out);
 }
 
 int emdb_pull_bags_weighted_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, const uint64_t *offsets,
@@ -246,7 +260,15 @@ int emdb_pull_bags_weighted_ticket(emdb_db *db, uint32_t tid, const emdb_ticket 
 {
 	if (!t || !offsets || !weights)
 		return emdb__seterr(EMDB_ERR_INVALID, "pull_bags_weighted: ticket, offsets or weights is NULL");
-	return pull_common(db, tid, NULL, 0, t, offsets, n_bags, pool, weights, dim, out);
+	return pull_common(db, tid, NULL, 0, t, offsets, n_bags, pool, weights, dim, NULL, out);
+}
+
+int emdb__pull_at(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const emdb_ticket *tk, uint32_t dim,
+		  const uint32_t *pos, float *out)
+{
+	if (!pos)
+		return emdb__seterr(EMDB_ERR_INVALID, "pull: NULL positions");
+	return pull_common(db, tid, tk ? NULL : ids, tk ? 0 : n, tk, NULL, 0, EMDB_POOL_SUM, NULL, dim, pos, out);
 }
 
 /* Read-only resolution: locs[i] = location or LOC_NONE.  Returns the
@@ -262,8 +284,8 @@ static void *find_rows(tbl *t, const uint64_t *ids, size_t n, uint64_t **locs, s
 	return m;
 }
 
-int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_t dim, float *out,
-		uint8_t *found)
+static int lookup_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_t dim,
+			 const uint32_t *pos, float *out, uint8_t *found)
 {
 	tbl *t;
 	if (!ids || !out)
@@ -280,7 +302,7 @@ int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_
 		size_t bytes = (size_t)dim * sizeof(float);
 		const emdb_table_config *c = &t->cfg;
 		OPS_FOR_ROWS(t, locs, n, PULL_PREFETCH, i, r,
-			float *o = out + i * dim;
+			float *o = out_row(out, pos, i, dim);
 			if (r)
 				memcpy(o, r, bytes);
 			else if (c->lookup_default == EMDB_DEFAULT_INIT)
@@ -288,7 +310,7 @@ int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_
 			else
 				memset(o, 0, bytes);
 			if (found)
-				found[i] = r != NULL;
+				found[pos ? pos[i] : i] = r != NULL;
 		);
 	}
 	pthread_rwlock_unlock(&t->rows_lock);
@@ -304,7 +326,22 @@ int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_
 	return rc;
 }
 
-int emdb_read_state(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, float *state, uint8_t *found)
+int emdb_lookup(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_t dim, float *out,
+		uint8_t *found)
+{
+	return lookup_common(db, id, ids, n, dim, NULL, out, found);
+}
+
+int emdb__lookup_at(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, uint32_t dim, const uint32_t *pos,
+		    float *out, uint8_t *found)
+{
+	if (!pos)
+		return emdb__seterr(EMDB_ERR_INVALID, "lookup: NULL positions");
+	return lookup_common(db, id, ids, n, dim, pos, out, found);
+}
+
+static int read_state_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const uint32_t *pos,
+			     float *state, uint8_t *found)
 {
 	tbl *t;
 	if (!db || !ids || (!state && n))
@@ -327,16 +364,30 @@ int emdb_read_state(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, flo
 	void *m = find_rows(t, ids, n, &locs, &hits);
 	if (m) {
 		for (size_t i = 0; i < n; i++) {
+			float *o = sf ? out_row(state, pos, i, sf) : NULL;
 			if (sf && locs[i] != LOC_NONE)
-				memcpy(state + i * sf, table_row(t, locs[i]) + t->dim, sf * sizeof(float));
+				memcpy(o, table_row(t, locs[i]) + t->dim, sf * sizeof(float));
 			else if (sf)
-				memset(state + i * sf, 0, sf * sizeof(float));
+				memset(o, 0, sf * sizeof(float));
 			if (found)
-				found[i] = locs[i] != LOC_NONE;
+				found[pos ? pos[i] : i] = locs[i] != LOC_NONE;
 		}
 	}
 	pthread_rwlock_unlock(&t->rows_lock);
 	emdb_free(m);
 	table_release(t);
 	return m ? EMDB_OK : EMDB_ERR_NOMEM;
+}
+
+int emdb_read_state(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, float *state, uint8_t *found)
+{
+	return read_state_common(db, id, ids, n, NULL, state, found);
+}
+
+int emdb__read_state_at(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n, const uint32_t *pos,
+			float *state, uint8_t *found)
+{
+	if (!pos)
+		return emdb__seterr(EMDB_ERR_INVALID, "read_state: NULL positions");
+	return read_state_common(db, id, ids, n, pos, state, found);
 }

@@ -48,7 +48,9 @@
  * bag_of[p] scaled by bag_scale[bag_of[p]]: the gradient of p's bag
  * scaled by 1 (SUM) or 1/bag size (MEAN), or the rows a cluster's home
  * node mapped to an owner's positions (emdb__push_mapped); with
- * per-sample weights (weighted SUM) scaled by weights[p] instead. */
+ * per-sample weights (weighted SUM) scaled by weights[p] instead; with
+ * neither, by 1 (a home node's local part reading its positions' rows
+ * in the request's buffer: the plain push's adds). */
 typedef struct grad_src {
 	const float *grads;
 	const uint32_t *bag_of;  /* [n] or NULL */
@@ -64,7 +66,9 @@ static float grad_scale(const grad_src *g, uint32_t p)
 {
 	if (!g->bag_of)
 		return 1.0f;
-	return g->weights ? g->weights[p] : g->bag_scale[g->bag_of[p]];
+	if (g->weights)
+		return g->weights[p];
+	return g->bag_scale ? g->bag_scale[g->bag_of[p]] : 1.0f;
 }
 
 /* Prefetch distances of the add loop, in positions: the key's slot and
@@ -470,7 +474,7 @@ static int push_mapped(emdb_db *db, uint32_t id, uint32_t rank, const uint64_t *
 		       size_t n_rows, uint32_t dim, const float *grads)
 {
 	tbl *t;
-	if (!grads || (!tk && !ids) || !row_of || (!scale && !weights))
+	if (!grads || (!tk && !ids) || !row_of)
 		return emdb__seterr(EMDB_ERR_INVALID, "push: NULL ids, ticket, rows or gradient buffer");
 	if (check_worker(rank) != EMDB_OK)
 		return EMDB_ERR_INVALID;

@@ -66,6 +66,9 @@
  *   4. Counting and grouping by ID (IDs) or by location (ticket) give the
  *      same answer: one ID is one row.  A counter shared by two rows only
  *      sends both to the exact grouping.
+ *   5. The positional form (emdb__push_update_at, a cluster home node's
+ *      local part) reads position i's gradient at row pos[i] of the
+ *      request's buffer instead of row i: only where it is read changes.
  */
 #include <math.h>
 #include <sched.h>
@@ -76,8 +79,22 @@
 
 #include "base/error_int.h"
 #include "base/loc.h"
+#include "db/db_cluster.h"
 #include "db/ops.h"
 #include "index/hash.h"
+
+/* The caller's gradients: position i's row is grads + i * dim, or with
+ * pos grads + pos[i] * dim (invariant 5). */
+typedef struct grad_in {
+	const float *grads;
+	const uint32_t *pos;
+	size_t dim;
+} grad_in;
+
+static inline const float *grad_of(const grad_in *g, uint32_t i)
+{
+	return g->grads + (size_t)(g->pos ? g->pos[i] : i) * g->dim;
+}
 
 /* Scratch of the call.  A shard's positions are counted by a hash of
  * their row in one byte each of cnt (16 or more counters per position, so
@@ -187,8 +204,7 @@ static uint64_t pos_key(const ops_rows *r, const uint64_t *ids, uint32_t j)
 /* Count every shard's positions; the rows held once become the first
  * direct entries.  The lists are appended to without branches: in a
  * skewed batch whether a position repeats is a coin toss. */
-static void count_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, const float *grads,
-			fused *f)
+static void count_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, const grad_in *g, fused *f)
 {
 	uint32_t no = 0, nr = 0;
 	for (uint32_t s = 0; s < t->shards; s++) {
@@ -217,13 +233,13 @@ static void count_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, co
 	f->nd = no;
 	f->n_dup = nr;
 	for (uint32_t k = 0; k < no; k++)
-		f->dgrad[k] = grads + (size_t)r->order[f->first[k]] * t->dim;
+		f->dgrad[k] = grad_of(g, r->order[f->first[k]]);
 }
 
 /* Group shard s's repeated positions by row, exactly, and sum each
  * group's gradients into a direct entry of its own. */
-static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, const float *grads,
-			uint32_t s, fused *f, size_t *n_sums, bool ahead)
+static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, const grad_in *gi, uint32_t s,
+			fused *f, size_t *n_sums, bool ahead)
 {
 	const size_t dim = t->dim;
 	uint32_t c = f->pstart[s + 1] - f->pstart[s];
@@ -236,12 +252,12 @@ static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, co
 	for (uint32_t q = f->pstart[s]; q < end; q++) {
 		if (ahead && q + GROUP_AHEAD < end) {
 			uint32_t jn = f->dup[q + GROUP_AHEAD];
-			ops_prefetch_row(grads + (size_t)r->order[jn] * dim, dim * sizeof(float));
+			ops_prefetch_row(grad_of(gi, r->order[jn]), dim * sizeof(float));
 			__builtin_prefetch(&f->rmap[dit_hash(pos_key(r, ids, jn)) & mask], 0, 3);
 		}
 		uint32_t j = f->dup[q];
 		uint64_t key = pos_key(r, ids, j);
-		const float *g = grads + (size_t)r->order[j] * dim;
+		const float *g = grad_of(gi, r->order[j]);
 		uint32_t i = (uint32_t)dit_hash(key) & mask;
 		while (f->rmap[i].k != RMAP_FREE && f->rmap[i].key != key)
 			i = (i + 1) & mask;
@@ -267,8 +283,7 @@ static void group_shard(const tbl *t, const ops_rows *r, const uint64_t *ids, co
 	}
 }
 
-static int group_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, const float *grads,
-		       fused *f)
+static int group_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, const grad_in *g, fused *f)
 {
 	size_t n_sums = 0;
 	if (f->n_dup) {
@@ -281,7 +296,7 @@ static int group_batch(const tbl *t, const ops_rows *r, const uint64_t *ids, con
 	 * cached buffer the hints cost more than they save, as for a push). */
 	bool ahead = r->n * t->dim * sizeof(float) > GROUP_PREFETCH_FROM_BYTES;
 	for (uint32_t s = 0; s < t->shards; s++)
-		group_shard(t, r, ids, grads, s, f, &n_sums, ahead);
+		group_shard(t, r, ids, g, s, f, &n_sums, ahead);
 	f->gstart[t->shards] = (uint32_t)f->nd;
 	return EMDB_OK;
 }
@@ -297,12 +312,10 @@ static void direct_locs(const ops_rows *r, fused *f)
  * a direct entry whose row has one is taken back and its gradients added
  * after it, one position at a time in position order, as a push would
  * add them (invariant 2). */
-static void shard_adds(tbl *t, uint32_t gen, const ops_rows *r, uint32_t s, const float *grads,
-		       fused *f)
+static void shard_adds(tbl *t, uint32_t gen, const ops_rows *r, uint32_t s, const grad_in *g, fused *f)
 {
 	uint32_t n = r->start[s + 1] - r->start[s];
 	gradmap *m = &t->grads[s].acc[gen];
-	const size_t dim = t->dim;
 
 	/* Other pushes of this generation first (invariant 1). */
 	while (__atomic_load_n(&m->reserved, __ATOMIC_ACQUIRE) != n)
@@ -319,7 +332,7 @@ static void shard_adds(tbl *t, uint32_t gen, const ops_rows *r, uint32_t s, cons
 			if (!gradmap_has(m, f->dloc[k]))
 				continue;
 			for (uint32_t j = f->first[k]; j != NO_POS; j = part ? f->next[j] : NO_POS)
-				gradmap_add(m, r->slocs[j], grads + (size_t)r->order[j] * dim, 1.0f);
+				gradmap_add(m, r->slocs[j], grad_of(g, r->order[j]), 1.0f);
 			f->dloc[k] = LOC_NONE;
 		}
 	}
@@ -368,7 +381,8 @@ static uint64_t fused_grads_more(tbl *t, const dit_plan *plan)
 }
 
 static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, size_t n,
-			      const emdb_ticket *tk, uint32_t dim, const float *grads, uint64_t *rows_out)
+			      const emdb_ticket *tk, uint32_t dim, const float *grads, const uint32_t *pos,
+			      uint64_t *rows_out)
 {
 	tbl *t;
 	if (!grads || (!tk && !ids))
@@ -380,6 +394,7 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 	ops_rows r;
 	fused f;
 	uint64_t rows = 0;
+	grad_in g = { .grads = grads, .pos = pos, .dim = t->dim };
 	if (tk) {
 		ops_rows_from_ticket(tk, &r);
 		if (emdb_alloc_limit())
@@ -395,8 +410,8 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 			ops_rows_abort(t, &r);
 		goto done;
 	}
-	count_batch(t, &r, tk ? NULL : ids, grads, &f);
-	rc = group_batch(t, &r, tk ? NULL : ids, grads, &f);
+	count_batch(t, &r, tk ? NULL : ids, &g, &f);
+	rc = group_batch(t, &r, tk ? NULL : ids, &g, &f);
 	if (rc != EMDB_OK) {
 		if (!tk)
 			ops_rows_abort(t, &r);
@@ -420,7 +435,7 @@ static int push_update_common(emdb_db *db, uint32_t id, const uint64_t *ids, siz
 	uint32_t gen = ops_update_open(t);
 	for (uint32_t s = 0; s < t->shards; s++)
 		if (waiting[s / 64] >> (s % 64) & 1)
-			shard_adds(t, gen, &r, s, grads, &f);
+			shard_adds(t, gen, &r, s, &g, &f);
 	ops_update_apply(t, f.dloc, f.dgrad, f.nd,
 			 r.n * t->dim * sizeof(float) > GROUP_PREFETCH_FROM_BYTES);
 	rows = ops_update_close(t);
@@ -439,7 +454,7 @@ out:
 int emdb_push_update(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, uint32_t dim,
 		     const float *grads, uint64_t *rows_out)
 {
-	return push_update_common(db, tid, ids, n, NULL, dim, grads, rows_out);
+	return push_update_common(db, tid, ids, n, NULL, dim, grads, NULL, rows_out);
 }
 
 int emdb_push_update_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, uint32_t dim,
@@ -447,5 +462,13 @@ int emdb_push_update_ticket(emdb_db *db, uint32_t tid, const emdb_ticket *t, uin
 {
 	if (!t)
 		return emdb__seterr(EMDB_ERR_INVALID, "push_update: ticket is NULL");
-	return push_update_common(db, tid, NULL, 0, t, dim, grads, rows_out);
+	return push_update_common(db, tid, NULL, 0, t, dim, grads, NULL, rows_out);
+}
+
+int emdb__push_update_at(emdb_db *db, uint32_t tid, const uint64_t *ids, size_t n, const emdb_ticket *tk,
+			 uint32_t dim, const uint32_t *pos, const float *grads, uint64_t *rows_out)
+{
+	if (!pos)
+		return emdb__seterr(EMDB_ERR_INVALID, "push_update: NULL positions");
+	return push_update_common(db, tid, tk ? NULL : ids, tk ? 0 : n, tk, dim, grads, pos, rows_out);
 }

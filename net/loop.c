@@ -33,6 +33,10 @@
  *      done exactly once, in posting order: with its connection if that
  *      still lives, before a drain that the same wake brings (the answers
  *      are owed), else with NULL, at the latest in io_thread_cleanup.
+ *      Only a post that finds the completion list empty writes the
+ *      eventfd: a list that holds something has a wake pending, because
+ *      both backends read the eventfd before they take the list
+ *      (run_completions), so a post they miss wrote after that read.
  *
  * State changes: io_thread_on_wake (completions, new connections, drain
  * start), io_thread_on_tick (timeouts), io_thread_forget (counts, stop).
@@ -281,13 +285,15 @@ void io_thread_post(io_thread *t, io_completion *w)
 {
 	w->next = NULL;
 	pthread_mutex_lock(&t->mbox_lock);
+	bool first = !t->done_head;
 	if (t->done_tail)
 		t->done_tail->next = w;
 	else
 		t->done_head = w;
 	t->done_tail = w;
 	pthread_mutex_unlock(&t->mbox_lock);
-	wake(t);
+	if (first) /* invariant 6: else a wake is pending */
+		wake(t);
 }
 
 void io_thread_drain(io_thread *t)

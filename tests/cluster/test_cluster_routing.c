@@ -3,9 +3,14 @@
  * emdb-server processes on loopback (tests/lib/cluster_harness.h), as a
  * trainer sees them through the client library:
  *   - a table created on one node exists on every node under one id;
- *   - a training run through two home nodes (Prefetch, pooled Pull and
- *     Push by ticket, Update, Push+Update) leaves every row and optimizer
- *     state bit-identical to the same run on one engine in this process;
+ *   - a training run through two home nodes (Prefetch; Pull plain, pooled
+ *     and weighted, by IDs and by ticket; Push plain, pooled and weighted,
+ *     by IDs and by ticket; Update; Push+Update by IDs and by ticket)
+ *     answers every Pull and leaves every row and optimizer state
+ *     bit-identical to the same run on one engine in this process, and
+ *     Lookup and state reads of IDs held and not held agree with it, found
+ *     flags included (each home node's local part goes through the
+ *     engine's positional forms, the others' through the link);
  *   - three workers, one per node, meet in synchronous steps
  *     (emdb_client_update_sync): each step is applied once on every node,
  *     after the last worker's arrival, and every worker hears the same
@@ -73,10 +78,17 @@ static void batch(uint64_t *seed, uint64_t *ids, uint64_t *off)
 	off[BAGS] = N;
 }
 
-static void grads_of(const float *out, float *g)
+static void grads_of(const float *out, float *g, size_t rows)
 {
-	for (size_t i = 0; i < BAGS * DIM; i++)
+	for (size_t i = 0; i < rows * DIM; i++)
 		g[i] = out[i] * 0.25f - (float)(i % 7) * 0.003f;
+}
+
+/* Per-sample weights of a step, some negative. */
+static void weights_of(uint64_t *seed, float *w)
+{
+	for (size_t i = 0; i < N; i++)
+		w[i] = (float)(rng(seed) % 17) * 0.125f - 1.0f;
 }
 
 typedef struct worker {
@@ -157,6 +169,7 @@ static void training_through_two_homes(void)
 	static uint64_t all[STEPS * N];
 	uint64_t seed = 5, ids[N], off[BAGS + 1];
 	static float a[BAGS * DIM], b[BAGS * DIM], g[BAGS * DIM];
+	static float pa[N * DIM], pb[N * DIM], pg[N * DIM], wt[N];
 	for (int s = 0; s < STEPS; s++) {
 		emdb_client *home = c[1 + s % 2];
 		batch(&seed, ids, off);
@@ -169,14 +182,45 @@ static void training_through_two_homes(void)
 			     emdb_client_last_error());
 		cr_assert_eq(emdb_pull_bags_ticket(db, lt, et, off, BAGS, EMDB_POOL_MEAN, DIM, b), 0);
 		cr_assert(memcmp(a, b, sizeof(a)) == 0, "step %d: the pooled pull differs from one engine's", s);
-		grads_of(a, g);
+		/* Plain Pull, by ticket and by IDs; weighted pooled Pull. */
+		cr_assert_eq(emdb_client_pull_ticket(home, t, ct, DIM, pa), EMDB_OK, "%s", emdb_client_last_error());
+		cr_assert_eq(emdb_pull_ticket(db, lt, et, DIM, pb), 0);
+		cr_assert(memcmp(pa, pb, sizeof(pa)) == 0, "step %d: the pull by ticket differs from one engine's", s);
+		memset(pa, 0xff, sizeof(pa));
+		cr_assert_eq(emdb_client_pull(home, t, ids, N, DIM, pa), EMDB_OK, "%s", emdb_client_last_error());
+		cr_assert(memcmp(pa, pb, sizeof(pa)) == 0, "step %d: the pull by IDs differs from one engine's", s);
+		weights_of(&seed, wt);
+		cr_assert_eq(emdb_client_pull_bags_weighted(home, t, ids, N, off, BAGS, EMDB_POOL_SUM, wt, DIM, a),
+			     EMDB_OK, "%s", emdb_client_last_error());
+		cr_assert_eq(emdb_pull_bags_weighted(db, lt, ids, N, off, BAGS, EMDB_POOL_SUM, wt, DIM, b), 0);
+		cr_assert(memcmp(a, b, sizeof(a)) == 0, "step %d: the weighted pull differs from one engine's", s);
+		grads_of(a, g, BAGS);
+		grads_of(pa, pg, N);
 		cr_assert_eq(emdb_client_push_bags_ticket(home, t, ct, off, BAGS, EMDB_POOL_MEAN, DIM, g), EMDB_OK, "%s",
 			     emdb_client_last_error());
 		cr_assert_eq(emdb_push_bags_ticket(db, lt, et, off, BAGS, EMDB_POOL_MEAN, DIM, g), 0);
+		/* One more push a step, in turn: plain by IDs, plain by ticket,
+		 * weighted pooled by IDs. */
+		if (s % 3 == 0) {
+			cr_assert_eq(emdb_client_push(home, t, ids, N, DIM, pg), EMDB_OK, "%s", emdb_client_last_error());
+			cr_assert_eq(emdb_push(db, lt, ids, N, DIM, pg), 0);
+		} else if (s % 3 == 1) {
+			cr_assert_eq(emdb_client_push_ticket(home, t, ct, DIM, pg), EMDB_OK, "%s",
+				     emdb_client_last_error());
+			cr_assert_eq(emdb_push_ticket(db, lt, et, DIM, pg), 0);
+		} else {
+			cr_assert_eq(emdb_client_push_bags_weighted(home, t, ids, N, off, BAGS, EMDB_POOL_SUM, wt, DIM, g),
+				     EMDB_OK, "%s", emdb_client_last_error());
+			cr_assert_eq(emdb_push_bags_weighted(db, lt, ids, N, off, BAGS, EMDB_POOL_SUM, wt, DIM, g), 0);
+		}
 		uint64_t rc_rows = 0, lc_rows = 0;
 		if (s % 2) {
 			cr_assert_eq(emdb_client_update(home, t, &rc_rows), EMDB_OK, "%s", emdb_client_last_error());
 			cr_assert_eq(emdb_update(db, lt, &lc_rows), 0);
+		} else if (s % 4 == 2) {
+			cr_assert_eq(emdb_client_push_update_ticket(home, t, ct, DIM, pg, &rc_rows), EMDB_OK, "%s",
+				     emdb_client_last_error());
+			cr_assert_eq(emdb_push_update_ticket(db, lt, et, DIM, pg, &lc_rows), 0);
 		} else {
 			cr_assert_eq(emdb_client_push_update(home, t, ids, BAGS, DIM, g, &rc_rows), EMDB_OK, "%s",
 				     emdb_client_last_error());
@@ -197,6 +241,23 @@ static void training_through_two_homes(void)
 	cr_assert_eq(emdb_client_read_state(c[2], t, all, n, sf, sa, NULL), EMDB_OK, "%s", emdb_client_last_error());
 	cr_assert_eq(emdb_read_state(db, lt, all, n, sb, NULL), 0);
 	cr_assert(memcmp(sa, sb, n * sf * 4) == 0, "optimizer state differs from one engine's");
+	/* Lookup and state reads with found, of IDs held and not held. */
+	static uint8_t fa[STEPS * N], fb[STEPS * N];
+	for (size_t i = 0; i < n; i += 3)
+		all[i] = all[i] * 7 + 100003;
+	cr_assert_eq(emdb_client_lookup(c[1], t, all, n, DIM, ra, fa), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(emdb_lookup(db, lt, all, n, DIM, rb, fb), 0);
+	cr_assert(memcmp(ra, rb, n * DIM * 4) == 0, "rows looked up differ from one engine's");
+	cr_assert(memcmp(fa, fb, n) == 0, "found flags differ from one engine's");
+	size_t held = 0;
+	for (size_t i = 0; i < n; i++)
+		held += fb[i];
+	cr_assert(held > 0 && held < n, "%zu of %zu IDs held: the lookup tests one kind only", held, n);
+	memset(fa, 7, n);
+	cr_assert_eq(emdb_client_read_state(c[2], t, all, n, sf, sa, fa), EMDB_OK, "%s", emdb_client_last_error());
+	cr_assert_eq(emdb_read_state(db, lt, all, n, sb, fb), 0);
+	cr_assert(memcmp(sa, sb, n * sf * 4) == 0, "state read differs from one engine's");
+	cr_assert(memcmp(fa, fb, n) == 0, "state read's found flags differ from one engine's");
 	free(ra), free(rb), free(sa), free(sb);
 	emdb_db_close(db);
 
