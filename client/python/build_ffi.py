@@ -152,6 +152,15 @@ int emdb_client_restore(emdb_client *c, uint64_t id, emdb_ckpt_info *info);
 int emdb_client_checkpoint_list(emdb_client *c, emdb_ckpt_info **out, size_t *n);
 int emdb_client_checkpoint_delete(emdb_client *c, uint64_t id);
 
+typedef struct emdb_linktest_msg {
+	uint32_t rank; uint32_t reserved; uint64_t request_bytes; uint64_t reply_bytes;
+} emdb_linktest_msg;
+typedef struct emdb_linktest_result {
+	uint64_t rounds; uint64_t elapsed_ns; uint64_t bytes_sent; uint64_t bytes_received;
+} emdb_linktest_result;
+int emdb_client_linktest(emdb_client *c, const emdb_linktest_msg *msgs, size_t n, uint32_t depth,
+			 uint32_t duration_ms, emdb_linktest_result *out);
+
 void emdb_client_ticket_free(emdb_client_ticket *t);
 size_t emdb_client_ticket_count(const emdb_client_ticket *t);
 uint32_t emdb_client_ticket_table(const emdb_client_ticket *t);

@@ -20,13 +20,13 @@ import builtins as _builtins
 from . import errors
 from .client import Client, PrefetchFuture, ScanPage, Table, Ticket, connect
 from .errors import Error
-from .schema import (CheckpointInfo, Init, JobStatus, Optimizer, TableConfig, TableInfo,
-                     optimizer_names)
+from .schema import (CheckpointInfo, Init, JobStatus, LinktestResult, Optimizer, TableConfig,
+                     TableInfo, optimizer_names)
 
 # emdb.NoTableError, emdb.DimError, ...: one class per code of emdb/error.h.
 globals().update({cls.__name__: cls for cls in errors.BY_CODE.values()})
 
 __all__ = ["connect", "Client", "Table", "Ticket", "PrefetchFuture", "ScanPage", "Error", "errors",
-           "Optimizer", "Init", "TableConfig", "TableInfo", "CheckpointInfo", "JobStatus",
+           "Optimizer", "Init", "TableConfig", "TableInfo", "CheckpointInfo", "JobStatus", "LinktestResult",
            "optimizer_names"] + [cls.__name__ for cls in errors.BY_CODE.values()
                                  if not hasattr(_builtins, cls.__name__)]

@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -755,6 +755,26 @@ class Client:
 
     def delete_checkpoint(self, ckpt_id: int) -> None:
         self._check(self._native.lib.emdb_client_checkpoint_delete(self._h(), int(ckpt_id)))
+
+    def linktest(self, msgs: Sequence[Tuple[int, int, int]], depth: int = 8,
+                 duration: float = 1.0) -> "schema.LinktestResult":
+        """Measure the links of the node this client talks to (admin;
+        docs/cluster.md "Linktest"): it keeps `depth` rounds in flight for
+        `duration` seconds, a round being one message per (rank,
+        request_bytes, reply_bytes) of msgs, through its own link with no
+        engine in between.  Raises UnsupportedError on a server that is not
+        part of a cluster (and on mem://), InvalidError for a request out
+        of bounds (nothing is sent), BusyError while another runs there,
+        NodeError when a peer fails."""
+        ffi, lib = self._native
+        m = ffi.new("emdb_linktest_msg[]", max(len(msgs), 1))
+        for i, (rank, req, rep) in enumerate(msgs):
+            m[i].rank, m[i].request_bytes, m[i].reply_bytes = int(rank), int(req), int(rep)
+        out = ffi.new("emdb_linktest_result *")
+        self._check(lib.emdb_client_linktest(self._h(), m, len(msgs), int(depth),
+                                             max(0, int(round(duration * 1000))), out))
+        return schema.LinktestResult(int(out.rounds), out.elapsed_ns / 1e9, int(out.bytes_sent),
+                                     int(out.bytes_received))
 
 
 def connect(uri: str, token: Optional[str] = None, *, timeout_ms: Optional[int] = None,

@@ -155,6 +155,26 @@ class CheckpointInfo:
 
 
 @dataclass
+class LinktestResult:
+    """What a linktest measured (Client.linktest): the rounds whose every
+    reply came back, over `elapsed` seconds, and their bytes as the nodes'
+    link counts them (headers included)."""
+    rounds: int
+    elapsed: float
+    bytes_sent: int
+    bytes_received: int
+
+    @property
+    def rounds_per_sec(self) -> float:
+        return self.rounds / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def bytes_per_sec(self) -> float:
+        """Goodput, both ways together."""
+        return (self.bytes_sent + self.bytes_received) / self.elapsed if self.elapsed > 0 else 0.0
+
+
+@dataclass
 class JobStatus:
     """A checkpoint or restore job (emdb_job_status)."""
 
