@@ -48,11 +48,16 @@ class Cluster:
         for i in range(n):
             while not (ports[i].exists() and ports[i].read_text().endswith("\n")):
                 if self.procs[i].poll() is not None or time.monotonic() > deadline:
-                    self.stop()
+                    for p in self.procs:
+                        if p.poll() is None:
+                            p.kill()
+                            p.wait()
                     pytest.fail(f"node {i} did not start: {self.logs[i].read_text()[-2000:]}")
                 time.sleep(0.02)
 
     def stop(self) -> None:
+        """SIGTERM every node (SIGKILL after 20 s); each must exit 0, so a
+        sanitizer's report fails the test."""
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -62,6 +67,9 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        bad = [i for i, p in enumerate(self.procs) if p.returncode != 0]
+        assert not bad, "".join(f"node {i} exited with {self.procs[i].returncode}: "
+                                f"{self.logs[i].read_text()[-2000:]}\n" for i in bad)
 
 
 @pytest.fixture
