@@ -644,7 +644,7 @@ Test(client_net, weighted_calls_against_a_version_2_server_are_refused_unsent, .
 	cr_assert_eq(vs.ticket_frees, 1);
 }
 
-/* A server of this build and mem:// both give version 4, and PUSH_UPDATE
+/* A server of this build and mem:// both give version 5, and PUSH_UPDATE
  * and TABLE_RESERVE (version 2's) and the weighted Pull (version 3's) go
  * through. */
 Test(client_net, protocol_version_5_with_a_server_of_this_build, .init = srv_start,

@@ -338,7 +338,7 @@ Test(malformed, each_case_replies_and_closes)
 	k.status = EMDB_ERR_UNSUPPORTED;
 	k.id = 23;
 	{
-		proto_hello_req hq = { 5, 7, proto_cstr("future") };
+		proto_hello_req hq = { PROTO_VERSION_MAX + 1, PROTO_VERSION_MAX + 3, proto_cstr("future") };
 		cr_assert_eq(proto_hello_req_encode(k.bytes, sizeof(k.bytes), 23, &hq, &k.len), 0);
 	}
 	run_case(&k, &w);
