@@ -75,9 +75,10 @@ int cluster_open(emdb_db *db, const cluster_link *link, uint32_t partitions, clu
  * freed.  Steps still waiting fail with CLOSED first.  NULL is a no-op. */
 void cluster_close(cluster *cl);
 
-/* Answer, with CLOSED, the synchronous steps waiting at this node (the
- * coordinator), so that none still holds a peer's request when the link
- * closes; later arrivals are refused.  Call before destroying the link,
+/* Run the peers' requests still queued for the serve threads
+ * (cluster_serve_drain), then answer, with CLOSED, the synchronous steps
+ * waiting at this node (the coordinator), so that none still holds a
+ * peer's request when the link closes; later arrivals are refused.  Call before destroying the link,
  * after it stopped calling cluster_serve.  NULL is a no-op. */
 void cluster_drain(cluster *cl);
 

@@ -133,9 +133,11 @@ static void run_on_link(void *arg)
 	cluster *cl = j->cl;
 	serve_pool *p = cl->pool;
 	strand *s = &p->peer[j->from];
+	pthread_mutex_lock(&p->mu);
+	p->on_link++; /* counted before it runs: a reply seen is counted */
+	pthread_mutex_unlock(&p->mu);
 	run_job(j);
 	pthread_mutex_lock(&p->mu);
-	p->on_link++;
 	sjob *next = finish_locked(p, s);
 	pthread_mutex_unlock(&p->mu);
 	post_job(cl, next);
@@ -157,11 +159,11 @@ static void *pool_thread(void *arg)
 			p->ready_tail = NULL;
 		if (++p->running > p->max_running)
 			p->max_running = p->running;
+		p->on_pool++;
 		pthread_mutex_unlock(&p->mu);
 		run_job(s->head);
 		pthread_mutex_lock(&p->mu);
 		p->running--;
-		p->on_pool++;
 		sjob *next = finish_locked(p, s);
 		if (next) {
 			pthread_mutex_unlock(&p->mu);
