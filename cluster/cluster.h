@@ -95,8 +95,9 @@ void cluster_serve(void *ctx, uint32_t from, const uint8_t *frame, size_t len, c
  * arrival order, one at a time (its "strand"); the data-plane requests
  * (PREFETCH, PULL, PUSH, PUSH_RANKED, PUSH_UPDATE, UPDATE, LOOKUP,
  * READ_STATE, TICKET_FREE, LOAD) run on a pool thread, the others (steps,
- * table changes, checkpoint phases, scans, statistics, ECHO) on the
- * link's thread, through its post(), in their turn.  Different peers'
+ * table changes, checkpoint phases, scans, statistics) on the link's
+ * thread, through its post(), in their turn; a linktest's ECHO, which
+ * changes nothing, is answered at once on the link's thread.  Different peers'
  * requests run at once.  Call once, before the link delivers any
  * request.  Errors: INVALID (called twice, over the maximum), NOMEM. */
 int cluster_set_serve_threads(cluster *cl, uint32_t threads);

@@ -349,7 +349,9 @@ void cluster_serve(void *ctx, uint32_t from, const uint8_t *frame, size_t len, c
 	if (from < cl->nodes) {
 		atomic_fetch_add_explicit(&cl->count[from].msgs_from, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&cl->count[from].bytes_from, len, memory_order_relaxed);
-		if (cl->pool) {
+		/* A linktest's ECHO changes nothing and keeps no order: it is
+		 * answered at once, as without a pool (the link measured). */
+		if (cl->pool && proto_node_peek_op(frame, len) != PROTO_NODE_ECHO) {
 			serve_pool_take(cl, from, frame, len, r);
 			return;
 		}

@@ -6,9 +6,10 @@
  * peer's strand: a FIFO of jobs (the frame copied, the responder) of which
  * one at a time runs.  A data-plane request (serve_on_pool: engine and
  * owner tickets only) runs on a pool thread; any other (steps, table
- * changes, checkpoint phases, scans, statistics, linktest ECHO, a frame
- * whose opcode cannot be read) runs on the link's thread through the
- * link's post(), and the strand goes on after it.  Without a pool
+ * changes, checkpoint phases, scans, statistics, a frame whose opcode
+ * cannot be read) runs on the link's thread through the link's post(),
+ * and the strand goes on after it.  A linktest's ECHO, which changes
+ * nothing, skips the strand: serve.c answers it at once.  Without a pool
  * (threads 0) cluster_serve runs every request on the link's thread.
  *
  * Invariants:
@@ -23,6 +24,8 @@
  *
  * State changes: strands, the ready list, the counters, under mu.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <stdio.h>
 #include <string.h>
 
 #include <emdb/alloc.h>
@@ -147,6 +150,7 @@ static void *pool_thread(void *arg)
 {
 	cluster *cl = arg;
 	serve_pool *p = cl->pool;
+	pthread_setname_np(pthread_self(), "emdb-serve");
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		while (!p->ready_head && !p->stop)
