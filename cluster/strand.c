@@ -164,8 +164,9 @@ static void *pool_thread(void *arg)
 		if (++p->running > p->max_running)
 			p->max_running = p->running;
 		p->on_pool++;
+		sjob *j = s->head; /* stays the head until finish_locked */
 		pthread_mutex_unlock(&p->mu);
-		run_job(s->head);
+		run_job(j);
 		pthread_mutex_lock(&p->mu);
 		p->running--;
 		sjob *next = finish_locked(p, s);
