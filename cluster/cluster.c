@@ -61,6 +61,7 @@ void cluster_close(cluster *cl)
 {
 	if (!cl)
 		return;
+	serve_pool_stop(cl);
 	ckpt_close(cl);
 	linktest_close(cl);
 	admin_close(cl);

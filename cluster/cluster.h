@@ -75,15 +75,46 @@ int cluster_open(emdb_db *db, const cluster_link *link, uint32_t partitions, clu
  * freed.  Steps still waiting fail with CLOSED first.  NULL is a no-op. */
 void cluster_close(cluster *cl);
 
-/* Answer, with CLOSED, the synchronous steps waiting at this node (the
- * coordinator), so that none still holds a peer's request when the link
- * closes; later arrivals are refused.  Call before destroying the link,
+/* Run the peers' requests still queued for the serve threads
+ * (cluster_serve_drain), then answer, with CLOSED, the synchronous steps
+ * waiting at this node (the coordinator), so that none still holds a
+ * peer's request when the link closes; later arrivals are refused.  Call before destroying the link,
  * after it stopped calling cluster_serve.  NULL is a no-op. */
 void cluster_drain(cluster *cl);
 
 /* The link's serve function (cluster_serve_fn of link.h); ctx is the
  * cluster. */
 void cluster_serve(void *ctx, uint32_t from, const uint8_t *frame, size_t len, cluster_responder *r);
+
+/* ---- the owner's engine calls off the link's thread ----------------- */
+
+#define CLUSTER_SERVE_THREADS_MAX 256u
+
+/* Serve peers' requests on a pool of `threads` threads (0: every request
+ * on the link's thread, as a cluster opens).  Each peer's requests run in
+ * arrival order, one at a time (its "strand"); the data-plane requests
+ * (PREFETCH, PULL, PUSH, PUSH_RANKED, PUSH_UPDATE, UPDATE, LOOKUP,
+ * READ_STATE, TICKET_FREE, LOAD) run on a pool thread, the others (steps,
+ * table changes, checkpoint phases, scans, statistics) on the link's
+ * thread, through its post(), in their turn; a linktest's ECHO, which
+ * changes nothing, is answered at once on the link's thread.  Different peers'
+ * requests run at once.  Call once, before the link delivers any
+ * request.  Errors: INVALID (called twice, over the maximum), NOMEM. */
+int cluster_set_serve_threads(cluster *cl, uint32_t threads);
+/* Wait until every request queued for the pool has run and replied;
+ * true when some had to be waited for.  Any thread but the pool's and,
+ * while requests wait to run there, the link's.  NULL is a no-op. */
+bool cluster_serve_drain(cluster *cl);
+
+typedef struct cluster_serve_counters {
+	uint32_t threads;     /* the pool's size; 0: no pool */
+	uint32_t max_running; /* most requests run on pool threads at once */
+	uint64_t on_pool;     /* requests run on pool threads */
+	uint64_t on_link;     /* requests queued and run on the link's thread */
+} cluster_serve_counters;
+
+/* The pool's counters so far (all 0 without a pool). */
+void cluster_get_serve_counters(cluster *cl, cluster_serve_counters *out);
 
 /* A peer restarted or left: free the owner tickets it held here.  Any
  * thread. */

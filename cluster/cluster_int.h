@@ -31,9 +31,10 @@ typedef struct oticket_slot {
 } oticket_slot;
 
 /* The tickets this node holds as an owner for its peers' PREFETCHes,
- * by handle (generation << 32 | slot + 1), under one lock. */
+ * by handle (generation << 32 | slot + 1), under one reader-writer lock
+ * (uses shared). */
 typedef struct otickets {
-	pthread_mutex_t mu;
+	pthread_rwlock_t mu;
 	oticket_slot *slots;
 	uint32_t cap, live, free_head;
 } otickets;
@@ -47,6 +48,7 @@ typedef struct lt_frame lt_frame;       /* linktest.c */
 #define LT_ECHO_CACHE 8 /* ECHO reply frames kept, by size */
 #define LT_ECHO_KEEP_MAX (16u << 20) /* larger ECHO replies are made per message */
 typedef struct ckpt_state ckpt_state;   /* ckpt.c */
+typedef struct serve_pool serve_pool;   /* strand.c */
 
 struct cluster {
 	emdb_db *db;
@@ -62,6 +64,7 @@ struct cluster {
 	_Atomic bool linktest_busy; /* linktest.c: one at a time */
 	lt_frame *echo_frames[LT_ECHO_CACHE]; /* linktest.c, link thread */
 	uint32_t echo_next;
+	serve_pool *pool;      /* strand.c; NULL: every request on the link's thread */
 };
 
 /* The part of one request that one owner answers. */
@@ -151,6 +154,17 @@ int linktest_submit(cluster *cl, cluster_req *req);
 void linktest_echo(cluster *cl, cluster_responder *r, const proto_node_msg *m);
 /* Drop the ECHO reply frames kept (cluster_close). */
 void linktest_close(cluster *cl);
+
+/* ---- serve.c, strand.c: the owner's side --------------------------- */
+
+/* Decode, check and run one request frame of `from` (cluster_serve's
+ * work, wherever it runs); replies once. */
+void cluster__serve_frame(cluster *cl, uint32_t from, const uint8_t *frame, size_t len, cluster_responder *r);
+/* Queue a copy of the frame on from's strand (from < nodes, cl->pool
+ * set); it runs in arrival order.  Replies NOMEM when it cannot. */
+void serve_pool_take(cluster *cl, uint32_t from, const uint8_t *frame, size_t len, cluster_responder *r);
+/* Run what is queued, stop and free the pool (cluster_close). */
+void serve_pool_stop(cluster *cl);
 
 /* ---- otickets.c ---------------------------------------------------- */
 

@@ -7,13 +7,17 @@
  *   1. A handle is (generation << 32 | slot + 1) and names the peer it
  *      was made for: a peer can neither use nor free another's ticket, and
  *      a freed handle whose slot was reused does not resolve.
- *   2. Every access is under `mu`, and otickets_use runs its function
- *      under it too, so no ticket is freed while the engine reads it.
+ *   2. Every access is under `mu`, a reader-writer lock: otickets_use
+ *      runs its function under it held shared (several serve threads use
+ *      tickets at once, strand.c), add, free and drop hold it exclusive,
+ *      so no ticket is freed while the engine reads it.  Writers are
+ *      preferred, so a stream of uses cannot starve a free.
  *   3. At most OTICKETS_MAX live tickets (LIMIT beyond): a peer that never
  *      frees cannot take the owner's memory.
  *
  * State changes: slots, live, free_head, under mu.
  */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include <string.h>
 
 #include <emdb/alloc.h>
@@ -25,7 +29,11 @@
 int otickets_init(otickets *o)
 {
 	memset(o, 0, sizeof(*o));
-	pthread_mutex_init(&o->mu, NULL);
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&o->mu, &a);
+	pthread_rwlockattr_destroy(&a);
 	return EMDB_OK;
 }
 
@@ -33,7 +41,7 @@ void otickets_destroy(otickets *o)
 {
 	otickets_drop_peer(o, UINT32_MAX);
 	emdb_free(o->slots);
-	pthread_mutex_destroy(&o->mu);
+	pthread_rwlock_destroy(&o->mu);
 }
 
 static int grow_locked(otickets *o)
@@ -59,7 +67,7 @@ static int grow_locked(otickets *o)
 int otickets_add(otickets *o, uint32_t from, emdb_ticket *t, uint64_t *handle)
 {
 	int rc = EMDB_OK;
-	pthread_mutex_lock(&o->mu);
+	pthread_rwlock_wrlock(&o->mu);
 	if (!o->free_head)
 		rc = grow_locked(o);
 	if (rc == EMDB_OK) {
@@ -72,7 +80,7 @@ int otickets_add(otickets *o, uint32_t from, emdb_ticket *t, uint64_t *handle)
 		o->live++;
 		*handle = (uint64_t)s->gen << 32 | (i + 1);
 	}
-	pthread_mutex_unlock(&o->mu);
+	pthread_rwlock_unlock(&o->mu);
 	return rc;
 }
 
@@ -97,22 +105,22 @@ static void release_locked(otickets *o, oticket_slot *s)
 int otickets_use(otickets *o, uint32_t from, uint64_t handle, int (*fn)(const emdb_ticket *t, void *arg),
 		 void *arg)
 {
-	pthread_mutex_lock(&o->mu);
+	pthread_rwlock_rdlock(&o->mu);
 	oticket_slot *s = find_locked(o, from, handle);
 	int rc = s ? fn(s->t, arg)
 		   : emdb__seterr(EMDB_ERR_TICKET, "ticket 0x%llx is not one this node holds for node %u",
 				  (unsigned long long)handle, from);
-	pthread_mutex_unlock(&o->mu);
+	pthread_rwlock_unlock(&o->mu);
 	return rc;
 }
 
 int otickets_free(otickets *o, uint32_t from, uint64_t handle)
 {
-	pthread_mutex_lock(&o->mu);
+	pthread_rwlock_wrlock(&o->mu);
 	oticket_slot *s = find_locked(o, from, handle);
 	if (s)
 		release_locked(o, s);
-	pthread_mutex_unlock(&o->mu);
+	pthread_rwlock_unlock(&o->mu);
 	return s ? EMDB_OK
 		 : emdb__seterr(EMDB_ERR_TICKET, "ticket 0x%llx is not one this node holds for node %u",
 				(unsigned long long)handle, from);
@@ -120,9 +128,9 @@ int otickets_free(otickets *o, uint32_t from, uint64_t handle)
 
 void otickets_drop_peer(otickets *o, uint32_t from)
 {
-	pthread_mutex_lock(&o->mu);
+	pthread_rwlock_wrlock(&o->mu);
 	for (uint32_t i = 0; i < o->cap; i++)
 		if (o->slots[i].t && (from == UINT32_MAX || o->slots[i].from == from))
 			release_locked(o, &o->slots[i]);
-	pthread_mutex_unlock(&o->mu);
+	pthread_rwlock_unlock(&o->mu);
 }

@@ -18,8 +18,11 @@
  *   4. An owner ticket is used and freed only by the peer it was made for
  *      (otickets.c).
  *
- * Runs on the link's thread; steps and table changes, which wait on other
- * nodes, answer later from their own callbacks (steps.c, admin.c).
+ * Runs on the link's thread, or, with a pool of serve threads (strand.c),
+ * the data-plane handlers (strand.c's serve_on_pool: engine and owner
+ * tickets only) on a pool thread, a peer's requests one at a time in
+ * arrival order; steps and table changes, which wait on other nodes,
+ * answer later from their own callbacks (steps.c, admin.c).
  *
  * State changes: the engine (rows, gradients, steps), the owner tickets.
  */
@@ -343,12 +346,23 @@ static serve_fn handler_of(uint16_t op)
 void cluster_serve(void *ctx, uint32_t from, const uint8_t *frame, size_t len, cluster_responder *r)
 {
 	cluster *cl = ctx;
-	proto_node_msg m;
-	uint8_t *copy = NULL;
 	if (from < cl->nodes) {
 		atomic_fetch_add_explicit(&cl->count[from].msgs_from, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&cl->count[from].bytes_from, len, memory_order_relaxed);
+		/* A linktest's ECHO changes nothing and keeps no order: it is
+		 * answered at once, as without a pool (the link measured). */
+		if (cl->pool && proto_node_peek_op(frame, len) != PROTO_NODE_ECHO) {
+			serve_pool_take(cl, from, frame, len, r);
+			return;
+		}
 	}
+	cluster__serve_frame(cl, from, frame, len, r);
+}
+
+void cluster__serve_frame(cluster *cl, uint32_t from, const uint8_t *frame, size_t len, cluster_responder *r)
+{
+	proto_node_msg m;
+	uint8_t *copy = NULL;
 	int rc = cluster__decode(frame, len, &m, &copy);
 	if (rc == EMDB_OK && (m.hdr.flags & PROTO_NODE_FLAG_RESPONSE))
 		rc = emdb__seterr(EMDB_ERR_PROTOCOL, "node %u sent a %s response where a request belongs", from,

@@ -78,6 +78,7 @@ int steps_open(cluster *cl)
 
 void cluster_drain(cluster *cl)
 {
+	cluster_serve_drain(cl); /* the requests queued answered first */
 	if (cl && cl->steps)
 		step_close(cl->steps, EMDB_ERR_CLOSED, "before the node's cluster layer closed", "the node is closing");
 }

@@ -94,6 +94,7 @@ typedef struct net_config {
 	uint32_t node_timeout_ms;           /* a node-to-node call's deadline */
 	uint32_t cluster_start_timeout_ms;  /* forming at start */
 	uint32_t cluster_busy_poll;         /* 1: the link polls UCX */
+	uint32_t cluster_serve_threads;     /* owner side's pool; 0: the link's thread */
 	char cluster_checkpoint_dir[CONFIG_PATH_MAX]; /* parts and manifests of
 					       cluster checkpoints; every node reads it */
 	uint32_t cluster_checkpoint_timeout_ms; /* a cluster checkpoint's hold and each part */

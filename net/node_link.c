@@ -28,6 +28,7 @@
  * calls, inbound endpoints, counters), node_link_serve (serve, serve_ctx),
  * node_link_destroy (stop, free).
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <netdb.h>
 #include <signal.h>
@@ -456,6 +457,7 @@ static void *link_thread(void *arg)
 {
 	node_link *l = arg;
 	tl_link = l;
+	pthread_setname_np(pthread_self(), "emdb-link");
 	nl_pump(l);
 	if (l->busy_poll) {
 		while (!atomic_load(&l->stop)) {

@@ -117,9 +117,11 @@ int server_cluster_open(server *s, char *err, size_t errlen)
 	 * now on (before: BUSY); the handlers route through it (s->cluster). */
 	cluster_link cl;
 	node_link_as_cluster_link(s->link, &cl);
-	if (cluster_open(s->db, &cl, partitions, &s->cluster) != EMDB_OK ||
-	    cckpt_attach(s, &conf, err, errlen) != EMDB_OK) {
-		if (!s->cluster)
+	int crc = cluster_open(s->db, &cl, partitions, &s->cluster);
+	if (crc == EMDB_OK) /* the owners' engine calls on their own threads */
+		crc = cluster_set_serve_threads(s->cluster, c->cluster_serve_threads);
+	if (crc != EMDB_OK || cckpt_attach(s, &conf, err, errlen) != EMDB_OK) {
+		if (crc != EMDB_OK)
 			snprintf(err, errlen, "the cluster layer: %s", emdb_last_error());
 		cluster_conf_free(&conf);
 		cluster_close(s->cluster);

@@ -648,6 +648,14 @@ static void echo_read(proto_rd *r, bool resp, uint32_t table, proto_node_echo *m
 		proto__rd_fail(r, "bad %s", bad);
 }
 
+uint16_t proto_node_peek_op(const uint8_t *frame, size_t len)
+{
+	uint16_t op = PROTO_NODE_NONE;
+	if (len >= PROTO_NODE_HDR_SIZE)
+		memcpy(&op, frame + 6, 2);
+	return op;
+}
+
 int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m)
 {
 	memset(m, 0, sizeof(*m));

@@ -374,5 +374,9 @@ int proto_node_err_encode(uint8_t *buf, size_t cap, uint16_t op, uint32_t table,
 			  int status, const char *msg, size_t *len);
 /* Decode and check frame[0 .. len) into *m (see above). */
 int proto_node_decode(const uint8_t *frame, size_t len, proto_node_msg *m);
+/* The opcode in a frame's header, read without checking anything else
+ * (where to run it, before it is decoded); PROTO_NODE_NONE when the frame
+ * is shorter than a header. */
+uint16_t proto_node_peek_op(const uint8_t *frame, size_t len);
 
 #endif

@@ -348,34 +348,14 @@ Test(cluster_route, one_message_per_owner_per_request)
 
 /* ---- inputs free once cluster_submit returns (cluster.h "Ownership") ---- */
 
-typedef struct submitted {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool done;
-} submitted;
-
-static void submitted_done(cluster_req *r)
-{
-	submitted *w = r->arg;
-	pthread_mutex_lock(&w->mu);
-	w->done = true;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->mu);
-}
-
 /* Submit r on home, overwrite `scribble` (the request's IDs and
  * gradients) as soon as cluster_submit returns, then wait for its end. */
 static void submit_then_scribble(memnet *net, uint32_t home, cluster_req *r, void *scribble, size_t len)
 {
-	submitted w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
-	r->done = submitted_done;
-	r->arg = &w;
-	cr_assert_eq(cluster_submit(memnet_cl(net, home), r), EMDB_OK, "%s", r->msg);
+	req_waiter w = REQ_WAITER_INIT;
+	req_submit(net, home, r, &w);
 	memset(scribble, 0xA5, len);
-	pthread_mutex_lock(&w.mu);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.mu); /* the memnet thread ends every call (its deadline too) */
-	pthread_mutex_unlock(&w.mu);
+	req_wait_all(&w);
 	cr_assert_eq(r->status, EMDB_OK, "op %d: %s", (int)r->op, r->msg);
 }
 

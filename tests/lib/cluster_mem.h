@@ -10,8 +10,11 @@
  * EMDB_ERR_NODE and a message naming it, and a node that is down answers
  * nothing (as a SIGKILLed process), so its callers end with NODE too.
  *
+ * Each node serves on the link's thread, or on EMDB_TEST_SERVE_THREADS
+ * serve threads (cluster_set_serve_threads) when that is set.
+ *
  * Header only; one memnet per test.  memnet_close waits for the link's
- * queue to empty, stops its thread, closes every node.
+ * queue and the nodes' serve threads to empty, stops its thread, closes every node.
  */
 #ifndef EMDB_TESTS_CLUSTER_MEM_H
 #define EMDB_TESTS_CLUSTER_MEM_H
@@ -207,6 +210,15 @@ static inline void *memnet_thread(void *arg)
 	return NULL;
 }
 
+/* The nodes' serve threads (cluster_set_serve_threads): the
+ * environment's EMDB_TEST_SERVE_THREADS, else 0 (the link's thread), so
+ * that every memnet test runs either way. */
+static inline uint32_t memnet_serve_threads(void)
+{
+	const char *v = getenv("EMDB_TEST_SERVE_THREADS");
+	return v ? (uint32_t)strtoul(v, NULL, 10) : 0;
+}
+
 /* N nodes of P partitions (0: default), engines with config cfg (NULL:
  * the default).  Returns NULL on failure (with a message on stderr). */
 static inline memnet *memnet_open_cfg(uint32_t nodes, uint32_t partitions, const emdb_db_config *cfg)
@@ -223,7 +235,8 @@ static inline memnet *memnet_open_cfg(uint32_t nodes, uint32_t partitions, const
 		n->net = net;
 		n->rank = r;
 		net->link[r] = (cluster_link){ &memnet_ops, n, r, nodes, 0 };
-		if (emdb_db_open(cfg, &n->db) || cluster_open(n->db, &net->link[r], partitions, &n->cl)) {
+		if (emdb_db_open(cfg, &n->db) || cluster_open(n->db, &net->link[r], partitions, &n->cl) ||
+		    cluster_set_serve_threads(n->cl, memnet_serve_threads())) {
 			fprintf(stderr, "memnet_open: node %u: %s\n", r, emdb_last_error());
 			return NULL;
 		}
@@ -241,10 +254,16 @@ static inline memnet *memnet_open(uint32_t nodes, uint32_t partitions)
 /* Wait until the link has nothing left to deliver. */
 static inline void memnet_quiesce(memnet *net)
 {
-	pthread_mutex_lock(&net->mu);
-	while (net->head || net->busy)
-		pthread_cond_wait(&net->idle, &net->mu);
-	pthread_mutex_unlock(&net->mu);
+	bool again = true;
+	while (again) { /* a serve thread's reply makes the link busy again */
+		pthread_mutex_lock(&net->mu);
+		while (net->head || net->busy)
+			pthread_cond_wait(&net->idle, &net->mu);
+		pthread_mutex_unlock(&net->mu);
+		again = false;
+		for (uint32_t r = 0; r < net->nodes; r++)
+			again |= cluster_serve_drain(net->node[r].cl);
+	}
 }
 
 static inline void memnet_close(memnet *net)

@@ -51,6 +51,47 @@ static inline uint32_t cl_create(memnet *net, uint32_t home, const emdb_table_co
 	return r.table_out;
 }
 
+/* Requests submitted without waiting (req_submit); req_wait_all waits
+ * for every one's done.  Initialise with REQ_WAITER_INIT. */
+typedef struct req_waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int left;
+} req_waiter;
+
+#define REQ_WAITER_INIT { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 }
+
+static inline void req_waiter_done(cluster_req *r)
+{
+	req_waiter *w = r->arg;
+	pthread_mutex_lock(&w->mu);
+	w->left--;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Submit r on home (its done and arg set here); fails the test when
+ * cluster_submit refuses it. */
+static inline void req_submit(memnet *net, uint32_t home, cluster_req *r, req_waiter *w)
+{
+	r->done = req_waiter_done;
+	r->arg = w;
+	pthread_mutex_lock(&w->mu);
+	w->left++;
+	pthread_mutex_unlock(&w->mu);
+	int rc = cluster_submit(memnet_cl(net, home), r);
+	cr_assert_eq(rc, EMDB_OK, "submit on node %u: %s", home, r->msg);
+}
+
+/* The memnet thread ends every call (its deadline too). */
+static inline void req_wait_all(req_waiter *w)
+{
+	pthread_mutex_lock(&w->mu);
+	while (w->left)
+		pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+}
+
 /* Deterministic batches: a mix of small, repeated and extreme IDs. */
 static inline uint64_t rng_next(uint64_t *s)
 {

@@ -501,12 +501,12 @@ static void print_json(const cluster_bench_opts *o, const cl_rec *recs, int n)
 		cl_fig f;
 		figures(o, x, &f);
 		printf("{\"mode\":\"cluster\",\"nodes\":%d,\"link\":\"%s\",\"cluster_busy_poll\":%d,"
-		       "\"transport\":\"%s\",\"home_rank\":%u,"
+		       "\"cluster_serve_threads\":%d,\"transport\":\"%s\",\"home_rank\":%u,"
 		       "\"workload\":\"%s\",\"depth\":%u,\"batch\":%u,\"dim\":%u,\"rows\":%" PRIu64 ","
 		       "\"ops_per_sec\":%.1f,\"us_per_op\":%.2f,\"ids_per_sec\":%.0f,"
 		       "\"single_ops_per_sec\":%.1f,\"single_us_per_op\":%.2f,\"ratio_single\":%.4f,"
 		       "\"ops_counted\":%" PRIu64 ",\"client_requests_per_op\":%u,\"peers\":[",
-		       o->nodes, link_name(o->link), o->busy_poll, o->net.transport == NET_TCP ? "tcp" : "unix", CL_HOME,
+		       o->nodes, link_name(o->link), o->busy_poll, o->serve_threads, o->net.transport == NET_TCP ? "tcp" : "unix", CL_HOME,
 		       net_op_name(x->op), o->net.depth, o->net.batch, o->net.dim, o->net.rows, f.cluster_ops,
 		       ratio(1e6, f.cluster_ops), x->cluster.best, f.single_ops, ratio(1e6, f.single_ops),
 		       ratio(f.cluster_ops, f.single_ops), x->ops, x->reqs_per_op);
@@ -718,8 +718,19 @@ void cluster_bench_run(const cluster_bench_opts *opts)
 		net_servers_adopt(ucx_group_pid(run.group, i));
 	harness_log("starting %d cluster nodes (UCX over %s) and a single node; load average %.2f", o.nodes,
 		    link_name(o.link), load_now());
-	const char *const poll_args[] = { "--cluster-busy-poll", "1", NULL };
-	net_server_start_cluster(nodes, o.nodes, o.net.transport, o.busy_poll ? poll_args : NULL);
+	char threads[16];
+	snprintf(threads, sizeof(threads), "%d", o.serve_threads);
+	const char *args[5] = { NULL };
+	int k = 0;
+	if (o.busy_poll) {
+		args[k++] = "--cluster-busy-poll";
+		args[k++] = "1";
+	}
+	if (o.serve_threads >= 0) {
+		args[k++] = "--cluster-serve-threads";
+		args[k++] = threads;
+	}
+	net_server_start_cluster(nodes, o.nodes, o.net.transport, args);
 	net_server_start_emdb(&single, o.net.transport, "libevent", 0);
 	for (int i = 0; i < o.nodes; i++) {
 		run.node[i] = connect_to(&nodes[i]);

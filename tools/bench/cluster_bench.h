@@ -23,6 +23,7 @@ typedef struct cluster_bench_opts {
 	int nodes;            /* N, 2..NET_CLUSTER_MAX */
 	cluster_link_kind link;
 	int busy_poll;        /* the nodes' cluster_busy_poll */
+	int serve_threads;    /* the nodes' cluster_serve_threads; -1: default */
 } cluster_bench_opts;
 
 /* Run the cluster mode and print its table (or JSON lines) on stdout.

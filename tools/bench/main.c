@@ -99,6 +99,7 @@ typedef struct bench_opts {
 	int cluster;            /* --cluster N: nodes; 0 off */
 	cluster_link_kind cluster_link;
 	int cluster_busy_poll;  /* --cluster-busy-poll */
+	int cluster_serve_threads; /* --cluster-serve-threads; -1: the server's default */
 	const char *dir;        /* checkpoint: parent of the data directory */
 	uint64_t pause_rows;    /* checkpoint: rows of the Update-pause table */
 } bench_opts;
@@ -163,6 +164,8 @@ static void usage(FILE *f)
 	      "  --cluster-busy-poll  the nodes' link threads (and the bare exchange's\n"
 	      "                  processes) poll UCX instead of sleeping on its event fd\n"
 	      "                  (cluster_busy_poll 1)\n"
+	      "  --cluster-serve-threads N  the nodes' cluster_serve_threads (default:\n"
+	      "                  the server's; 0: owners serve on the link's thread)\n"
 	      "  --dir D         checkpoint: make the data directory under D (default /tmp);\n"
 	      "                  it is removed at the end\n"
 	      "  --pause-rows N  checkpoint: rows of the Update-pause table, dim 16 SGD\n"
@@ -263,6 +266,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		{ "cluster", required_argument, NULL, 'C' },
 		{ "cluster-link", required_argument, NULL, 'L' },
 		{ "cluster-busy-poll", no_argument, NULL, 'K' },
+		{ "cluster-serve-threads", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -270,7 +274,8 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 
 	*o = (bench_opts){ .workloads = WL_ALL, .dim = 64, .batch = 4096, .seconds = 2,
 			   .new_frac = PREFETCH_NEW_FRAC, .reserve = 1, .init = EMDB_INIT_UNIFORM,
-			   .depth = NET_DEFAULT_DEPTH, .backends = NET_BACKEND_LIBEVENT };
+			   .depth = NET_DEFAULT_DEPTH, .backends = NET_BACKEND_LIBEVENT,
+			   .cluster_serve_threads = -1 };
 	parse_optimizer(o, "all");
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -404,6 +409,9 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		case 'K':
 			o->cluster_busy_poll = 1;
 			break;
+		case 'T':
+			o->cluster_serve_threads = (int)parse_count("--cluster-serve-threads", optarg, 0, 256);
+			break;
 		case 'Q':
 			o->pause_rows = parse_count("--pause-rows", optarg, 1, 1ull << 40);
 			break;
@@ -434,8 +442,8 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 		bad_usage("--cluster: %s", "the checkpoint and step workloads are not measured on a cluster");
 	if (o->cluster && (o->net_tls || o->backends != NET_BACKEND_LIBEVENT))
 		bad_usage("--cluster: the nodes run libevent over plain sockets (%s)", "--net unix or tcp");
-	if (!o->cluster && (o->cluster_link != CLUSTER_LINK_TCP || o->cluster_busy_poll))
-		bad_usage("%s: only with --cluster N", "--cluster-link, --cluster-busy-poll");
+	if (!o->cluster && (o->cluster_link != CLUSTER_LINK_TCP || o->cluster_busy_poll || o->cluster_serve_threads >= 0))
+		bad_usage("%s: only with --cluster N", "--cluster-link, --cluster-busy-poll, --cluster-serve-threads");
 	if (o->cluster && o->bags)
 		bad_usage("--cluster: %s", "--bags is not measured on a cluster");
 	if (o->workloads == WL_CKPT && o->opt_set && o->n_opts != 1)
@@ -754,6 +762,7 @@ int main(int argc, char **argv)
 				 .lookup = !!(o.workloads & WL_LOOKUP),
 				 .prefetch = !!(o.workloads & WL_PREFETCH) },
 			.nodes = o.cluster, .link = o.cluster_link, .busy_poll = o.cluster_busy_poll,
+			.serve_threads = o.cluster_serve_threads,
 		};
 		free(r);
 		cluster_bench_run(&co);
