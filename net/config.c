@@ -108,7 +108,7 @@ static const key_def keys[] = {
 	{ "cluster_checkpoint_dir", T_STR, OFF(cluster_checkpoint_dir), 0, 0, 0, "cluster checkpoints (docs/cluster.md): a directory every node of the cluster reads and writes (a shared file system; one directory for nodes on one machine), holding each node's checkpoint store (rank-N, in place of data_dir) and the manifests; CHECKPOINT on any node then checkpoints every node, and restore reads it; empty: each node checkpoints only itself in data_dir" },
 	{ "cluster_checkpoint_timeout_ms", T_U32, OFF(cluster_checkpoint_timeout_ms), 1000, 86400000, 0, "how long a cluster checkpoint or restore may hold Updates on a node, and how long its coordinator waits for a node's part (written or loaded) before it fails the checkpoint naming that node; the same on every node" },
 	{ "cluster_busy_poll", T_U32, OFF(cluster_busy_poll), 0, 1, 0, "1: the node link's thread polls UCX without sleeping (lower latency, a core kept busy); 0: it sleeps on UCX's event fd" },
-	{ "cluster_serve_threads", T_U32, OFF(cluster_serve_threads), 0, 256, 0, "threads that run the engine calls of the requests other nodes send this node as an owner (each peer's in arrival order); 0: the node link's thread runs them; default min(4, CPUs - 1), at least 1" },
+	{ "cluster_serve_threads", T_U32, OFF(cluster_serve_threads), 0, 256, 0, "threads that run the engine calls of the requests other nodes send this node as an owner (each peer's in arrival order); 0: the node link's thread runs them; default min(4, CPUs - 1), 0 on two CPUs or fewer" },
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -122,7 +122,9 @@ void config_defaults(net_config *c)
 	strcpy(c->metrics_address, "127.0.0.1");
 	c->io_threads = 0;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	c->cluster_serve_threads = cpus > 5 ? 4 : cpus > 2 ? (uint32_t)cpus - 1 : 1;
+	/* on two cores or fewer the hand-over costs more than a thread gives
+	 * (docs/cluster.md, "The owner's serve threads") */
+	c->cluster_serve_threads = cpus > 5 ? 4 : cpus > 2 ? (uint32_t)cpus - 1 : 0;
 	c->io_backend = IO_BACKEND_LIBEVENT;
 	c->uring_entries = 1024;
 	c->max_connections = 10000;
