@@ -53,10 +53,10 @@ for t in build/asan/tests/server/test_server build/asan/tests/server/test_server
 done
 
 # A bounded campaign of every libFuzzer target (EMDB_FUZZ_CI_SECONDS each,
-# 25 by default), seeded with its committed corpus: a crash, a leak or an
+# 15 by default), seeded with its committed corpus: a crash, a leak or an
 # UBSan report fails the run.  New inputs stay in build/fuzz, never in the
 # committed corpora.
-fuzz_seconds=${EMDB_FUZZ_CI_SECONDS:-25}
+fuzz_seconds=${EMDB_FUZZ_CI_SECONDS:-15}
 cmake -S . -B build/fuzz -DEMDB_FUZZ=ON -DEMDB_FUZZ_SECONDS="$fuzz_seconds" -DEMDB_CUDA=OFF >/dev/null
 for t in fuzz_frame fuzz_store fuzz_text fuzz_link fuzz_node; do
 	echo "== $t: $fuzz_seconds s of libFuzzer"

@@ -39,7 +39,7 @@
 #define ROWS 60000
 #define DIM 32
 #define STEPS_MAX 256
-#define ROUNDS 13
+#define ROUNDS 9
 
 static test_server srv;
 static char data_dir[64];
@@ -226,7 +226,7 @@ Test(server_crash, sigkill_during_checkpoints_leaves_one_complete_checkpoint,
 	uint64_t step = 1;
 	/* Kill delays in ms after the checkpoint request: from "not started"
 	 * to "long done", so the kill lands in every phase some round. */
-	static const int delay_ms[ROUNDS] = { 0, 1, 3, 6, 10, 20, 40, 80, 160, 220, 280, 340, 400 };
+	static const int delay_ms[ROUNDS] = { 0, 2, 6, 15, 40, 80, 160, 280, 400 };
 	int killed_running = 0;
 	unsigned phases = 0;
 	for (int r = 0; r < ROUNDS; r++) {
