@@ -221,21 +221,31 @@ static void print_table(const cluster_view *cv)
 			printf("node %" PRIu64 " last error: %s\n", r, cv->row[r].last_error);
 }
 
-cli_status cmd_cluster_info(cli_session *s, emdb_client *c, int argc, char **argv)
+/* The node's INFO cluster section, parsed into *cv (cv->row: the
+ * caller's to free).  CLI_OK, or the session's failure. */
+static cli_status read_view(cli_session *s, emdb_client *c, cluster_view *cv)
 {
 	char *text = NULL;
 	int rc = emdb_client_info(c, "cluster", &text);
 	if (rc != EMDB_OK)
 		return session_fail(s, rc);
-	cluster_view cv;
-	memset(&cv, 0, sizeof(cv));
-	cv.row = calloc(MAX_NODES, sizeof(*cv.row));
-	if (!cv.row) {
+	memset(cv, 0, sizeof(*cv));
+	cv->row = calloc(MAX_NODES, sizeof(*cv->row));
+	if (!cv->row) {
 		emdb_free(text);
 		return session_fail(s, EMDB_ERR_NOMEM);
 	}
-	parse(&cv, text);
+	parse(cv, text);
 	emdb_free(text);
+	return CLI_OK;
+}
+
+cli_status cmd_cluster_info(cli_session *s, emdb_client *c, int argc, char **argv)
+{
+	cluster_view cv;
+	cli_status st = read_view(s, c, &cv);
+	if (st != CLI_OK)
+		return st;
 	if (s->json)
 		print_json(&cv);
 	else
@@ -338,19 +348,10 @@ cli_status cmd_cluster_linktest(cli_session *s, emdb_client *c, int argc, char *
 		}
 		i++;
 	}
-	char *text = NULL;
-	int rc = emdb_client_info(c, "cluster", &text);
-	if (rc != EMDB_OK)
-		return session_fail(s, rc);
 	cluster_view cv;
-	memset(&cv, 0, sizeof(cv));
-	cv.row = calloc(MAX_NODES, sizeof(*cv.row));
-	if (!cv.row) {
-		emdb_free(text);
-		return session_fail(s, EMDB_ERR_NOMEM);
-	}
-	parse(&cv, text);
-	emdb_free(text);
+	cli_status st = read_view(s, c, &cv);
+	if (st != CLI_OK)
+		return st;
 	free(cv.row);
 	emdb_linktest_msg m[64];
 	uint32_t n = 0;
@@ -359,7 +360,7 @@ cli_status cmd_cluster_linktest(cli_session *s, emdb_client *c, int argc, char *
 			m[n++] = (emdb_linktest_msg){ .rank = (uint32_t)r, .request_bytes = req, .reply_bytes = rep };
 	emdb_linktest_result res;
 	/* Not in a cluster: n is 0 and the server says why it cannot. */
-	rc = emdb_client_linktest(c, m, n, (uint32_t)depth, (uint32_t)(seconds * 1000 + 0.5), &res);
+	int rc = emdb_client_linktest(c, m, n, (uint32_t)depth, (uint32_t)(seconds * 1000 + 0.5), &res);
 	if (rc != EMDB_OK)
 		return session_fail(s, rc);
 	print_linktest(s, m, n, (uint32_t)depth, seconds, &res);
