@@ -202,6 +202,9 @@ static int d2h(tier *t, uint32_t r, void *dst, const void *src, size_t bytes)
 		CK(cudaStreamSynchronize(p->stream), "d2h");
 		return EMDB_OK;
 	}
+	/* Staging buffer 0 may still feed another replica's queued copy. */
+	for (uint32_t q = 0; q < t->cfg.replicas; q++)
+		CK(cudaEventSynchronize(C(t)->rep[q].staged[0]), "d2h staging");
 	while (off < bytes) {
 		size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
 
