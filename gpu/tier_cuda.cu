@@ -55,7 +55,9 @@ typedef struct cuda_replica {
 	float *acc;               /* [max_pending * dim] device            */
 	void *scratch[3];         /* device scratch, grown on demand       */
 	size_t scratch_cap[3];
-	int *bad;                 /* device flag: a gather met a bad slot  */
+	int *bad;                 /* mapped pinned flag: a gather met a bad
+				     slot (the kernel writes it, the host
+				     reads it after the stream's sync)    */
 #ifdef EMDB_HAVE_NCCL
 	ncclComm_t comm;
 #endif
@@ -251,7 +253,7 @@ static void cuda_close(tier *t)
 		if (p->acc)
 			(void)cudaFree(p->acc);
 		if (p->bad)
-			(void)cudaFree(p->bad);
+			(void)cudaFreeHost(p->bad);
 		if (p->d_dir)
 			(void)cudaFree(p->d_dir);
 		for (int k = 0; k < 2; k++)
@@ -287,8 +289,11 @@ static int open_replica(tier *t, uint32_t r)
 	CK(cudaMemset(p->d_dir, 0, (size_t)t->cfg.max_chunks * sizeof(float *)), "directory");
 	CK(cudaMalloc((void **)&p->acc, acc_bytes), "accumulators");
 	CK(cudaMemset(p->acc, 0, acc_bytes), "accumulators");
-	CK(cudaMalloc((void **)&p->bad, sizeof(int)), "flag");
-	CK(cudaMemset(p->bad, 0, sizeof(int)), "flag");
+	/* Host memory the kernels reach (unified addressing: one pointer for
+	 * both), so a gather needs no memset and no copy of the flag. */
+	CK(cudaHostAlloc((void **)&p->bad, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable),
+	   "flag");
+	*(volatile int *)p->bad = 0;
 	/* cudaMemset may still run; the stream does not order with it */
 	CK(cudaDeviceSynchronize(), "open");
 	return EMDB_OK;
@@ -508,15 +513,16 @@ static int enqueue_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, flo
 static int launch_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, float *dout)
 {
 	cuda_replica *p = &C(t)->rep[r];
-	int bad = 0, rc;
+	int rc;
 
-	CK(cudaMemsetAsync(p->bad, 0, sizeof(int), p->stream), "gather");
+	/* Only this call's kernel can write the flag: a submitted gather's
+	 * slots were checked by tier.c, so its kernel never does. */
+	*(volatile int *)p->bad = 0;
 	rc = enqueue_gather(t, r, ds, n, dout);
 	if (rc)
 		return rc;
-	CK(cudaMemcpyAsync(&bad, p->bad, sizeof(int), cudaMemcpyDeviceToHost, p->stream), "gather");
 	CK(cudaStreamSynchronize(p->stream), "gather");
-	if (bad)
+	if (*(volatile int *)p->bad)
 		return emdb__seterr(EMDB_ERR_INVALID, "cuda tier: gather: a slot outside the chunks "
 				    "allocated (its row is NaN)");
 	return EMDB_OK;

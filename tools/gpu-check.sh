@@ -5,11 +5,16 @@
 # packages, no network, so a freshly lent machine runs it at once.  Takes
 # under 5 minutes on one GPU (build about 1, test and benchmark about 1).
 #
-#   tools/gpu-check.sh [--build-only] [BUILD_DIR]   (default build/gpu-check)
+#   tools/gpu-check.sh [--build-only] [--sanitize] [--pack DIR] [BUILD_DIR]
+#                                                 (default build/gpu-check)
 #
 # --build-only builds both programs and runs nothing: what a machine
 # without a GPU can check (then GPU_ARCH defaults to sm_90, as "native"
-# needs a device).  Environment: GPU_ARCH (nvcc -arch, default "native":
+# needs a device).  --sanitize runs emdb-gpu-test once more under
+# compute-sanitizer's memcheck (where it is installed).  --pack DIR then
+# runs DIR/run.sh: the Criterion tests that meet the GPU tier, with an
+# emdb-server, packed with their libraries by tools/gpu-pack.sh on a
+# machine that has Debian's packages.  Environment: GPU_ARCH (nvcc -arch, default "native":
 # the GPU present), CC (default cc), JOBS (compilers at once, default
 # nproc).  Exits non-zero when the build, a check or the benchmark fails,
 # or when no GPU is present (emdb-gpu-test then prints "SKIP: ..." and
@@ -17,11 +22,17 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-build_only=0
-if [ "${1:-}" = "--build-only" ]; then
-  build_only=1
-  shift
-fi
+build_only=0 sanitize=0 pack=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build-only) build_only=1; shift ;;
+    --sanitize) sanitize=1; shift ;;
+    --pack) pack=${2:?--pack needs a folder}; shift 2 ;;
+    -*) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+[ -z "$pack" ] || [ -x "$pack/run.sh" ] || { echo "gpu-check: no $pack/run.sh (tools/gpu-pack.sh)" >&2; exit 2; }
 out=${1:-build/gpu-check}
 cuda=${CUDA_HOME:-/usr/local/cuda}
 nvcc=$cuda/bin/nvcc
@@ -85,8 +96,24 @@ fi
 say "running emdb-gpu-bench"
 brc=0
 "$out/emdb-gpu-bench" || brc=$?
-if [ $rc -ne 0 ] || [ $brc -ne 0 ]; then
-  say "FAILED: emdb-gpu-test exit $rc, emdb-gpu-bench exit $brc"
+src=0
+if [ $sanitize = 1 ]; then
+  if command -v compute-sanitizer >/dev/null; then
+    say "emdb-gpu-test under compute-sanitizer --tool memcheck"
+    compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 \
+      "$out/emdb-gpu-test" >"$out/sanitize.out" 2>&1 || src=$?
+    tail -n 5 "$out/sanitize.out"
+  else
+    say "no compute-sanitizer on PATH: --sanitize skipped"
+  fi
+fi
+prc=0
+if [ -n "$pack" ]; then
+  say "running the packed tests ($pack/run.sh)"
+  "$pack/run.sh" || prc=$?
+fi
+if [ $rc -ne 0 ] || [ $brc -ne 0 ] || [ $src -ne 0 ] || [ $prc -ne 0 ]; then
+  say "FAILED: emdb-gpu-test exit $rc, emdb-gpu-bench exit $brc, sanitizer exit $src, packed tests exit $prc"
   exit 1
 fi
 say "gpu-check passed"
