@@ -113,6 +113,9 @@ static void bench_gather(void)
 	for (size_t i = 0; i < sizes[2]; i++)
 		slots[i] = dit_hash(i) % table;
 	CUDA_OK(cudaMemcpy(ds, slots, sizes[2] * sizeof(uint64_t), cudaMemcpyHostToDevice));
+	/* the copy may still be in flight, and the tier's stream does not
+	 * wait for the legacy one */
+	CUDA_OK(cudaDeviceSynchronize());
 	printf("gather, dim %d, table of %zu rows, random keys, into device memory:\n", DIM, table);
 	for (size_t k = 0; k < 3; k++) {
 		size_t n = sizes[k], bytes = n * DIM * sizeof(float);

@@ -52,6 +52,12 @@ void check(int ok, const char *fmt, const char *what, const char *detail)
 		failed++;
 }
 
+int to_device(void *dst, const void *src, size_t bytes)
+{
+	return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
+	       cudaDeviceSynchronize() == cudaSuccess;
+}
+
 static float val(uint64_t seed, uint64_t i)
 {
 	uint64_t x = dit_hash(seed * 1000003u + i);
@@ -260,12 +266,12 @@ static void test_gather(uint32_t dim)
 
 		memset(h, 0, b * dim * sizeof(float));
 		ok = cudaMalloc((void **)&ds, b * sizeof(uint64_t)) == cudaSuccess &&
-		     cudaMemcpy(ds, s, b * sizeof(uint64_t), cudaMemcpyHostToDevice) == cudaSuccess &&
+		     to_device(ds, s, b * sizeof(uint64_t)) &&
 		     !tier_gather_dev(p.d, 0, ds, b, dev) &&
 		     cudaMemcpy(h, dev, b * dim * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess &&
 		     !memcmp(a, h, b * dim * sizeof(float));
 		check(ok, "%s: keys and output in device memory%s", what, "");
-		ok = cudaMemcpy(ds + 7, &bad, sizeof(bad), cudaMemcpyHostToDevice) == cudaSuccess &&
+		ok = to_device(ds + 7, &bad, sizeof(bad)) &&
 		     tier_gather_dev(p.d, 0, ds, b, dev) == EMDB_ERR_INVALID &&
 		     cudaMemcpy(h, dev, b * dim * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess &&
 		     isnan(h[7 * dim]) && !memcmp(a, h, 7 * dim * sizeof(float)) &&

@@ -39,7 +39,8 @@ static void test_tier_pointers(void)
 	tier_config c;
 	tier *h = NULL, *d = NULL;
 	uint64_t slots[64];
-	float *dev = NULL, a[64 * 8], b[64 * 8], g[64 * 8];
+	/* a and b hold whole rows: Adagrad's 8 weights and 8 sums each */
+	float *dev = NULL, a[64 * 16], b[64 * 16], g[64 * 8];
 	int ok;
 
 	memset(&c, 0, sizeof(c));
@@ -57,7 +58,7 @@ static void test_tier_pointers(void)
 		goto out;
 	check(tier_ptr_in_tier(d, 0, dev + 3) && !tier_ptr_in_tier(d, 0, a) && !tier_ptr_in_tier(h, 0, a),
 	      "serving: cudaMalloc memory is the tier's, host memory is not%s%s", "", "");
-	for (size_t k = 0; k < 64 * 8; k++)
+	for (size_t k = 0; k < 64 * 16; k++)
 		a[k] = (float)k * 0.5f;
 	ok = !tier_copy_in(d, 0, dev, a, sizeof(a)) && !tier_copy_out(d, 0, b, dev, sizeof(b)) &&
 	     !memcmp(a, b, sizeof(a)) && tier_copy_in(d, 0, b, a, sizeof(a)) == EMDB_ERR_INVALID;
@@ -249,7 +250,7 @@ static void test_engine(void)
 		      "engine: pooled Pulls gather on the device, bit-identical%s%s", "", "");
 		/* Gradients in device memory. */
 		grads_for(20, g, N);
-		ok = cudaMemcpy(dgrad, g, bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
+		ok = to_device(dgrad, g, bytes) &&
 		     !emdb_push_ticket(w.ref, w.t, ta, DIM, g) && !emdb_push_ticket(w.db, w.t, tb, DIM, dgrad) &&
 		     !emdb_update(w.ref, w.t, NULL) && !emdb_update(w.db, w.t, NULL) && same_rows(&w, ids, N, a, b);
 		check(ok, "engine: Push of gradients in device memory, rows bit-identical%s%s", "", "");

@@ -46,6 +46,14 @@
 
 #define STAGE_BYTES (8u << 20)
 
+/* kernel<<<blocks, threads, 0, stream>>>(args): one macro, so that the
+ * CPU emulation of the tests (tests/emu/cuda_runtime.h) can queue the
+ * same launches. */
+#ifndef TK_LAUNCH
+#define TK_LAUNCH(kernel, blocks, threads, stream, ...) \
+	kernel<<<(blocks), (threads), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
 typedef struct cuda_replica {
 	int dev;
 	cudaStream_t stream;
@@ -428,7 +436,7 @@ static int cuda_put_rows(tier *t, const uint64_t *slots, size_t n, const float *
 			rc = h2d(t, r, dr, rows, n * t->row_floats * sizeof(float));
 		if (rc)
 			return rc;
-		tk_put_rows<<<tk_blocks(n * t->row_floats), TK_THREADS, 0, C(t)->rep[r].stream>>>(
+		TK_LAUNCH(tk_put_rows, tk_blocks(n * t->row_floats), TK_THREADS, C(t)->rep[r].stream,
 			rows_of(t, r), ds, n, dr);
 		rc = finish(t, r, "put rows");
 		if (rc)
@@ -450,7 +458,7 @@ static int cuda_get_rows(tier *t, uint32_t r, const uint64_t *slots, size_t n, f
 		rc = scratch(t, r, 1, bytes, (void **)&dr);
 	if (rc)
 		return rc;
-	tk_get_rows<<<tk_blocks(n * t->row_floats), TK_THREADS, 0, C(t)->rep[r].stream>>>(
+	TK_LAUNCH(tk_get_rows, tk_blocks(n * t->row_floats), TK_THREADS, C(t)->rep[r].stream,
 		rows_of(t, r), ds, n, dr);
 	CK(cudaGetLastError(), "get rows");
 	return d2h(t, r, rows, dr, bytes);
@@ -471,7 +479,7 @@ static int cuda_init_rows(tier *t, const uint64_t *slots, const uint64_t *ids, s
 			rc = h2d(t, r, di, ids, n * sizeof(uint64_t));
 		if (rc)
 			return rc;
-		tk_init_rows<<<tk_blocks(n), TK_THREADS, 0, C(t)->rep[r].stream>>>(
+		TK_LAUNCH(tk_init_rows, tk_blocks(n), TK_THREADS, C(t)->rep[r].stream,
 			rows_of(t, r), ds, di, n, a->init, a->opt, a->seed, a->table);
 		rc = finish(t, r, "init rows");
 		if (rc)
@@ -501,10 +509,10 @@ static int enqueue_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, flo
 	cuda_replica *p = &C(t)->rep[r];
 
 	if (t->cfg.dim % 4 == 0 && ((uintptr_t)dout & 15) == 0)
-		tk_gather4<<<tk_blocks(n * (t->cfg.dim / 4)), TK_THREADS, 0, p->stream>>>(
+		TK_LAUNCH(tk_gather4, tk_blocks(n * (t->cfg.dim / 4)), TK_THREADS, p->stream,
 			rows_of(t, r), ds, n, (float4 *)dout, p->bad);
 	else
-		tk_gather1<<<tk_blocks(n * t->cfg.dim), TK_THREADS, 0, p->stream>>>(
+		TK_LAUNCH(tk_gather1, tk_blocks(n * t->cfg.dim), TK_THREADS, p->stream,
 			rows_of(t, r), ds, n, dout, p->bad);
 	CK(cudaGetLastError(), "gather");
 	return EMDB_OK;
@@ -582,7 +590,7 @@ static int enqueue_accumulate(tier *t, uint32_t r, const uint32_t *pidx, size_t 
 		rc = h2d(t, r, dg, grads, gb);
 	if (rc)
 		return rc;
-	tk_accumulate<<<tk_blocks(n * t->cfg.dim), TK_THREADS, 0, C(t)->rep[r].stream>>>(
+	TK_LAUNCH(tk_accumulate, tk_blocks(n * t->cfg.dim), TK_THREADS, C(t)->rep[r].stream,
 		t->cfg.dim, C(t)->rep[r].acc, dp, n, dg);
 	return EMDB_OK;
 }
@@ -672,10 +680,10 @@ static int cuda_step(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots,
 		if (rc)
 			return rc;
 		if (t->cfg.opt == EMDB_OPT_ROWWISE_ADAGRAD)
-			tk_step_rowwise<<<tk_blocks(n * 32), TK_THREADS, 0, st>>>(rows_of(t, r), *sc, ds,
-										  n, dg);
+			TK_LAUNCH(tk_step_rowwise, tk_blocks(n * 32), TK_THREADS, st, rows_of(t, r), *sc,
+				  ds, n, dg);
 		else
-			tk_step_cols<<<tk_blocks(n * t->cfg.dim), TK_THREADS, 0, st>>>(
+			TK_LAUNCH(tk_step_cols, tk_blocks(n * t->cfg.dim), TK_THREADS, st,
 				rows_of(t, r), t->cfg.opt, *sc, ds, n, dg);
 		if (!grads)
 			CK(cudaMemsetAsync(C(t)->rep[r].acc, 0, n * t->cfg.dim * sizeof(float), st),
