@@ -33,13 +33,9 @@
 #include <vector>
 
 #include "cuda_runtime.h"
+#include "emu_int.h"
 
 emu_dim3 blockIdx, threadIdx, blockDim, gridDim; /* invariant 1 */
-
-struct emu_stream {
-	int dev;
-	std::deque<std::function<void()>> q;
-};
 
 struct emu_event {
 	std::shared_ptr<bool> done; /* null: never recorded */
@@ -227,6 +223,36 @@ cudaError_t enqueue_memset(void *p, int v, size_t n, cudaStream_t s)
 }
 
 } // namespace
+
+std::recursive_mutex &emu_lock(void)
+{
+	return mu;
+}
+
+void emu_run(cudaStream_t s, const bool *until)
+{
+	run(s, until);
+}
+
+cudaStream_t emu_live_stream(cudaStream_t s)
+{
+	if (devices() == 0 || (s && !streams.count(s)))
+		return nullptr;
+	return resolve(s);
+}
+
+bool emu_device_bytes(const void *p, size_t bytes, int dev)
+{
+	uintptr_t b;
+	const allocation *a = find(p, &b);
+
+	return inside(p, bytes, DEVICE) && a->dev == dev;
+}
+
+int emu_stream_device(cudaStream_t s)
+{
+	return s->dev;
+}
 
 extern "C" {
 
