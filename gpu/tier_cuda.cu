@@ -64,8 +64,10 @@ typedef struct cuda_replica {
 	void *scratch[3];         /* device scratch, grown on demand       */
 	size_t scratch_cap[3];
 	int *bad;                 /* mapped pinned flag: a gather met a bad
-				     slot (the kernel writes it, the host
-				     reads it after the stream's sync)    */
+				     slot (the kernel writes it through
+				     d_bad, the host reads it after the
+				     stream's sync)                       */
+	int *d_bad;               /* bad as the device addresses it      */
 #ifdef EMDB_HAVE_NCCL
 	ncclComm_t comm;
 #endif
@@ -301,6 +303,7 @@ static int open_replica(tier *t, uint32_t r)
 	 * both), so a gather needs no memset and no copy of the flag. */
 	CK(cudaHostAlloc((void **)&p->bad, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable),
 	   "flag");
+	CK(cudaHostGetDevicePointer((void **)&p->d_bad, p->bad, 0), "flag");
 	*(volatile int *)p->bad = 0;
 	/* cudaMemset may still run; the stream does not order with it */
 	CK(cudaDeviceSynchronize(), "open");
@@ -510,10 +513,10 @@ static int enqueue_gather(tier *t, uint32_t r, const uint64_t *ds, size_t n, flo
 
 	if (t->cfg.dim % 4 == 0 && ((uintptr_t)dout & 15) == 0)
 		TK_LAUNCH(tk_gather4, tk_blocks(n * (t->cfg.dim / 4)), TK_THREADS, p->stream,
-			rows_of(t, r), ds, n, (float4 *)dout, p->bad);
+			rows_of(t, r), ds, n, (float4 *)dout, p->d_bad);
 	else
 		TK_LAUNCH(tk_gather1, tk_blocks(n * t->cfg.dim), TK_THREADS, p->stream,
-			rows_of(t, r), ds, n, dout, p->bad);
+			rows_of(t, r), ds, n, dout, p->d_bad);
 	CK(cudaGetLastError(), "gather");
 	return EMDB_OK;
 }

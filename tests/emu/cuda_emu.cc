@@ -357,6 +357,18 @@ cudaError_t cudaFreeHost(void *p)
 	return ptr_free(p, PINNED) ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 
+/* One address space: the device sees pinned memory at its host address. */
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned flags)
+{
+	guard g(mu);
+
+	*dev = nullptr;
+	if (flags || kind_of(host) != PINNED)
+		return fail(cudaErrorInvalidValue);
+	*dev = host;
+	return cudaSuccess;
+}
+
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p)
 {
 	guard g(mu);
