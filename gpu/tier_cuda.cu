@@ -24,8 +24,9 @@
  *   3. Host buffers that cross to the device go through two pinned
  *      staging buffers in turn (copy one while the other is in flight;
  *      buffer k is refilled only after every replica's copy from it
- *      ended), unless the caller's buffer is pinned already; device
- *      scratch buffers only grow.
+ *      ended), unless the caller's buffer is pinned already; staging
+ *      buffers are pinned at first use and, like the device scratch
+ *      buffers, only grow.
  *   4. The directory of chunk pointers on each device changes only in
  *      chunk_alloc and chunk_free, on the replica's stream, which is
  *      synchronised before a chunk is freed or a scratch buffer replaced.
@@ -75,7 +76,9 @@ typedef struct cuda_replica {
 
 typedef struct cuda_tier {
 	uint32_t stride;          /* floats per row on the device          */
-	void *stage[2];           /* pinned host staging buffers           */
+	void *stage[2];           /* pinned host staging buffers, grown on
+				     demand up to STAGE_BYTES             */
+	size_t stage_cap[2];
 	cuda_replica *rep;        /* [replicas]                            */
 	bool nccl;
 } cuda_tier;
@@ -175,6 +178,32 @@ static bool is_pinned(const void *p)
 	return a.type == cudaMemoryTypeHost;
 }
 
+/* Staging buffer k, at least len <= STAGE_BYTES bytes (invariant 3):
+ * pinned on first use and grown in powers of two, so a table that copies
+ * little pins little.  cudaFreeHost synchronises the device, so no queued
+ * copy still reads the buffer it replaces. */
+static int stage_buf(tier *t, int k, size_t len, void **out)
+{
+	cuda_tier *c = C(t);
+
+	if (c->stage_cap[k] < len) {
+		size_t cap = c->stage_cap[k] ? c->stage_cap[k] : (size_t)64 << 10;
+		void *m = NULL;
+
+		while (cap < len)
+			cap *= 2;
+		if (cap > STAGE_BYTES)
+			cap = STAGE_BYTES;
+		CK(cudaMallocHost(&m, cap), "pinned staging");
+		if (c->stage[k])
+			(void)cudaFreeHost(c->stage[k]);
+		c->stage[k] = m;
+		c->stage_cap[k] = cap;
+	}
+	*out = c->stage[k];
+	return EMDB_OK;
+}
+
 /* Host -> device of replica r (invariant 3). */
 static int h2d(tier *t, uint32_t r, void *dst, const void *src, size_t bytes)
 {
@@ -191,11 +220,17 @@ static int h2d(tier *t, uint32_t r, void *dst, const void *src, size_t bytes)
 
 		/* The staging buffers are the tier's: a copy from buffer k
 		 * may still be queued on any replica's stream. */
+		void *sb;
+		int rc;
+
 		for (uint32_t q = 0; q < t->cfg.replicas; q++)
 			CK(cudaEventSynchronize(C(t)->rep[q].staged[k]), "h2d staging");
-		memcpy(C(t)->stage[k], (const char *)src + off, len);
-		CK(cudaMemcpyAsync((char *)dst + off, C(t)->stage[k], len, cudaMemcpyHostToDevice,
-				   p->stream), "h2d");
+		rc = stage_buf(t, k, len, &sb);
+		if (rc)
+			return rc;
+		memcpy(sb, (const char *)src + off, len);
+		CK(cudaMemcpyAsync((char *)dst + off, sb, len, cudaMemcpyHostToDevice, p->stream),
+		   "h2d");
 		CK(cudaEventRecord(p->staged[k], p->stream), "h2d event");
 		off += len;
 		k ^= 1;
@@ -219,11 +254,15 @@ static int d2h(tier *t, uint32_t r, void *dst, const void *src, size_t bytes)
 		CK(cudaEventSynchronize(C(t)->rep[q].staged[0]), "d2h staging");
 	while (off < bytes) {
 		size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
+		void *sb;
+		int rc = stage_buf(t, 0, len, &sb);
 
-		CK(cudaMemcpyAsync(C(t)->stage[0], (const char *)src + off, len,
-				   cudaMemcpyDeviceToHost, p->stream), "d2h");
+		if (rc)
+			return rc;
+		CK(cudaMemcpyAsync(sb, (const char *)src + off, len, cudaMemcpyDeviceToHost,
+				   p->stream), "d2h");
 		CK(cudaStreamSynchronize(p->stream), "d2h");
-		memcpy((char *)dst + off, C(t)->stage[0], len);
+		memcpy((char *)dst + off, sb, len);
 		off += len;
 	}
 	return EMDB_OK;
@@ -334,13 +373,6 @@ static int cuda_open(tier *t)
 	}
 	for (uint32_t r = 0; r < t->cfg.replicas; r++) {
 		rc = open_replica(t, r);
-		if (rc) {
-			cuda_close(t);
-			return rc;
-		}
-	}
-	for (int k = 0; k < 2; k++) {
-		rc = cuda_err(cudaMallocHost(&c->stage[k], STAGE_BYTES), "pinned staging");
 		if (rc) {
 			cuda_close(t);
 			return rc;
