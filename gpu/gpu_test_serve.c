@@ -148,6 +148,53 @@ static int same_rows(twin *w, const uint64_t *ids, size_t n, float *a, float *b)
 	       !memcmp(a, b, n * DIM * sizeof(float));
 }
 
+/* With two devices or more (docs/gpu.md, "Several GPUs"): gradients in
+ * device 1's memory are scattered into replica 1 and the step reduces the
+ * replicas first; a Pull into device 1's memory then reads replica 1,
+ * which must hold the host's rows bit for bit. */
+static void test_second_device(twin *w, uint64_t *ids, float *g, float *a, float *b)
+{
+	size_t bytes = (size_t)N * DIM * sizeof(float);
+	emdb_tier_device_info d0, d1, e1;
+	emdb_ticket *ta = NULL, *tb = NULL;
+	float *dg1 = NULL, *dout1 = NULL;
+	hot_stats h0, h1;
+	char detail[160];
+	int ok;
+
+	ok = cudaSetDevice(1) == cudaSuccess && cudaMalloc((void **)&dg1, bytes) == cudaSuccess &&
+	     cudaMalloc((void **)&dout1, bytes) == cudaSuccess && cudaSetDevice(0) == cudaSuccess;
+	batch(ids, 400000);
+	grads_for(30, g, N);
+	ok = ok && to_device(dg1, g, bytes) && !emdb_prefetch(w->ref, w->t, ids, N, &ta) &&
+	     !emdb_prefetch(w->db, w->t, ids, N, &tb) && !emdb_table_tier_device(w->db, w->t, 1, &d0);
+	h0 = hstats(w);
+	ok = ok && !emdb_push_ticket(w->ref, w->t, ta, DIM, g) && !emdb_push_ticket(w->db, w->t, tb, DIM, dg1) &&
+	     !emdb_update(w->ref, w->t, NULL) && !emdb_update(w->db, w->t, NULL) && same_rows(w, ids, N, a, b) &&
+	     !emdb_table_tier_device(w->db, w->t, 1, &d1);
+	h1 = hstats(w);
+	snprintf(detail, sizeof(detail), " (%llu rows scattered into device 1, %llu steps reduced)",
+		 ok ? (unsigned long long)(d1.rows_scattered - d0.rows_scattered) : 0ull,
+		 (unsigned long long)(h1.steps_reduced - h0.steps_reduced));
+	check(ok && d1.rows_scattered - d0.rows_scattered == HOT && h1.steps_reduced - h0.steps_reduced == 1 &&
+		      h1.steps_replayed == h0.steps_replayed,
+	      "engine: Push from device 1's memory scattered there, reduced across devices%s%s", "", detail);
+	emdb_ticket_free(ta);
+	emdb_ticket_free(tb);
+	/* The hot rows into device 1's memory: replica 1 holds every one, so
+	 * it gathers them straight there. */
+	for (size_t i = 0; i < HOT; i++)
+		ids[i] = dit_hash(i);
+	ok = !emdb_pull(w->ref, w->t, ids, HOT, DIM, a) && !emdb_pull(w->db, w->t, ids, HOT, DIM, dout1) &&
+	     !emdb_table_tier_device(w->db, w->t, 1, &e1) &&
+	     cudaMemcpy(b, dout1, (size_t)HOT * DIM * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess &&
+	     !memcmp(a, b, (size_t)HOT * DIM * sizeof(float));
+	check(ok && e1.rows_gathered - d1.rows_gathered == HOT,
+	      "engine: Pull into device 1's memory gathered from replica 1, equal to the host%s%s", "", "");
+	cudaFree(dg1);
+	cudaFree(dout1);
+}
+
 static void test_engine(void)
 {
 	twin w = { 0 };
@@ -257,6 +304,8 @@ static void test_engine(void)
 		emdb_ticket_free(ta);
 		emdb_ticket_free(tb);
 	}
+	if (ti.devices >= 2)
+		test_second_device(&w, ids, g, a, b);
 	/* Pull by IDs of rows the device does not hold, into device memory. */
 	for (size_t i = 0; i < N; i++)
 		ids[i] = dit_hash(900000 + i);
