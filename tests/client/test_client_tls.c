@@ -7,8 +7,11 @@
  * What is checked: every byte of big pipelined Pulls and Pushes (and a
  * Push-and-Update) arrives intact through TLS (compared with the same
  * operations on an in-process engine), with the server's output buffer limit small enough that it
- * stops reading and must resume with input that OpenSSL already holds; the
- * Unix socket of a TLS server stays plain; a certificate from an untrusted
+ * stops reading and must resume with input that OpenSSL already holds; a
+ * connection whose reply filled the socket, once the client has read it
+ * all, is answered the request OpenSSL read ahead and, after that, the
+ * next one it sends (the server still watches its socket); the Unix
+ * socket of a TLS server stays plain; a certificate from an untrusted
  * CA, or issued to another name, fails the connect with AUTH; a plain
  * client on the TLS port and a TLS client on a plain port fail promptly
  * while the server goes on serving; with tls_ca_file only clients with a
@@ -221,12 +224,12 @@ Test(client_tls, rows_cross_intact_uring)
 	rows_cross_intact_on("uring");
 }
 
-/* Hundreds of small requests in flight: the client packs many into one
- * record, and the server, pausing every few replies (16 KiB output
- * limit), stops with requests that OpenSSL has already read off the
- * socket.  It must come back for them by itself: the socket will not
- * say they are there, and the client sends nothing more until they are
- * answered. */
+/* Hundreds of small requests in flight: the client's records (one per
+ * request) arrive many at a time and OpenSSL reads them ahead, and the
+ * server, pausing every few replies (16 KiB output limit), stops with
+ * requests that OpenSSL has already read off the socket.  It must come
+ * back for them by itself: the socket will not say they are there, and
+ * the client sends nothing more until they are answered. */
 #define SMALL_N 32u
 #define SMALL_REQS 600u
 
