@@ -427,7 +427,7 @@ static void reading_resumes_on(const char *backend)
 	for (int i = 0; i < 400 && !paused; i++) {
 		char *info;
 		OK(emdb_client_info(adm, "clients", &info));
-		paused = strstr(info, "connections_paused: 1") != NULL;
+		paused = strstr(info, "connections_paused: 1\n") != NULL;
 		emdb_free(info);
 		if (!paused)
 			test_sleep_ms(50);
@@ -435,7 +435,7 @@ static void reading_resumes_on(const char *backend)
 	cr_assert(paused, "the server never paused the connection (server log: %s)", test_server_log_tail(&srv));
 
 	raw_check_pull(&r, adm, 2, t, ids, BIG_IDS, "the big Pull");
-	raw_check_pull(&r, adm, 3, t, second, 1, "the Pull read ahead while paused");
+	raw_check_pull(&r, adm, 3, t, second, 1, "the Pull sent behind it");
 	/* The server has read all it was sent: this request reaches it only
 	 * if it still watches the socket. */
 	raw_pull(&r, 4, t, third, 1);
