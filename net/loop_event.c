@@ -16,7 +16,9 @@
  *      its thread.
  *   5. A TLS connection that wants input and whose last receive did not
  *      find OpenSSL empty is activated again without waiting for the
- *      socket (OpenSSL reads ahead; bytes it holds raise no event).
+ *      socket (OpenSSL reads ahead; bytes it holds raise no event), and
+ *      only after its read event is added: an event activated first is
+ *      not added (libevent), so its socket would go unwatched.
  *   6. After I/O, the loop sleeps in epoll_wait only once busy_poll_us of
  *      non-blocking polls found nothing (at once when it is 0).  e->events
  *      counts the I/O callbacks (not the tick's), which is how the loop
@@ -185,13 +187,8 @@ static void sync_conn(conn *c)
 	if (io_flush(c, &blocked) < 0)
 		return;
 	bool want_rd = conn_wants_read(c);
-	if (c->ssl) {
-		/* OpenSSL may hold input the socket will not signal again
-		 * (a burst cut short, or reading paused): come back for it. */
-		if (want_rd && !c->tls_drained)
-			event_active(ec->rd, EV_READ, 0);
+	if (c->ssl)
 		blocked |= c->tls_want_write;
-	}
 	if (want_rd != ec->rd_on) {
 		if (want_rd ? event_add(ec->rd, NULL) : event_del(ec->rd)) {
 			conn_close(c);
@@ -206,6 +203,13 @@ static void sync_conn(conn *c)
 		}
 		ec->wr_on = blocked;
 	}
+	/* OpenSSL may hold input the socket will not signal again (a burst
+	 * cut short, or reading paused): come back for it.  Only once the
+	 * event is added (invariant 5): libevent's event_add skips an event
+	 * that is active, which then runs once and leaves the socket
+	 * unwatched for good. */
+	if (c->ssl && want_rd && !c->tls_drained)
+		event_active(ec->rd, EV_READ, 0);
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)

@@ -7,8 +7,11 @@
  * What is checked: every byte of big pipelined Pulls and Pushes (and a
  * Push-and-Update) arrives intact through TLS (compared with the same
  * operations on an in-process engine), with the server's output buffer limit small enough that it
- * stops reading and must resume with input that OpenSSL already holds; the
- * Unix socket of a TLS server stays plain; a certificate from an untrusted
+ * stops reading and must resume with input that OpenSSL already holds; a
+ * connection whose reply filled the socket, once the client has read it
+ * all, is answered the request OpenSSL read ahead and, after that, the
+ * next one it sends (the server still watches its socket); the Unix
+ * socket of a TLS server stays plain; a certificate from an untrusted
  * CA, or issued to another name, fails the connect with AUTH; a plain
  * client on the TLS port and a TLS client on a plain port fail promptly
  * while the server goes on serving; with tls_ca_file only clients with a
@@ -36,7 +39,11 @@
 #include <emdb/alloc.h>
 #include <emdb/client.h>
 #include <emdb/db.h>
+#include <emdb/error.h>
 
+#include <openssl/ssl.h>
+
+#include "protocol/proto.h"
 #include "tests/lib/client_server.h"
 #include "tests/lib/tls_pki.h"
 
@@ -217,12 +224,12 @@ Test(client_tls, rows_cross_intact_uring)
 	rows_cross_intact_on("uring");
 }
 
-/* Hundreds of small requests in flight: the client packs many into one
- * record, and the server, pausing every few replies (16 KiB output
- * limit), stops with requests that OpenSSL has already read off the
- * socket.  It must come back for them by itself: the socket will not
- * say they are there, and the client sends nothing more until they are
- * answered. */
+/* Hundreds of small requests in flight: the client's records (one per
+ * request) arrive many at a time and OpenSSL reads them ahead, and the
+ * server, pausing every few replies (16 KiB output limit), stops with
+ * requests that OpenSSL has already read off the socket.  It must come
+ * back for them by itself: the socket will not say they are there, and
+ * the client sends nothing more until they are answered. */
 #define SMALL_N 32u
 #define SMALL_REQS 600u
 
@@ -270,6 +277,183 @@ Test(client_tls, small_pipelined_requests_all_answered)
 Test(client_tls, small_pipelined_requests_all_answered_uring)
 {
 	small_requests_on("uring");
+}
+
+/* ---- reading resumed after a full socket ---------------------------- */
+
+/* A TLS client of the test's own (OpenSSL over a blocking socket whose
+ * every wait ends after 20 s), so that the test, not a receiving thread,
+ * decides when replies are read. */
+typedef struct raw_tls {
+	int fd;
+	SSL_CTX *ctx;
+	SSL *ssl;
+} raw_tls;
+
+static void raw_write(raw_tls *r, const void *p, size_t len)
+{
+	for (size_t off = 0, w = 0; off < len; off += w)
+		cr_assert_eq(SSL_write_ex(r->ssl, (const uint8_t *)p + off, len - off, &w), 1,
+			     "TLS write failed");
+}
+
+/* Exactly len bytes; false when the server sent none for 20 s (or the
+ * connection ended). */
+static bool raw_read(raw_tls *r, void *p, size_t len)
+{
+	for (size_t off = 0, got = 0; off < len; off += got)
+		if (SSL_read_ex(r->ssl, (uint8_t *)p + off, len - off, &got) != 1)
+			return false;
+	return true;
+}
+
+/* The next frame: its header into *h, its body (at most cap bytes) into
+ * body.  False as raw_read. */
+static bool raw_frame(raw_tls *r, proto_hdr *h, void *body, size_t cap)
+{
+	uint8_t hb[PROTO_HDR_SIZE];
+	if (!raw_read(r, hb, sizeof(hb)))
+		return false;
+	cr_assert_eq(proto_hdr_decode(hb, sizeof(hb), h, UINT32_MAX), 0);
+	cr_assert_leq(h->body_len, cap);
+	return raw_read(r, body, h->body_len);
+}
+
+/* Connected to srv over TLS, HELLO done.  The receive buffer is fixed
+ * small before connecting, so a reply the test does not read fills the
+ * socket. */
+static void raw_open(raw_tls *r)
+{
+	r->fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(r->fd, 0);
+	int rcvbuf = 64 << 10;
+	struct timeval tv = { 20, 0 };
+	cr_assert_eq(setsockopt(r->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+	cr_assert_eq(setsockopt(r->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	cr_assert_eq(setsockopt(r->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)srv.port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(r->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	r->ctx = SSL_CTX_new(TLS_client_method());
+	cr_assert_not_null(r->ctx);
+	cr_assert_eq(SSL_CTX_load_verify_locations(r->ctx, tls_pki_path(pki, "ca.pem"), NULL), 1);
+	SSL_CTX_set_verify(r->ctx, SSL_VERIFY_PEER, NULL);
+	r->ssl = SSL_new(r->ctx);
+	cr_assert_not_null(r->ssl);
+	SSL_set_fd(r->ssl, r->fd);
+	cr_assert_eq(SSL_connect(r->ssl), 1, "TLS handshake failed");
+
+	uint8_t buf[256];
+	size_t len;
+	proto_hello_req hello = { PROTO_VERSION_MIN, PROTO_VERSION_MAX, proto_cstr("raw") };
+	cr_assert_eq(proto_hello_req_encode(buf, sizeof(buf), 1, &hello, &len), EMDB_OK);
+	raw_write(r, buf, len);
+	proto_hdr h;
+	cr_assert(raw_frame(r, &h, buf, sizeof(buf)), "no answer to HELLO");
+	cr_assert_eq(h.status, EMDB_OK);
+}
+
+static void raw_close(raw_tls *r)
+{
+	SSL_free(r->ssl);
+	SSL_CTX_free(r->ctx);
+	close(r->fd);
+}
+
+#define BIG_IDS 16384u
+#define BIG_DIM 256u /* BIG_IDS rows: a 16 MiB reply, more than sockets hold */
+
+/* Send Pull request `id` of ids[n] from table t (dim BIG_DIM). */
+static void raw_pull(raw_tls *r, uint64_t id, uint32_t t, const uint64_t *ids, uint32_t n)
+{
+	proto_pull_req m = { .table = t, .dim = BIG_DIM, .n_ids = n, .ids = ids };
+	size_t len = 0;
+	cr_assert_eq(proto_pull_req_encode(NULL, 0, id, &m, &len), EMDB_ERR_LIMIT);
+	uint8_t *buf = emdb_malloc(len);
+	cr_assert_not_null(buf);
+	cr_assert_eq(proto_pull_req_encode(buf, len, id, &m, &len), EMDB_OK);
+	raw_write(r, buf, len);
+	emdb_free(buf);
+}
+
+/* Read Pull reply `id` of n rows and check them against what adm pulls
+ * of the same ids: the rows a user asked for, not merely an answer. */
+static void raw_check_pull(raw_tls *r, emdb_client *adm, uint64_t id, uint32_t t, const uint64_t *ids,
+			   uint32_t n, const char *what)
+{
+	size_t bytes = (size_t)n * BIG_DIM * sizeof(float);
+	uint8_t *body = emdb_malloc(PROTO_PULL_RESP_VECS_OFF + bytes);
+	float *want = emdb_malloc(bytes);
+	cr_assert(body && want);
+	proto_hdr h;
+	cr_assert(raw_frame(r, &h, body, PROTO_PULL_RESP_VECS_OFF + bytes),
+		  "%s: no answer within 20 s (server log: %s)", what, test_server_log_tail(&srv));
+	cr_assert_eq(h.id, id, "%s", what);
+	cr_assert_eq(h.status, EMDB_OK, "%s", what);
+	cr_assert_eq(h.body_len, PROTO_PULL_RESP_VECS_OFF + bytes, "%s", what);
+	OK(emdb_client_pull(adm, t, ids, n, BIG_DIM, want));
+	cr_assert(memcmp(body + PROTO_PULL_RESP_VECS_OFF, want, bytes) == 0, "%s: rows differ", what);
+	emdb_free(body);
+	emdb_free(want);
+}
+
+/* The server stops reading a connection whose replies pass its output
+ * buffer limit, and sends until the socket is full; once the client has
+ * read everything, the server picks up where it stopped, with the
+ * request OpenSSL read ahead, and then must keep watching the socket for
+ * the next one.  A reply of 16 MiB that the client does not read fills
+ * the socket for sure; with one I/O thread, INFO answers only after the
+ * server's attempt to send it ended, so no timing decides which path the
+ * server takes. */
+static void reading_resumes_on(const char *backend)
+{
+	const char *const extra[] = { "--output-buffer-limit", "16K", "--io-backend", backend,
+				      "--io-threads", "1", NULL };
+	start_tls("srv", extra);
+	emdb_client *adm = connect_ok("%s", srv.unix_uri);
+	check_backend(adm, backend);
+	uint32_t t = create_table(adm, BIG_DIM);
+	uint64_t *ids = emdb_malloc(BIG_IDS * sizeof(uint64_t));
+	cr_assert_not_null(ids);
+	for (uint32_t i = 0; i < BIG_IDS; i++)
+		ids[i] = (uint64_t)i * 7919u;
+	const uint64_t second[] = { 5 }, third[] = { 77 };
+
+	raw_tls r;
+	raw_open(&r);
+	raw_pull(&r, 2, t, ids, BIG_IDS);
+	raw_pull(&r, 3, t, second, 1);
+	bool paused = false;
+	for (int i = 0; i < 400 && !paused; i++) {
+		char *info;
+		OK(emdb_client_info(adm, "clients", &info));
+		paused = strstr(info, "connections_paused: 1\n") != NULL;
+		emdb_free(info);
+		if (!paused)
+			test_sleep_ms(50);
+	}
+	cr_assert(paused, "the server never paused the connection (server log: %s)", test_server_log_tail(&srv));
+
+	raw_check_pull(&r, adm, 2, t, ids, BIG_IDS, "the big Pull");
+	raw_check_pull(&r, adm, 3, t, second, 1, "the Pull sent behind it");
+	/* The server has read all it was sent: this request reaches it only
+	 * if it still watches the socket. */
+	raw_pull(&r, 4, t, third, 1);
+	raw_check_pull(&r, adm, 4, t, third, 1, "the Pull sent after the pause");
+
+	raw_close(&r);
+	emdb_free(ids);
+	emdb_client_close(adm);
+}
+
+Test(client_tls, reading_resumes_after_a_full_socket)
+{
+	reading_resumes_on("libevent");
+}
+
+Test(client_tls, reading_resumes_after_a_full_socket_uring)
+{
+	reading_resumes_on("uring");
 }
 
 Test(client_tls, unix_socket_stays_plain)
