@@ -16,6 +16,13 @@
  * dim = 1, which performs that column's operations in the same order;
  * row-wise Adagrad sums its squares in column order in one lane per row,
  * as the host does, and hands the multiplier to the other lanes.
+ *
+ * The tests run this file on the CPU too (tests/emu/cuda_runtime.h: one
+ * thread at a time, in order; test_tier_kernels and test_tier_emu): a
+ * kernel added here keeps to what that emulation runs exactly (no shared
+ * memory or __syncthreads, shuffles only as lane 0's broadcast reached
+ * alike by every lane, each thread writing floats of its own) or extends
+ * it.
  */
 #ifndef EMDB_GPU_TIER_KERNELS_CUH
 #define EMDB_GPU_TIER_KERNELS_CUH

@@ -64,6 +64,7 @@ thread_local cudaError_t last_err = cudaSuccess;
 /* __shfl_sync (cuda_runtime.h): lane 0's broadcasts per warp, in order. */
 std::unordered_map<uint64_t, std::vector<uint64_t>> shfl_log;
 unsigned shfl_calls;
+unsigned cap_blocks, cap_threads; /* emu_cap_grid */
 
 typedef std::lock_guard<std::recursive_mutex> guard;
 
@@ -519,6 +520,14 @@ cudaError_t cudaDeviceSynchronize(void)
 	return cudaSuccess;
 }
 
+void emu_cap_grid(unsigned blocks, unsigned threads)
+{
+	guard g(mu);
+
+	cap_blocks = blocks;
+	cap_threads = threads;
+}
+
 void emu_fail_malloc(unsigned n)
 {
 	guard g(mu);
@@ -540,6 +549,23 @@ size_t emu_queued_ops(void)
 
 } // extern "C"
 
+/* After a thread of a kernel: a lane other than 0 made as many shuffles
+ * as lane 0 of its warp (which ran before it); fewer is a divergent
+ * shuffle too, whose broadcast a GPU would hand to no one. */
+static void shfl_check_lane(void)
+{
+	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	auto it = shfl_log.find(warp);
+	size_t made = it == shfl_log.end() ? 0 : it->second.size();
+
+	if ((threadIdx.x & 31) != 0 && shfl_calls != made) {
+		fprintf(stderr, "emulated __shfl_sync: lane %u of warp %llu calls it %u times, lane 0 "
+				"%zu (a divergent shuffle)\n", threadIdx.x & 31,
+			(unsigned long long)warp, shfl_calls, made);
+		abort();
+	}
+}
+
 void emu_enqueue_kernel(cudaStream_t s, unsigned blocks, unsigned threads,
 			std::function<void()> body)
 {
@@ -557,6 +583,10 @@ void emu_enqueue_kernel(cudaStream_t s, unsigned blocks, unsigned threads,
 		fail(cudaErrorInvalidValue);
 		return;
 	}
+	if (cap_blocks && blocks > cap_blocks)
+		blocks = cap_blocks;
+	if (cap_threads)
+		threads = cap_threads;
 	resolve(s)->q.push_back([blocks, threads, body]() {
 		for (unsigned b = 0; b < blocks; b++)
 			for (unsigned t = 0; t < threads; t++) {
@@ -566,6 +596,7 @@ void emu_enqueue_kernel(cudaStream_t s, unsigned blocks, unsigned threads,
 				gridDim = emu_dim3{ blocks, 1, 1 };
 				shfl_calls = 0;
 				body();
+				shfl_check_lane();
 			}
 		shfl_log.clear();
 	});

@@ -104,6 +104,10 @@ cudaError_t cudaDeviceSynchronize(void);
  * cudaErrorMemoryAllocation; 0 cancels.  Ops still queued on any stream. */
 void emu_fail_malloc(unsigned n);
 size_t emu_queued_ops(void);
+/* For tests of the kernels' grid-stride loops: every later launch runs
+ * at most `blocks` blocks of `threads` threads (a multiple of 32), fewer
+ * than the work asks for; 0, 0 runs launches as made. */
+void emu_cap_grid(unsigned blocks, unsigned threads);
 
 #ifdef __cplusplus
 }

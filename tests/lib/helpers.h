@@ -1,6 +1,6 @@
 /*
  * helpers.h - small conveniences shared by the engine tests: opening a
- * database with one table, and a reference row initializer.
+ * database with one table, a reference row initializer, test values.
  */
 #ifndef EMDB_TEST_HELPERS_H
 #define EMDB_TEST_HELPERS_H
@@ -57,6 +57,20 @@ static inline uint64_t scramble(uint64_t i)
 {
 	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL;
 	return x ^ (x >> 31);
+}
+
+/* Deterministic test values of either sign, about one in eleven zero:
+ * gradients and rows for comparing two implementations bit for bit. */
+static inline float test_val(uint32_t seed, uint32_t i)
+{
+	uint32_t x = seed * 2654435761u + i * 40503u + 17u;
+
+	x ^= x >> 13;
+	x *= 0x5bd1e995u;
+	x ^= x >> 15;
+	if (x % 11 == 0)
+		return 0.0f;
+	return ((float)(x % 20001) - 10000.0f) / 4096.0f;
 }
 
 #endif

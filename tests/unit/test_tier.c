@@ -17,6 +17,7 @@
 #include "db/optim_math.h"
 #include "db/tier.h"
 #include "db/tier_test.h"
+#include "tests/lib/helpers.h"
 
 #define DIM 12
 #define RPC 8       /* rows per chunk */
@@ -50,19 +51,6 @@ static tier *open_or_skip(tier_kind kind, const tier_config *c)
 		cr_skip_test("%s tier: %s", tier_kind_name(kind), emdb_last_error());
 	cr_assert_eq(rc, EMDB_OK, "%s", emdb_last_error());
 	return t;
-}
-
-/* Deterministic values of either sign, some zero. */
-static float val(uint32_t seed, uint32_t i)
-{
-	uint32_t x = seed * 2654435761u + i * 40503u + 17u;
-
-	x ^= x >> 13;
-	x *= 0x5bd1e995u;
-	x ^= x >> 15;
-	if (x % 11 == 0)
-		return 0.0f;
-	return ((float)(x % 20001) - 10000.0f) / 4096.0f;
 }
 
 static void ref_step(emdb_opt_kind k, const emdb_opt_scalars *sc, float *row, const float *g)
@@ -108,7 +96,7 @@ TIER_CASE(rows_round_trip_and_bad_slots)
 	cr_assert_eq(tier_chunk_alloc(t, 1), EMDB_ERR_INVALID, "a chunk twice");
 	cr_assert_eq(tier_chunk_alloc(t, CHUNKS), EMDB_ERR_INVALID, "past max_chunks");
 	for (uint32_t i = 0; i < 5 * rf; i++)
-		in[i] = val(1, i);
+		in[i] = test_val(1, i);
 	cr_assert_eq(tier_put_rows(t, slots, 5, in), EMDB_OK, "%s", emdb_last_error());
 	for (uint32_t r = 0; r < 2; r++) {
 		memset(out, 0, sizeof(out));
@@ -174,7 +162,7 @@ TIER_CASE(gather_with_duplicates)
 	for (uint32_t i = 0; i < RPC; i++)
 		all[i] = i;
 	for (uint32_t i = 0; i < RPC * rf; i++)
-		rows[i] = val(2, i);
+		rows[i] = test_val(2, i);
 	cr_assert_eq(tier_put_rows(t, all, RPC, rows), EMDB_OK);
 	cr_assert_eq(tier_gather(t, 0, slots, 6, out, false), EMDB_OK, "%s", emdb_last_error());
 	for (int i = 0; i < 6; i++)
@@ -200,7 +188,7 @@ TIER_CASE(gather_dev_checks_slots_it_cannot_see_first)
 	for (uint32_t i = 0; i < RPC; i++)
 		all[i] = i;
 	for (int k = 0; k < RPC * DIM; k++)
-		rows[k] = val(13, k);
+		rows[k] = test_val(13, k);
 	cr_assert_eq(tier_put_rows(t, all, RPC, rows), EMDB_OK);
 	cr_assert_eq(tier_gather_dev(t, 0, slots, 3, out), EMDB_OK, "%s", emdb_last_error());
 	for (int i = 0; i < 3; i++)
@@ -238,7 +226,7 @@ TIER_CASE(scatter_add_and_step_every_optimizer)
 		for (uint32_t i = 0; i < 2 * RPC; i++) {
 			all[i] = i;
 			for (uint32_t k = 0; k < DIM; k++)
-				ref[i * rf + k] = val(3, i * DIM + k);
+				ref[i * rf + k] = test_val(3, i * DIM + k);
 			emdb_opt_init_state(opts[o], &opt, DIM, ref + i * rf + DIM);
 		}
 		cr_assert_eq(tier_put_rows(t, all, 2 * RPC, ref), EMDB_OK);
@@ -250,9 +238,9 @@ TIER_CASE(scatter_add_and_step_every_optimizer)
 			emdb_opt_scalars sc;
 
 			for (uint32_t k = 0; k < 5 * DIM; k++)
-				g1[k] = val((uint32_t)(10 * step + o), k);
+				g1[k] = test_val((uint32_t)(10 * step + o), k);
 			for (uint32_t k = 0; k < 3 * DIM; k++)
-				g2[k] = val((uint32_t)(20 * step + o), k);
+				g2[k] = test_val((uint32_t)(20 * step + o), k);
 			cr_assert_eq(tier_scatter_add(t, 0, b1, 5, g1), EMDB_OK, "%s", emdb_last_error());
 			cr_assert_eq(tier_scatter_add(t, 0, b2, 3, g2), EMDB_OK);
 			cr_assert_eq(tier_pending(t), b2[2] == 3 || b2[2] == 9 || b2[2] == 14 ||
@@ -313,12 +301,12 @@ TIER_CASE(reduce_across_replicas)
 	for (uint32_t i = 0; i < RPC; i++) {
 		all[i] = i;
 		for (uint32_t k = 0; k < rf; k++)
-			ref[i * rf + k] = k < DIM ? val(4, i * DIM + k) : 0.0f;
+			ref[i * rf + k] = k < DIM ? test_val(4, i * DIM + k) : 0.0f;
 	}
 	cr_assert_eq(tier_put_rows(t, all, RPC, ref), EMDB_OK);
 	for (int k = 0; k < 2 * DIM; k++) {
-		g0[k] = val(5, k);
-		g1[k] = val(6, k);
+		g0[k] = test_val(5, k);
+		g1[k] = test_val(6, k);
 	}
 	cr_assert_eq(tier_scatter_add(t, 0, s0, 2, g0), EMDB_OK);
 	cr_assert_eq(tier_scatter_add(t, 1, s1, 2, g1), EMDB_OK);
@@ -362,11 +350,11 @@ TIER_CASE(pending_limit_changes_nothing)
 	for (uint32_t i = 0; i < RPC; i++)
 		all[i] = i;
 	for (int k = 0; k < RPC * DIM; k++)
-		ref[k] = val(7, k);
+		ref[k] = test_val(7, k);
 	for (int k = 0; k < 3 * DIM; k++)
-		ga[k] = val(8, k);
+		ga[k] = test_val(8, k);
 	for (int k = 0; k < 4 * DIM; k++)
-		gb[k] = val(9, k);
+		gb[k] = test_val(9, k);
 	cr_assert_eq(tier_put_rows(t, all, RPC, ref), EMDB_OK);
 	cr_assert_eq(tier_scatter_add(t, 0, a, 3, ga), EMDB_OK);
 	cr_assert_eq(tier_scatter_add(t, 0, b, 4, gb), EMDB_ERR_LIMIT, "5 distinct rows > 4");
@@ -398,11 +386,11 @@ TIER_CASE(apply_direct_and_freed_chunks)
 	cr_assert_eq(tier_chunk_alloc(t, 1), EMDB_OK);
 	for (int i = 0; i < 3; i++) {
 		for (int k = 0; k < DIM; k++)
-			rows[i * rf + k] = val(10, i * DIM + k);
+			rows[i * rf + k] = test_val(10, i * DIM + k);
 		emdb_opt_init_state(EMDB_OPT_FTRL, &opt, DIM, rows + i * rf + DIM);
 	}
 	for (int k = 0; k < 3 * DIM; k++)
-		g[k] = val(11, k);
+		g[k] = test_val(11, k);
 	cr_assert_eq(tier_put_rows(t, s, 3, rows), EMDB_OK);
 	emdb_opt_scalars_for_step(&opt, 1, DIM, &sc);
 	cr_assert_eq(tier_apply(t, &sc, dup, 2, g), EMDB_ERR_INVALID, "a slot twice");
@@ -437,9 +425,9 @@ TIER_CASE(discard_empties_accumulators_without_a_step)
 
 	cr_assert_eq(tier_chunk_alloc(t, 0), EMDB_OK);
 	for (int k = 0; k < 2 * DIM; k++)
-		rows[k] = val(21, k);
+		rows[k] = test_val(21, k);
 	for (int k = 0; k < 3 * DIM; k++)
-		g[k] = val(22, k);
+		g[k] = test_val(22, k);
 	cr_assert_eq(tier_put_rows(t, s, 2, rows), EMDB_OK);
 	cr_assert_eq(tier_scatter_add(t, 0, s, 3, g), EMDB_OK);
 	cr_assert_eq(tier_pending(t), 2u);
@@ -493,9 +481,9 @@ TIER_CASE(submitted_work_equals_the_synchronous_calls)
 	cr_assert(out && pg);
 	cr_assert_eq(rf, 2 * DIM);
 	for (int k = 0; k < 6 * 2 * DIM; k++)
-		rows[k] = fabsf(val(31, k));
+		rows[k] = fabsf(test_val(31, k));
 	for (int k = 0; k < 6 * DIM; k++)
-		pg[k] = g[k] = val(32, k);
+		pg[k] = g[k] = test_val(32, k);
 	for (tier **x = (tier *[]){ t, u, NULL }; *x; x++) {
 		cr_assert_eq(tier_chunk_alloc(*x, 0), EMDB_OK);
 		cr_assert_eq(tier_chunk_alloc(*x, 1), EMDB_OK);
@@ -564,8 +552,8 @@ Test(tier_test, jobs_run_at_the_wait_in_submission_order)
 
 	cr_assert_eq(tier_chunk_alloc(t, 0), EMDB_OK);
 	for (int i = 0; i < 2 * DIM; i++) {
-		rows[i] = val(41, i);
-		g[i] = val(42, i);
+		rows[i] = test_val(41, i);
+		g[i] = test_val(42, i);
 	}
 	cr_assert_eq(tier_put_rows(t, s, 2, rows), EMDB_OK);
 	tier_test_on_wait(t, count_wait, &waits);
@@ -621,7 +609,7 @@ Test(tier_test, buffers_are_the_tiers_memory)
 	cr_assert(!tier_ptr_in_tier(t, 2, buf[0]), "replica 2 of 2");
 	cr_assert_eq(tier_chunk_alloc(t, 0), EMDB_OK);
 	for (int k = 0; k < 2 * DIM; k++)
-		rows[k] = val(31, k);
+		rows[k] = test_val(31, k);
 	cr_assert_eq(tier_put_rows(t, s, 2, rows), EMDB_OK);
 	cr_assert_eq(tier_gather(t, 1, s, 2, buf[1], true), EMDB_OK);
 	cr_assert_eq(tier_copy_out(t, 0, host, buf[1], sizeof(host)), EMDB_OK);
@@ -658,7 +646,7 @@ Test(tier_test, capacity_counters_and_failures)
 	cr_assert_eq(st.chunks, 1u);
 	cr_assert_eq(st.bytes_in_use, (uint64_t)RPC * DIM * sizeof(float));
 	for (int k = 0; k < 2 * DIM; k++)
-		rows[k] = val(12, k);
+		rows[k] = test_val(12, k);
 	cr_assert_eq(tier_put_rows(t, s, 2, rows), EMDB_OK);
 	cr_assert_eq(tier_gather(t, 0, s, 2, out, false), EMDB_OK);
 	tier_stats_get(t, &st);
