@@ -255,7 +255,8 @@ static void bench_optimizers(void)
 		for (int rep = 0; rep <= REPS; rep++) {
 			CUDA_OK(cudaEventRecord(e0));
 			if (kinds[k] == EMDB_OPT_ROWWISE_ADAGRAD)
-				tk_step_rowwise<<<tk_blocks(n * 32), TK_THREADS>>>(R, sc, ds, n, dg);
+				tk_step_rowwise<<<tk_rowwise_blocks(n, TK_ROWWISE_LANES), TK_THREADS>>>(
+					R, sc, ds, n, dg, TK_ROWWISE_LANES);
 			else
 				tk_step_cols<<<tk_blocks(n * DIM), TK_THREADS>>>(R, kinds[k], sc, ds, n,
 										 dg);
@@ -280,6 +281,26 @@ static void bench_optimizers(void)
 			printf("  %-16s %7.1f GB/s; bare kernel %7.1f GB/s; ratio %.2f (goal >= 0.60)\n",
 			       emdb_optimizer_name(kinds[k]), bytes / best_k / 1e6,
 			       bytes / best_b / 1e6, best_b / best_k);
+			/* The row-wise step's other widths, against the same bare
+			 * kernel: which TK_ROWWISE_LANES should be. */
+			for (uint32_t lpr = 1; kinds[k] == EMDB_OPT_ROWWISE_ADAGRAD && lpr <= 32; lpr *= 2) {
+				float best = 1e30f;
+
+				for (int rep = 0; rep <= REPS; rep++) {
+					CUDA_OK(cudaEventRecord(e0));
+					tk_step_rowwise<<<tk_rowwise_blocks(n, lpr), TK_THREADS>>>(R, sc, ds, n,
+												   dg, lpr);
+					CUDA_OK(cudaEventRecord(e1));
+					CUDA_OK(cudaEventSynchronize(e1));
+					CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+					if (rep && ms < best)
+						best = ms;
+				}
+				CUDA_OK(cudaGetLastError());
+				printf("    %2u lanes a row%s %7.1f GB/s; ratio %.2f (for information)\n", lpr,
+				       lpr == TK_ROWWISE_LANES ? " (the tier's)" : "             ",
+				       bytes / best / 1e6, best_b / best);
+			}
 		}
 	}
 	CUDA_OK(cudaFree(mem));

@@ -178,6 +178,19 @@ static bool is_pinned(const void *p)
 	return a.type == cudaMemoryTypeHost;
 }
 
+/* The address at which kernels read pinned host memory p (the same as p
+ * under unified addressing), or NULL for other memory. */
+static const void *pinned_dev(const void *p)
+{
+	cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return a.type == cudaMemoryTypeHost ? a.devicePointer : NULL;
+}
+
 /* Staging buffer k, at least len <= STAGE_BYTES bytes (invariant 3):
  * pinned on first use and grown in powers of two, so a table that copies
  * little pins little.  cudaFreeHost synchronises the device, so no queued
@@ -456,19 +469,28 @@ static int upload_slots(tier *t, uint32_t r, const uint64_t *slots, size_t n, ui
 	return rc ? rc : h2d(t, r, *d, slots, n * sizeof(uint64_t));
 }
 
+/* Rows in pinned memory are read by the kernel itself over the bus, so
+ * they cross once, straight into their slots; others are copied into a
+ * scratch buffer first (through the staging buffers). */
 static int cuda_put_rows(tier *t, const uint64_t *slots, size_t n, const float *rows)
 {
+	const float *pinned = (const float *)pinned_dev(rows);
+
 	for (uint32_t r = 0; r < t->cfg.replicas; r++) {
 		uint64_t *ds;
-		float *dr;
+		const float *dr = pinned;
 		int rc = use(t, r);
 
 		if (!rc)
 			rc = upload_slots(t, r, slots, n, &ds);
-		if (!rc)
-			rc = scratch(t, r, 1, n * t->row_floats * sizeof(float), (void **)&dr);
-		if (!rc)
-			rc = h2d(t, r, dr, rows, n * t->row_floats * sizeof(float));
+		if (!rc && !pinned) {
+			float *sc;
+
+			rc = scratch(t, r, 1, n * t->row_floats * sizeof(float), (void **)&sc);
+			if (!rc)
+				rc = h2d(t, r, sc, rows, n * t->row_floats * sizeof(float));
+			dr = sc;
+		}
 		if (rc)
 			return rc;
 		TK_LAUNCH(tk_put_rows, tk_blocks(n * t->row_floats), TK_THREADS, C(t)->rep[r].stream,
@@ -715,8 +737,8 @@ static int cuda_step(tier *t, const emdb_opt_scalars *sc, const uint64_t *slots,
 		if (rc)
 			return rc;
 		if (t->cfg.opt == EMDB_OPT_ROWWISE_ADAGRAD)
-			TK_LAUNCH(tk_step_rowwise, tk_blocks(n * 32), TK_THREADS, st, rows_of(t, r), *sc,
-				  ds, n, dg);
+			TK_LAUNCH(tk_step_rowwise, tk_rowwise_blocks(n, TK_ROWWISE_LANES), TK_THREADS,
+				  st, rows_of(t, r), *sc, ds, n, dg, (uint32_t)TK_ROWWISE_LANES);
 		else
 			TK_LAUNCH(tk_step_cols, tk_blocks(n * t->cfg.dim), TK_THREADS, st,
 				rows_of(t, r), t->cfg.opt, *sc, ds, n, dg);

@@ -219,30 +219,48 @@ __global__ static void tk_step_cols(tk_rows R, emdb_opt_kind kind, emdb_opt_scal
 	}
 }
 
-/* Row-wise Adagrad: one warp a row.  Lane 0 runs the row's reduction
- * (emdb__rowwise_adagrad_mult, in column order), then every lane applies
- * the multiplier to its columns with the host's column rule. */
-__global__ static void tk_step_rowwise(tk_rows R, emdb_opt_scalars sc, const uint64_t *slots,
-				       uint64_t n, const float *grads)
+/* Row-wise Adagrad: `lpr` lanes a row (a power of two, 1 to 32), so a
+ * warp steps 32 / lpr rows at once.  The row's first lane runs its
+ * reduction (emdb__rowwise_adagrad_mult, in column order, as the host),
+ * its other lanes take the multiplier from it (__shfl_sync from a lower
+ * lane, which the CPU emulation runs exactly) and every lane applies it
+ * to its columns with the host's column rule.  Every lane of the warp
+ * reaches the shuffle once per turn, rows past n or freed included.
+ * TK_ROWWISE_LANES is what the tier launches (emdb-gpu-bench measures
+ * every width). */
+#define TK_ROWWISE_LANES 8
+
+static inline unsigned tk_rowwise_blocks(uint64_t n, uint32_t lpr)
 {
-	uint32_t lane = threadIdx.x & 31;
+	return tk_blocks((n + 32 / lpr - 1) / (32 / lpr) * 32);
+}
+
+__global__ static void tk_step_rowwise(tk_rows R, emdb_opt_scalars sc, const uint64_t *slots,
+				       uint64_t n, const float *grads, uint32_t lpr)
+{
+	uint32_t lane = threadIdx.x & 31, sub = lane & (lpr - 1), first = lane - sub;
+	uint64_t rpw = 32 / lpr;
 	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	uint64_t warps = (uint64_t)gridDim.x * blockDim.x / 32;
 
-	for (uint64_t i = warp; i < n; i += warps) {
-		uint64_t s = slots[i];
-		const float *g = grads + i * R.dim;
+	for (uint64_t base = warp * rpw; base < n; base += warps * rpw) {
+		uint64_t i = base + lane / lpr;
+		uint64_t s = i < n ? slots[i] : TK_SLOT_NONE;
+		const float *g = NULL;
 		float mult = 0.0f;
-		float *w;
+		float *w = NULL;
 
-		if (s == TK_SLOT_NONE)
-			continue;
-		w = tk_row(R, s);
-		if (lane == 0)
-			mult = emdb__rowwise_adagrad_mult(R.dim, w + R.dim, g, sc.lr, sc.eps, sc.dim);
-		mult = __shfl_sync(0xffffffffu, mult, 0);
-		for (uint32_t c = lane; c < R.dim; c += 32)
-			emdb__sgd_cols(1, w + c, g + c, mult);
+		if (s != TK_SLOT_NONE) {
+			g = grads + i * R.dim;
+			w = tk_row(R, s);
+			if (sub == 0)
+				mult = emdb__rowwise_adagrad_mult(R.dim, w + R.dim, g, sc.lr, sc.eps,
+								  sc.dim);
+		}
+		mult = __shfl_sync(0xffffffffu, mult, (int)first);
+		if (s != TK_SLOT_NONE)
+			for (uint32_t c = sub; c < R.dim; c += lpr)
+				emdb__sgd_cols(1, w + c, g + c, mult);
 	}
 }
 

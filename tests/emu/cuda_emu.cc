@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <array>
 #include <deque>
 #include <map>
 #include <memory>
@@ -61,9 +62,9 @@ unsigned fail_malloc_in;
 thread_local int cur_dev;
 thread_local cudaError_t last_err = cudaSuccess;
 
-/* __shfl_sync (cuda_runtime.h): lane 0's broadcasts per warp, in order. */
-std::unordered_map<uint64_t, std::vector<uint64_t>> shfl_log;
-unsigned shfl_calls;
+/* __shfl_sync (cuda_runtime.h): per warp, what each lane offered at each
+ * of its calls, in order. */
+std::unordered_map<uint64_t, std::array<std::vector<uint64_t>, 32>> shfl_log;
 unsigned cap_blocks, cap_threads; /* emu_cap_grid */
 
 typedef std::lock_guard<std::recursive_mutex> guard;
@@ -555,13 +556,14 @@ size_t emu_queued_ops(void)
 static void shfl_check_lane(void)
 {
 	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	unsigned lane = threadIdx.x & 31;
 	auto it = shfl_log.find(warp);
-	size_t made = it == shfl_log.end() ? 0 : it->second.size();
+	size_t made = it == shfl_log.end() ? 0 : it->second[lane].size();
+	size_t lane0 = it == shfl_log.end() ? 0 : it->second[0].size();
 
-	if ((threadIdx.x & 31) != 0 && shfl_calls != made) {
-		fprintf(stderr, "emulated __shfl_sync: lane %u of warp %llu calls it %u times, lane 0 "
-				"%zu (a divergent shuffle)\n", threadIdx.x & 31,
-			(unsigned long long)warp, shfl_calls, made);
+	if (lane != 0 && made != lane0) {
+		fprintf(stderr, "emulated __shfl_sync: lane %u of warp %llu calls it %zu times, lane 0 "
+				"%zu (a divergent shuffle)\n", lane, (unsigned long long)warp, made, lane0);
 		abort();
 	}
 }
@@ -594,7 +596,6 @@ void emu_enqueue_kernel(cudaStream_t s, unsigned blocks, unsigned threads,
 				threadIdx = emu_dim3{ t, 0, 0 };
 				blockDim = emu_dim3{ threads, 1, 1 };
 				gridDim = emu_dim3{ blocks, 1, 1 };
-				shfl_calls = 0;
 				body();
 				shfl_check_lane();
 			}
@@ -606,21 +607,22 @@ uint64_t emu_shfl(unsigned mask, uint64_t bits, int src_lane)
 {
 	uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	unsigned lane = threadIdx.x & 31;
-	std::vector<uint64_t> &log = shfl_log[warp];
+	std::array<std::vector<uint64_t>, 32> &log = shfl_log[warp];
+	size_t k = log[lane].size(); /* this lane's k-th call */
 
-	if (mask != 0xffffffffu || src_lane != 0) {
-		fprintf(stderr, "emulated __shfl_sync: only a full-warp broadcast from lane 0 is "
-				"emulated (mask %#x, lane %d)\n", mask, src_lane);
+	if (mask != 0xffffffffu || src_lane < 0 || (unsigned)src_lane > lane) {
+		fprintf(stderr, "emulated __shfl_sync: only a full warp taking a value from the "
+				"caller's lane or a lower one is emulated (mask %#x, lane %u reads %d)\n",
+			mask, lane, src_lane);
 		abort();
 	}
-	if (lane == 0) {
-		log.push_back(bits);
+	log[lane].push_back(bits);
+	if ((unsigned)src_lane == lane)
 		return bits;
-	}
-	if (shfl_calls >= log.size()) {
+	if (k >= log[src_lane].size()) {
 		fprintf(stderr, "emulated __shfl_sync: lane %u of warp %llu calls it more often than "
-				"lane 0 (a divergent shuffle)\n", lane, (unsigned long long)warp);
+				"lane %d (a divergent shuffle)\n", lane, (unsigned long long)warp, src_lane);
 		abort();
 	}
-	return log[shfl_calls++];
+	return log[src_lane][k];
 }

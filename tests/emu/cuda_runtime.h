@@ -8,13 +8,15 @@
  * gridDim set for that call.  The arguments are converted to the
  * kernel's parameter types when it is launched, as with <<<>>>.
  *
- * __shfl_sync: threads run one at a time, so lane 0 of a warp has run to
- * its end before lane 1 starts.  The emulation records what lane 0
- * broadcasts, in order, and gives a later lane's k-th call lane 0's k-th
- * value.  That is exact for a broadcast from lane 0 that every lane of
- * the warp reaches the same number of times (tk_step_rowwise); a
- * broadcast from another lane, or a lane calling more often than lane 0
- * (a divergent shuffle, a bug on a GPU too), aborts with a message.
+ * __shfl_sync: threads run one at a time, so a warp's lower lanes have run
+ * to their end before a higher lane starts.  The emulation records what
+ * each lane offers at each call, in order, and gives a lane's k-th call
+ * the k-th value of the lane it reads, which must be itself or a lower
+ * lane.  That is exact for such reads when every lane of the warp reaches
+ * the shuffle the same number of times (tk_step_rowwise: each row's lanes
+ * read its first lane); a read from a higher lane, or lanes calling
+ * different numbers of times (a divergent shuffle, a bug on a GPU too),
+ * aborts with a message.
  */
 #ifndef EMDB_TESTS_EMU_CUDA_RUNTIME_H
 #define EMDB_TESTS_EMU_CUDA_RUNTIME_H

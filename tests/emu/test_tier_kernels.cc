@@ -550,11 +550,16 @@ Test(tier_kernels, index_arithmetic)
 	cr_assert_eq(tk_blocks(UINT64_MAX / 2), 1u << 20, "capped");
 }
 
-/* The emulation refuses the shuffles it cannot run exactly
- * (tests/emu/cuda_runtime.h): lane 0's broadcast only, reached the same
- * number of times by every lane of the warp. */
+/* The emulation runs exactly, and refuses what it cannot
+ * (tests/emu/cuda_runtime.h): a lane reads itself or a lower lane, every
+ * lane of the warp reaching the shuffle the same number of times. */
 /* Each thread writes out[its index in the grid]. */
 #define GRID_INDEX (blockIdx.x * blockDim.x + threadIdx.x)
+
+__global__ static void shfl_from_first_of_eight(float *out)
+{
+	out[GRID_INDEX] = __shfl_sync(0xffffffffu, (float)GRID_INDEX, (int)(threadIdx.x & 31 & ~7u));
+}
 
 __global__ static void shfl_from_lane_1(float *out)
 {
@@ -596,7 +601,16 @@ Test(tier_kernels, emulation_broadcasts_lane_0s_value_in_order)
 		cr_assert_eq(out[t], (float)(t & ~31) * 2.0f + 1.0f, "thread %d: %g", t, (double)out[t]);
 }
 
-Test(tier_kernels, emulation_refuses_a_source_lane_but_0, .signal = SIGABRT)
+Test(tier_kernels, emulation_reads_a_lower_lane)
+{
+	float out[128];
+
+	run_kernel(shfl_from_first_of_eight, out);
+	for (int t = 0; t < 128; t++)
+		cr_assert_eq(out[t], (float)(t & ~7), "thread %d: %g", t, (double)out[t]);
+}
+
+Test(tier_kernels, emulation_refuses_a_higher_source_lane, .signal = SIGABRT)
 {
 	float out[128];
 
@@ -615,4 +629,66 @@ Test(tier_kernels, emulation_refuses_a_lane_shuffling_less_than_lane_0, .signal 
 	float out[128];
 
 	run_kernel(shfl_lane_0_alone, out);
+}
+
+/* Every width of the row-wise step (tk_step_rowwise's lanes a row, 1 to
+ * 32; the tier launches TK_ROWWISE_LANES), directly, against the host's
+ * rule row by row: rows in random order, a freed row, a count that is no
+ * multiple of the rows a warp takes, dims under, at and past a warp. */
+Test(tier_kernels, rowwise_every_width)
+{
+	static const uint32_t dims[] = { 5, 32, 67 };
+
+	cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+	for (uint32_t dim : dims)
+		for (uint32_t lpr = 1; lpr <= 32; lpr *= 2) {
+			const uint32_t rows = 53, n = 41, rf = dim + 1, stride = (rf + 3) & ~3u;
+			std::vector<float> host(rows * stride), g(n * dim), out(rows * stride);
+			std::vector<uint64_t> slots(n);
+			float *mem, **dir, *dg;
+			uint64_t *ds;
+			emdb_optimizer o;
+			emdb_opt_scalars sc;
+			tk_rows R;
+
+			for (size_t k = 0; k < host.size(); k++)
+				host[k] = test_val(dim * 100 + lpr, k);
+			for (size_t k = 0; k < g.size(); k++)
+				g[k] = test_val(dim * 7 + lpr, k);
+			for (uint32_t i = 0; i < n; i++)
+				slots[i] = (i * 17 + 3) % rows;
+			slots[9] = TK_SLOT_NONE;
+			emdb_optimizer_defaults(EMDB_OPT_ROWWISE_ADAGRAD, &o);
+			emdb_opt_scalars_for_step(&o, 3, dim, &sc);
+			cr_assert_eq(cudaMalloc((void **)&mem, host.size() * sizeof(float)), cudaSuccess);
+			cr_assert_eq(cudaMalloc((void **)&dir, sizeof(float *)), cudaSuccess);
+			cr_assert_eq(cudaMalloc((void **)&dg, g.size() * sizeof(float)), cudaSuccess);
+			cr_assert_eq(cudaMalloc((void **)&ds, n * sizeof(uint64_t)), cudaSuccess);
+			cudaMemcpy(mem, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
+			cudaMemcpy(dir, &mem, sizeof(mem), cudaMemcpyHostToDevice);
+			cudaMemcpy(dg, g.data(), g.size() * sizeof(float), cudaMemcpyHostToDevice);
+			cudaMemcpy(ds, slots.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice);
+			R.dir = dir;
+			R.rows_per_chunk = 64;
+			R.rpc_shift = 6;
+			R.stride = stride;
+			R.dim = dim;
+			R.row_floats = rf;
+			R.n_chunks = 1;
+			for (unsigned blocks : { tk_rowwise_blocks(n, lpr), 1u }) {
+				emu_launch(nullptr, blocks, TK_THREADS, tk_step_rowwise, R, sc,
+					   (const uint64_t *)ds, (uint64_t)n, (const float *)dg, lpr);
+				for (uint32_t i = 0; i < n; i++)
+					if (slots[i] != TK_SLOT_NONE)
+						emdb_opt_rowwise_adagrad_row(&sc, dim, &host[slots[i] * stride],
+									     &g[(size_t)i * dim]);
+			}
+			cudaMemcpy(out.data(), mem, out.size() * sizeof(float), cudaMemcpyDeviceToHost);
+			for (uint32_t r = 0; r < rows; r++)
+				same_bits(&host[r * stride], &out[r * stride], rf, "rowwise row");
+			cudaFree(mem);
+			cudaFree(dir);
+			cudaFree(dg);
+			cudaFree(ds);
+		}
 }
