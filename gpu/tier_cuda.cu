@@ -493,8 +493,12 @@ static int cuda_put_rows(tier *t, const uint64_t *slots, size_t n, const float *
 		}
 		if (rc)
 			return rc;
-		TK_LAUNCH(tk_put_rows, tk_blocks(n * t->row_floats), TK_THREADS, C(t)->rep[r].stream,
-			rows_of(t, r), ds, n, dr);
+		if (t->row_floats % 4 == 0 && ((uintptr_t)dr & 15) == 0)
+			TK_LAUNCH(tk_put_rows4, tk_blocks(n * (t->row_floats / 4)), TK_THREADS,
+				  C(t)->rep[r].stream, rows_of(t, r), ds, n, (const float4 *)dr);
+		else
+			TK_LAUNCH(tk_put_rows, tk_blocks(n * t->row_floats), TK_THREADS,
+				  C(t)->rep[r].stream, rows_of(t, r), ds, n, dr);
 		rc = finish(t, r, "put rows");
 		if (rc)
 			return rc;
