@@ -59,6 +59,8 @@ typedef struct cuda_replica {
 	int dev;
 	cudaStream_t stream;
 	cudaEvent_t staged[2];    /* staging buffer k is free again        */
+	cudaStream_t copy;        /* put_rows' copies, beside its kernels  */
+	cudaEvent_t copied[2], used[2]; /* half k landed / was put          */
 	float **h_dir;            /* [max_chunks] host copy                */
 	float **d_dir;            /* [max_chunks] device                   */
 	float *acc;               /* [max_pending * dim] device            */
@@ -176,19 +178,6 @@ static bool is_pinned(const void *p)
 		return false;
 	}
 	return a.type == cudaMemoryTypeHost;
-}
-
-/* The address at which kernels read pinned host memory p (the same as p
- * under unified addressing), or NULL for other memory. */
-static const void *pinned_dev(const void *p)
-{
-	cudaPointerAttributes a;
-
-	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return NULL;
-	}
-	return a.type == cudaMemoryTypeHost ? a.devicePointer : NULL;
 }
 
 /* Staging buffer k, at least len <= STAGE_BYTES bytes (invariant 3):
@@ -318,9 +307,16 @@ static void cuda_close(tier *t)
 			(void)cudaFreeHost(p->bad);
 		if (p->d_dir)
 			(void)cudaFree(p->d_dir);
-		for (int k = 0; k < 2; k++)
+		for (int k = 0; k < 2; k++) {
 			if (p->staged[k])
 				(void)cudaEventDestroy(p->staged[k]);
+			if (p->copied[k])
+				(void)cudaEventDestroy(p->copied[k]);
+			if (p->used[k])
+				(void)cudaEventDestroy(p->used[k]);
+		}
+		if (p->copy)
+			(void)cudaStreamDestroy(p->copy);
 		if (p->stream)
 			(void)cudaStreamDestroy(p->stream);
 		emdb_free(p->h_dir);
@@ -342,8 +338,12 @@ static int open_replica(tier *t, uint32_t r)
 	p->dev = t->cfg.device + (int)r;
 	CK(cudaSetDevice(p->dev), "set device");
 	CK(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking), "stream");
-	for (int k = 0; k < 2; k++)
+	CK(cudaStreamCreateWithFlags(&p->copy, cudaStreamNonBlocking), "stream");
+	for (int k = 0; k < 2; k++) {
 		CK(cudaEventCreateWithFlags(&p->staged[k], cudaEventDisableTiming), "event");
+		CK(cudaEventCreateWithFlags(&p->copied[k], cudaEventDisableTiming), "event");
+		CK(cudaEventCreateWithFlags(&p->used[k], cudaEventDisableTiming), "event");
+	}
 	p->h_dir = (float **)emdb_calloc(t->cfg.max_chunks, sizeof(float *));
 	if (!p->h_dir)
 		return EMDB_ERR_NOMEM;
@@ -469,37 +469,78 @@ static int upload_slots(tier *t, uint32_t r, const uint64_t *slots, size_t n, ui
 	return rc ? rc : h2d(t, r, *d, slots, n * sizeof(uint64_t));
 }
 
-/* Rows in pinned memory are read by the kernel itself over the bus, so
- * they cross once, straight into their slots; others are copied into a
- * scratch buffer first (through the staging buffers). */
+/* The put kernel over n rows at dr (device memory), on replica r's stream. */
+static void launch_put(tier *t, uint32_t r, const uint64_t *ds, size_t n, const float *dr)
+{
+	if (t->row_floats % 4 == 0 && ((uintptr_t)dr & 15) == 0)
+		TK_LAUNCH(tk_put_rows4, tk_blocks(n * (t->row_floats / 4)), TK_THREADS,
+			  C(t)->rep[r].stream, rows_of(t, r), ds, n, (const float4 *)dr);
+	else
+		TK_LAUNCH(tk_put_rows, tk_blocks(n * t->row_floats), TK_THREADS, C(t)->rep[r].stream,
+			  rows_of(t, r), ds, n, dr);
+}
+
+/* Rows in pinned memory, PUT_CHUNK bytes at a time through two halves of
+ * a scratch buffer: the copy stream brings chunk k + 1 while the replica's
+ * stream puts chunk k, so the rows take about the time of their copy. */
+#define PUT_CHUNK (16u << 20)
+
+static int put_pipelined(tier *t, uint32_t r, const uint64_t *ds, size_t n, const float *rows)
+{
+	cuda_replica *p = &C(t)->rep[r];
+	size_t rb = (size_t)t->row_floats * sizeof(float);
+	size_t per = PUT_CHUNK / rb ? PUT_CHUNK / rb : 1;
+	float *half[2];
+	int rc;
+
+	if (per > n)
+		per = n;
+	rc = scratch(t, r, 1, 2 * per * rb, (void **)&half[0]);
+	if (rc)
+		return rc;
+	half[1] = half[0] + per * t->row_floats;
+	/* The copy stream does not order with the replica's: what is queued
+	 * there (a submitted gather's copy out of scratch) ends first. */
+	CK(cudaEventRecord(p->used[0], p->stream), "put rows");
+	CK(cudaEventRecord(p->used[1], p->stream), "put rows");
+	for (size_t off = 0, k = 0; off < n; off += per, k ^= 1) {
+		size_t m = n - off < per ? n - off : per;
+
+		CK(cudaStreamWaitEvent(p->copy, p->used[k], 0), "put rows");
+		CK(cudaMemcpyAsync(half[k], rows + off * t->row_floats, m * rb, cudaMemcpyHostToDevice,
+				   p->copy), "put rows");
+		CK(cudaEventRecord(p->copied[k], p->copy), "put rows");
+		CK(cudaStreamWaitEvent(p->stream, p->copied[k], 0), "put rows");
+		launch_put(t, r, ds + off, m, half[k]);
+		CK(cudaEventRecord(p->used[k], p->stream), "put rows");
+	}
+	return EMDB_OK;
+}
+
+/* Rows from pinned memory go through put_pipelined; others are staged
+ * into a scratch buffer whole, then put. */
 static int cuda_put_rows(tier *t, const uint64_t *slots, size_t n, const float *rows)
 {
-	const float *pinned = (const float *)pinned_dev(rows);
+	bool pinned = is_pinned(rows);
 
 	for (uint32_t r = 0; r < t->cfg.replicas; r++) {
 		uint64_t *ds;
-		const float *dr = pinned;
+		float *dr;
 		int rc = use(t, r);
 
 		if (!rc)
 			rc = upload_slots(t, r, slots, n, &ds);
-		if (!rc && !pinned) {
-			float *sc;
-
-			rc = scratch(t, r, 1, n * t->row_floats * sizeof(float), (void **)&sc);
+		if (!rc && pinned) {
+			rc = put_pipelined(t, r, ds, n, rows);
+		} else if (!rc) {
+			rc = scratch(t, r, 1, n * t->row_floats * sizeof(float), (void **)&dr);
 			if (!rc)
-				rc = h2d(t, r, sc, rows, n * t->row_floats * sizeof(float));
-			dr = sc;
+				rc = h2d(t, r, dr, rows, n * t->row_floats * sizeof(float));
+			if (!rc)
+				launch_put(t, r, ds, n, dr);
 		}
-		if (rc)
-			return rc;
-		if (t->row_floats % 4 == 0 && ((uintptr_t)dr & 15) == 0)
-			TK_LAUNCH(tk_put_rows4, tk_blocks(n * (t->row_floats / 4)), TK_THREADS,
-				  C(t)->rep[r].stream, rows_of(t, r), ds, n, (const float4 *)dr);
-		else
-			TK_LAUNCH(tk_put_rows, tk_blocks(n * t->row_floats), TK_THREADS,
-				  C(t)->rep[r].stream, rows_of(t, r), ds, n, dr);
-		rc = finish(t, r, "put rows");
+		if (!rc)
+			rc = finish(t, r, "put rows");
 		if (rc)
 			return rc;
 	}

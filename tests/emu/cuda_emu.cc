@@ -508,6 +508,25 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 	return cudaSuccess;
 }
 
+/* Work queued on s after this runs after the work e marks: a queued op
+ * that runs e's stream up to e's marker (invariant 2: only when s runs). */
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+	guard g(mu);
+
+	if (devices() == 0)
+		return fail(cudaErrorNoDevice);
+	if (flags || (s && !streams.count(s)))
+		return fail(s ? cudaErrorInvalidResourceHandle : cudaErrorInvalidValue);
+	if (!e->done || *e->done)
+		return cudaSuccess; /* never recorded, or done: nothing to wait for */
+	std::shared_ptr<bool> done = e->done;
+	cudaStream_t from = e->stream;
+
+	resolve(s)->q.push_back([done, from]() { run(from, done.get()); });
+	return cudaSuccess;
+}
+
 cudaError_t cudaDeviceSynchronize(void)
 {
 	guard g(mu);
