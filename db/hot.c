@@ -289,8 +289,9 @@ static int copy_members(hot *h, const chunk_store *rows, uint32_t from, uint32_t
 
 	if (!n)
 		return EMDB_OK;
-	slots = emdb_malloc((size_t)n * sizeof(uint64_t));
-	buf = emdb_malloc((size_t)n * h->rf * sizeof(float));
+	/* The tier's host memory (pinned for CUDA): no staging on the way */
+	slots = tier_host_alloc(h->tier, (size_t)n * sizeof(uint64_t));
+	buf = tier_host_alloc(h->tier, (size_t)n * h->rf * sizeof(float));
 	rc = slots && buf ? EMDB_OK : EMDB_ERR_NOMEM;
 	if (!rc) {
 		for (uint32_t k = 0; k < n; k++) {
@@ -300,8 +301,10 @@ static int copy_members(hot *h, const chunk_store *rows, uint32_t from, uint32_t
 		}
 		rc = tier_put_rows(h->tier, slots, n, buf);
 	}
-	emdb_free(slots);
-	emdb_free(buf);
+	if (slots)
+		tier_host_free(h->tier, slots);
+	if (buf)
+		tier_host_free(h->tier, buf);
 	if (rc == EMDB_OK)
 		h->st.rows_resynced += n;
 	if (rc == EMDB_OK || rc == EMDB_ERR_IO)

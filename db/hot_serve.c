@@ -512,7 +512,7 @@ static uint32_t *first_of(const uint64_t *locs, size_t n, uint32_t *cap_out)
 hot_staged *hot_stage(hot *h, const chunk_store *rows, const uint64_t *locs, size_t n)
 {
 	hot_staged *st = emdb_malloc(sizeof(*st) + (n ? n : 1) * sizeof(uint32_t));
-	uint64_t *slots = emdb_malloc((n ? n : 1) * sizeof(uint64_t));
+	uint64_t *slots = NULL; /* the tier's host memory, as buf: no staging */
 	float *buf = NULL;
 	uint32_t cap, m = 0, nlent0;
 	uint32_t *first = first_of(locs, n, &cap);
@@ -520,8 +520,15 @@ hot_staged *hot_stage(hot *h, const chunk_store *rows, const uint64_t *locs, siz
 
 	pthread_mutex_lock(&h->tmu);
 	nlent0 = h->nlent;
-	if (!st || !slots || !first || !serving(h) || !n) {
-		rc = st && slots && first ? EMDB_OK : EMDB_ERR_NOMEM;
+	if (!st || !first) {
+		rc = EMDB_ERR_NOMEM;
+		goto out;
+	}
+	if (!serving(h) || !n)
+		goto out;
+	slots = tier_host_alloc(h->tier, n * sizeof(uint64_t));
+	if (!slots) {
+		rc = EMDB_ERR_NOMEM;
 		goto out;
 	}
 	st->epoch = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
@@ -563,9 +570,10 @@ out:
 	}
 	if (buf)
 		tier_host_free(h->tier, buf);
+	if (slots)
+		tier_host_free(h->tier, slots);
 	pthread_mutex_unlock(&h->tmu);
 	emdb_free(first);
-	emdb_free(slots);
 	if (!m) {
 		emdb_free(st);
 		return NULL;
