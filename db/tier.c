@@ -156,6 +156,10 @@ int tier_open(tier_kind kind, const tier_config *cfg, tier **out)
 	t->cfg = *cfg;
 	t->be = be;
 	t->row_floats = tier_row_floats(cfg);
+	t->rpc_shift = 32;
+	for (uint32_t b = 0; b < 32; b++)
+		if (cfg->rows_per_chunk == 1u << b)
+			t->rpc_shift = b;
 	t->map_cap = 16;
 	while (t->map_cap < 2 * cfg->max_pending)
 		t->map_cap *= 2;
@@ -222,7 +226,7 @@ static int tier_check_slots(const tier *t, const uint64_t *slots, size_t n)
 	if (!slots || !n)
 		return emdb__seterr(EMDB_ERR_INVALID, "%s tier: empty batch", t->be->name);
 	for (size_t i = 0; i < n; i++) {
-		uint64_t c = slots[i] / t->cfg.rows_per_chunk;
+		uint64_t c = tier_slot_chunk64(t, slots[i]);
 
 		if (c >= t->cfg.max_chunks || !t->chunk_used[c])
 			return emdb__seterr(EMDB_ERR_INVALID, "%s tier: slot %llu (batch entry %zu) "
@@ -380,7 +384,7 @@ int tier_gather_dev(tier *t, uint32_t replica, const uint64_t *slots, size_t n, 
 		rc = tier_check_slots(t, slots, n);
 		if (rc) { /* what a device does with a bad slot */
 			for (size_t i = 0; i < n; i++) {
-				uint64_t c = slots[i] / t->cfg.rows_per_chunk;
+				uint64_t c = tier_slot_chunk64(t, slots[i]);
 
 				if (c >= t->cfg.max_chunks || !t->chunk_used[c])
 					for (uint32_t k = 0; k < t->cfg.dim; k++)

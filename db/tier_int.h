@@ -93,6 +93,7 @@ struct tier {
 	void *impl;               /* the backend's state                      */
 	void *wrap;               /* a wrapping backend's own (tier_test.c)   */
 	uint32_t row_floats;
+	uint32_t rpc_shift;       /* log2(rows_per_chunk), 32 if no power of 2 */
 	uint8_t *chunk_used;      /* [max_chunks]                             */
 	/* Pending gradients: slot -> index into pend_slots, open addressing
 	 * with linear probing (keys TIER_SLOT_NONE when empty). */
@@ -114,15 +115,22 @@ extern const tier_backend tier_test_backend;
 extern const tier_backend tier_cuda_backend;
 #endif
 
-/* Chunk and offset of a slot. */
+/* Chunk and offset of a slot: a shift for the usual power-of-two chunk
+ * (a 64-bit division per slot was most of a large batch's checks). */
+static inline uint64_t tier_slot_chunk64(const tier *t, uint64_t slot)
+{
+	return t->rpc_shift < 32 ? slot >> t->rpc_shift : slot / t->cfg.rows_per_chunk;
+}
+
 static inline uint32_t tier_slot_chunk(const tier *t, uint64_t slot)
 {
-	return (uint32_t)(slot / t->cfg.rows_per_chunk);
+	return (uint32_t)tier_slot_chunk64(t, slot);
 }
 
 static inline uint32_t tier_slot_offset(const tier *t, uint64_t slot)
 {
-	return (uint32_t)(slot % t->cfg.rows_per_chunk);
+	return t->rpc_shift < 32 ? (uint32_t)(slot & (t->cfg.rows_per_chunk - 1))
+				 : (uint32_t)(slot % t->cfg.rows_per_chunk);
 }
 
 #ifdef __cplusplus
