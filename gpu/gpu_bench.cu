@@ -186,6 +186,19 @@ static void bench_staging(void)
 	tier_close(t);
 }
 
+/* Milliseconds between events around launch(), on the legacy stream. */
+template <class F> static float kernel_ms(cudaEvent_t e0, cudaEvent_t e1, F launch)
+{
+	float ms;
+
+	CUDA_OK(cudaEventRecord(e0));
+	launch();
+	CUDA_OK(cudaEventRecord(e1));
+	CUDA_OK(cudaEventSynchronize(e1));
+	CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+	return ms;
+}
+
 /* Reads and writes what a rule of `state` floats of state per column
  * does, through the same slot indirection, with no arithmetic. */
 __global__ static void bare_step(tk_rows R, uint32_t state_cols, const uint64_t *slots, uint64_t n,
@@ -261,24 +274,21 @@ static void bench_optimizers(void)
 		R.row_floats = DIM + sf;
 		emdb_optimizer_defaults(kinds[k], &opt);
 		emdb_opt_scalars_for_step(&opt, 1, DIM, &sc);
+		/* the rule and the bare kernel alternate, repetition by repetition */
 		for (int rep = 0; rep <= REPS; rep++) {
-			CUDA_OK(cudaEventRecord(e0));
-			if (kinds[k] == EMDB_OPT_ROWWISE_ADAGRAD)
-				tk_step_rowwise<<<tk_rowwise_blocks(n, TK_ROWWISE_LANES), TK_THREADS>>>(
-					R, sc, ds, n, dg, TK_ROWWISE_LANES);
-			else
-				tk_step_cols<<<tk_blocks(n * DIM), TK_THREADS>>>(R, kinds[k], sc, ds, n,
-										 dg);
-			CUDA_OK(cudaEventRecord(e1));
-			CUDA_OK(cudaEventSynchronize(e1));
-			CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+			ms = kernel_ms(e0, e1, [&] {
+				if (kinds[k] == EMDB_OPT_ROWWISE_ADAGRAD)
+					tk_step_rowwise<<<tk_rowwise_blocks(n, TK_ROWWISE_LANES),
+							  TK_THREADS>>>(R, sc, ds, n, dg, TK_ROWWISE_LANES);
+				else
+					tk_step_cols<<<tk_blocks(n * DIM), TK_THREADS>>>(R, kinds[k], sc, ds,
+											 n, dg);
+			});
 			if (rep && ms < best_k)
 				best_k = ms;
-			CUDA_OK(cudaEventRecord(e0));
-			bare_step<<<tk_blocks(n * DIM), TK_THREADS>>>(R, state_cols, ds, n, dg);
-			CUDA_OK(cudaEventRecord(e1));
-			CUDA_OK(cudaEventSynchronize(e1));
-			CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+			ms = kernel_ms(e0, e1, [&] {
+				bare_step<<<tk_blocks(n * DIM), TK_THREADS>>>(R, state_cols, ds, n, dg);
+			});
 			if (rep && ms < best_b)
 				best_b = ms;
 		}
@@ -296,12 +306,10 @@ static void bench_optimizers(void)
 				float best = 1e30f;
 
 				for (int rep = 0; rep <= REPS; rep++) {
-					CUDA_OK(cudaEventRecord(e0));
-					tk_step_rowwise<<<tk_rowwise_blocks(n, lpr), TK_THREADS>>>(R, sc, ds, n,
-												   dg, lpr);
-					CUDA_OK(cudaEventRecord(e1));
-					CUDA_OK(cudaEventSynchronize(e1));
-					CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+					ms = kernel_ms(e0, e1, [&] {
+						tk_step_rowwise<<<tk_rowwise_blocks(n, lpr), TK_THREADS>>>(
+							R, sc, ds, n, dg, lpr);
+					});
 					if (rep && ms < best)
 						best = ms;
 				}

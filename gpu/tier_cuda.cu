@@ -113,10 +113,7 @@ static tk_rows rows_of(const tier *t, uint32_t r)
 
 	R.dir = C(t)->rep[r].d_dir;
 	R.rows_per_chunk = t->cfg.rows_per_chunk;
-	R.rpc_shift = 32;
-	for (uint32_t b = 0; b < 32; b++)
-		if (t->cfg.rows_per_chunk == (1u << b))
-			R.rpc_shift = b;
+	R.rpc_shift = t->rpc_shift; /* the same convention: 32 if no power of 2 */
 	R.stride = C(t)->stride;
 	R.dim = t->cfg.dim;
 	R.row_floats = t->row_floats;

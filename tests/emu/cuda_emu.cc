@@ -159,16 +159,23 @@ bool ptr_free(void *p, mem_kind k)
 	return true;
 }
 
-cudaError_t host_alloc(void **p, size_t bytes)
+/* A tracked allocation of kind k on the current device (invariant 4),
+ * its contents undefined: NaN bytes. */
+cudaError_t new_allocation(void **p, size_t bytes, mem_kind k)
 {
-	if (devices() == 0)
-		return fail(cudaErrorNoDevice);
 	*p = malloc(bytes ? bytes : 1);
 	if (!*p)
 		return fail(cudaErrorMemoryAllocation);
 	memset(*p, 0xff, bytes);
-	allocs[(uintptr_t)*p] = allocation{ bytes ? bytes : 1, PINNED, cur_dev };
+	allocs[(uintptr_t)*p] = allocation{ bytes ? bytes : 1, k, cur_dev };
 	return cudaSuccess;
+}
+
+cudaError_t host_alloc(void **p, size_t bytes)
+{
+	if (devices() == 0)
+		return fail(cudaErrorNoDevice);
+	return new_allocation(p, bytes, PINNED);
 }
 
 /* The direction a copy names is the memory it touches (invariant 4). */
@@ -318,12 +325,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 		return fail(cudaErrorNoDevice);
 	if (fail_malloc_in && --fail_malloc_in == 0)
 		return fail(cudaErrorMemoryAllocation);
-	*p = malloc(bytes ? bytes : 1);
-	if (!*p)
-		return fail(cudaErrorMemoryAllocation);
-	memset(*p, 0xff, bytes); /* undefined contents: NaN bytes */
-	allocs[(uintptr_t)*p] = allocation{ bytes ? bytes : 1, DEVICE, cur_dev };
-	return cudaSuccess;
+	return new_allocation(p, bytes, DEVICE);
 }
 
 cudaError_t cudaFree(void *p)
